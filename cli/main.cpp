@@ -1,0 +1,47 @@
+// osdp: plan sharded data-parallel training (thin entry point; the work is in the libraries).
+#include <iostream>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "costmodel/error.hpp"
+
+int main(int argc, char** argv) {
+  using namespace osdp::cli;
+  CLI::App app{"osdp: plan, simulate and validate sharded data-parallel training.\n"
+               "Per operator DP, ZDP (ZeRO-3) or REPLICATE, operator splitting, checkpointing and the\n"
+               "batch size, chosen to maximise throughput under a device memory limit."};
+  app.require_subcommand(0, 1);
+  bool show_version = false;
+  app.add_flag("--version", show_version, "Print the version, the commit and the compiled-in backends");
+  std::map<CLI::App*, Action> actions;
+  auto add = [&](const char* name, const char* help, Action (*fn)(CLI::App&)) {
+    CLI::App* sub = app.add_subcommand(name, help);
+    actions[sub] = fn(*sub);
+  };
+  add("models", "List the built-in models", add_models_command);
+  add("clusters", "List the built-in clusters", add_clusters_command);
+  add("plan", "Find the best sharding plan and batch size for a model on a cluster", add_plan_command);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : kExitInput;
+  }
+  if (show_version) {
+    std::cout << version_string() << "\n";
+    return kExitOk;
+  }
+  for (auto& [sub, action] : actions) {
+    if (!sub->parsed()) continue;
+    try {
+      return action();
+    } catch (const osdp::Error& e) {
+      std::cerr << "osdp " << sub->get_name() << ": error: " << e.what() << "\n";
+      return kExitInput;
+    }
+  }
+  std::cout << app.help();
+  return kExitOk;
+}

@@ -1,0 +1,172 @@
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "costmodel/catalog.hpp"
+#include "costmodel/error.hpp"
+#include "costmodel/files.hpp"
+#include "costmodel/units.hpp"
+#include "osdp_version.hpp"
+#include "search/report.hpp"
+
+namespace osdp::cli {
+namespace {
+
+using costmodel::format_bytes;
+using costmodel::format_seconds;
+
+struct PlanArgs {
+  std::string model, cluster, memory, strategy = "exact", batch = "auto", checkpoint = "auto";
+  std::string tier = "extended", calibration, out, emit_costs, baseline = "fsdp";
+  int split_max = 4;
+  bool json = false, regather = false;
+  std::int64_t dfs_budget = 2'000'000;
+};
+
+double parse_bytes_option(const std::string& text, const char* option) {
+  std::string err;
+  auto v = costmodel::parse_quantity(text, costmodel::UnitKind::kBytes, &err);
+  if (!v || *v <= 0) throw UsageError(fmt::format("{}: {}", option, v ? "must be positive" : err));
+  return *v;
+}
+
+int run_plan(const PlanArgs& a) {
+  search::PlanContext ctx;
+  ctx.tool_version = fmt::format("{}+{}", OSDP_VERSION, OSDP_GIT_HASH);
+  ctx.model = costmodel::load_model(a.model);
+  ctx.cluster = costmodel::load_cluster(a.cluster);
+  const std::string cal_name = !a.calibration.empty() ? a.calibration : ctx.cluster.calibration;
+  if (!cal_name.empty()) ctx.calibration = costmodel::load_calibration(cal_name, ctx.cluster.compute);
+  ctx.cost_options.tier = a.tier == "paper" ? costmodel::Tier::kPaper : costmodel::Tier::kExtended;
+  ctx.cost_options.checkpoint_regather = a.regather;
+
+  const costmodel::Workload w = costmodel::lower(ctx.model);
+  const costmodel::CostModel model(ctx.cluster, ctx.calibration ? &*ctx.calibration : nullptr, ctx.model.precision,
+                                   ctx.cost_options);
+  search::SearchOptions opt;
+  opt.space.split_max = a.split_max;
+  opt.space.checkpoint = a.checkpoint == "on"    ? search::CheckpointPolicy::kOn
+                         : a.checkpoint == "off" ? search::CheckpointPolicy::kOff
+                                                 : search::CheckpointPolicy::kAuto;
+  opt.memory_limit_bytes = a.memory.empty() ? ctx.cluster.memory_bytes : parse_bytes_option(a.memory, "--memory");
+  opt.reserve_bytes = ctx.cluster.reserve_bytes;
+  if (a.batch != "auto") {
+    try {
+      std::size_t used = 0;
+      const int b = std::stoi(a.batch, &used);
+      if (used != a.batch.size() || b < 1) throw std::invalid_argument("batch");
+      opt.batch = b;
+    } catch (const std::exception&) {
+      throw UsageError(fmt::format("--batch: expected a positive integer or \"auto\", got \"{}\"", a.batch));
+    }
+  }
+  const auto registry = search::default_strategies({a.dfs_budget});
+  const search::Strategy& strategy = registry.get(a.strategy);
+  const search::SearchResult r = search::run_search(w, model, strategy, opt);
+  std::optional<search::SearchResult> base;
+  if (a.baseline != "none" && a.baseline != a.strategy)
+    base = search::run_search(w, model, registry.get(a.baseline), opt);
+
+  if (!a.emit_costs.empty())
+    costmodel::write_file_atomic(a.emit_costs, search::to_costs_json(r.outcome.instance, r.outcome.solution).dump(1) + "\n");
+  if (!a.out.empty() && r.feasible)
+    costmodel::write_file_atomic(a.out, to_json(search::make_plan(ctx, w, r)).dump(1) + "\n");
+
+  if (a.json) {
+    nlohmann::json j = search::result_json(ctx, w, r);
+    j["model"] = ctx.model.name;
+    j["cluster"] = ctx.cluster.name;
+    j["world_size"] = ctx.cluster.world_size();
+    if (base) {
+      nlohmann::json bj = search::result_json(ctx, w, *base);
+      bj.erase("plan");
+      bj.erase("candidates");
+      j["baseline"] = bj;
+      if (r.feasible && base->feasible) j["speedup_over_baseline"] = r.throughput / base->throughput;
+    }
+    std::cout << j.dump(2) << "\n";
+  } else {
+    const int n = ctx.cluster.world_size();
+    std::cout << fmt::format("osdp plan: {} on {} ({} x {}), memory limit {}, strategy {}\n", ctx.model.name,
+                             ctx.cluster.name, n, ctx.cluster.device_name, format_bytes(opt.memory_limit_bytes),
+                             r.strategy);
+    if (r.feasible) {
+      std::cout << fmt::format("  batch size     {} per device ({} samples per step)\n", r.batch, r.batch * n)
+                << fmt::format("  throughput     {:.2f} samples/s\n", r.throughput)
+                << fmt::format("  step time      {}\n", format_seconds(r.time_s))
+                << fmt::format("  peak memory    {} of {} ({} reserve included)\n", format_bytes(r.peak_bytes),
+                               format_bytes(opt.memory_limit_bytes), format_bytes(opt.reserve_bytes));
+      bool first = true;
+      for (const auto& line : search::summarize_choices(w, r.choices)) {
+        std::cout << (first ? "  choices        " : "                 ") << line << "\n";
+        first = false;
+      }
+    } else {
+      std::cout << fmt::format("  no plan fits: the smallest peak is {} (a memory limit of at least {} would fit)\n",
+                               format_bytes(r.min_fit_bytes), format_bytes(r.min_fit_bytes));
+    }
+    int visited = 0;
+    for (const auto& c : r.candidates) visited += c.skipped ? 0 : 1;
+    std::cout << fmt::format("  search         {} over {} batch sizes ({} bounded out){}\n",
+                             format_seconds(r.search_seconds), r.candidates.size(),
+                             r.candidates.size() - static_cast<std::size_t>(visited),
+                             r.complete ? "" : ", stopped early by its node budget");
+    if (base) {
+      if (base->feasible)
+        std::cout << fmt::format("  {:<14} batch {}, {:.2f} samples/s, step {}, peak {}{}\n", base->strategy,
+                                 base->batch, base->throughput, format_seconds(base->time_s),
+                                 format_bytes(base->peak_bytes),
+                                 r.feasible ? fmt::format(" -> {} is {:.3f}x", r.strategy, r.throughput / base->throughput)
+                                            : std::string());
+      else
+        std::cout << fmt::format("  {:<14} does not fit (needs {})\n", base->strategy, format_bytes(base->min_fit_bytes));
+    }
+    if (!a.out.empty() && r.feasible) std::cout << "  plan written to " << a.out << "\n";
+  }
+  if (!r.feasible) {
+    if (a.json) std::cerr << fmt::format("osdp plan: no plan fits; the smallest memory that would fit is {} ({} bytes)\n",
+                                         format_bytes(r.min_fit_bytes), static_cast<long long>(r.min_fit_bytes));
+    return kExitNoFit;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Action add_plan_command(CLI::App& app) {
+  auto a = std::make_shared<PlanArgs>();
+  app.description(
+      "Find the plan with the highest throughput: per operator DP, ZDP or REPLICATE, k of n slices ZDP,\n"
+      "activation checkpointing, and the micro-batch size, under the device memory limit.\n"
+      "Exit codes: 0 a plan; 2 bad input or usage; 3 no plan fits (the message gives the memory that would).");
+  app.add_option("--model", a->model, "Built-in model name (see `osdp models`) or a model JSON file")->required();
+  app.add_option("--cluster", a->cluster, "Built-in cluster name (see `osdp clusters`) or a cluster JSON file")
+      ->required();
+  app.add_option("--memory", a->memory, "Device memory limit, e.g. 8GiB or 16GB (default: the device's memory)");
+  app.add_option("--strategy", a->strategy, "exact | fsdp | zero2 | ddp | osdp-ref | dfs")->capture_default_str();
+  app.add_option("--batch", a->batch, "Micro-batch size per device, or auto for the batch-size scheduler")
+      ->capture_default_str();
+  app.add_option("--split-max", a->split_max, "Largest number of slices per operator (1, 2, 4, ...; 1: no splitting)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--checkpoint", a->checkpoint, "Activation checkpointing: auto (searched per operator), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  app.add_option("--tier", a->tier, "Cost model: extended (default) or paper (the seed formulas)")
+      ->check(CLI::IsMember({"paper", "extended"}))
+      ->capture_default_str();
+  app.add_option("--calibration", a->calibration, "Calibration name or file (overrides the cluster's)");
+  app.add_flag("--checkpoint-regather", a->regather,
+               "A checkpointed ZDP operator gathers its weights again for the recompute");
+  app.add_option("--baseline", a->baseline, "Strategy shown beside the result (none to skip)")->capture_default_str();
+  app.add_option("--dfs-budget", a->dfs_budget, "Node budget of the dfs strategy per batch size")
+      ->capture_default_str();
+  app.add_option("--out", a->out, "Write the plan file here");
+  app.add_option("--emit-costs", a->emit_costs, "Write the knapsack instance the search solved (for an audit)");
+  app.add_flag("--json", a->json, "Print one JSON object instead of the summary");
+  return [a]() { return run_plan(*a); };
+}
+
+}  // namespace osdp::cli

@@ -1,0 +1,112 @@
+#include "costmodel/calibration.hpp"
+
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "costmodel/json_reader.hpp"
+
+namespace osdp::costmodel {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::vector<Segment> read_segments(JsonReader& parent, std::string_view key) {
+  std::vector<Segment> out;
+  if (!parent.has(key)) {
+    parent.raw(key);
+    return out;
+  }
+  auto items = parent.objects(key);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    JsonReader& s = items[i];
+    Segment seg{};
+    const bool last = i + 1 == items.size();
+    seg.up_to_bytes = last ? s.quantity_or("up_to", UnitKind::kBytes, 1.0, kInf, kInf)
+                           : s.quantity("up_to", UnitKind::kBytes, 1.0, kInf);
+    if (!out.empty() && seg.up_to_bytes <= out.back().up_to_bytes)
+      s.fail("up_to", "segments must be sorted by increasing \"up_to\"");
+    seg.alpha_s = s.quantity("alpha", UnitKind::kSeconds, 0.0, 1.0);
+    seg.beta_s_per_byte = 1.0 / s.quantity("bandwidth", UnitKind::kBytesPerSecond, 1.0, kInf);
+    s.raw("residual_rms");  // fit quality, informational
+    s.finish();
+    out.push_back(seg);
+  }
+  out.back().up_to_bytes = kInf;
+  return out;
+}
+
+nlohmann::json segments_json(const std::vector<Segment>& segs) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& s : segs) {
+    nlohmann::json j{{"alpha", s.alpha_s}, {"bandwidth", 1.0 / s.beta_s_per_byte}};
+    if (s.up_to_bytes != kInf) j["up_to"] = s.up_to_bytes;
+    a.push_back(j);
+  }
+  return a;
+}
+
+}  // namespace
+
+const char* to_string(Collective c) {
+  switch (c) {
+    case Collective::kAllGather: return "allgather";
+    case Collective::kReduceScatter: return "reducescatter";
+    case Collective::kAllReduce: return "allreduce";
+  }
+  return "?";
+}
+
+const std::vector<Segment>& Calibration::segments(Collective c) const {
+  switch (c) {
+    case Collective::kAllGather: return allgather;
+    case Collective::kReduceScatter: return reducescatter;
+    case Collective::kAllReduce: return allreduce;
+  }
+  return allgather;
+}
+
+Calibration read_calibration(const nlohmann::json& doc, const std::string& file, const ComputeSpec& base,
+                             const std::string& pointer) {
+  JsonReader r(doc, file, pointer);
+  r.expect_schema_version(1);
+  Calibration cal;
+  cal.name = r.string("name");
+  if (const auto* p = r.raw("provenance")) {
+    if (!p->is_object()) r.fail("provenance", "expected an object (host, date, backend, versions, ...)");
+    cal.provenance = *p;
+  }
+  if (auto c = r.object_if("collectives")) {
+    cal.allgather = read_segments(*c, "allgather");
+    cal.reducescatter = read_segments(*c, "reducescatter");
+    cal.allreduce = read_segments(*c, "allreduce");
+    c->finish();
+  }
+  if (auto c = r.object_if("compute")) {
+    cal.compute = read_compute_fields(*c, base);
+    c->finish();
+  }
+  if (auto o = r.object_if("overlap")) {
+    cal.interference = o->number("interference", 1.0, 100.0);
+    o->finish();
+  }
+  r.finish();
+  return cal;
+}
+
+nlohmann::json to_json(const Calibration& cal) {
+  nlohmann::json j;
+  j["schema_version"] = 1;
+  j["name"] = cal.name;
+  j["provenance"] = cal.provenance;
+  nlohmann::json c = nlohmann::json::object();
+  if (!cal.allgather.empty()) c["allgather"] = segments_json(cal.allgather);
+  if (!cal.reducescatter.empty()) c["reducescatter"] = segments_json(cal.reducescatter);
+  if (!cal.allreduce.empty()) c["allreduce"] = segments_json(cal.allreduce);
+  j["collectives"] = c;
+  if (cal.compute) j["compute"] = compute_json(*cal.compute);
+  if (cal.interference) j["overlap"] = {{"interference", *cal.interference}};
+  return j;
+}
+
+}  // namespace osdp::costmodel

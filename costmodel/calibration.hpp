@@ -1,0 +1,42 @@
+// Calibration files: fitted alpha and beta per collective and per message-size segment, compute
+// coefficients and overlap interference, with provenance. Written by `osdp calibrate`, named by a
+// cluster file or given with --calibration; what a calibration gives overrides the cluster's figures.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "costmodel/cluster.hpp"
+
+namespace osdp::costmodel {
+
+enum class Collective { kAllGather, kReduceScatter, kAllReduce };
+const char* to_string(Collective c);
+
+// Ring time of one collective on a buffer of `bytes` (the full gathered/reduced buffer S):
+//   all-gather and reduce-scatter: (N-1) alpha + (N-1)/N S beta; all-reduce: twice that.
+struct Segment {
+  double up_to_bytes;  // this segment covers sizes <= up_to_bytes (the last one: infinity)
+  double alpha_s;
+  double beta_s_per_byte;
+};
+
+struct Calibration {
+  std::string name;
+  nlohmann::json provenance = nlohmann::json::object();  // where, when, backend, versions
+  std::vector<Segment> allgather, reducescatter, allreduce;  // sorted by up_to_bytes; may be empty
+  std::optional<ComputeSpec> compute;  // overrides (fields not given keep the cluster's)
+  std::optional<double> interference;
+
+  const std::vector<Segment>& segments(Collective c) const;
+};
+
+// `base_compute` supplies the values a calibration's compute block leaves out.
+Calibration read_calibration(const nlohmann::json& doc, const std::string& file, const ComputeSpec& base_compute,
+                             const std::string& pointer = "");
+nlohmann::json to_json(const Calibration& cal);
+
+}  // namespace osdp::costmodel

@@ -1,0 +1,23 @@
+#include "costmodel/choice.hpp"
+
+#include <fmt/format.h>
+
+namespace osdp::costmodel {
+
+std::string Choice::mode_name() const {
+  if (replicate) return "replicate";
+  if (zdp_slices == 0) return "dp";
+  if (zdp_slices == split) return "zdp";
+  return "mixed";
+}
+
+std::string Choice::label() const {
+  std::string s;
+  if (replicate) s = "REPLICATE";
+  else if (split == 1) s = zdp_slices ? "ZDP" : "DP";
+  else s = fmt::format("split{}:{}zdp", split, zdp_slices);
+  if (checkpoint) s += "+ckpt";
+  return s;
+}
+
+}  // namespace osdp::costmodel

@@ -1,0 +1,102 @@
+#include "costmodel/cluster.hpp"
+
+#include <limits>
+
+#include "costmodel/json_reader.hpp"
+
+namespace osdp::costmodel {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+LinkSpec read_link(JsonReader r) {
+  LinkSpec l;
+  l.alpha_s = r.quantity("alpha", UnitKind::kSeconds, 0.0, 1.0);
+  l.bandwidth_bytes_per_s = r.quantity("bandwidth", UnitKind::kBytesPerSecond, 1.0, kInf);
+  r.finish();
+  return l;
+}
+
+nlohmann::json link_json(const LinkSpec& l) {
+  return {{"alpha", l.alpha_s}, {"bandwidth", l.bandwidth_bytes_per_s}};
+}
+
+}  // namespace
+
+ComputeSpec read_compute_fields(JsonReader& r, const ComputeSpec& base) {
+  ComputeSpec c = base;
+  c.fp32_flops_per_s = r.quantity_or("fp32_flops", UnitKind::kFlopsPerSecond, 1.0, kInf, c.fp32_flops_per_s);
+  c.bf16_flops_per_s = r.quantity_or("bf16_flops", UnitKind::kFlopsPerSecond, 1.0, kInf, c.bf16_flops_per_s);
+  c.gemm_efficiency = r.number_or("gemm_efficiency", 1e-6, 1.0, c.gemm_efficiency);
+  c.gemm_half_efficiency_dim = r.number_or("gemm_half_efficiency_dim", 0.0, 1e9, c.gemm_half_efficiency_dim);
+  c.memory_bandwidth_bytes_per_s =
+      r.quantity_or("memory_bandwidth", UnitKind::kBytesPerSecond, 1.0, kInf, c.memory_bandwidth_bytes_per_s);
+  c.kernel_overhead_s = r.quantity_or("kernel_overhead", UnitKind::kSeconds, 0.0, 1.0, c.kernel_overhead_s);
+  return c;
+}
+
+nlohmann::json compute_json(const ComputeSpec& c) {
+  return {{"fp32_flops", c.fp32_flops_per_s},
+          {"bf16_flops", c.bf16_flops_per_s},
+          {"gemm_efficiency", c.gemm_efficiency},
+          {"gemm_half_efficiency_dim", c.gemm_half_efficiency_dim},
+          {"memory_bandwidth", c.memory_bandwidth_bytes_per_s},
+          {"kernel_overhead", c.kernel_overhead_s}};
+}
+
+ClusterSpec read_cluster(const nlohmann::json& doc, const std::string& file, const std::string& pointer) {
+  JsonReader r(doc, file, pointer);
+  r.expect_schema_version(1);
+  ClusterSpec c;
+  c.name = r.string("name");
+  c.description = r.string_or("description", "");
+  c.source = r.string_or("source", "");
+  c.nodes = static_cast<int>(r.integer("nodes", 1, 1 << 20));
+  c.devices_per_node = static_cast<int>(r.integer("devices_per_node", 1, 1 << 16));
+  {
+    JsonReader d = r.object("device");
+    c.device_name = d.string("name");
+    c.memory_bytes = d.quantity("memory", UnitKind::kBytes, 1.0, kInf);
+    c.reserve_bytes = d.quantity_or("reserve", UnitKind::kBytes, 0.0, c.memory_bytes, 0.0);
+    c.compute = read_compute_fields(d, ComputeSpec{});
+    d.finish();
+  }
+  {
+    JsonReader links = r.object("links");
+    c.intra = read_link(links.object("intra"));
+    if (auto inter = links.object_if("inter")) c.inter = read_link(*inter);
+    if (c.nodes > 1 && !c.inter)
+      links.fail("inter", "required when \"nodes\" > 1 (the link between nodes)");
+    links.finish();
+  }
+  if (auto o = r.object_if("overlap")) {
+    c.overlap.enabled = o->boolean_or("enabled", true);
+    c.overlap.interference = o->number_or("interference", 1.0, 100.0, 1.0);
+    o->finish();
+  }
+  c.calibration = r.string_or("calibration", "");
+  r.finish();
+  return c;
+}
+
+nlohmann::json to_json(const ClusterSpec& c) {
+  nlohmann::json j;
+  j["schema_version"] = 1;
+  j["name"] = c.name;
+  if (!c.description.empty()) j["description"] = c.description;
+  if (!c.source.empty()) j["source"] = c.source;
+  j["nodes"] = c.nodes;
+  j["devices_per_node"] = c.devices_per_node;
+  nlohmann::json d = compute_json(c.compute);
+  d["name"] = c.device_name;
+  d["memory"] = c.memory_bytes;
+  d["reserve"] = c.reserve_bytes;
+  j["device"] = d;
+  j["links"] = {{"intra", link_json(c.intra)}};
+  if (c.inter) j["links"]["inter"] = link_json(*c.inter);
+  j["overlap"] = {{"enabled", c.overlap.enabled}, {"interference", c.overlap.interference}};
+  if (!c.calibration.empty()) j["calibration"] = c.calibration;
+  return j;
+}
+
+}  // namespace osdp::costmodel

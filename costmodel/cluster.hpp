@@ -1,0 +1,67 @@
+// Cluster descriptions: devices (count, memory, reserve, compute rates), topology (nodes x devices
+// per node), links (alpha latency per ring step, bandwidth per level), overlap of compute and
+// communication, and optionally the calibration file that overrides the spec-sheet figures.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "costmodel/model.hpp"
+
+namespace osdp::costmodel {
+
+struct LinkSpec {
+  double alpha_s = 0.0;                 // latency per ring step
+  double bandwidth_bytes_per_s = 1.0;   // per direction; beta = 1 / bandwidth
+  double beta_s_per_byte() const { return 1.0 / bandwidth_bytes_per_s; }
+};
+
+// Per-kernel compute model (DESIGN.md section 4, extended tier):
+//   GEMM:        t = overhead + max(flops / (peak * eff * d / (d + d_half)), bytes / memory_bandwidth)
+//                with d the smallest of the GEMM's three dimensions;
+//   elementwise: t = overhead + bytes / memory_bandwidth.
+struct ComputeSpec {
+  double fp32_flops_per_s = 1e12;
+  double bf16_flops_per_s = 2e12;
+  double gemm_efficiency = 1.0;         // fraction of peak a large GEMM reaches
+  double gemm_half_efficiency_dim = 0;  // d_half: smallest GEMM dimension at which efficiency halves
+  double memory_bandwidth_bytes_per_s = 1e11;
+  double kernel_overhead_s = 0.0;       // launch and setup per kernel
+  double peak_flops(Precision p) const { return p == Precision::kFp32 ? fp32_flops_per_s : bf16_flops_per_s; }
+};
+
+struct OverlapSpec {
+  bool enabled = true;
+  double interference = 1.0;  // compute runs this much slower while a collective is in flight (>= 1)
+};
+
+struct ClusterSpec {
+  std::string name;
+  std::string description;
+  std::string source;  // where the figures come from
+  int nodes = 1;
+  int devices_per_node = 1;
+  std::string device_name;
+  double memory_bytes = 0;   // device memory capacity
+  double reserve_bytes = 0;  // taken by the runtime (context, allocator slack): never available
+  ComputeSpec compute;
+  LinkSpec intra;
+  std::optional<LinkSpec> inter;  // required when nodes > 1
+  OverlapSpec overlap;
+  std::string calibration;  // a calibration name or path, empty for none
+
+  int world_size() const { return nodes * devices_per_node; }
+};
+
+// The compute block shared by cluster and calibration files: every key optional, defaults from `base`.
+class JsonReader;
+ComputeSpec read_compute_fields(JsonReader& r, const ComputeSpec& base);
+nlohmann::json compute_json(const ComputeSpec& c);
+
+ClusterSpec read_cluster(const nlohmann::json& doc, const std::string& file,
+                       const std::string& pointer = "");
+nlohmann::json to_json(const ClusterSpec& cluster);
+
+}  // namespace osdp::costmodel

@@ -1,0 +1,151 @@
+#include "costmodel/cost_model.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+namespace osdp::costmodel {
+namespace {
+
+double ceil_div(std::int64_t a, std::int64_t b) { return static_cast<double>((a + b - 1) / b); }
+
+}  // namespace
+
+const char* to_string(Tier t) { return t == Tier::kPaper ? "paper" : "extended"; }
+
+CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration, Precision precision,
+                     CostOptions options)
+    : world_(cluster.world_size()),
+      ring_link_(cluster.nodes > 1 && cluster.inter ? *cluster.inter : cluster.intra),
+      calibration_(calibration),
+      compute_(calibration && calibration->compute ? *calibration->compute : cluster.compute),
+      precision_(precision),
+      interference_(calibration && calibration->interference ? *calibration->interference
+                                                              : cluster.overlap.interference),
+      overlap_(cluster.overlap.enabled),
+      options_(options) {}
+
+CostModel::LinkChoice CostModel::link_for(Collective c, double bytes) const {
+  if (calibration_) {
+    for (const Segment& s : calibration_->segments(c))
+      if (bytes <= s.up_to_bytes) return {s.alpha_s, s.beta_s_per_byte};
+  }
+  return {ring_link_.alpha_s, ring_link_.beta_s_per_byte()};
+}
+
+double CostModel::collective_s(Collective c, double bytes) const {
+  if (world_ <= 1 || bytes <= 0) return 0.0;
+  const LinkChoice l = link_for(c, bytes);
+  const double n = world_;
+  const double one = (n - 1) * l.alpha_s + (n - 1) / n * bytes * l.beta_s_per_byte;
+  return c == Collective::kAllReduce ? 2 * one : one;
+}
+
+double CostModel::kernel_s(const Kernel& k, int batch) const {
+  if (k.kind == KernelKind::kElementwise)
+    return compute_.kernel_overhead_s + k.bytes_per_sample * batch / compute_.memory_bandwidth_bytes_per_s;
+  const double m = static_cast<double>(k.dim(Dim::kM, batch));
+  const double n = static_cast<double>(k.dim(Dim::kN, batch));
+  const double kk = static_cast<double>(k.dim(Dim::kK, batch));
+  const double count = static_cast<double>(k.dim(Dim::kCount, batch));
+  const double d = std::min({m, n, kk});
+  const double eff = compute_.gemm_efficiency * d / (d + compute_.gemm_half_efficiency_dim);
+  const double flop_s = k.flops(batch) / (compute_.peak_flops(precision_) * eff);
+  const int elem = precision_ == Precision::kFp32 ? 4 : 2;
+  const double bytes = count * (m * kk + kk * n + m * n) * elem;
+  return compute_.kernel_overhead_s + std::max(flop_s, bytes / compute_.memory_bandwidth_bytes_per_s);
+}
+
+double CostModel::kernels_s(const std::vector<Kernel>& kernels, int batch, int splits,
+                            int activation_bytes) const {
+  double t = 0;
+  for (const Kernel& k : kernels) {
+    if (splits > 1 && k.split_dim != Dim::kNone) {
+      t += splits * kernel_s(k.slice(splits), batch);
+      if (k.accumulates) {
+        // (n - 1) additions of the m x n output: read two, write one.
+        const double out = static_cast<double>(k.dim(Dim::kM, batch) * k.dim(Dim::kN, batch));
+        t += (splits - 1) *
+             (compute_.kernel_overhead_s + 3 * out * activation_bytes / compute_.memory_bandwidth_bytes_per_s);
+      }
+    } else {
+      t += kernel_s(k, batch);
+    }
+  }
+  return t;
+}
+
+double CostModel::optimizer_s(double elements, const PrecisionBytes& b) const {
+  // Adam reads and writes its states and the weights and reads the gradient:
+  //   fp32: 2 (w + o) + g = 28 B/param; mixed: 2 o + g + w (fp32 master in o, bf16 copy written) = 28.
+  const double per_param =
+      precision_ == Precision::kFp32 ? 2.0 * (b.weight + b.optimizer) + b.gradient
+                                     : 2.0 * b.optimizer + b.gradient + b.weight;
+  return compute_.kernel_overhead_s + elements * per_param / compute_.memory_bandwidth_bytes_per_s;
+}
+
+double CostModel::overlapped_s(double x, double c, double i) {
+  if (c <= 0) return x;
+  if (c >= i * x) return c;
+  return x + c * (1.0 - 1.0 / i);
+}
+
+ChoiceCost CostModel::cost(const Operator& op, const Choice& ch, int batch, const PrecisionBytes& B) const {
+  assert(batch >= 1);
+  assert(ch.split >= 1 && ch.zdp_slices >= 0 && ch.zdp_slices <= ch.split);
+  const std::int64_t P = op.parameters();
+  const int n = ch.replicate ? 1 : ch.split;
+  const int k = ch.replicate ? 0 : ch.zdp_slices;
+  const double Ps = ceil_div(P, n);
+  const double b = batch;
+  const bool ckpt = ch.checkpoint && op.checkpointable;
+
+  // Communication.
+  double comm_f = 0, comm_b = 0;
+  if (ch.replicate) {
+    comm_b = collective_s(Collective::kAllReduce, B.gradient * static_cast<double>(P));
+  } else {
+    const double ag = collective_s(Collective::kAllGather, B.weight * Ps);
+    const double rs = collective_s(Collective::kReduceScatter, B.gradient * Ps);
+    const int regather = (ckpt && options_.checkpoint_regather) ? k : 0;
+    comm_f = n * ag;
+    comm_b = (k + regather) * ag + n * rs;
+  }
+
+  // Compute.
+  ChoiceCost c;
+  const double shard_elems = ch.replicate ? static_cast<double>(P) : ceil_div(P, world_);
+  if (options_.tier == Tier::kPaper) {
+    const double gamma = kernels_s(op.forward, 1, n, B.activation) * (ckpt ? 2 : 1) +
+                         kernels_s(op.backward, 1, n, B.activation);
+    c.compute_s = b * gamma;
+    c.comm_s = comm_f + comm_b;
+    c.time_s = c.compute_s + c.comm_s;
+  } else {
+    const double fwd = kernels_s(op.forward, batch, n, B.activation);
+    const double bwd = kernels_s(op.backward, batch, n, B.activation) + (ckpt ? fwd : 0.0);
+    const double opt = optimizer_s(shard_elems, B);
+    c.compute_s = fwd + bwd + opt;
+    c.comm_s = comm_f + comm_b;
+    if (overlap_)
+      c.time_s = overlapped_s(fwd, comm_f, interference_) + overlapped_s(bwd, comm_b, interference_) + opt;
+    else
+      c.time_s = c.compute_s + c.comm_s;
+  }
+
+  // Memory.
+  const double state = B.weight + B.gradient + B.optimizer;
+  c.persistent_bytes = state * shard_elems;
+  if (!ch.replicate) c.persistent_bytes += (n - k) * B.weight * Ps;
+  c.persistent_bytes += b * (ckpt ? op.input_bytes_per_sample : op.saved_bytes_per_sample);
+  if (op.tied_gradient && !ch.replicate) c.persistent_bytes += B.gradient * static_cast<double>(P);
+  c.transient_bytes = b * op.workspace_bytes_per_sample;
+  if (!ch.replicate) {
+    if (k > 0) c.transient_bytes += B.weight * Ps;
+    if (!op.tied_gradient) c.transient_bytes += B.gradient * Ps;
+  }
+  if (ckpt) c.transient_bytes += b * (op.saved_bytes_per_sample - op.input_bytes_per_sample);
+  return c;
+}
+
+}  // namespace osdp::costmodel

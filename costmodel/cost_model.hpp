@@ -1,0 +1,100 @@
+// The cost model (DESIGN.md section 4): time and memory of one operator under one choice.
+//
+// Notation: N ranks, P parameters of the operator, n slices of which k are ZDP, slice size
+// Ps = ceil(P / n), w/g/o bytes per gathered weight/gradient/optimizer state, b micro-batch.
+// Collectives are rings over N ranks on the bottleneck link (or on the calibrated segment for the
+// buffer size S, the full gathered or reduced buffer):
+//   all-gather(S) = reduce-scatter(S) = (N-1) alpha + (N-1)/N S beta;  all-reduce(S) = twice that.
+// Communication of a choice:
+//   forward:  n all-gathers of w Ps (every slice is gathered once for forward)
+//   backward: k all-gathers of w Ps (ZDP slices gather again; 2k when checkpoint_regather is set and
+//             the operator is checkpointed), n reduce-scatters of g Ps
+//   REPLICATE: one all-reduce of g P in backward.
+// Time tiers:
+//   paper:    t = comm + b * gamma, gamma the operator's compute per sample (its kernels at b = 1),
+//             so DP gives 2(N-1)alpha + 2(N-1)/N S beta + b gamma and ZDP 3(...) + b gamma
+//             (the seed paper's t_d and t_z, S = w P).
+//   extended: per-kernel compute at batch b (ComputeSpec), slices run one after another and their
+//             outputs are summed; forward and backward each overlap their communication with
+//             their compute: ov(x, c) = c if c >= i x, else x + c (1 - 1/i) (i the interference:
+//             compute slows by i while a collective runs; i = 1 gives max(x, c)); plus the Adam
+//             step over the shard.
+// Memory (both tiers):
+//   persistent = (w+g+o) ceil(P/N) [REPLICATE: (w+g+o) P]
+//              + (n-k) w Ps                       (DP slices keep their gathered weights)
+//              + b * saved activations            (checkpointed: b * input only)
+//              + g P                              (a tied embedding's gradient, alive all backward)
+//   transient  = [k > 0] w Ps + g Ps              (one gathered ZDP slice, one slice's gradient
+//                                                  before its reduce-scatter; neither for REPLICATE
+//                                                  and no gradient term for a tied embedding)
+//              + b * backward workspace
+//              + [checkpointed] b * (saved - input)   (recomputed activations)
+// The step's peak is bounded by reserve + sum(persistent) + max(transient): the search objective.
+#pragma once
+
+#include <optional>
+
+#include "costmodel/calibration.hpp"
+#include "costmodel/choice.hpp"
+#include "costmodel/cluster.hpp"
+#include "costmodel/workload.hpp"
+
+namespace osdp::costmodel {
+
+enum class Tier { kPaper, kExtended };
+const char* to_string(Tier t);
+
+struct CostOptions {
+  Tier tier = Tier::kExtended;
+  // Under ZDP a checkpointed operator's recompute needs the weights: false reuses the backward
+  // all-gather (recompute runs right before the operator's backward, FSDP-style); true gathers once
+  // more (the behaviour the seed paper reports for FairScale).
+  bool checkpoint_regather = false;
+};
+
+struct ChoiceCost {
+  double time_s = 0;
+  double persistent_bytes = 0;
+  double transient_bytes = 0;
+  double compute_s = 0;  // forward + backward (+ recompute) + optimizer, before overlap
+  double comm_s = 0;     // all collectives, before overlap
+};
+
+class CostModel {
+ public:
+  // `calibration` may be null; when given, its segments and compute figures override the cluster's.
+  CostModel(const ClusterSpec& cluster, const Calibration* calibration, Precision precision,
+            CostOptions options);
+
+  ChoiceCost cost(const Operator& op, const Choice& choice, int batch, const PrecisionBytes& bytes) const;
+
+  int world_size() const { return world_; }
+  const ComputeSpec& compute() const { return compute_; }
+  double interference() const { return interference_; }
+  bool overlap() const { return overlap_; }
+  const CostOptions& options() const { return options_; }
+
+  double collective_s(Collective c, double bytes) const;
+  double kernel_s(const Kernel& k, int batch) const;
+  // The kernels run with every splittable GEMM cut into `splits` slices (plus the accumulation).
+  double kernels_s(const std::vector<Kernel>& kernels, int batch, int splits, int activation_bytes) const;
+  double optimizer_s(double elements, const PrecisionBytes& bytes) const;
+  static double overlapped_s(double compute_s, double comm_s, double interference);
+
+ private:
+  struct LinkChoice {
+    double alpha_s, beta_s_per_byte;
+  };
+  LinkChoice link_for(Collective c, double bytes) const;
+
+  int world_;
+  LinkSpec ring_link_;
+  const Calibration* calibration_;
+  ComputeSpec compute_;
+  Precision precision_;
+  double interference_;
+  bool overlap_;
+  CostOptions options_;
+};
+
+}  // namespace osdp::costmodel

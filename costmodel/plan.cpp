@@ -1,0 +1,100 @@
+#include "costmodel/plan.hpp"
+
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "costmodel/json_reader.hpp"
+#include "costmodel/workload.hpp"
+
+namespace osdp::costmodel {
+
+nlohmann::json to_json(const Plan& p) {
+  nlohmann::json j;
+  j["schema_version"] = 1;
+  j["kind"] = "osdp-plan";
+  j["tool_version"] = p.tool_version;
+  j["strategy"] = p.strategy;
+  j["model"] = to_json(p.model);
+  j["cluster"] = to_json(p.cluster);
+  if (p.calibration) j["calibration"] = to_json(*p.calibration);
+  j["cost_model"] = {{"tier", to_string(p.cost_options.tier)},
+                     {"checkpoint_regather", p.cost_options.checkpoint_regather}};
+  j["memory_limit_bytes"] = p.memory_limit_bytes;
+  j["batch_size"] = p.batch_size;
+  j["prefetch"] = p.prefetch;
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto& o : p.operators)
+    ops.push_back({{"name", o.name},
+                   {"mode", o.choice.mode_name()},
+                   {"split", o.choice.split},
+                   {"zdp_slices", o.choice.zdp_slices},
+                   {"checkpoint", o.choice.checkpoint}});
+  j["operators"] = ops;
+  j["predicted"] = {{"iteration_time_s", p.predicted_iteration_time_s},
+                    {"peak_memory_bytes", p.predicted_peak_memory_bytes},
+                    {"throughput_samples_per_s", p.predicted_throughput_samples_per_s}};
+  return j;
+}
+
+Plan read_plan(const nlohmann::json& doc, const std::string& file) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  JsonReader r(doc, file, "");
+  r.expect_schema_version(1);
+  r.choice("kind", {"osdp-plan"});
+  Plan p;
+  p.tool_version = r.string_or("tool_version", "");
+  p.strategy = r.string_or("strategy", "");
+  r.object("model");  // type check
+  p.model = read_model(doc.at("model"), file, "/model");
+  r.object("cluster");
+  p.cluster = read_cluster(doc.at("cluster"), file, "/cluster");
+  if (r.object_if("calibration"))
+    p.calibration = read_calibration(doc.at("calibration"), file, p.cluster.compute, "/calibration");
+  {
+    JsonReader c = r.object("cost_model");
+    p.cost_options.tier = c.choice("tier", {"paper", "extended"}) == "paper" ? Tier::kPaper : Tier::kExtended;
+    p.cost_options.checkpoint_regather = c.boolean_or("checkpoint_regather", false);
+    c.finish();
+  }
+  p.memory_limit_bytes = r.quantity("memory_limit_bytes", UnitKind::kBytes, 1.0, kInf);
+  p.batch_size = static_cast<int>(r.integer("batch_size", 1, 1 << 24));
+  p.prefetch = static_cast<int>(r.integer_or("prefetch", 0, 64, 0));
+  const Workload w = lower(p.model);
+  auto ops = r.objects("operators");
+  if (ops.size() != w.operators.size())
+    r.fail("operators", fmt::format("the model has {} operators, the plan lists {}", w.operators.size(), ops.size()));
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    JsonReader& o = ops[i];
+    OperatorPlan op;
+    op.name = o.string("name");
+    if (op.name != w.operators[i].name)
+      o.fail("name", fmt::format("expected operator \"{}\" here, got \"{}\"", w.operators[i].name, op.name));
+    const std::string mode = o.choice("mode", {"dp", "zdp", "mixed", "replicate"});
+    op.choice.replicate = mode == "replicate";
+    op.choice.split = static_cast<int>(o.integer_or("split", 1, 1 << 16, 1));
+    op.choice.zdp_slices = static_cast<int>(
+        o.integer_or("zdp_slices", 0, op.choice.split, mode == "zdp" ? op.choice.split : 0));
+    op.choice.checkpoint = o.boolean_or("checkpoint", false);
+    if (op.choice.mode_name() != mode)
+      o.fail("mode", fmt::format("\"{}\" contradicts split {} with {} ZDP slices", mode, op.choice.split,
+                                 op.choice.zdp_slices));
+    const auto allowed = w.operators[i].splits(op.choice.split);
+    if (allowed.back() != op.choice.split)
+      o.fail("split", fmt::format("operator \"{}\" cannot be split {} ways", op.name, op.choice.split));
+    if (op.choice.checkpoint && !w.operators[i].checkpointable)
+      o.fail("checkpoint", fmt::format("operator \"{}\" cannot be checkpointed", op.name));
+    o.finish();
+    p.operators.push_back(op);
+  }
+  if (auto pr = r.object_if("predicted")) {
+    p.predicted_iteration_time_s = pr->number_or("iteration_time_s", 0, kInf, 0);
+    p.predicted_peak_memory_bytes = pr->number_or("peak_memory_bytes", 0, kInf, 0);
+    p.predicted_throughput_samples_per_s = pr->number_or("throughput_samples_per_s", 0, kInf, 0);
+    pr->finish();
+  }
+  r.finish();
+  return p;
+}
+
+}  // namespace osdp::costmodel

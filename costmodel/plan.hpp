@@ -1,0 +1,46 @@
+// Plan files: the micro-batch size and per-operator choices, with everything needed to reproduce
+// them — the model, the cluster, the calibration, and the cost model that produced the plan — and
+// its predicted step time, peak memory and throughput. Another program (the simulator, the
+// executor, a training script) reads this file.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "costmodel/calibration.hpp"
+#include "costmodel/choice.hpp"
+#include "costmodel/cluster.hpp"
+#include "costmodel/cost_model.hpp"
+#include "costmodel/model.hpp"
+
+namespace osdp::costmodel {
+
+struct OperatorPlan {
+  std::string name;
+  Choice choice;
+};
+
+struct Plan {
+  std::string tool_version;
+  std::string strategy;
+  ModelSpec model;
+  ClusterSpec cluster;
+  std::optional<Calibration> calibration;
+  CostOptions cost_options;
+  double memory_limit_bytes = 0;
+  int batch_size = 1;
+  int prefetch = 0;  // all-gathers issued ahead of the operator that needs them (0: none)
+  std::vector<OperatorPlan> operators;
+  double predicted_iteration_time_s = 0;
+  double predicted_peak_memory_bytes = 0;
+  double predicted_throughput_samples_per_s = 0;
+};
+
+nlohmann::json to_json(const Plan& plan);
+// Checks that the operators are exactly those of the model's lowering, in order.
+Plan read_plan(const nlohmann::json& doc, const std::string& file);
+
+}  // namespace osdp::costmodel

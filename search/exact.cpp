@@ -1,0 +1,275 @@
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include "search/solvers.hpp"
+
+namespace osdp::search {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// Relative slack when comparing a bound with the incumbent: ties and rounding noise are not
+// improvements worth keeping a state for.
+constexpr double kRel = 1e-12;
+
+double just_below(double ub) { return std::isinf(ub) ? ub : ub - std::abs(ub) * kRel; }
+
+struct Point {
+  double p, t;
+  int item;
+};
+
+// One threshold's view of the instance: each group's Pareto-efficient allowed items.
+struct Restricted {
+  double threshold = 0;
+  double budget = 0;  // R
+  std::vector<std::vector<Point>> fronts;
+  std::vector<int> cls;  // group -> class of identical fronts
+  double lb = kInf;      // LP relaxation (without T0)
+  double lambda = 0;
+  std::vector<int> greedy;  // an integral feasible selection from the LP
+  double greedy_time = kInf;
+};
+
+std::vector<Point> pareto(const std::vector<Item>& items, double threshold) {
+  std::vector<Point> pts;
+  for (std::size_t i = 0; i < items.size(); ++i)
+    if (items[i].transient_bytes <= threshold)
+      pts.push_back({items[i].persistent_bytes, items[i].time_s, static_cast<int>(i)});
+  std::sort(pts.begin(), pts.end(), [](const Point& a, const Point& b) {
+    return a.p != b.p ? a.p < b.p : (a.t != b.t ? a.t < b.t : a.item < b.item);
+  });
+  std::vector<Point> front;
+  for (const auto& q : pts)
+    if (front.empty() || q.t < front.back().t) front.push_back(q);
+  return front;
+}
+
+// Lower convex hull of a Pareto front (p increasing, t decreasing): indices into the front.
+std::vector<int> hull(const std::vector<Point>& f) {
+  std::vector<int> h;
+  for (int i = 0; i < static_cast<int>(f.size()); ++i) {
+    while (h.size() >= 2) {
+      const Point& a = f[h[h.size() - 2]];
+      const Point& b = f[h.back()];
+      const Point& c = f[i];
+      // b is above the segment a-c: drop it.
+      if ((b.t - a.t) * (c.p - a.p) >= (c.t - a.t) * (b.p - a.p)) h.pop_back();
+      else break;
+    }
+    h.push_back(i);
+  }
+  return h;
+}
+
+// LP relaxation over classes of identical groups: start every group at its smallest persistent
+// point, then buy hull increments by decreasing time saved per byte.
+void relax(const Instance& inst, Restricted& r) {
+  struct Inc {
+    double dp, dt;
+    int cls, to;
+  };
+  const int ncls = *std::max_element(r.cls.begin(), r.cls.end()) + 1;
+  std::vector<int> count(ncls, 0), rep(ncls, -1);
+  for (std::size_t g = 0; g < r.cls.size(); ++g) {
+    ++count[r.cls[g]];
+    if (rep[r.cls[g]] < 0) rep[r.cls[g]] = static_cast<int>(g);
+  }
+  double base_p = 0, base_t = 0;
+  std::vector<Inc> incs;
+  std::vector<std::vector<int>> hulls(ncls);
+  for (int c = 0; c < ncls; ++c) {
+    const auto& f = r.fronts[rep[c]];
+    base_p += count[c] * f.front().p;
+    base_t += count[c] * f.front().t;
+    hulls[c] = hull(f);
+    for (std::size_t i = 1; i < hulls[c].size(); ++i) {
+      const Point& a = f[hulls[c][i - 1]];
+      const Point& b = f[hulls[c][i]];
+      incs.push_back({b.p - a.p, b.t - a.t, c, static_cast<int>(i)});
+    }
+  }
+  std::sort(incs.begin(), incs.end(), [](const Inc& a, const Inc& b) {
+    // more time saved per byte first (slopes are negative: compare -dt/dp)
+    return (-a.dt) * b.dp > (-b.dt) * a.dp;
+  });
+  double left = r.budget - base_p;
+  double t = base_t;
+  // level[c][k]: how many groups of class c reached hull position >= k (integral part).
+  std::vector<std::vector<int>> reached(ncls);
+  for (int c = 0; c < ncls; ++c) reached[c].assign(hulls[c].size(), 0);
+  r.lambda = 0;
+  bool fractional = false;
+  for (const Inc& inc : incs) {
+    const int avail = count[inc.cls];
+    const double whole = std::floor(left / inc.dp);
+    const int take = static_cast<int>(std::min<double>(avail, std::max(0.0, whole)));
+    t += take * inc.dt;
+    left -= take * inc.dp;
+    reached[inc.cls][inc.to] = take;
+    if (take < avail) {
+      t += (left / inc.dp) * inc.dt;  // the fractional part
+      r.lambda = -inc.dt / inc.dp;
+      fractional = true;
+      break;
+    }
+  }
+  (void)fractional;
+  r.lb = t;
+  // Integral selection: within each class the first `reached[k]` groups advance to hull point k.
+  // Increments of a class are taken in hull order (slopes are increasing along a convex hull).
+  r.greedy.assign(inst.groups.size(), 0);
+  std::vector<int> seen(ncls, 0);
+  double gt = 0;
+  for (std::size_t g = 0; g < r.cls.size(); ++g) {
+    const int c = r.cls[g];
+    const int idx = seen[c]++;
+    int pos = 0;
+    for (std::size_t k = 1; k < hulls[c].size(); ++k)
+      if (idx < reached[c][k]) pos = static_cast<int>(k);
+    const Point& pt = r.fronts[g][hulls[c][pos]];
+    r.greedy[g] = pt.item;
+    gt += pt.t;
+  }
+  r.greedy_time = gt;
+}
+
+bool restrict_to(const Instance& inst, double threshold, Restricted& r) {
+  r.threshold = threshold;
+  r.budget = inst.capacity_bytes - inst.fixed_memory_bytes - threshold;
+  r.fronts.clear();
+  r.cls.clear();
+  double min_p = 0;
+  std::map<std::vector<std::pair<double, double>>, int> classes;
+  for (const auto& g : inst.groups) {
+    auto f = pareto(g.items, threshold);
+    if (f.empty()) return false;
+    min_p += f.front().p;
+    std::vector<std::pair<double, double>> key;
+    key.reserve(f.size());
+    for (const auto& q : f) key.emplace_back(q.p, q.t);
+    auto [it, inserted] = classes.emplace(std::move(key), static_cast<int>(classes.size()));
+    r.cls.push_back(it->second);
+    r.fronts.push_back(std::move(f));
+  }
+  if (min_p > r.budget) return false;
+  relax(inst, r);
+  return true;
+}
+
+std::vector<double> candidate_thresholds(const Instance& inst) {
+  std::vector<double> ts;
+  for (const auto& g : inst.groups)
+    for (const auto& it : g.items) ts.push_back(it.transient_bytes);
+  std::sort(ts.begin(), ts.end());
+  ts.erase(std::unique(ts.begin(), ts.end()), ts.end());
+  return ts;
+}
+
+// Exact Pareto DP for one threshold; returns a selection strictly better than `ub` if one exists.
+bool pareto_dp(const Restricted& r, double ub, std::vector<int>& best_sel, double& best_t,
+               std::int64_t& states) {
+  const std::size_t G = r.fronts.size();
+  std::vector<double> suf_p(G + 1, 0), suf_l(G + 1, 0);
+  for (std::size_t g = G; g-- > 0;) {
+    double mp = kInf, ml = kInf;
+    for (const auto& q : r.fronts[g]) {
+      mp = std::min(mp, q.p);
+      ml = std::min(ml, q.t + r.lambda * q.p);
+    }
+    suf_p[g] = suf_p[g + 1] + mp;
+    suf_l[g] = suf_l[g + 1] + ml;
+  }
+  struct State {
+    double p, t;
+    int parent, item;
+  };
+  std::vector<std::vector<State>> stages(G + 1);
+  stages[0].push_back({0, 0, -1, -1});
+  const double cut = just_below(ub);
+  std::vector<State> cand;
+  for (std::size_t g = 0; g < G; ++g) {
+    cand.clear();
+    const auto& prev = stages[g];
+    for (int si = 0; si < static_cast<int>(prev.size()); ++si) {
+      const State& s = prev[si];
+      for (const auto& q : r.fronts[g]) {
+        const double p = s.p + q.p;
+        if (p + suf_p[g + 1] > r.budget) continue;
+        const double t = s.t + q.t;
+        const double bound = t + suf_l[g + 1] - r.lambda * (r.budget - p);
+        if (bound >= cut) continue;
+        cand.push_back({p, t, si, q.item});
+      }
+    }
+    states += static_cast<std::int64_t>(cand.size());
+    if (cand.empty()) return false;
+    std::sort(cand.begin(), cand.end(),
+              [](const State& a, const State& b) { return a.p != b.p ? a.p < b.p : a.t < b.t; });
+    auto& next = stages[g + 1];
+    for (const auto& c : cand)
+      if (next.empty() || c.t < next.back().t) next.push_back(c);
+  }
+  const auto& last = stages[G];
+  int bi = -1;
+  for (int i = 0; i < static_cast<int>(last.size()); ++i)
+    if (bi < 0 || last[i].t < last[bi].t) bi = i;
+  if (bi < 0 || last[bi].t >= cut) return false;
+  best_t = last[bi].t;
+  best_sel.assign(G, 0);
+  int idx = bi;
+  for (std::size_t g = G; g-- > 0;) {
+    const State& s = stages[g + 1][idx];
+    best_sel[g] = s.item;
+    idx = s.parent;
+  }
+  return true;
+}
+
+}  // namespace
+
+double lower_bound_time(const Instance& inst) {
+  double best = kInf;
+  Restricted r;
+  for (double t : candidate_thresholds(inst))
+    if (restrict_to(inst, t, r)) best = std::min(best, inst.fixed_time_s + r.lb);
+  return best;
+}
+
+Solution solve_exact(const Instance& inst, double time_cutoff_s) {
+  std::vector<Restricted> rs;
+  for (double t : candidate_thresholds(inst)) {
+    Restricted r;
+    if (restrict_to(inst, t, r)) rs.push_back(std::move(r));
+  }
+  std::sort(rs.begin(), rs.end(), [](const Restricted& a, const Restricted& b) { return a.lb < b.lb; });
+  double best_t = time_cutoff_s - inst.fixed_time_s;  // times exclude T0 below
+  std::vector<int> best_sel;
+  std::int64_t states = 0;
+  for (const Restricted& r : rs) {
+    if (r.lb >= just_below(best_t)) break;
+    if (r.greedy_time < best_t) {
+      best_t = r.greedy_time;
+      best_sel = r.greedy;
+    }
+    std::vector<int> sel;
+    double t = kInf;
+    if (pareto_dp(r, best_t, sel, t, states)) {
+      best_t = t;
+      best_sel = std::move(sel);
+    }
+  }
+  if (best_sel.empty()) {
+    Solution s;
+    s.nodes = states;
+    return s;
+  }
+  Solution s = evaluate(inst, best_sel);
+  s.nodes = states;
+  assert(s.feasible);
+  return s;
+}
+
+}  // namespace osdp::search

@@ -1,0 +1,38 @@
+// Solvers for the multiple-choice knapsack with a max-transient term (instance.hpp).
+//
+// exact: for every threshold T among the transient values, only items with transient <= T are
+//   allowed and the persistent budget is R = capacity - M0 - T; the optimum over all T is the
+//   optimum of the instance (a selection's largest transient is one of the thresholds). Each T is a
+//   plain multiple-choice knapsack, solved exactly by a Pareto dynamic program over (persistent,
+//   time) states with two prunings that never drop an optimal state:
+//     - feasibility: persistent + (smallest persistent of the groups still to come) <= R;
+//     - a Lagrangian bound: for any lambda >= 0 the remaining groups take at least
+//       sum_j min_i (t_ji + lambda p_ji) - lambda (R - persistent); with lambda from the LP
+//       relaxation this is tight, so only states within the LP gap survive.
+//   Thresholds are visited in order of their LP bound and the search stops when the bound reaches
+//   the best time found. Identical groups (every layer of a model) share their LP work.
+// brute_force: every combination; for tests.
+// dfs: the seed paper's depth-first search with memory and time pruning, stopped by a node budget.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "search/instance.hpp"
+
+namespace osdp::search {
+
+// Selections taking `time_cutoff_s` or longer are of no interest (the scheduler already has a
+// better throughput); the result is then infeasible with complete = true.
+Solution solve_exact(const Instance& inst,
+                     double time_cutoff_s = std::numeric_limits<double>::infinity());
+
+// A lower bound on the time of any feasible selection (LP relaxation, best threshold); infinity
+// when nothing fits.
+double lower_bound_time(const Instance& inst);
+
+Solution solve_brute_force(const Instance& inst);
+
+Solution solve_dfs(const Instance& inst, std::int64_t node_budget);
+
+}  // namespace osdp::search

@@ -1,0 +1,80 @@
+#include "search/space.hpp"
+
+#include <map>
+
+namespace osdp::search {
+
+using costmodel::Choice;
+
+const char* to_string(CheckpointPolicy p) {
+  switch (p) {
+    case CheckpointPolicy::kOff: return "off";
+    case CheckpointPolicy::kOn: return "on";
+    case CheckpointPolicy::kAuto: return "auto";
+  }
+  return "?";
+}
+
+std::vector<Choice> choices_for(const costmodel::Operator& op, const SpaceOptions& space) {
+  std::vector<bool> ckpts;
+  if (!op.checkpointable || space.checkpoint == CheckpointPolicy::kOff) ckpts = {false};
+  else if (space.checkpoint == CheckpointPolicy::kOn) ckpts = {true};
+  else ckpts = {false, true};
+  std::vector<Choice> out;
+  for (bool c : ckpts) {
+    for (int n : op.splits(space.split_max))
+      for (int k = 0; k <= n; ++k) out.push_back(Choice{false, n, k, c});
+    if (space.replicate) out.push_back(Choice{true, 1, 0, c});
+  }
+  return out;
+}
+
+BatchCosts price_batch(const costmodel::Workload& w, const costmodel::CostModel& model,
+                       const SpaceOptions& space, int batch, double memory_limit_bytes,
+                       double reserve_bytes) {
+  BatchCosts bc;
+  bc.batch = batch;
+  bc.world_size = model.world_size();
+  bc.capacity_bytes = memory_limit_bytes;
+  bc.fixed_memory_bytes = reserve_bytes;
+  bc.fixed_time_s = 0;
+  std::map<int, std::size_t> first_of_shape;
+  bc.ops.reserve(w.operators.size());
+  for (const auto& op : w.operators) {
+    PricedOperator po;
+    po.op = &op;
+    auto it = first_of_shape.find(op.shape_id);
+    if (it != first_of_shape.end()) {
+      po.choices = bc.ops[it->second].choices;
+      po.costs = bc.ops[it->second].costs;
+    } else {
+      po.choices = choices_for(op, space);
+      po.costs.reserve(po.choices.size());
+      for (const auto& c : po.choices) po.costs.push_back(model.cost(op, c, batch, w.bytes));
+      first_of_shape.emplace(op.shape_id, bc.ops.size());
+    }
+    bc.ops.push_back(std::move(po));
+  }
+  return bc;
+}
+
+Instance to_instance(const BatchCosts& costs) {
+  Instance inst;
+  inst.batch = costs.batch;
+  inst.capacity_bytes = costs.capacity_bytes;
+  inst.fixed_memory_bytes = costs.fixed_memory_bytes;
+  inst.fixed_time_s = costs.fixed_time_s;
+  inst.groups.reserve(costs.ops.size());
+  for (const auto& po : costs.ops) {
+    Group g;
+    g.name = po.op->name;
+    g.items.reserve(po.choices.size());
+    for (std::size_t i = 0; i < po.choices.size(); ++i)
+      g.items.push_back({po.costs[i].time_s, po.costs[i].persistent_bytes, po.costs[i].transient_bytes,
+                         po.choices[i].label()});
+    inst.groups.push_back(std::move(g));
+  }
+  return inst;
+}
+
+}  // namespace osdp::search

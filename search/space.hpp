@@ -1,0 +1,48 @@
+// The decision space of a search and its prices for one batch size.
+#pragma once
+
+#include <vector>
+
+#include "costmodel/choice.hpp"
+#include "costmodel/cost_model.hpp"
+#include "costmodel/workload.hpp"
+#include "search/instance.hpp"
+
+namespace osdp::search {
+
+enum class CheckpointPolicy { kOff, kOn, kAuto };
+const char* to_string(CheckpointPolicy p);
+
+struct SpaceOptions {
+  int split_max = 1;                 // slices per operator: 1, 2, 4, ... up to this
+  CheckpointPolicy checkpoint = CheckpointPolicy::kOff;
+  bool replicate = true;             // offer REPLICATE (classic DDP) per operator
+};
+
+// Every choice of one operator within the space: REPLICATE, and for each split n every k in 0..n.
+std::vector<costmodel::Choice> choices_for(const costmodel::Operator& op, const SpaceOptions& space);
+
+struct PricedOperator {
+  const costmodel::Operator* op = nullptr;
+  std::vector<costmodel::Choice> choices;
+  std::vector<costmodel::ChoiceCost> costs;
+};
+
+struct BatchCosts {
+  int batch = 1;
+  int world_size = 1;
+  double capacity_bytes = 0;
+  double fixed_memory_bytes = 0;
+  double fixed_time_s = 0;
+  std::vector<PricedOperator> ops;
+};
+
+// Prices every choice of every operator (once per shape: identical layers share the work).
+BatchCosts price_batch(const costmodel::Workload& w, const costmodel::CostModel& model,
+                       const SpaceOptions& space, int batch, double memory_limit_bytes,
+                       double reserve_bytes);
+
+// The instance with every priced choice as an item (group = operator).
+Instance to_instance(const BatchCosts& costs);
+
+}  // namespace osdp::search

@@ -1,0 +1,338 @@
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "costmodel/error.hpp"
+#include "search/solvers.hpp"
+#include "search/strategy.hpp"
+
+namespace osdp::search {
+namespace {
+
+using costmodel::Choice;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+StrategyOutcome outcome_from(const BatchCosts& costs, Instance inst, Solution sol,
+                             const std::vector<std::vector<int>>& item_to_choice) {
+  StrategyOutcome o;
+  o.instance = std::move(inst);
+  o.solution = std::move(sol);
+  if (o.solution.feasible) {
+    for (std::size_t g = 0; g < costs.ops.size(); ++g)
+      o.choices.push_back(costs.ops[g].choices[item_to_choice[g][o.solution.chosen[g]]]);
+  }
+  return o;
+}
+
+Instance empty_instance(const BatchCosts& costs) {
+  Instance inst;
+  inst.batch = costs.batch;
+  inst.capacity_bytes = costs.capacity_bytes;
+  inst.fixed_memory_bytes = costs.fixed_memory_bytes;
+  inst.fixed_time_s = costs.fixed_time_s;
+  return inst;
+}
+
+Item item_of(const PricedOperator& po, int i) {
+  const auto& c = po.costs[i];
+  return {c.time_s, c.persistent_bytes, c.transient_bytes, po.choices[i].label()};
+}
+
+// Identity mapping: group g item i is operator g choice i.
+std::vector<std::vector<int>> identity_map(const BatchCosts& costs) {
+  std::vector<std::vector<int>> m(costs.ops.size());
+  for (std::size_t g = 0; g < costs.ops.size(); ++g) {
+    m[g].resize(costs.ops[g].choices.size());
+    for (std::size_t i = 0; i < m[g].size(); ++i) m[g][i] = static_cast<int>(i);
+  }
+  return m;
+}
+
+class ExactStrategy : public Strategy {
+ public:
+  std::string name() const override { return "exact"; }
+  std::string summary() const override {
+    return "optimum of the analytic model over DP/ZDP/REPLICATE, splits and checkpointing per operator";
+  }
+  SpaceOptions space(const SpaceOptions& r) const override { return r; }
+  StrategyOutcome solve(const BatchCosts& costs, double cutoff) const override {
+    Instance inst = to_instance(costs);
+    Solution sol = solve_exact(inst, cutoff);
+    return outcome_from(costs, std::move(inst), std::move(sol), identity_map(costs));
+  }
+  double lower_bound_s(const BatchCosts& costs) const override { return lower_bound_time(to_instance(costs)); }
+};
+
+class DfsStrategy : public Strategy {
+ public:
+  explicit DfsStrategy(std::int64_t budget) : budget_(budget) {}
+  std::string name() const override { return "dfs"; }
+  std::string summary() const override {
+    return fmt::format("the seed paper's depth-first search over the same space, at most {} nodes per batch",
+                       budget_);
+  }
+  SpaceOptions space(const SpaceOptions& r) const override { return r; }
+  StrategyOutcome solve(const BatchCosts& costs, double) const override {
+    Instance inst = to_instance(costs);
+    Solution sol = solve_dfs(inst, budget_);
+    return outcome_from(costs, std::move(inst), std::move(sol), identity_map(costs));
+  }
+
+ private:
+  std::int64_t budget_;
+};
+
+// Every operator takes the same kind of choice; with checkpointing auto both uniform variants are
+// tried and the faster feasible one kept.
+class UniformStrategy : public Strategy {
+ public:
+  enum class Kind { kZdp, kDp, kReplicate };
+  UniformStrategy(std::string name, std::string summary, Kind kind)
+      : name_(std::move(name)), summary_(std::move(summary)), kind_(kind) {}
+  std::string name() const override { return name_; }
+  std::string summary() const override { return summary_; }
+  SpaceOptions space(const SpaceOptions& r) const override {
+    SpaceOptions s = r;
+    s.split_max = 1;
+    s.replicate = kind_ == Kind::kReplicate;
+    return s;
+  }
+  StrategyOutcome solve(const BatchCosts& costs, double) const override {
+    StrategyOutcome best;
+    for (auto& [inst, map] : variants(costs)) {
+      Solution sol = evaluate(inst, std::vector<int>(inst.groups.size(), 0));
+      const bool better = best.instance.groups.empty() ||
+                          (sol.feasible && (!best.solution.feasible || sol.time_s < best.solution.time_s));
+      if (better) best = outcome_from(costs, std::move(inst), std::move(sol), map);
+    }
+    return best;
+  }
+  double min_peak_bytes(const BatchCosts& costs) const override {
+    double best = kInf;
+    for (const auto& v : variants(costs)) best = std::min(best, search::min_peak_bytes(v.first));
+    return best;
+  }
+
+ private:
+  // One single-item instance per checkpointing variant the priced space allows.
+  std::vector<std::pair<Instance, std::vector<std::vector<int>>>> variants(const BatchCosts& costs) const {
+    std::vector<std::pair<Instance, std::vector<std::vector<int>>>> out;
+    for (bool ckpt : {false, true}) {
+      Instance inst = empty_instance(costs);
+      std::vector<std::vector<int>> map(costs.ops.size());
+      bool available = true;
+      for (std::size_t g = 0; g < costs.ops.size() && available; ++g) {
+        const auto& po = costs.ops[g];
+        int pick = -1;
+        for (std::size_t i = 0; i < po.choices.size(); ++i) {
+          const Choice& c = po.choices[i];
+          const bool mode_ok = kind_ == Kind::kReplicate ? c.replicate
+                               : kind_ == Kind::kZdp     ? (c.is_zdp() && c.split == 1)
+                                                         : (c.is_dp() && c.split == 1);
+          if (mode_ok && c.checkpoint == (ckpt && po.op->checkpointable)) pick = static_cast<int>(i);
+        }
+        if (pick < 0) available = false;
+        else {
+          map[g] = {pick};
+          inst.groups.push_back({po.op->name, {item_of(po, pick)}});
+        }
+      }
+      if (available) out.emplace_back(std::move(inst), std::move(map));
+    }
+    return out;
+  }
+
+  std::string name_, summary_;
+  Kind kind_;
+};
+
+// The released OSDP code's space and solver: per transformer layer four choices (attention ZDP or
+// not x MLP ZDP or not), other operators DP or ZDP, no splitting; a group knapsack over whole MiB
+// (persistent bytes rounded up per group, the budget rounded down after setting aside the largest
+// transient of the space, so every plan it returns fits).
+class OsdpRefStrategy : public Strategy {
+ public:
+  std::string name() const override { return "osdp-ref"; }
+  std::string summary() const override {
+    return "the released OSDP code's space (per layer attention/MLP ZDP or not, no splitting), MiB knapsack";
+  }
+  SpaceOptions space(const SpaceOptions& r) const override {
+    SpaceOptions s = r;
+    s.split_max = 1;
+    s.replicate = false;
+    return s;
+  }
+  double min_peak_bytes(const BatchCosts& costs) const override {
+    double best = kInf;
+    for (bool ckpt : {false, true}) {
+      Blocks b = build_blocks(costs, ckpt);
+      if (!b.instance.groups.empty()) best = std::min(best, search::min_peak_bytes(b.instance));
+    }
+    return best;
+  }
+  StrategyOutcome solve(const BatchCosts& costs, double) const override {
+    StrategyOutcome best;
+    for (bool ckpt : {false, true}) {
+      StrategyOutcome o = solve_blocks(costs, build_blocks(costs, ckpt));
+      if (o.instance.groups.empty()) continue;
+      const bool better = best.instance.groups.empty() ||
+                          (o.solution.feasible && (!best.solution.feasible || o.solution.time_s < best.solution.time_s));
+      if (better) best = std::move(o);
+    }
+    return best;
+  }
+
+ private:
+  static constexpr double kMiB = 1048576.0;
+
+  struct Blocks {
+    std::vector<std::vector<std::size_t>> ops;         // block -> operator indices
+    std::vector<std::vector<std::vector<int>>> combo;  // block -> item -> choice index per operator
+    Instance instance;                                 // empty when the space lacks a needed choice
+  };
+
+  static Blocks build_blocks(const BatchCosts& costs, bool ckpt) {
+    Blocks out;
+    // A layer's attention and MLP form one block; every other operator is a block of its own.
+    for (std::size_t g = 0; g < costs.ops.size(); ++g) {
+      const auto* op = costs.ops[g].op;
+      if (op->kind == costmodel::OperatorKind::kMlp && !out.ops.empty() && out.ops.back().size() == 1 &&
+          costs.ops[out.ops.back()[0]].op->layer == op->layer)
+        out.ops.back().push_back(g);
+      else
+        out.ops.push_back({g});
+    }
+    // Per operator: the DP and ZDP choice indices with the requested checkpointing.
+    std::vector<std::array<int, 2>> pick(costs.ops.size(), {-1, -1});
+    for (std::size_t g = 0; g < costs.ops.size(); ++g) {
+      const auto& po = costs.ops[g];
+      for (std::size_t i = 0; i < po.choices.size(); ++i) {
+        const Choice& c = po.choices[i];
+        if (c.split != 1 || c.replicate || c.checkpoint != (ckpt && po.op->checkpointable)) continue;
+        pick[g][c.is_zdp() ? 1 : 0] = static_cast<int>(i);
+      }
+      if (pick[g][0] < 0 || pick[g][1] < 0) return {};
+    }
+    Instance inst = empty_instance(costs);
+    for (const auto& block : out.ops) {
+      const auto* first = costs.ops[block[0]].op;
+      Group grp;
+      grp.name = first->layer >= 0 ? fmt::format("layer{}", first->layer) : first->name;
+      std::vector<std::vector<int>> items;
+      for (int mask = 0; mask < (1 << block.size()); ++mask) {
+        Item it;
+        std::vector<int> chosen;
+        for (std::size_t j = 0; j < block.size(); ++j) {
+          const int ci = pick[block[j]][(mask >> j) & 1];
+          const Item one = item_of(costs.ops[block[j]], ci);
+          it.time_s += one.time_s;
+          it.persistent_bytes += one.persistent_bytes;
+          it.transient_bytes = std::max(it.transient_bytes, one.transient_bytes);
+          it.label += (j ? "," : "") + one.label;
+          chosen.push_back(ci);
+        }
+        grp.items.push_back(it);
+        items.push_back(chosen);
+      }
+      inst.groups.push_back(std::move(grp));
+      out.combo.push_back(std::move(items));
+    }
+    out.instance = std::move(inst);
+    return out;
+  }
+
+  static StrategyOutcome solve_blocks(const BatchCosts& costs, Blocks blocks) {
+    if (blocks.instance.groups.empty()) return {};
+    Instance inst = std::move(blocks.instance);
+    // Knapsack over whole MiB.
+    double max_trans = 0;
+    for (const auto& g : inst.groups)
+      for (const auto& it : g.items) max_trans = std::max(max_trans, it.transient_bytes);
+    const double budget = inst.capacity_bytes - inst.fixed_memory_bytes - max_trans;
+    Solution sol;
+    if (budget >= 0) {
+      const auto cap = static_cast<std::size_t>(std::floor(budget / kMiB));
+      const std::size_t G = inst.groups.size();
+      std::vector<double> dp(cap + 1, 0.0), next(cap + 1);
+      std::vector<std::vector<signed char>> choice(G, std::vector<signed char>(cap + 1, -1));
+      for (std::size_t g = 0; g < G; ++g) {
+        std::fill(next.begin(), next.end(), kInf);
+        for (std::size_t i = 0; i < inst.groups[g].items.size(); ++i) {
+          const auto& it = inst.groups[g].items[i];
+          const auto w = static_cast<std::size_t>(std::ceil(it.persistent_bytes / kMiB));
+          for (std::size_t m = w; m <= cap; ++m) {
+            const double t = dp[m - w] + it.time_s;
+            if (t < next[m]) {
+              next[m] = t;
+              choice[g][m] = static_cast<signed char>(i);
+            }
+          }
+        }
+        dp.swap(next);
+      }
+      if (dp[cap] < kInf) {
+        std::vector<int> sel(G);
+        std::size_t m = cap;
+        for (std::size_t g = G; g-- > 0;) {
+          sel[g] = choice[g][m];
+          m -= static_cast<std::size_t>(std::ceil(inst.groups[g].items[sel[g]].persistent_bytes / kMiB));
+        }
+        sol = evaluate(inst, sel);
+      }
+    }
+    StrategyOutcome o;
+    o.instance = std::move(inst);
+    o.solution = sol;
+    if (sol.feasible) {
+      o.choices.resize(costs.ops.size());
+      for (std::size_t bi = 0; bi < blocks.ops.size(); ++bi)
+        for (std::size_t j = 0; j < blocks.ops[bi].size(); ++j)
+          o.choices[blocks.ops[bi][j]] =
+              costs.ops[blocks.ops[bi][j]].choices[blocks.combo[bi][o.solution.chosen[bi]][j]];
+    }
+    return o;
+  }
+};
+
+}  // namespace
+
+double Strategy::lower_bound_s(const BatchCosts&) const { return 0.0; }
+
+double Strategy::min_peak_bytes(const BatchCosts& costs) const {
+  return search::min_peak_bytes(to_instance(costs));
+}
+
+void StrategyRegistry::add(std::unique_ptr<Strategy> s) { items_.push_back(std::move(s)); }
+
+const Strategy& StrategyRegistry::get(const std::string& name) const {
+  for (const auto& s : items_)
+    if (s->name() == name) return *s;
+  std::string list;
+  for (const auto& n : names()) list += (list.empty() ? "" : ", ") + n;
+  throw UsageError(fmt::format("unknown strategy \"{}\" (known: {})", name, list));
+}
+
+std::vector<std::string> StrategyRegistry::names() const {
+  std::vector<std::string> out;
+  for (const auto& s : items_) out.push_back(s->name());
+  return out;
+}
+
+StrategyRegistry default_strategies(const StrategyLimits& limits) {
+  StrategyRegistry r;
+  r.add(std::make_unique<ExactStrategy>());
+  r.add(std::make_unique<UniformStrategy>("fsdp", "every operator ZDP (ZeRO-3, FSDP full shard)",
+                                          UniformStrategy::Kind::kZdp));
+  r.add(std::make_unique<UniformStrategy>("zero2", "every operator DP (gathered once, kept through backward)",
+                                          UniformStrategy::Kind::kDp));
+  r.add(std::make_unique<UniformStrategy>("ddp", "every operator REPLICATE (classic data parallel)",
+                                          UniformStrategy::Kind::kReplicate));
+  r.add(std::make_unique<OsdpRefStrategy>());
+  r.add(std::make_unique<DfsStrategy>(limits.dfs_node_budget));
+  return r;
+}
+
+}  // namespace osdp::search

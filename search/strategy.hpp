@@ -1,0 +1,63 @@
+// Search strategies behind one interface, chosen by name from an explicit registry
+// (DESIGN.md section 5):
+//   exact     the optimum of the analytic model over the whole space (solvers.hpp)
+//   fsdp      every operator ZDP (ZeRO-3 / FSDP full shard)
+//   zero2     every operator DP (gathered once, kept through backward)
+//   ddp       every operator REPLICATE
+//   osdp-ref  the released OSDP code's space: per layer attention ZDP or not x MLP ZDP or not, no
+//             splitting, solved by a group knapsack over whole MiB
+//   dfs       the seed paper's depth-first search, bounded by a node budget
+// With checkpointing "auto" the uniform strategies (fsdp, zero2, ddp, osdp-ref) try all-off and
+// all-on and keep the faster plan; exact and dfs decide per operator.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "search/space.hpp"
+
+namespace osdp::search {
+
+struct StrategyOutcome {
+  Instance instance;  // what the strategy solved (for --emit-costs)
+  Solution solution;
+  std::vector<costmodel::Choice> choices;  // per operator, when feasible
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual std::string name() const = 0;
+  virtual std::string summary() const = 0;
+  // The part of the requested space this strategy searches.
+  virtual SpaceOptions space(const SpaceOptions& requested) const = 0;
+  // Best selection with time below `time_cutoff_s`, or an infeasible outcome.
+  virtual StrategyOutcome solve(const BatchCosts& costs, double time_cutoff_s) const = 0;
+  // A lower bound on the time any selection of this strategy can reach (infinity: none fits);
+  // lets the batch scheduler skip batch sizes that cannot win.
+  virtual double lower_bound_s(const BatchCosts& costs) const;
+  // The smallest peak any selection of this strategy reaches (what memory would let it fit).
+  virtual double min_peak_bytes(const BatchCosts& costs) const;
+};
+
+class StrategyRegistry {
+ public:
+  void add(std::unique_ptr<Strategy> s);
+  // Throws UsageError naming the known strategies.
+  const Strategy& get(const std::string& name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::vector<std::unique_ptr<Strategy>> items_;
+};
+
+struct StrategyLimits {
+  std::int64_t dfs_node_budget = 2'000'000;
+};
+
+// The built-in strategies, registered by explicit calls.
+StrategyRegistry default_strategies(const StrategyLimits& limits = {});
+
+}  // namespace osdp::search
