@@ -31,14 +31,15 @@ Action add_models_command(CLI::App& app) {
       const auto w = costmodel::lower(m);
       std::string hidden;
       for (const auto& s : m.stages) hidden += (hidden.empty() ? "" : "/") + std::to_string(s.hidden);
-      out.push_back({{"name", e.name},
-                     {"parameters", w.parameters()},
-                     {"layers", m.total_layers()},
-                     {"hidden", m.stages.size() == 1 ? nlohmann::json(m.stages[0].hidden) : nlohmann::json(hidden)},
-                     {"seq", m.seq},
-                     {"vocab", m.vocab},
-                     {"precision", costmodel::to_string(m.precision)},
-                     {"description", m.description}});
+      out.push_back(
+          {{"name", e.name},
+           {"parameters", w.parameters()},
+           {"layers", m.total_layers()},
+           {"hidden", m.stages.size() == 1 ? nlohmann::json(m.stages[0].hidden) : nlohmann::json(hidden)},
+           {"seq", m.seq},
+           {"vocab", m.vocab},
+           {"precision", costmodel::to_string(m.precision)},
+           {"description", m.description}});
       rows.push_back({e.name, fmt::format("{:.3f}B", static_cast<double>(w.parameters()) / 1e9),
                       std::to_string(m.total_layers()), hidden, costmodel::to_string(m.precision),
                       m.description});
@@ -57,7 +58,8 @@ Action add_models_command(CLI::App& app) {
 
 Action add_clusters_command(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
-  app.add_flag("--json", *json, "Print a JSON array: name, nodes, devices_per_node, device, memory_bytes, ...");
+  app.add_flag("--json", *json,
+               "Print a JSON array: name, nodes, devices_per_node, device, memory_bytes, ...");
   return [json]() {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& e : costmodel::list_catalog("clusters")) {
@@ -70,8 +72,9 @@ Action add_clusters_command(CLI::App& app) {
                      {"memory_bytes", c.memory_bytes},
                      {"description", c.description}});
       if (!*json)
-        std::cout << fmt::format("{:<16} {:>2} x {:<2} {:<22} {:>10}  {}\n", e.name, c.nodes, c.devices_per_node,
-                                 c.device_name, costmodel::format_bytes(c.memory_bytes), c.description);
+        std::cout << fmt::format("{:<16} {:>2} x {:<2} {:<22} {:>10}  {}\n", e.name, c.nodes,
+                                 c.devices_per_node, c.device_name, costmodel::format_bytes(c.memory_bytes),
+                                 c.description);
     }
     if (*json) std::cout << out.dump(2) << "\n";
     return kExitOk;

@@ -9,9 +9,10 @@
 
 int main(int argc, char** argv) {
   using namespace osdp::cli;
-  CLI::App app{"osdp: plan, simulate and validate sharded data-parallel training.\n"
-               "Per operator DP, ZDP (ZeRO-3) or REPLICATE, operator splitting, checkpointing and the\n"
-               "batch size, chosen to maximise throughput under a device memory limit."};
+  CLI::App app{
+      "osdp: plan, simulate and validate sharded data-parallel training.\n"
+      "Per operator DP, ZDP (ZeRO-3) or REPLICATE, operator splitting, checkpointing and the\n"
+      "batch size, chosen to maximise throughput under a device memory limit."};
   app.require_subcommand(0, 1);
   bool show_version = false;
   app.add_flag("--version", show_version, "Print the version, the commit and the compiled-in backends");

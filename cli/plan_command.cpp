@@ -1,3 +1,4 @@
+#include <cmath>
 #include <iostream>
 #include <memory>
 
@@ -25,6 +26,11 @@ struct PlanArgs {
   std::int64_t dfs_budget = 2'000'000;
 };
 
+// The smallest whole number of MiB that fits, so that the figure can be passed back as --memory.
+long long min_fit_mib(double bytes) {
+  return static_cast<long long>(std::ceil(bytes / 1048576.0));
+}
+
 double parse_bytes_option(const std::string& text, const char* option) {
   std::string err;
   auto v = costmodel::parse_quantity(text, costmodel::UnitKind::kBytes, &err);
@@ -43,14 +49,15 @@ int run_plan(const PlanArgs& a) {
   ctx.cost_options.checkpoint_regather = a.regather;
 
   const costmodel::Workload w = costmodel::lower(ctx.model);
-  const costmodel::CostModel model(ctx.cluster, ctx.calibration ? &*ctx.calibration : nullptr, ctx.model.precision,
-                                   ctx.cost_options);
+  const costmodel::CostModel model(ctx.cluster, ctx.calibration ? &*ctx.calibration : nullptr,
+                                   ctx.model.precision, ctx.cost_options);
   search::SearchOptions opt;
   opt.space.split_max = a.split_max;
   opt.space.checkpoint = a.checkpoint == "on"    ? search::CheckpointPolicy::kOn
                          : a.checkpoint == "off" ? search::CheckpointPolicy::kOff
                                                  : search::CheckpointPolicy::kAuto;
-  opt.memory_limit_bytes = a.memory.empty() ? ctx.cluster.memory_bytes : parse_bytes_option(a.memory, "--memory");
+  opt.memory_limit_bytes =
+      a.memory.empty() ? ctx.cluster.memory_bytes : parse_bytes_option(a.memory, "--memory");
   opt.reserve_bytes = ctx.cluster.reserve_bytes;
   if (a.batch != "auto") {
     try {
@@ -70,7 +77,8 @@ int run_plan(const PlanArgs& a) {
     base = search::run_search(w, model, registry.get(a.baseline), opt);
 
   if (!a.emit_costs.empty())
-    costmodel::write_file_atomic(a.emit_costs, search::to_costs_json(r.outcome.instance, r.outcome.solution).dump(1) + "\n");
+    costmodel::write_file_atomic(
+        a.emit_costs, search::to_costs_json(r.outcome.instance, r.outcome.solution).dump(1) + "\n");
   if (!a.out.empty() && r.feasible)
     costmodel::write_file_atomic(a.out, to_json(search::make_plan(ctx, w, r)).dump(1) + "\n");
 
@@ -90,22 +98,24 @@ int run_plan(const PlanArgs& a) {
   } else {
     const int n = ctx.cluster.world_size();
     std::cout << fmt::format("osdp plan: {} on {} ({} x {}), memory limit {}, strategy {}\n", ctx.model.name,
-                             ctx.cluster.name, n, ctx.cluster.device_name, format_bytes(opt.memory_limit_bytes),
-                             r.strategy);
+                             ctx.cluster.name, n, ctx.cluster.device_name,
+                             format_bytes(opt.memory_limit_bytes), r.strategy);
     if (r.feasible) {
       std::cout << fmt::format("  batch size     {} per device ({} samples per step)\n", r.batch, r.batch * n)
                 << fmt::format("  throughput     {:.2f} samples/s\n", r.throughput)
                 << fmt::format("  step time      {}\n", format_seconds(r.time_s))
-                << fmt::format("  peak memory    {} of {} ({} reserve included)\n", format_bytes(r.peak_bytes),
-                               format_bytes(opt.memory_limit_bytes), format_bytes(opt.reserve_bytes));
+                << fmt::format("  peak memory    {} of {} ({} reserve included)\n",
+                               format_bytes(r.peak_bytes), format_bytes(opt.memory_limit_bytes),
+                               format_bytes(opt.reserve_bytes));
       bool first = true;
       for (const auto& line : search::summarize_choices(w, r.choices)) {
         std::cout << (first ? "  choices        " : "                 ") << line << "\n";
         first = false;
       }
     } else {
-      std::cout << fmt::format("  no plan fits: the smallest peak is {} (a memory limit of at least {} would fit)\n",
-                               format_bytes(r.min_fit_bytes), format_bytes(r.min_fit_bytes));
+      std::cout << fmt::format(
+          "  no plan fits: the smallest peak is {} ({:.0f} bytes); --memory {}MiB would fit\n",
+          format_bytes(r.min_fit_bytes), r.min_fit_bytes, min_fit_mib(r.min_fit_bytes));
     }
     int visited = 0;
     for (const auto& c : r.candidates) visited += c.skipped ? 0 : 1;
@@ -115,19 +125,23 @@ int run_plan(const PlanArgs& a) {
                              r.complete ? "" : ", stopped early by its node budget");
     if (base) {
       if (base->feasible)
-        std::cout << fmt::format("  {:<14} batch {}, {:.2f} samples/s, step {}, peak {}{}\n", base->strategy,
-                                 base->batch, base->throughput, format_seconds(base->time_s),
-                                 format_bytes(base->peak_bytes),
-                                 r.feasible ? fmt::format(" -> {} is {:.3f}x", r.strategy, r.throughput / base->throughput)
-                                            : std::string());
+        std::cout << fmt::format(
+            "  {:<14} batch {}, {:.2f} samples/s, step {}, peak {}{}\n", base->strategy, base->batch,
+            base->throughput, format_seconds(base->time_s), format_bytes(base->peak_bytes),
+            r.feasible ? fmt::format(" -> {} is {:.3f}x", r.strategy, r.throughput / base->throughput)
+                       : std::string());
       else
-        std::cout << fmt::format("  {:<14} does not fit (needs {})\n", base->strategy, format_bytes(base->min_fit_bytes));
+        std::cout << fmt::format("  {:<14} does not fit (needs {})\n", base->strategy,
+                                 format_bytes(base->min_fit_bytes));
     }
     if (!a.out.empty() && r.feasible) std::cout << "  plan written to " << a.out << "\n";
   }
   if (!r.feasible) {
-    if (a.json) std::cerr << fmt::format("osdp plan: no plan fits; the smallest memory that would fit is {} ({} bytes)\n",
-                                         format_bytes(r.min_fit_bytes), static_cast<long long>(r.min_fit_bytes));
+    if (a.json)
+      std::cerr << fmt::format(
+          "osdp plan: no plan fits; the smallest memory that would fit is {:.0f} bytes "
+          "(--memory {}MiB)\n",
+          r.min_fit_bytes, min_fit_mib(r.min_fit_bytes));
     return kExitNoFit;
   }
   return kExitOk;
@@ -140,18 +154,25 @@ Action add_plan_command(CLI::App& app) {
   app.description(
       "Find the plan with the highest throughput: per operator DP, ZDP or REPLICATE, k of n slices ZDP,\n"
       "activation checkpointing, and the micro-batch size, under the device memory limit.\n"
-      "Exit codes: 0 a plan; 2 bad input or usage; 3 no plan fits (the message gives the memory that would).");
-  app.add_option("--model", a->model, "Built-in model name (see `osdp models`) or a model JSON file")->required();
-  app.add_option("--cluster", a->cluster, "Built-in cluster name (see `osdp clusters`) or a cluster JSON file")
+      "Exit codes: 0 a plan; 2 bad input or usage; 3 no plan fits (the message gives the memory that "
+      "would).");
+  app.add_option("--model", a->model, "Built-in model name (see `osdp models`) or a model JSON file")
       ->required();
-  app.add_option("--memory", a->memory, "Device memory limit, e.g. 8GiB or 16GB (default: the device's memory)");
-  app.add_option("--strategy", a->strategy, "exact | fsdp | zero2 | ddp | osdp-ref | dfs")->capture_default_str();
+  app.add_option("--cluster", a->cluster,
+                 "Built-in cluster name (see `osdp clusters`) or a cluster JSON file")
+      ->required();
+  app.add_option("--memory", a->memory,
+                 "Device memory limit, e.g. 8GiB or 16GB (default: the device's memory)");
+  app.add_option("--strategy", a->strategy, "exact | fsdp | zero2 | ddp | osdp-ref | dfs")
+      ->capture_default_str();
   app.add_option("--batch", a->batch, "Micro-batch size per device, or auto for the batch-size scheduler")
       ->capture_default_str();
-  app.add_option("--split-max", a->split_max, "Largest number of slices per operator (1, 2, 4, ...; 1: no splitting)")
+  app.add_option("--split-max", a->split_max,
+                 "Largest number of slices per operator (1, 2, 4, ...; 1: no splitting)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  app.add_option("--checkpoint", a->checkpoint, "Activation checkpointing: auto (searched per operator), on, off")
+  app.add_option("--checkpoint", a->checkpoint,
+                 "Activation checkpointing: auto (searched per operator), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   app.add_option("--tier", a->tier, "Cost model: extended (default) or paper (the seed formulas)")
@@ -160,11 +181,13 @@ Action add_plan_command(CLI::App& app) {
   app.add_option("--calibration", a->calibration, "Calibration name or file (overrides the cluster's)");
   app.add_flag("--checkpoint-regather", a->regather,
                "A checkpointed ZDP operator gathers its weights again for the recompute");
-  app.add_option("--baseline", a->baseline, "Strategy shown beside the result (none to skip)")->capture_default_str();
+  app.add_option("--baseline", a->baseline, "Strategy shown beside the result (none to skip)")
+      ->capture_default_str();
   app.add_option("--dfs-budget", a->dfs_budget, "Node budget of the dfs strategy per batch size")
       ->capture_default_str();
   app.add_option("--out", a->out, "Write the plan file here");
-  app.add_option("--emit-costs", a->emit_costs, "Write the knapsack instance the search solved (for an audit)");
+  app.add_option("--emit-costs", a->emit_costs,
+                 "Write the knapsack instance the search solved (for an audit)");
   app.add_flag("--json", a->json, "Print one JSON object instead of the summary");
   return [a]() { return run_plan(*a); };
 }

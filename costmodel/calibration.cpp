@@ -50,18 +50,24 @@ nlohmann::json segments_json(const std::vector<Segment>& segs) {
 
 const char* to_string(Collective c) {
   switch (c) {
-    case Collective::kAllGather: return "allgather";
-    case Collective::kReduceScatter: return "reducescatter";
-    case Collective::kAllReduce: return "allreduce";
+    case Collective::kAllGather:
+      return "allgather";
+    case Collective::kReduceScatter:
+      return "reducescatter";
+    case Collective::kAllReduce:
+      return "allreduce";
   }
   return "?";
 }
 
 const std::vector<Segment>& Calibration::segments(Collective c) const {
   switch (c) {
-    case Collective::kAllGather: return allgather;
-    case Collective::kReduceScatter: return reducescatter;
-    case Collective::kAllReduce: return allreduce;
+    case Collective::kAllGather:
+      return allgather;
+    case Collective::kReduceScatter:
+      return reducescatter;
+    case Collective::kAllReduce:
+      return allreduce;
   }
   return allgather;
 }

@@ -26,7 +26,7 @@ struct Segment {
 
 struct Calibration {
   std::string name;
-  nlohmann::json provenance = nlohmann::json::object();  // where, when, backend, versions
+  nlohmann::json provenance = nlohmann::json::object();      // where, when, backend, versions
   std::vector<Segment> allgather, reducescatter, allreduce;  // sorted by up_to_bytes; may be empty
   std::optional<ComputeSpec> compute;  // overrides (fields not given keep the cluster's)
   std::optional<double> interference;
@@ -35,8 +35,8 @@ struct Calibration {
 };
 
 // `base_compute` supplies the values a calibration's compute block leaves out.
-Calibration read_calibration(const nlohmann::json& doc, const std::string& file, const ComputeSpec& base_compute,
-                             const std::string& pointer = "");
+Calibration read_calibration(const nlohmann::json& doc, const std::string& file,
+                             const ComputeSpec& base_compute, const std::string& pointer = "");
 nlohmann::json to_json(const Calibration& cal);
 
 }  // namespace osdp::costmodel

@@ -39,8 +39,8 @@ std::vector<CatalogEntry> list_catalog(const std::string& kind) {
 }
 
 std::string resolve(const std::string& kind, const std::string& name) {
-  const bool looks_like_path = name.find('/') != std::string::npos ||
-                               (name.size() > 5 && name.substr(name.size() - 5) == ".json");
+  const bool looks_like_path =
+      name.find('/') != std::string::npos || (name.size() > 5 && name.substr(name.size() - 5) == ".json");
   if (looks_like_path || fs::is_regular_file(name)) {
     if (!fs::is_regular_file(name)) throw InputError(name, "", "no such file");
     return name;
@@ -49,9 +49,9 @@ std::string resolve(const std::string& kind, const std::string& name) {
     if (e.name == name) return e.path;
   std::string known;
   for (const auto& e : list_catalog(kind)) known += (known.empty() ? "" : ", ") + e.name;
-  throw InputError(name, "", fmt::format("not a file and not a built-in {} name (built-in: {}; data directory {})",
-                                         kind.substr(0, kind.size() - 1), known.empty() ? "none" : known,
-                                         data_dir()));
+  throw InputError(name, "",
+                   fmt::format("not a file and not a built-in {} name (built-in: {}; data directory {})",
+                               kind.substr(0, kind.size() - 1), known.empty() ? "none" : known, data_dir()));
 }
 
 ModelSpec load_model(const std::string& name) {

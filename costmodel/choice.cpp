@@ -13,9 +13,12 @@ std::string Choice::mode_name() const {
 
 std::string Choice::label() const {
   std::string s;
-  if (replicate) s = "REPLICATE";
-  else if (split == 1) s = zdp_slices ? "ZDP" : "DP";
-  else s = fmt::format("split{}:{}zdp", split, zdp_slices);
+  if (replicate)
+    s = "REPLICATE";
+  else if (split == 1)
+    s = zdp_slices ? "ZDP" : "DP";
+  else
+    s = fmt::format("split{}:{}zdp", split, zdp_slices);
   if (checkpoint) s += "+ckpt";
   return s;
 }

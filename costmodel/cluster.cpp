@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "costmodel/json_reader.hpp"
 
 namespace osdp::costmodel {
@@ -53,6 +55,9 @@ ClusterSpec read_cluster(const nlohmann::json& doc, const std::string& file, con
   c.source = r.string_or("source", "");
   c.nodes = static_cast<int>(r.integer("nodes", 1, 1 << 20));
   c.devices_per_node = static_cast<int>(r.integer("devices_per_node", 1, 1 << 16));
+  if (static_cast<std::int64_t>(c.nodes) * c.devices_per_node > (std::int64_t{1} << 24))
+    r.fail("devices_per_node", fmt::format("{} nodes x {} devices is more than the {} ranks osdp models",
+                                           c.nodes, c.devices_per_node, std::int64_t{1} << 24));
   {
     JsonReader d = r.object("device");
     c.device_name = d.string("name");
@@ -65,8 +70,7 @@ ClusterSpec read_cluster(const nlohmann::json& doc, const std::string& file, con
     JsonReader links = r.object("links");
     c.intra = read_link(links.object("intra"));
     if (auto inter = links.object_if("inter")) c.inter = read_link(*inter);
-    if (c.nodes > 1 && !c.inter)
-      links.fail("inter", "required when \"nodes\" > 1 (the link between nodes)");
+    if (c.nodes > 1 && !c.inter) links.fail("inter", "required when \"nodes\" > 1 (the link between nodes)");
     links.finish();
   }
   if (auto o = r.object_if("overlap")) {

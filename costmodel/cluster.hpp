@@ -13,8 +13,8 @@
 namespace osdp::costmodel {
 
 struct LinkSpec {
-  double alpha_s = 0.0;                 // latency per ring step
-  double bandwidth_bytes_per_s = 1.0;   // per direction; beta = 1 / bandwidth
+  double alpha_s = 0.0;                // latency per ring step
+  double bandwidth_bytes_per_s = 1.0;  // per direction; beta = 1 / bandwidth
   double beta_s_per_byte() const { return 1.0 / bandwidth_bytes_per_s; }
 };
 
@@ -28,7 +28,7 @@ struct ComputeSpec {
   double gemm_efficiency = 1.0;         // fraction of peak a large GEMM reaches
   double gemm_half_efficiency_dim = 0;  // d_half: smallest GEMM dimension at which efficiency halves
   double memory_bandwidth_bytes_per_s = 1e11;
-  double kernel_overhead_s = 0.0;       // launch and setup per kernel
+  double kernel_overhead_s = 0.0;  // launch and setup per kernel
   double peak_flops(Precision p) const { return p == Precision::kFp32 ? fp32_flops_per_s : bf16_flops_per_s; }
 };
 
@@ -60,8 +60,7 @@ class JsonReader;
 ComputeSpec read_compute_fields(JsonReader& r, const ComputeSpec& base);
 nlohmann::json compute_json(const ComputeSpec& c);
 
-ClusterSpec read_cluster(const nlohmann::json& doc, const std::string& file,
-                       const std::string& pointer = "");
+ClusterSpec read_cluster(const nlohmann::json& doc, const std::string& file, const std::string& pointer = "");
 nlohmann::json to_json(const ClusterSpec& cluster);
 
 }  // namespace osdp::costmodel

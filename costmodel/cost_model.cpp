@@ -7,11 +7,15 @@
 namespace osdp::costmodel {
 namespace {
 
-double ceil_div(std::int64_t a, std::int64_t b) { return static_cast<double>((a + b - 1) / b); }
+double ceil_div(std::int64_t a, std::int64_t b) {
+  return static_cast<double>((a + b - 1) / b);
+}
 
 }  // namespace
 
-const char* to_string(Tier t) { return t == Tier::kPaper ? "paper" : "extended"; }
+const char* to_string(Tier t) {
+  return t == Tier::kPaper ? "paper" : "extended";
+}
 
 CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration, Precision precision,
                      CostOptions options)
@@ -21,7 +25,7 @@ CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration,
       compute_(calibration && calibration->compute ? *calibration->compute : cluster.compute),
       precision_(precision),
       interference_(calibration && calibration->interference ? *calibration->interference
-                                                              : cluster.overlap.interference),
+                                                             : cluster.overlap.interference),
       overlap_(cluster.overlap.enabled),
       options_(options) {}
 
@@ -65,8 +69,8 @@ double CostModel::kernels_s(const std::vector<Kernel>& kernels, int batch, int s
       if (k.accumulates) {
         // (n - 1) additions of the m x n output: read two, write one.
         const double out = static_cast<double>(k.dim(Dim::kM, batch) * k.dim(Dim::kN, batch));
-        t += (splits - 1) *
-             (compute_.kernel_overhead_s + 3 * out * activation_bytes / compute_.memory_bandwidth_bytes_per_s);
+        t += (splits - 1) * (compute_.kernel_overhead_s +
+                             3 * out * activation_bytes / compute_.memory_bandwidth_bytes_per_s);
       }
     } else {
       t += kernel_s(k, batch);
@@ -78,9 +82,8 @@ double CostModel::kernels_s(const std::vector<Kernel>& kernels, int batch, int s
 double CostModel::optimizer_s(double elements, const PrecisionBytes& b) const {
   // Adam reads and writes its states and the weights and reads the gradient:
   //   fp32: 2 (w + o) + g = 28 B/param; mixed: 2 o + g + w (fp32 master in o, bf16 copy written) = 28.
-  const double per_param =
-      precision_ == Precision::kFp32 ? 2.0 * (b.weight + b.optimizer) + b.gradient
-                                     : 2.0 * b.optimizer + b.gradient + b.weight;
+  const double per_param = precision_ == Precision::kFp32 ? 2.0 * (b.weight + b.optimizer) + b.gradient
+                                                          : 2.0 * b.optimizer + b.gradient + b.weight;
   return compute_.kernel_overhead_s + elements * per_param / compute_.memory_bandwidth_bytes_per_s;
 }
 

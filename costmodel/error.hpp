@@ -17,9 +17,7 @@ class Error : public std::runtime_error {
 class InputError : public Error {
  public:
   InputError(std::string file, std::string pointer, const std::string& what_expected)
-      : Error(compose(file, pointer, what_expected)),
-        file_(std::move(file)),
-        pointer_(std::move(pointer)) {}
+      : Error(compose(file, pointer, what_expected)), file_(std::move(file)), pointer_(std::move(pointer)) {}
   const std::string& file() const { return file_; }
   const std::string& pointer() const { return pointer_; }
 

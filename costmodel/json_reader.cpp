@@ -15,20 +15,78 @@ namespace {
 std::string escape_pointer_token(std::string_view key) {
   std::string out;
   for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
   }
   return out;
 }
 
-std::string type_name(const nlohmann::json& v) { return v.type_name(); }
+std::string type_name(const nlohmann::json& v) {
+  return v.type_name();
+}
+
+}  // namespace
+
+namespace {
+
+// Rejects duplicate keys (nlohmann keeps the last one silently): a stack of the keys seen in each
+// open object, and the path of keys for the message.
+class DuplicateKeyCheck {
+ public:
+  explicit DuplicateKeyCheck(const std::string& origin) : origin_(origin) {}
+  bool operator()(int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    switch (event) {
+      case E::object_start:
+        frames_.push_back({true, {}, ""});
+        break;
+      case E::array_start:
+        frames_.push_back({false, {}, ""});
+        break;
+      case E::object_end:
+      case E::array_end:
+        frames_.pop_back();
+        break;
+      case E::key: {
+        auto& f = frames_.back();
+        f.last = parsed.get<std::string>();
+        if (!f.keys.insert(f.last).second) {
+          std::string pointer;
+          for (const auto& fr : frames_) pointer += fr.is_object ? "/" + fr.last : "/-";
+          throw InputError(origin_, pointer, fmt::format("duplicate key \"{}\"", f.last));
+        }
+        break;
+      }
+      case E::value:
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool is_object;
+    std::set<std::string> keys;
+    std::string last;
+  };
+  std::string origin_;
+  std::vector<Frame> frames_;
+};
 
 }  // namespace
 
 nlohmann::json parse_json_text(const std::string& text, const std::string& origin) {
   try {
-    return nlohmann::json::parse(text);
+    return nlohmann::json::parse(text, DuplicateKeyCheck(origin));
+  } catch (const nlohmann::json::out_of_range& e) {
+    // A number outside the range of a double (e.g. 1e400).
+    std::string msg = e.what();
+    const auto pos = msg.find("number overflow");
+    throw InputError(origin, "", "invalid JSON: " + (pos == std::string::npos ? msg : msg.substr(pos)));
   } catch (const nlohmann::json::parse_error& e) {
     // Turn the byte offset into a line and column.
     std::size_t line = 1, column = 1;
@@ -87,9 +145,13 @@ const nlohmann::json& JsonReader::at(std::string_view key, const char* expected)
   return *v;
 }
 
-bool JsonReader::has(std::string_view key) const { return node_.contains(std::string(key)); }
+bool JsonReader::has(std::string_view key) const {
+  return node_.contains(std::string(key));
+}
 
-const nlohmann::json* JsonReader::raw(std::string_view key) { return find(key); }
+const nlohmann::json* JsonReader::raw(std::string_view key) {
+  return find(key);
+}
 
 void JsonReader::expect_schema_version(int expected) {
   const auto v = integer("schema_version", 0, std::numeric_limits<int>::max());
@@ -146,6 +208,8 @@ double JsonReader::number_or(std::string_view key, double min, double max, doubl
 std::int64_t JsonReader::integer(std::string_view key, std::int64_t min, std::int64_t max) {
   const auto& v = at(key, "an integer");
   if (!v.is_number_integer()) fail(key, fmt::format("expected an integer, got {}", v.dump()));
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(max))
+    fail(key, fmt::format("expected an integer in [{}, {}], got {}", min, max, v.dump()));
   const auto i = v.get<std::int64_t>();
   if (i < min || i > max) fail(key, fmt::format("expected an integer in [{}, {}], got {}", min, max, i));
   return i;
@@ -174,8 +238,7 @@ double JsonReader::quantity(std::string_view key, UnitKind kind, double min, dou
   return d;
 }
 
-double JsonReader::quantity_or(std::string_view key, UnitKind kind, double min, double max,
-                               double fallback) {
+double JsonReader::quantity_or(std::string_view key, UnitKind kind, double min, double max, double fallback) {
   return has(key) ? quantity(key, kind, min, max) : (known_.emplace(key), fallback);
 }
 

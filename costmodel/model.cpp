@@ -8,13 +8,17 @@ namespace osdp::costmodel {
 
 PrecisionBytes precision_bytes(Precision p) {
   switch (p) {
-    case Precision::kFp32: return {4, 4, 8, 4};
-    case Precision::kMixed: return {2, 2, 12, 2};
+    case Precision::kFp32:
+      return {4, 4, 8, 4};
+    case Precision::kMixed:
+      return {2, 2, 12, 2};
   }
   return {4, 4, 8, 4};
 }
 
-const char* to_string(Precision p) { return p == Precision::kFp32 ? "fp32" : "mixed"; }
+const char* to_string(Precision p) {
+  return p == Precision::kFp32 ? "fp32" : "mixed";
+}
 
 int ModelSpec::total_layers() const {
   int n = 0;
@@ -49,20 +53,27 @@ ModelSpec read_model(const nlohmann::json& doc, const std::string& file, const s
   m.seq = static_cast<int>(r.integer("seq", 1, kMaxDim));
   m.vocab = static_cast<int>(r.integer("vocab", 1, 64 * kMaxDim));
   m.tied_embeddings = r.boolean_or("tied_embeddings", true);
-  m.precision = r.choice_or("precision", {"fp32", "mixed"}, "fp32") == "fp32" ? Precision::kFp32
-                                                                             : Precision::kMixed;
+  m.precision =
+      r.choice_or("precision", {"fp32", "mixed"}, "fp32") == "fp32" ? Precision::kFp32 : Precision::kMixed;
   m.dropout = r.boolean_or("dropout", true);
   const bool uniform = r.has("layers") || r.has("hidden") || r.has("heads") || r.has("ffn");
   if (r.has("stages")) {
-    if (uniform) r.fail("stages", "give either \"stages\" or \"layers\"/\"hidden\"/\"heads\"/\"ffn\", not both");
+    if (uniform)
+      r.fail("stages", "give either \"stages\" or \"layers\"/\"hidden\"/\"heads\"/\"ffn\", not both");
     for (auto& s : r.objects("stages")) {
       m.stages.push_back(read_stage(s));
       s.finish();
     }
   } else {
-    if (!uniform) r.fail("layers", "required key is missing (expected \"layers\", \"hidden\", \"heads\" or \"stages\")");
+    if (!uniform)
+      r.fail("layers", "required key is missing (expected \"layers\", \"hidden\", \"heads\" or \"stages\")");
     m.stages.push_back(read_stage(r));
   }
+  if (m.tied_embeddings && m.first_hidden() != m.last_hidden())
+    r.fail("tied_embeddings",
+           fmt::format("the token table ({} wide) cannot be tied to an LM head on hidden size {}; "
+                       "set \"tied_embeddings\": false",
+                       m.first_hidden(), m.last_hidden()));
   r.finish();
   return m;
 }

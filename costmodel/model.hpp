@@ -49,8 +49,7 @@ struct ModelSpec {
 };
 
 // Reads a model description (schema_version 1). `file` names the source in errors.
-ModelSpec read_model(const nlohmann::json& doc, const std::string& file,
-                     const std::string& pointer = "");
+ModelSpec read_model(const nlohmann::json& doc, const std::string& file, const std::string& pointer = "");
 nlohmann::json to_json(const ModelSpec& model);
 
 }  // namespace osdp::costmodel

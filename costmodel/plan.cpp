@@ -63,7 +63,8 @@ Plan read_plan(const nlohmann::json& doc, const std::string& file) {
   const Workload w = lower(p.model);
   auto ops = r.objects("operators");
   if (ops.size() != w.operators.size())
-    r.fail("operators", fmt::format("the model has {} operators, the plan lists {}", w.operators.size(), ops.size()));
+    r.fail("operators",
+           fmt::format("the model has {} operators, the plan lists {}", w.operators.size(), ops.size()));
   for (std::size_t i = 0; i < ops.size(); ++i) {
     JsonReader& o = ops[i];
     OperatorPlan op;
@@ -73,8 +74,8 @@ Plan read_plan(const nlohmann::json& doc, const std::string& file) {
     const std::string mode = o.choice("mode", {"dp", "zdp", "mixed", "replicate"});
     op.choice.replicate = mode == "replicate";
     op.choice.split = static_cast<int>(o.integer_or("split", 1, 1 << 16, 1));
-    op.choice.zdp_slices = static_cast<int>(
-        o.integer_or("zdp_slices", 0, op.choice.split, mode == "zdp" ? op.choice.split : 0));
+    op.choice.zdp_slices =
+        static_cast<int>(o.integer_or("zdp_slices", 0, op.choice.split, mode == "zdp" ? op.choice.split : 0));
     op.choice.checkpoint = o.boolean_or("checkpoint", false);
     if (op.choice.mode_name() != mode)
       o.fail("mode", fmt::format("\"{}\" contradicts split {} with {} ZDP slices", mode, op.choice.split,

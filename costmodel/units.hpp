@@ -25,8 +25,8 @@ std::optional<double> parse_quantity(std::string_view text, UnitKind kind, std::
 std::string unit_help(UnitKind kind);
 
 // Human-readable formatting (binary units for bytes, SI for rates and times).
-std::string format_bytes(double bytes);        // "7.45 GiB"
-std::string format_seconds(double seconds);    // "12.3 ms"
-std::string format_bandwidth(double bytes_per_second);  // "12.0 GB/s"
+std::string format_bytes(double bytes);                 // "7.45 GiB"
+std::string format_seconds(double seconds);             // "12.30 ms"
+std::string format_bandwidth(double bytes_per_second);  // "12.00 GB/s"
 
 }  // namespace osdp::costmodel

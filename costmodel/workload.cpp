@@ -2,9 +2,10 @@
 
 #include <cassert>
 #include <map>
-#include <tuple>
 
 #include <fmt/format.h>
+
+#include "costmodel/error.hpp"
 
 namespace osdp::costmodel {
 namespace {
@@ -178,11 +179,16 @@ Operator projection(int stage, I s, I from, I to, double e) {
 
 const char* to_string(OperatorKind k) {
   switch (k) {
-    case OperatorKind::kEmbedding: return "embedding";
-    case OperatorKind::kAttention: return "attention";
-    case OperatorKind::kMlp: return "mlp";
-    case OperatorKind::kProjection: return "projection";
-    case OperatorKind::kHead: return "head";
+    case OperatorKind::kEmbedding:
+      return "embedding";
+    case OperatorKind::kAttention:
+      return "attention";
+    case OperatorKind::kMlp:
+      return "mlp";
+    case OperatorKind::kProjection:
+      return "projection";
+    case OperatorKind::kHead:
+      return "head";
   }
   return "?";
 }
@@ -190,11 +196,16 @@ const char* to_string(OperatorKind k) {
 std::int64_t Kernel::dim(Dim d, int batch) const {
   const std::int64_t b = batch_dim == d ? batch : 1;
   switch (d) {
-    case Dim::kM: return m * b;
-    case Dim::kN: return n * b;
-    case Dim::kK: return k * b;
-    case Dim::kCount: return count * b;
-    case Dim::kNone: return 1;
+    case Dim::kM:
+      return m * b;
+    case Dim::kN:
+      return n * b;
+    case Dim::kK:
+      return k * b;
+    case Dim::kCount:
+      return count * b;
+    case Dim::kNone:
+      return 1;
   }
   return 1;
 }
@@ -208,10 +219,17 @@ double Kernel::flops(int batch) const {
 Kernel Kernel::slice(int splits) const {
   Kernel s = *this;
   switch (split_dim) {
-    case Dim::kM: s.m /= splits; break;
-    case Dim::kN: s.n /= splits; break;
-    case Dim::kK: s.k /= splits; break;
-    default: break;
+    case Dim::kM:
+      s.m /= splits;
+      break;
+    case Dim::kN:
+      s.n /= splits;
+      break;
+    case Dim::kK:
+      s.k /= splits;
+      break;
+    default:
+      break;
   }
   return s;
 }
@@ -255,6 +273,11 @@ std::int64_t Workload::parameters() const {
 }
 
 Workload lower(const ModelSpec& m) {
+  if (m.stages.empty()) throw UsageError(fmt::format("model \"{}\" has no layers", m.name));
+  if (m.tied_embeddings && m.first_hidden() != m.last_hidden())
+    throw UsageError(
+        fmt::format("model \"{}\": a token table {} wide cannot be tied to an LM head on hidden size {}",
+                    m.name, m.first_hidden(), m.last_hidden()));
   Workload w;
   w.model_name = m.name;
   w.precision = m.precision;
@@ -281,11 +304,25 @@ Workload lower(const ModelSpec& m) {
     add_head(head, "head.", m.seq, m.last_hidden(), m.vocab, e, true);
     w.operators.push_back(head);
   }
-  // Operators of the same kind and sizes (every layer of a stage) share a shape id.
-  std::map<std::tuple<int, int, std::int64_t, std::size_t>, int> ids;
+  // Operators with the same weights, kernels and activation sizes (every layer of a stage) share a
+  // shape id; the key lists everything the cost model reads.
+  std::map<std::vector<double>, int> ids;
   for (auto& op : w.operators) {
-    const auto key = std::make_tuple(static_cast<int>(op.kind), op.hidden, op.parameters(), op.forward.size());
-    op.shape_id = ids.emplace(key, static_cast<int>(ids.size())).first->second;
+    std::vector<double> key{static_cast<double>(op.kind),  op.saved_bytes_per_sample,
+                            op.input_bytes_per_sample,     op.workspace_bytes_per_sample,
+                            op.checkpointable ? 1.0 : 0.0, op.tied_gradient ? 1.0 : 0.0};
+    for (const auto& wt : op.weights)
+      key.insert(key.end(),
+                 {static_cast<double>(wt.rows), static_cast<double>(wt.cols), wt.splittable ? 1.0 : 0.0});
+    for (const auto* list : {&op.forward, &op.backward}) {
+      key.push_back(-1.0);  // separates the lists
+      for (const auto& k : *list)
+        key.insert(key.end(),
+                   {static_cast<double>(k.kind), static_cast<double>(k.m), static_cast<double>(k.n),
+                    static_cast<double>(k.k), static_cast<double>(k.count), static_cast<double>(k.batch_dim),
+                    static_cast<double>(k.split_dim), k.accumulates ? 1.0 : 0.0, k.bytes_per_sample});
+    }
+    op.shape_id = ids.emplace(std::move(key), static_cast<int>(ids.size())).first->second;
   }
   return w;
 }

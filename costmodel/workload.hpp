@@ -67,7 +67,7 @@ struct Operator {
   double workspace_bytes_per_sample = 0;  // transient buffers of its backward
   bool checkpointable = false;
   bool tied_gradient = false;  // its full gradient lives from the LM head's backward to the end
-  int shape_id = 0;  // operators with the same shape_id have identical weights and kernels
+  int shape_id = 0;            // operators with the same shape_id have identical weights and kernels
 
   std::int64_t parameters() const;
   // Allowed split counts: 1, and powers of two <= split_max that divide every splittable weight's rows.
