@@ -74,7 +74,8 @@ Solution solve_dfs(const Instance& inst, std::int64_t node_budget) {
   };
   visit(0, inst.fixed_time_s, 0.0, 0.0);
   Solution s;
-  if (!best_sel.empty() || (G == 0 && best_t < std::numeric_limits<double>::infinity())) s = evaluate(inst, best_sel);
+  if (!best_sel.empty() || (G == 0 && best_t < std::numeric_limits<double>::infinity()))
+    s = evaluate(inst, best_sel);
   s.nodes = nodes;
   s.complete = !stopped;
   return s;

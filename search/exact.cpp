@@ -14,7 +14,9 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // improvements worth keeping a state for.
 constexpr double kRel = 1e-12;
 
-double just_below(double ub) { return std::isinf(ub) ? ub : ub - std::abs(ub) * kRel; }
+double just_below(double ub) {
+  return std::isinf(ub) ? ub : ub - std::abs(ub) * kRel;
+}
 
 struct Point {
   double p, t;
@@ -24,17 +26,22 @@ struct Point {
 // One threshold's view of the instance: each group's Pareto-efficient allowed items.
 struct Restricted {
   double threshold = 0;
-  double budget = 0;  // R
-  std::vector<std::vector<Point>> fronts;
-  std::vector<int> cls;  // group -> class of identical fronts
-  double lb = kInf;      // LP relaxation (without T0)
-  double lambda = 0;
+  double budget = 0;                       // R
+  std::vector<std::vector<Point>> fronts;  // per class
+  std::vector<int> cls;                    // group -> class
+  double lb = kInf;                        // LP relaxation (without T0)
+  struct Inc {
+    double dp, dt;
+    int cls, to;
+  };
+  std::vector<Inc> incs;    // hull increments of every class, most time saved per byte first
   std::vector<int> greedy;  // an integral feasible selection from the LP
   double greedy_time = kInf;
 };
 
 std::vector<Point> pareto(const std::vector<Item>& items, double threshold) {
   std::vector<Point> pts;
+  pts.reserve(items.size());
   for (std::size_t i = 0; i < items.size(); ++i)
     if (items[i].transient_bytes <= threshold)
       pts.push_back({items[i].persistent_bytes, items[i].time_s, static_cast<int>(i)});
@@ -56,32 +63,45 @@ std::vector<int> hull(const std::vector<Point>& f) {
       const Point& b = f[h.back()];
       const Point& c = f[i];
       // b is above the segment a-c: drop it.
-      if ((b.t - a.t) * (c.p - a.p) >= (c.t - a.t) * (b.p - a.p)) h.pop_back();
-      else break;
+      if ((b.t - a.t) * (c.p - a.p) >= (c.t - a.t) * (b.p - a.p))
+        h.pop_back();
+      else
+        break;
     }
     h.push_back(i);
   }
   return h;
 }
 
+// Groups of the instance by class (identical items), computed once per instance.
+struct Classes {
+  std::vector<int> of_group;
+  std::vector<int> count;
+  std::vector<int> rep;  // a group of each class
+  explicit Classes(const Instance& inst) : of_group(group_classes(inst)) {
+    for (std::size_t g = 0; g < of_group.size(); ++g) {
+      const int c = of_group[g];
+      if (c >= static_cast<int>(count.size())) {
+        count.resize(c + 1, 0);
+        rep.resize(c + 1, -1);
+      }
+      if (count[c]++ == 0) rep[c] = static_cast<int>(g);
+    }
+  }
+};
+
 // LP relaxation over classes of identical groups: start every group at its smallest persistent
 // point, then buy hull increments by decreasing time saved per byte.
-void relax(const Instance& inst, Restricted& r) {
-  struct Inc {
-    double dp, dt;
-    int cls, to;
-  };
-  const int ncls = *std::max_element(r.cls.begin(), r.cls.end()) + 1;
-  std::vector<int> count(ncls, 0), rep(ncls, -1);
-  for (std::size_t g = 0; g < r.cls.size(); ++g) {
-    ++count[r.cls[g]];
-    if (rep[r.cls[g]] < 0) rep[r.cls[g]] = static_cast<int>(g);
-  }
+void relax(const Instance& inst, const Classes& classes, Restricted& r) {
+  using Inc = Restricted::Inc;
+  const int ncls = static_cast<int>(classes.count.size());
+  const std::vector<int>& count = classes.count;
   double base_p = 0, base_t = 0;
-  std::vector<Inc> incs;
+  std::vector<Inc>& incs = r.incs;
+  incs.clear();
   std::vector<std::vector<int>> hulls(ncls);
   for (int c = 0; c < ncls; ++c) {
-    const auto& f = r.fronts[rep[c]];
+    const auto& f = r.fronts[c];
     base_p += count[c] * f.front().p;
     base_t += count[c] * f.front().t;
     hulls[c] = hull(f);
@@ -100,8 +120,6 @@ void relax(const Instance& inst, Restricted& r) {
   // level[c][k]: how many groups of class c reached hull position >= k (integral part).
   std::vector<std::vector<int>> reached(ncls);
   for (int c = 0; c < ncls; ++c) reached[c].assign(hulls[c].size(), 0);
-  r.lambda = 0;
-  bool fractional = false;
   for (const Inc& inc : incs) {
     const int avail = count[inc.cls];
     const double whole = std::floor(left / inc.dp);
@@ -111,12 +129,9 @@ void relax(const Instance& inst, Restricted& r) {
     reached[inc.cls][inc.to] = take;
     if (take < avail) {
       t += (left / inc.dp) * inc.dt;  // the fractional part
-      r.lambda = -inc.dt / inc.dp;
-      fractional = true;
       break;
     }
   }
-  (void)fractional;
   r.lb = t;
   // Integral selection: within each class the first `reached[k]` groups advance to hull point k.
   // Increments of a class are taken in hull order (slopes are increasing along a convex hull).
@@ -129,33 +144,26 @@ void relax(const Instance& inst, Restricted& r) {
     int pos = 0;
     for (std::size_t k = 1; k < hulls[c].size(); ++k)
       if (idx < reached[c][k]) pos = static_cast<int>(k);
-    const Point& pt = r.fronts[g][hulls[c][pos]];
+    const Point& pt = r.fronts[c][hulls[c][pos]];
     r.greedy[g] = pt.item;
     gt += pt.t;
   }
   r.greedy_time = gt;
 }
 
-bool restrict_to(const Instance& inst, double threshold, Restricted& r) {
+bool restrict_to(const Instance& inst, const Classes& classes, double threshold, Restricted& r) {
   r.threshold = threshold;
   r.budget = inst.capacity_bytes - inst.fixed_memory_bytes - threshold;
-  r.fronts.clear();
-  r.cls.clear();
+  r.fronts.assign(classes.rep.size(), {});
+  r.cls = classes.of_group;
   double min_p = 0;
-  std::map<std::vector<std::pair<double, double>>, int> classes;
-  for (const auto& g : inst.groups) {
-    auto f = pareto(g.items, threshold);
-    if (f.empty()) return false;
-    min_p += f.front().p;
-    std::vector<std::pair<double, double>> key;
-    key.reserve(f.size());
-    for (const auto& q : f) key.emplace_back(q.p, q.t);
-    auto [it, inserted] = classes.emplace(std::move(key), static_cast<int>(classes.size()));
-    r.cls.push_back(it->second);
-    r.fronts.push_back(std::move(f));
+  for (std::size_t c = 0; c < classes.rep.size(); ++c) {
+    r.fronts[c] = pareto(inst.groups[classes.rep[c]].items, threshold);
+    if (r.fronts[c].empty()) return false;
+    min_p += classes.count[c] * r.fronts[c].front().p;
   }
   if (min_p > r.budget) return false;
-  relax(inst, r);
+  relax(inst, classes, r);
   return true;
 }
 
@@ -171,17 +179,36 @@ std::vector<double> candidate_thresholds(const Instance& inst) {
 // Exact Pareto DP for one threshold; returns a selection strictly better than `ub` if one exists.
 bool pareto_dp(const Restricted& r, double ub, std::vector<int>& best_sel, double& best_t,
                std::int64_t& states) {
-  const std::size_t G = r.fronts.size();
-  std::vector<double> suf_p(G + 1, 0), suf_l(G + 1, 0);
-  for (std::size_t g = G; g-- > 0;) {
-    double mp = kInf, ml = kInf;
-    for (const auto& q : r.fronts[g]) {
-      mp = std::min(mp, q.p);
-      ml = std::min(ml, q.t + r.lambda * q.p);
+  const std::size_t G = r.cls.size();
+  // The LP bound of every suffix of groups as a function of its budget: the suffix starts at each
+  // class's smallest point and buys the same increments in the same order, each as many times as
+  // the suffix has groups of its class. cum_p/cum_t[s][i]: after the first i increments.
+  const std::size_t ninc = r.incs.size();
+  std::vector<double> base_p(G + 1, 0), base_t(G + 1, 0), cum_p((G + 1) * (ninc + 1), 0),
+      cum_t(cum_p.size(), 0);
+  std::vector<int> count(r.fronts.size(), 0);
+  for (std::size_t s = G + 1; s-- > 0;) {
+    if (s < G) ++count[r.cls[s]];
+    double* cp = &cum_p[s * (ninc + 1)];
+    double* ct = &cum_t[s * (ninc + 1)];
+    for (std::size_t c = 0; c < count.size(); ++c) {
+      base_p[s] += count[c] * r.fronts[c].front().p;
+      base_t[s] += count[c] * r.fronts[c].front().t;
     }
-    suf_p[g] = suf_p[g + 1] + mp;
-    suf_l[g] = suf_l[g + 1] + ml;
+    for (std::size_t i = 0; i < ninc; ++i) {
+      cp[i + 1] = cp[i] + count[r.incs[i].cls] * r.incs[i].dp;
+      ct[i + 1] = ct[i] + count[r.incs[i].cls] * r.incs[i].dt;
+    }
   }
+  const auto suffix_bound = [&](std::size_t s, double budget) {
+    const double room = budget - base_p[s];
+    const double* cp = &cum_p[s * (ninc + 1)];
+    const double* ct = &cum_t[s * (ninc + 1)];
+    const std::size_t k = static_cast<std::size_t>(std::upper_bound(cp, cp + ninc + 1, room) - cp) - 1;
+    double t = base_t[s] + ct[k];
+    if (k < ninc) t += (room - cp[k]) / (cp[k + 1] - cp[k]) * (ct[k + 1] - ct[k]);
+    return t;
+  };
   struct State {
     double p, t;
     int parent, item;
@@ -190,24 +217,40 @@ bool pareto_dp(const Restricted& r, double ub, std::vector<int>& best_sel, doubl
   stages[0].push_back({0, 0, -1, -1});
   const double cut = just_below(ub);
   std::vector<State> cand;
+  std::vector<std::size_t> runs;
+  const auto by_p_then_t = [](const State& a, const State& b) { return a.p != b.p ? a.p < b.p : a.t < b.t; };
   for (std::size_t g = 0; g < G; ++g) {
     cand.clear();
+    runs.assign(1, 0);
     const auto& prev = stages[g];
-    for (int si = 0; si < static_cast<int>(prev.size()); ++si) {
-      const State& s = prev[si];
-      for (const auto& q : r.fronts[g]) {
+    // The previous front is sorted by p, so adding one item keeps it sorted: one run per item,
+    // merged pairwise (n log c instead of sorting n c states).
+    for (const auto& q : r.fronts[r.cls[g]]) {
+      for (int si = 0; si < static_cast<int>(prev.size()); ++si) {
+        const State& s = prev[si];
         const double p = s.p + q.p;
-        if (p + suf_p[g + 1] > r.budget) continue;
+        if (p + base_p[g + 1] > r.budget) break;  // p only grows along the run
         const double t = s.t + q.t;
-        const double bound = t + suf_l[g + 1] - r.lambda * (r.budget - p);
+        const double bound = t + suffix_bound(g + 1, r.budget - p);
         if (bound >= cut) continue;
         cand.push_back({p, t, si, q.item});
       }
+      if (cand.size() > runs.back()) runs.push_back(cand.size());
     }
     states += static_cast<std::int64_t>(cand.size());
     if (cand.empty()) return false;
-    std::sort(cand.begin(), cand.end(),
-              [](const State& a, const State& b) { return a.p != b.p ? a.p < b.p : a.t < b.t; });
+    while (runs.size() > 2) {
+      std::vector<std::size_t> merged{0};
+      for (std::size_t i = 0; i + 1 < runs.size(); i += 2) {
+        const std::size_t end = i + 2 < runs.size() ? runs[i + 2] : runs[i + 1];
+        if (i + 2 < runs.size())
+          std::inplace_merge(cand.begin() + static_cast<std::ptrdiff_t>(runs[i]),
+                             cand.begin() + static_cast<std::ptrdiff_t>(runs[i + 1]),
+                             cand.begin() + static_cast<std::ptrdiff_t>(end), by_p_then_t);
+        merged.push_back(end);
+      }
+      runs = std::move(merged);
+    }
     auto& next = stages[g + 1];
     for (const auto& c : cand)
       if (next.empty() || c.t < next.back().t) next.push_back(c);
@@ -232,17 +275,19 @@ bool pareto_dp(const Restricted& r, double ub, std::vector<int>& best_sel, doubl
 
 double lower_bound_time(const Instance& inst) {
   double best = kInf;
+  const Classes classes(inst);
   Restricted r;
   for (double t : candidate_thresholds(inst))
-    if (restrict_to(inst, t, r)) best = std::min(best, inst.fixed_time_s + r.lb);
+    if (restrict_to(inst, classes, t, r)) best = std::min(best, inst.fixed_time_s + r.lb);
   return best;
 }
 
 Solution solve_exact(const Instance& inst, double time_cutoff_s) {
+  const Classes classes(inst);
   std::vector<Restricted> rs;
   for (double t : candidate_thresholds(inst)) {
     Restricted r;
-    if (restrict_to(inst, t, r)) rs.push_back(std::move(r));
+    if (restrict_to(inst, classes, t, r)) rs.push_back(std::move(r));
   }
   std::sort(rs.begin(), rs.end(), [](const Restricted& a, const Restricted& b) { return a.lb < b.lb; });
   double best_t = time_cutoff_s - inst.fixed_time_s;  // times exclude T0 below
@@ -264,6 +309,7 @@ Solution solve_exact(const Instance& inst, double time_cutoff_s) {
   if (best_sel.empty()) {
     Solution s;
     s.nodes = states;
+    s.bounded = !rs.empty();  // selections fit, but none beats the cutoff
     return s;
   }
   Solution s = evaluate(inst, best_sel);

@@ -1,8 +1,9 @@
 #include "search/instance.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
-#include <set>
+#include <map>
 
 namespace osdp::search {
 
@@ -23,28 +24,51 @@ Solution evaluate(const Instance& inst, const std::vector<int>& chosen) {
   return s;
 }
 
+std::vector<int> group_classes(const Instance& inst) {
+  if (inst.group_class.size() == inst.groups.size()) return inst.group_class;
+  std::map<std::vector<std::array<double, 3>>, int> ids;
+  std::vector<int> out;
+  out.reserve(inst.groups.size());
+  for (const auto& g : inst.groups) {
+    std::vector<std::array<double, 3>> key;
+    key.reserve(g.items.size());
+    for (const auto& it : g.items) key.push_back({it.time_s, it.persistent_bytes, it.transient_bytes});
+    out.push_back(ids.emplace(std::move(key), static_cast<int>(ids.size())).first->second);
+  }
+  return out;
+}
+
 double min_peak_bytes(const Instance& inst) {
   // For each threshold T on the largest transient, take each group's smallest persistent item
-  // among those with transient <= T; the best over all T is exact.
-  std::set<double> thresholds;
-  for (const auto& g : inst.groups)
-    for (const auto& it : g.items) thresholds.insert(it.transient_bytes);
-  double best = std::numeric_limits<double>::infinity();
+  // among those with transient <= T; the best over all T is exact. Identical groups count once,
+  // times their number.
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const std::vector<int> cls = group_classes(inst);
+  std::vector<int> count, rep;
+  for (std::size_t g = 0; g < cls.size(); ++g) {
+    if (cls[g] >= static_cast<int>(count.size())) {
+      count.resize(cls[g] + 1, 0);
+      rep.resize(cls[g] + 1, -1);
+    }
+    if (count[cls[g]]++ == 0) rep[cls[g]] = static_cast<int>(g);
+  }
+  std::vector<double> thresholds;
+  for (int r : rep)
+    for (const auto& it : inst.groups[r].items) thresholds.push_back(it.transient_bytes);
+  std::sort(thresholds.begin(), thresholds.end());
+  thresholds.erase(std::unique(thresholds.begin(), thresholds.end()), thresholds.end());
+  double best = kInf;
   for (double t : thresholds) {
     double pers = inst.fixed_memory_bytes;
-    bool ok = true;
-    for (const auto& g : inst.groups) {
-      double m = std::numeric_limits<double>::infinity();
-      for (const auto& it : g.items)
+    for (std::size_t c = 0; c < rep.size() && pers < kInf; ++c) {
+      double m = kInf;
+      for (const auto& it : inst.groups[rep[c]].items)
         if (it.transient_bytes <= t) m = std::min(m, it.persistent_bytes);
-      if (m == std::numeric_limits<double>::infinity()) {
-        ok = false;
-        break;
-      }
-      pers += m;
+      pers += count[c] * m;
     }
-    if (ok) best = std::min(best, pers + t);
+    best = std::min(best, pers + t);
   }
+  if (inst.groups.empty()) best = inst.fixed_memory_bytes;
   return best;
 }
 
@@ -57,11 +81,15 @@ nlohmann::json to_costs_json(const Instance& inst, const Solution& sol) {
   nlohmann::json ops = nlohmann::json::array();
   for (std::size_t g = 0; g < inst.groups.size(); ++g) {
     nlohmann::json choices = nlohmann::json::array();
-    for (const auto& it : inst.groups[g].items)
-      choices.push_back({{"label", it.label},
+    const auto& items = inst.groups[g].items;
+    const auto* labels = inst.groups[g].labels.get();
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto& it = items[i];
+      choices.push_back({{"label", labels && i < labels->size() ? (*labels)[i] : std::string()},
                          {"time_s", it.time_s},
                          {"persistent_bytes", it.persistent_bytes},
                          {"transient_bytes", it.transient_bytes}});
+    }
     nlohmann::json op{{"name", inst.groups[g].name}, {"choices", choices}};
     if (sol.feasible) op["chosen"] = sol.chosen[g];
     ops.push_back(op);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,12 +18,13 @@ struct Item {
   double time_s = 0;
   double persistent_bytes = 0;
   double transient_bytes = 0;
-  std::string label;
 };
 
 struct Group {
   std::string name;
   std::vector<Item> items;
+  // What each item means ("ZDP+ckpt"); shared by groups of the same shape, may be null.
+  std::shared_ptr<const std::vector<std::string>> labels;
 };
 
 struct Instance {
@@ -31,7 +33,13 @@ struct Instance {
   double fixed_time_s = 0;
   double fixed_memory_bytes = 0;
   std::vector<Group> groups;
+  // Optional: groups with the same class have identical items (every layer of a model). Solvers
+  // compute it when it is left empty.
+  std::vector<int> group_class;
 };
+
+// group_class when given, else classes found by comparing the groups' items.
+std::vector<int> group_classes(const Instance& inst);
 
 struct Solution {
   bool feasible = false;
@@ -40,6 +48,7 @@ struct Solution {
   double peak_bytes = std::numeric_limits<double>::infinity();
   std::int64_t nodes = 0;  // search nodes or DP states visited
   bool complete = true;    // false when a node budget stopped the search early
+  bool bounded = false;    // selections fit, but none is faster than the time cutoff it was given
 };
 
 // Time and peak of a given selection; feasible when the peak fits.

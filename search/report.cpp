@@ -16,8 +16,10 @@ std::vector<std::string> summarize_choices(const costmodel::Workload& w,
     auto& v = counts[kind];
     const std::string label = choices[i].label();
     auto it = std::find_if(v.begin(), v.end(), [&](const auto& p) { return p.first == label; });
-    if (it == v.end()) v.emplace_back(label, 1);
-    else ++it->second;
+    if (it == v.end())
+      v.emplace_back(label, 1);
+    else
+      ++it->second;
   }
   std::vector<std::string> out;
   for (const auto& k : kinds) {
@@ -43,7 +45,8 @@ costmodel::Plan make_plan(const PlanContext& ctx, const costmodel::Workload& w, 
   p.memory_limit_bytes = r.memory_limit_bytes;
   p.batch_size = r.batch;
   p.prefetch = 0;
-  for (std::size_t i = 0; i < r.choices.size(); ++i) p.operators.push_back({w.operators[i].name, r.choices[i]});
+  for (std::size_t i = 0; i < r.choices.size(); ++i)
+    p.operators.push_back({w.operators[i].name, r.choices[i]});
   p.predicted_iteration_time_s = r.time_s;
   p.predicted_peak_memory_bytes = r.peak_bytes;
   p.predicted_throughput_samples_per_s = r.throughput;

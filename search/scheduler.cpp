@@ -8,13 +8,14 @@ namespace osdp::search {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int kEveryBatchUpTo = 256;
 
 }  // namespace
 
 std::vector<int> batch_grid(int b_max) {
   std::vector<int> out;
-  for (int b = 1; b <= std::min(b_max, 64); ++b) out.push_back(b);
-  double x = 64;
+  for (int b = 1; b <= std::min(b_max, kEveryBatchUpTo); ++b) out.push_back(b);
+  double x = kEveryBatchUpTo;
   while (true) {
     x *= std::pow(2.0, 1.0 / 8.0);
     const int b = static_cast<int>(std::lround(x));
@@ -25,11 +26,13 @@ std::vector<int> batch_grid(int b_max) {
   return out;
 }
 
-SearchResult run_search(const costmodel::Workload& w, const costmodel::CostModel& model, const Strategy& strategy,
-                        const SearchOptions& opt) {
+SearchResult run_search(const costmodel::Workload& w, const costmodel::CostModel& model,
+                        const Strategy& strategy, const SearchOptions& opt) {
   const auto start = std::chrono::steady_clock::now();
   const SpaceOptions space = strategy.space(opt.space);
-  auto price = [&](int b) { return price_batch(w, model, space, b, opt.memory_limit_bytes, opt.reserve_bytes); };
+  auto price = [&](int b) {
+    return price_batch(w, model, space, b, opt.memory_limit_bytes, opt.reserve_bytes);
+  };
   auto fits = [&](int b) { return strategy.min_peak_bytes(price(b)) <= opt.memory_limit_bytes; };
 
   SearchResult res;
@@ -62,16 +65,11 @@ SearchResult run_search(const costmodel::Workload& w, const costmodel::CostModel
     const BatchCosts costs = price(b);
     BatchCandidate cand;
     cand.batch = b;
-    const double lb = strategy.lower_bound_s(costs);
-    if (best_thr > 0 && lb > 0 && n * b / lb <= best_thr) {
-      cand.skipped = true;
-      res.candidates.push_back(cand);
-      continue;
-    }
     const double cutoff = best_thr > 0 ? n * b / best_thr : kInf;
     StrategyOutcome o = strategy.solve(costs, cutoff);
     cand.nodes = o.solution.nodes;
     cand.complete = o.solution.complete;
+    cand.skipped = o.solution.bounded;
     res.complete = res.complete && o.solution.complete;
     if (o.solution.feasible) {
       cand.feasible = true;

@@ -3,7 +3,7 @@
 // keep the one with the highest throughput (samples per second over all ranks, N b / T) — not the
 // shortest iteration.
 //
-// Batch sizes visited: every b up to 64, then a geometric grid (ratio 2^(1/8)) up to the largest b
+// Batch sizes visited: every b up to 256, then a geometric grid (ratio 2^(1/8)) up to the largest b
 // that fits, which is always visited. A batch size whose lower bound on time cannot beat the best
 // throughput found is skipped (exact only; the bound is the LP relaxation).
 #pragma once
@@ -20,7 +20,7 @@ namespace osdp::search {
 
 struct SearchOptions {
   SpaceOptions space;
-  std::optional<int> batch;    // a fixed micro-batch size instead of the scheduler
+  std::optional<int> batch;  // a fixed micro-batch size instead of the scheduler
   int max_batch = 1 << 20;
   double memory_limit_bytes = 0;
   double reserve_bytes = 0;
@@ -29,7 +29,7 @@ struct SearchOptions {
 struct BatchCandidate {
   int batch = 0;
   bool feasible = false;
-  bool skipped = false;  // its bound could not beat the best throughput
+  bool skipped = false;  // plans fit, but none beats the best throughput found before it
   double time_s = 0, peak_bytes = 0, throughput = 0;
   std::int64_t nodes = 0;
   bool complete = true;

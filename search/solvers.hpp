@@ -6,9 +6,9 @@
 //   plain multiple-choice knapsack, solved exactly by a Pareto dynamic program over (persistent,
 //   time) states with two prunings that never drop an optimal state:
 //     - feasibility: persistent + (smallest persistent of the groups still to come) <= R;
-//     - a Lagrangian bound: for any lambda >= 0 the remaining groups take at least
-//       sum_j min_i (t_ji + lambda p_ji) - lambda (R - persistent); with lambda from the LP
-//       relaxation this is tight, so only states within the LP gap survive.
+//     - the LP bound of the groups still to come at the budget they have left (their convex hulls'
+//       increments bought greedily, a fractional last one): a state whose time plus that bound
+//       cannot beat the best time found is dropped; only states within the LP gap survive.
 //   Thresholds are visited in order of their LP bound and the search stops when the bound reaches
 //   the best time found. Identical groups (every layer of a model) share their LP work.
 // brute_force: every combination; for tests.
@@ -24,8 +24,7 @@ namespace osdp::search {
 
 // Selections taking `time_cutoff_s` or longer are of no interest (the scheduler already has a
 // better throughput); the result is then infeasible with complete = true.
-Solution solve_exact(const Instance& inst,
-                     double time_cutoff_s = std::numeric_limits<double>::infinity());
+Solution solve_exact(const Instance& inst, double time_cutoff_s = std::numeric_limits<double>::infinity());
 
 // A lower bound on the time of any feasible selection (LP relaxation, best threshold); infinity
 // when nothing fits.

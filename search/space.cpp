@@ -8,18 +8,24 @@ using costmodel::Choice;
 
 const char* to_string(CheckpointPolicy p) {
   switch (p) {
-    case CheckpointPolicy::kOff: return "off";
-    case CheckpointPolicy::kOn: return "on";
-    case CheckpointPolicy::kAuto: return "auto";
+    case CheckpointPolicy::kOff:
+      return "off";
+    case CheckpointPolicy::kOn:
+      return "on";
+    case CheckpointPolicy::kAuto:
+      return "auto";
   }
   return "?";
 }
 
 std::vector<Choice> choices_for(const costmodel::Operator& op, const SpaceOptions& space) {
   std::vector<bool> ckpts;
-  if (!op.checkpointable || space.checkpoint == CheckpointPolicy::kOff) ckpts = {false};
-  else if (space.checkpoint == CheckpointPolicy::kOn) ckpts = {true};
-  else ckpts = {false, true};
+  if (!op.checkpointable || space.checkpoint == CheckpointPolicy::kOff)
+    ckpts = {false};
+  else if (space.checkpoint == CheckpointPolicy::kOn)
+    ckpts = {true};
+  else
+    ckpts = {false, true};
   std::vector<Choice> out;
   for (bool c : ckpts) {
     for (int n : op.splits(space.split_max))
@@ -47,10 +53,16 @@ BatchCosts price_batch(const costmodel::Workload& w, const costmodel::CostModel&
     if (it != first_of_shape.end()) {
       po.choices = bc.ops[it->second].choices;
       po.costs = bc.ops[it->second].costs;
+      po.labels = bc.ops[it->second].labels;
     } else {
       po.choices = choices_for(op, space);
       po.costs.reserve(po.choices.size());
-      for (const auto& c : po.choices) po.costs.push_back(model.cost(op, c, batch, w.bytes));
+      auto labels = std::make_shared<std::vector<std::string>>();
+      for (const auto& c : po.choices) {
+        po.costs.push_back(model.cost(op, c, batch, w.bytes));
+        labels->push_back(c.label());
+      }
+      po.labels = std::move(labels);
       first_of_shape.emplace(op.shape_id, bc.ops.size());
     }
     bc.ops.push_back(std::move(po));
@@ -68,11 +80,11 @@ Instance to_instance(const BatchCosts& costs) {
   for (const auto& po : costs.ops) {
     Group g;
     g.name = po.op->name;
+    g.labels = po.labels;
     g.items.reserve(po.choices.size());
-    for (std::size_t i = 0; i < po.choices.size(); ++i)
-      g.items.push_back({po.costs[i].time_s, po.costs[i].persistent_bytes, po.costs[i].transient_bytes,
-                         po.choices[i].label()});
+    for (const auto& c : po.costs) g.items.push_back({c.time_s, c.persistent_bytes, c.transient_bytes});
     inst.groups.push_back(std::move(g));
+    inst.group_class.push_back(po.op->shape_id);
   }
   return inst;
 }

@@ -1,6 +1,8 @@
 // The decision space of a search and its prices for one batch size.
 #pragma once
 
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "costmodel/choice.hpp"
@@ -14,9 +16,9 @@ enum class CheckpointPolicy { kOff, kOn, kAuto };
 const char* to_string(CheckpointPolicy p);
 
 struct SpaceOptions {
-  int split_max = 1;                 // slices per operator: 1, 2, 4, ... up to this
+  int split_max = 1;  // slices per operator: 1, 2, 4, ... up to this
   CheckpointPolicy checkpoint = CheckpointPolicy::kOff;
-  bool replicate = true;             // offer REPLICATE (classic DDP) per operator
+  bool replicate = true;  // offer REPLICATE (classic DDP) per operator
 };
 
 // Every choice of one operator within the space: REPLICATE, and for each split n every k in 0..n.
@@ -26,6 +28,7 @@ struct PricedOperator {
   const costmodel::Operator* op = nullptr;
   std::vector<costmodel::Choice> choices;
   std::vector<costmodel::ChoiceCost> costs;
+  std::shared_ptr<const std::vector<std::string>> labels;  // choice labels, shared within a shape
 };
 
 struct BatchCosts {
@@ -39,8 +42,7 @@ struct BatchCosts {
 
 // Prices every choice of every operator (once per shape: identical layers share the work).
 BatchCosts price_batch(const costmodel::Workload& w, const costmodel::CostModel& model,
-                       const SpaceOptions& space, int batch, double memory_limit_bytes,
-                       double reserve_bytes);
+                       const SpaceOptions& space, int batch, double memory_limit_bytes, double reserve_bytes);
 
 // The instance with every priced choice as an item (group = operator).
 Instance to_instance(const BatchCosts& costs);

@@ -38,7 +38,11 @@ Instance empty_instance(const BatchCosts& costs) {
 
 Item item_of(const PricedOperator& po, int i) {
   const auto& c = po.costs[i];
-  return {c.time_s, c.persistent_bytes, c.transient_bytes, po.choices[i].label()};
+  return {c.time_s, c.persistent_bytes, c.transient_bytes};
+}
+
+std::string label_of(const PricedOperator& po, int i) {
+  return po.labels ? (*po.labels)[i] : po.choices[i].label();
 }
 
 // Identity mapping: group g item i is operator g choice i.
@@ -63,7 +67,6 @@ class ExactStrategy : public Strategy {
     Solution sol = solve_exact(inst, cutoff);
     return outcome_from(costs, std::move(inst), std::move(sol), identity_map(costs));
   }
-  double lower_bound_s(const BatchCosts& costs) const override { return lower_bound_time(to_instance(costs)); }
 };
 
 class DfsStrategy : public Strategy {
@@ -134,10 +137,13 @@ class UniformStrategy : public Strategy {
                                                          : (c.is_dp() && c.split == 1);
           if (mode_ok && c.checkpoint == (ckpt && po.op->checkpointable)) pick = static_cast<int>(i);
         }
-        if (pick < 0) available = false;
+        if (pick < 0)
+          available = false;
         else {
           map[g] = {pick};
-          inst.groups.push_back({po.op->name, {item_of(po, pick)}});
+          inst.groups.push_back({po.op->name,
+                                 {item_of(po, pick)},
+                                 std::make_shared<const std::vector<std::string>>(1, label_of(po, pick))});
         }
       }
       if (available) out.emplace_back(std::move(inst), std::move(map));
@@ -165,11 +171,20 @@ class OsdpRefStrategy : public Strategy {
     s.replicate = false;
     return s;
   }
+  // What its MiB knapsack needs: the largest transient set aside, every block at its smallest
+  // persistent size rounded up to whole MiB.
   double min_peak_bytes(const BatchCosts& costs) const override {
     double best = kInf;
     for (bool ckpt : {false, true}) {
-      Blocks b = build_blocks(costs, ckpt);
-      if (!b.instance.groups.empty()) best = std::min(best, search::min_peak_bytes(b.instance));
+      const Blocks b = build_blocks(costs, ckpt);
+      if (b.instance.groups.empty()) continue;
+      double mib = 0;
+      for (const auto& g : b.instance.groups) {
+        double m = kInf;
+        for (const auto& it : g.items) m = std::min(m, std::ceil(it.persistent_bytes / kMiB));
+        mib += m;
+      }
+      best = std::min(best, b.instance.fixed_memory_bytes + max_transient(b.instance) + mib * kMiB);
     }
     return best;
   }
@@ -178,8 +193,9 @@ class OsdpRefStrategy : public Strategy {
     for (bool ckpt : {false, true}) {
       StrategyOutcome o = solve_blocks(costs, build_blocks(costs, ckpt));
       if (o.instance.groups.empty()) continue;
-      const bool better = best.instance.groups.empty() ||
-                          (o.solution.feasible && (!best.solution.feasible || o.solution.time_s < best.solution.time_s));
+      const bool better =
+          best.instance.groups.empty() ||
+          (o.solution.feasible && (!best.solution.feasible || o.solution.time_s < best.solution.time_s));
       if (better) best = std::move(o);
     }
     return best;
@@ -187,6 +203,13 @@ class OsdpRefStrategy : public Strategy {
 
  private:
   static constexpr double kMiB = 1048576.0;
+
+  static double max_transient(const Instance& inst) {
+    double t = 0;
+    for (const auto& g : inst.groups)
+      for (const auto& it : g.items) t = std::max(t, it.transient_bytes);
+    return t;
+  }
 
   struct Blocks {
     std::vector<std::vector<std::size_t>> ops;         // block -> operator indices
@@ -222,8 +245,10 @@ class OsdpRefStrategy : public Strategy {
       Group grp;
       grp.name = first->layer >= 0 ? fmt::format("layer{}", first->layer) : first->name;
       std::vector<std::vector<int>> items;
+      auto labels = std::make_shared<std::vector<std::string>>();
       for (int mask = 0; mask < (1 << block.size()); ++mask) {
         Item it;
+        std::string label;
         std::vector<int> chosen;
         for (std::size_t j = 0; j < block.size(); ++j) {
           const int ci = pick[block[j]][(mask >> j) & 1];
@@ -231,12 +256,14 @@ class OsdpRefStrategy : public Strategy {
           it.time_s += one.time_s;
           it.persistent_bytes += one.persistent_bytes;
           it.transient_bytes = std::max(it.transient_bytes, one.transient_bytes);
-          it.label += (j ? "," : "") + one.label;
+          label += (j ? "," : "") + label_of(costs.ops[block[j]], ci);
           chosen.push_back(ci);
         }
         grp.items.push_back(it);
+        labels->push_back(std::move(label));
         items.push_back(chosen);
       }
+      grp.labels = std::move(labels);
       inst.groups.push_back(std::move(grp));
       out.combo.push_back(std::move(items));
     }
@@ -248,10 +275,7 @@ class OsdpRefStrategy : public Strategy {
     if (blocks.instance.groups.empty()) return {};
     Instance inst = std::move(blocks.instance);
     // Knapsack over whole MiB.
-    double max_trans = 0;
-    for (const auto& g : inst.groups)
-      for (const auto& it : g.items) max_trans = std::max(max_trans, it.transient_bytes);
-    const double budget = inst.capacity_bytes - inst.fixed_memory_bytes - max_trans;
+    const double budget = inst.capacity_bytes - inst.fixed_memory_bytes - max_transient(inst);
     Solution sol;
     if (budget >= 0) {
       const auto cap = static_cast<std::size_t>(std::floor(budget / kMiB));
@@ -299,13 +323,13 @@ class OsdpRefStrategy : public Strategy {
 
 }  // namespace
 
-double Strategy::lower_bound_s(const BatchCosts&) const { return 0.0; }
-
 double Strategy::min_peak_bytes(const BatchCosts& costs) const {
   return search::min_peak_bytes(to_instance(costs));
 }
 
-void StrategyRegistry::add(std::unique_ptr<Strategy> s) { items_.push_back(std::move(s)); }
+void StrategyRegistry::add(std::unique_ptr<Strategy> s) {
+  items_.push_back(std::move(s));
+}
 
 const Strategy& StrategyRegistry::get(const std::string& name) const {
   for (const auto& s : items_)

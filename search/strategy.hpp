@@ -33,11 +33,9 @@ class Strategy {
   virtual std::string summary() const = 0;
   // The part of the requested space this strategy searches.
   virtual SpaceOptions space(const SpaceOptions& requested) const = 0;
-  // Best selection with time below `time_cutoff_s`, or an infeasible outcome.
+  // Best selection with time below `time_cutoff_s` (a strategy may ignore the cutoff), or an
+  // infeasible outcome; `bounded` marks one where selections fit but none beats the cutoff.
   virtual StrategyOutcome solve(const BatchCosts& costs, double time_cutoff_s) const = 0;
-  // A lower bound on the time any selection of this strategy can reach (infinity: none fits);
-  // lets the batch scheduler skip batch sizes that cannot win.
-  virtual double lower_bound_s(const BatchCosts& costs) const;
   // The smallest peak any selection of this strategy reaches (what memory would let it fit).
   virtual double min_peak_bytes(const BatchCosts& costs) const;
 };
