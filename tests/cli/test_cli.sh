@@ -1,1 +1,337 @@
-echo "placeholder"
+#!/usr/bin/env bash
+# End-to-end checks of the `osdp` program (run by CTest as the test cli_plan).
+#   OSDP=<path to the osdp binary> OSDP_DATA_DIR=<repo>/data bash tests/cli/test_cli.sh
+# Each check prints "ok - ..." or "not ok - ..." (with the evidence as "#" lines); the last line is
+# "N passed, M failed" and the exit status is non-zero when anything failed.
+set -euo pipefail
+
+: "${OSDP:?set OSDP to the osdp binary}"
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+export OSDP_DATA_DIR="${OSDP_DATA_DIR:-$HERE/../../data}"
+AUDIT="$HERE/audit_costs.py"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+MIB=1048576
+
+passed=0
+failed=0
+ok() { echo "ok - $1"; passed=$((passed + 1)); }
+not_ok() {
+  echo "not ok - $1"
+  shift
+  local line
+  for line in "$@"; do printf '%s\n' "$line" | head -n 20 | sed 's/^/#   /'; done
+  failed=$((failed + 1))
+}
+
+# run NAME CMD...: runs CMD, keeps stdout in $TMP/NAME.out, stderr in $TMP/NAME.err, sets RC.
+RC=0
+run() {
+  local name=$1
+  shift
+  RC=0
+  "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" || RC=$?
+}
+
+# expect_rc DESC NAME WANT: the exit status of the last `run NAME ...` was WANT.
+expect_rc() {
+  if [[ $RC -eq $3 ]]; then
+    ok "$1 (exit $3)"
+  else
+    not_ok "$1: exit $RC, expected $3" "stdout: $(head -c 2000 "$TMP/$2.out")" "stderr: $(head -c 2000 "$TMP/$2.err")"
+  fi
+}
+
+# jcheck DESC FILE CODE: python CODE with the file's JSON in `j` (and sys.argv[2:] in `args`)
+# passes; CODE fails with `assert cond, message`.
+jcheck() {
+  local desc=$1 file=$2 code=$3 msg
+  shift 3
+  if msg=$(python3 -c "
+import json, math, sys
+j = json.load(open(sys.argv[1]))
+args = sys.argv[2:]
+$code" "$file" "$@" 2>&1); then
+    ok "$desc"
+  else
+    not_ok "$desc" "$(printf '%s\n' "$msg" | tail -n 3)"
+  fi
+}
+
+# contains DESC FILE PATTERN...: the file contains every fixed string.
+contains() {
+  local desc=$1 file=$2 p
+  shift 2
+  for p in "$@"; do
+    if ! grep -qF -- "$p" "$file"; then
+      not_ok "$desc: \"$p\" missing" "$(head -c 2000 "$file")"
+      return 0
+    fi
+  done
+  ok "$desc"
+}
+
+# json_field FILE KEY: prints a top-level field of a JSON file.
+json_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+
+# --- helpers and listings ------------------------------------------------------------------------
+
+run version "$OSDP" --version
+expect_rc "osdp --version" version 0
+contains "--version mentions CUDA and NCCL" "$TMP/version.out" CUDA NCCL
+
+run models "$OSDP" models --json
+expect_rc "osdp models --json" models 0
+jcheck "models --json: array of {name, parameters, layers, hidden} with gpt2-1.5b at 1557611200 parameters" \
+  "$TMP/models.out" '
+assert isinstance(j, list) and j, "not a non-empty array"
+for e in j:
+    missing = [k for k in ("name", "parameters", "layers", "hidden") if k not in e]
+    assert not missing, "%s: missing %s" % (e.get("name"), missing)
+m = {e["name"]: e for e in j}
+assert "gpt2-1.5b" in m, f"gpt2-1.5b not among {sorted(m)}"
+assert m["gpt2-1.5b"]["parameters"] == 1557611200, m["gpt2-1.5b"]["parameters"]
+assert m["gpt2-1.5b"]["layers"] == 48, m["gpt2-1.5b"]["layers"]'
+
+run clusters "$OSDP" clusters
+expect_rc "osdp clusters" clusters 0
+if grep -qE '^titan-rtx-8([[:space:]]|$)' "$TMP/clusters.out"; then
+  ok "osdp clusters lists titan-rtx-8"
+else
+  not_ok "osdp clusters lists titan-rtx-8" "$(cat "$TMP/clusters.out")"
+fi
+
+run plan_help "$OSDP" plan --help
+expect_rc "osdp plan --help" plan_help 0
+if grep -qi 'exit codes' "$TMP/plan_help.out" && grep -qE '\b2\b' "$TMP/plan_help.out" &&
+  grep -qE '\b3\b.*(fit|memory)' "$TMP/plan_help.out"; then
+  ok "plan --help documents the exit codes (2 bad input, 3 no plan fits)"
+else
+  not_ok "plan --help documents the exit codes" "$(cat "$TMP/plan_help.out")"
+fi
+
+# --- a plan --------------------------------------------------------------------------------------
+
+run plan8 "$OSDP" plan --model gpt2-1.5b --cluster titan-rtx-8 --memory 8GiB --json --out "$TMP/plan8.plan.json" \
+  --emit-costs "$TMP/plan8.costs.json"
+expect_rc "plan gpt2-1.5b on titan-rtx-8 at 8GiB" plan8 0
+jcheck "plan --json: feasible, strategy, batch, throughput, step time, peak <= limit, plan" "$TMP/plan8.out" '
+for k in ("feasible", "strategy", "batch_size", "throughput_samples_per_s", "iteration_time_s",
+          "peak_memory_bytes", "memory_limit_bytes", "plan"):
+    assert k in j, f"missing {k}; keys: {sorted(j)}"
+assert j["feasible"] is True, j["feasible"]
+assert j["strategy"] == "exact", j["strategy"]
+assert isinstance(j["batch_size"], int) and j["batch_size"] >= 1, j["batch_size"]
+assert j["throughput_samples_per_s"] > 0 and j["iteration_time_s"] > 0
+assert j["memory_limit_bytes"] == 8 * 2**30, j["memory_limit_bytes"]
+assert 0 < j["peak_memory_bytes"] <= j["memory_limit_bytes"], (j["peak_memory_bytes"], j["memory_limit_bytes"])'
+jcheck "plan --json: throughput = world size x batch / step time" "$TMP/plan8.out" '
+n = j.get("world_size", 8)
+want = n * j["batch_size"] / j["iteration_time_s"]
+assert math.isclose(j["throughput_samples_per_s"], want, rel_tol=1e-9), (j["throughput_samples_per_s"], want)'
+jcheck "plan file (--out): valid JSON with one entry per operator (97 = embedding + 48 x (attention, mlp))" \
+  "$TMP/plan8.plan.json" '
+models = {e["name"]: e for e in json.load(open(args[0]))}
+want = 1 + 2 * models["gpt2-1.5b"]["layers"]  # tied embedding + attention and MLP per layer
+ops = j["operators"]
+assert len(ops) == want == 97, f"{len(ops)} operators, expected {want} (97)"
+assert len({o["name"] for o in ops}) == len(ops), "operator names repeat"
+modes = {o["mode"] for o in ops}
+assert modes <= {"dp", "zdp", "replicate"}, modes
+summary = json.load(open(args[1]))
+assert j["batch_size"] == summary["batch_size"], (j["batch_size"], summary["batch_size"])
+assert j["strategy"] == "exact", j["strategy"]
+assert math.isclose(j["predicted"]["throughput_samples_per_s"], summary["throughput_samples_per_s"], rel_tol=1e-12)' \
+  "$TMP/models.out" "$TMP/plan8.out"
+jcheck "--emit-costs of gpt2-1.5b: objective agrees with the printed step time and peak" "$TMP/plan8.costs.json" '
+s = json.load(open(args[0]))
+assert j["batch_size"] == s["batch_size"], (j["batch_size"], s["batch_size"])
+assert len(j["operators"]) == 97, len(j["operators"])
+assert math.isclose(j["objective"]["time_s"], s["iteration_time_s"], rel_tol=1e-12), (j["objective"], s["iteration_time_s"])
+assert math.isclose(j["objective"]["peak_memory_bytes"], s["peak_memory_bytes"], rel_tol=1e-12)' "$TMP/plan8.out"
+if out=$(python3 "$AUDIT" "$TMP/plan8.costs.json" 2>&1); then
+  ok "audit_costs.py: gpt2-1.5b instance (objective sums, peak <= capacity)"
+else
+  not_ok "audit_costs.py: gpt2-1.5b instance" "$out"
+fi
+
+# --- bad input: exit 2 ---------------------------------------------------------------------------
+
+run no_model "$OSDP" plan --model no-such-model --cluster titan-rtx-8
+expect_rc "unknown model name" no_model 2
+contains "unknown model name: the message lists the built-in names" "$TMP/no_model.err" no-such-model gpt2-1.5b \
+  nd-96x1024 ws-2x12288
+
+cat >"$TMP/bad_key.json" <<'EOF'
+{"schema_version": 1, "name": "bad-key", "seq": 128, "vocab": 1000, "layers": 2, "hidden": 256,
+ "heads": 4, "precision": "fp32", "hiden_size": 256}
+EOF
+run bad_key "$OSDP" plan --model "$TMP/bad_key.json" --cluster titan-rtx-8
+expect_rc "model file with an unknown key" bad_key 2
+contains "unknown key: the message names the file and the JSON pointer" "$TMP/bad_key.err" "$TMP/bad_key.json" \
+  "/hiden_size"
+
+for bad in 8XB lots -8GiB 0; do
+  run bad_memory "$OSDP" plan --model gpt2-1.5b --cluster titan-rtx-8 --memory "$bad"
+  expect_rc "bad --memory \"$bad\"" bad_memory 2
+done
+contains "bad --memory: the message names the option" "$TMP/bad_memory.err" "--memory"
+
+run bad_strategy "$OSDP" plan --model gpt2-1.5b --cluster titan-rtx-8 --strategy greedy
+expect_rc "unknown strategy" bad_strategy 2
+contains "unknown strategy: the message lists the known ones" "$TMP/bad_strategy.err" greedy exact fsdp osdp-ref dfs
+
+# --- no plan fits: exit 3, with the memory that would fit ----------------------------------------
+
+run tiny_text "$OSDP" plan --model gpt2-1.5b --cluster titan-rtx-8 --memory 1GiB
+expect_rc "memory limit too small (1GiB), text output" tiny_text 3
+contains "too small: the summary says what memory would fit" "$TMP/tiny_text.out" "would fit"
+suggested=$(sed -n 's/.*--memory \([0-9]*MiB\) would fit.*/\1/p' "$TMP/tiny_text.out")
+if [[ -n $suggested ]]; then
+  run suggested "$OSDP" plan --model gpt2-1.5b --cluster titan-rtx-8 --memory "$suggested"
+  expect_rc "the suggested --memory $suggested fits" suggested 0
+else
+  not_ok "too small: the summary suggests a --memory value" "$(cat "$TMP/tiny_text.out")"
+fi
+
+run tiny_json "$OSDP" plan --model gpt2-1.5b --cluster titan-rtx-8 --memory 1GiB --json
+expect_rc "memory limit too small (1GiB), --json" tiny_json 3
+min_fit=$(python3 -c '
+import json, re, sys
+j = json.load(open(sys.argv[1]))
+err = open(sys.argv[2]).read()
+m = re.search(r"(\d+) bytes", err)
+assert j["feasible"] is False
+assert m, "no byte count in: " + err
+assert abs(int(m.group(1)) - j["min_fit_memory_bytes"]) <= 1, (m.group(1), j["min_fit_memory_bytes"])
+assert j["min_fit_memory_bytes"] > 2**30
+print(int(j["min_fit_memory_bytes"]))' "$TMP/tiny_json.out" "$TMP/tiny_json.err" 2>&1) || min_fit=""
+if [[ $min_fit =~ ^[0-9]+$ ]]; then
+  ok "too small: stderr and min_fit_memory_bytes agree on the smallest memory that fits ($min_fit bytes)"
+  fit_mib=$(((min_fit + MIB) / MIB))  # rounded up to the next MiB
+  run refit "$OSDP" plan --model gpt2-1.5b --cluster titan-rtx-8 --memory "${fit_mib}MiB" --json
+  expect_rc "rerun with that memory rounded up to the next MiB (${fit_mib}MiB) is feasible" refit 0
+  run below "$OSDP" plan --model gpt2-1.5b --cluster titan-rtx-8 --memory "$((min_fit - MIB))" --json
+  expect_rc "1 MiB below that memory still does not fit" below 3
+else
+  not_ok "too small: the smallest memory that fits is given in bytes" "$min_fit" "$(cat "$TMP/tiny_json.err")"
+fi
+
+# --- --emit-costs audited by brute force on a reduced instance -----------------------------------
+
+cat >"$TMP/small.json" <<'EOF'
+{"schema_version": 1, "name": "small-2x256", "description": "test model", "seq": 128, "vocab": 1000,
+ "layers": 2, "hidden": 256, "heads": 4, "precision": "fp32"}
+EOF
+small=(plan --model "$TMP/small.json" --cluster titan-rtx-8 --split-max 2 --checkpoint auto --batch 4 --json)
+run small_min "$OSDP" "${small[@]}" --memory 1MiB --emit-costs "$TMP/small_none.costs.json"
+expect_rc "small model at 1MiB does not fit" small_min 3
+if out=$(python3 "$AUDIT" --require-brute-force "$TMP/small_none.costs.json" 2>&1); then
+  ok "audit_costs.py: brute force confirms nothing fits at 1MiB"
+else
+  not_ok "audit_costs.py: brute force confirms nothing fits at 1MiB" "$out"
+fi
+run small_free "$OSDP" "${small[@]}" --memory 24GiB
+expect_rc "small model at 24GiB" small_free 0
+tight=$(python3 -c '
+import json, sys
+lo = json.load(open(sys.argv[1]))["min_fit_memory_bytes"]
+hi = json.load(open(sys.argv[2]))["peak_memory_bytes"]  # the unconstrained optimum
+assert hi > lo, (lo, hi)
+print(int((lo + hi) / 2))' "$TMP/small_min.out" "$TMP/small_free.out" 2>&1) || true
+if [[ $tight =~ ^[0-9]+$ ]]; then
+  ok "small model: a memory limit between the smallest peak and the unconstrained optimum ($tight bytes)"
+  run small_tight "$OSDP" "${small[@]}" --memory "$tight" --emit-costs "$TMP/small.costs.json"
+  expect_rc "small model at the tight limit" small_tight 0
+  if out=$(python3 "$AUDIT" --require-brute-force "$TMP/small.costs.json" 2>&1); then
+    ok "audit_costs.py: schema, objective sums, peak <= capacity, optimal by brute force ($(grep -o '[0-9]* combinations' <<<"$out"))"
+  else
+    not_ok "audit_costs.py on the small instance" "$out"
+  fi
+  # The auditor itself must catch a wrong answer: a consistent but slower selection, and a misreported objective.
+  python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+ops, cap = j["operators"], j["memory_capacity_bytes"]
+def cost(sel):
+    c = [o["choices"][i] for o, i in zip(ops, sel)]
+    return (j["fixed"]["time_s"] + sum(x["time_s"] for x in c),
+            j["fixed"]["memory_bytes"] + sum(x["persistent_bytes"] for x in c) + max(x["transient_bytes"] for x in c))
+sel = [o["chosen"] for o in ops]
+best = cost(sel)[0]
+for g, o in enumerate(ops):  # the first single change that still fits but is slower
+    for i in range(len(o["choices"])):
+        alt = sel[:g] + [i] + sel[g + 1:]
+        t, p = cost(alt)
+        if p <= cap and t > best * (1 + 1e-6):
+            for op, k in zip(ops, alt): op["chosen"] = k
+            j["objective"] = {"time_s": t, "peak_memory_bytes": p}
+            json.dump(j, open(sys.argv[2], "w"))
+            j["objective"]["time_s"] = t * 0.9
+            json.dump(j, open(sys.argv[3], "w"))
+            sys.exit(0)
+sys.exit("no slower feasible neighbour")' "$TMP/small.costs.json" "$TMP/slower.costs.json" "$TMP/misreported.costs.json" ||
+    true
+  for bad in slower misreported; do
+    if [[ ! -f $TMP/$bad.costs.json ]]; then
+      not_ok "audit_costs.py rejects a $bad selection" "could not build the tampered instance"
+    elif out=$(python3 "$AUDIT" "$TMP/$bad.costs.json" 2>&1); then
+      not_ok "audit_costs.py rejects a $bad selection" "$out"
+    else
+      ok "audit_costs.py rejects a $bad selection ($(grep -m1 -o 'FAIL: [a-z_.]* [a-z_.]*' <<<"$out"))"
+    fi
+  done
+  run small_dfs "$OSDP" "${small[@]}" --memory "$tight" --strategy dfs --baseline none
+  jcheck "small model: dfs completes and matches exact" "$TMP/small_dfs.out" '
+e = json.load(open(args[0]))
+assert j["complete"] is True, "dfs stopped early"
+assert math.isclose(j["iteration_time_s"], e["iteration_time_s"], rel_tol=1e-9), (j["iteration_time_s"], e["iteration_time_s"])' \
+    "$TMP/small_tight.out"
+else
+  not_ok "small model: a tight memory limit" "$tight"
+fi
+
+# --- no baseline beats exact ---------------------------------------------------------------------
+
+for cfg in "gpt2-1.5b 8GiB" "gpt2-1.5b 16GiB" "nd-96x1024 16GiB" "ws-2x8192 16GiB" "$TMP/small.json 2GiB"; do
+  read -r model mem <<<"$cfg"
+  run ex "$OSDP" plan --model "$model" --cluster titan-rtx-8 --memory "$mem" --strategy exact --baseline none --json
+  for s in fsdp osdp-ref; do
+    run base "$OSDP" plan --model "$model" --cluster titan-rtx-8 --memory "$mem" --strategy "$s" --baseline none --json
+    jcheck "$s never beats exact: $(basename "$model") at $mem" "$TMP/base.out" '
+e = json.load(open(args[0]))
+assert e["feasible"], "exact found no plan"
+if j["feasible"]:
+    b, x = j["throughput_samples_per_s"], e["throughput_samples_per_s"]
+    assert b <= x * (1 + 1e-9), "%s %r samples/s (batch %d) > exact %r (batch %d)" % (
+        j["strategy"], b, j["batch_size"], x, e["batch_size"])' \
+      "$TMP/ex.out"
+  done
+done
+
+# --- the batch-size scheduler: skipping batch sizes by their bound loses nothing -----------------
+
+run auto "$OSDP" plan --model gpt2-1.5b --cluster titan-rtx-8 --memory 16GiB --baseline none --json
+expect_rc "plan gpt2-1.5b at 16GiB, batch auto" auto 0
+worse=""
+grid=$(python3 -c 'import json,sys; print(" ".join(str(c["batch_size"]) for c in json.load(open(sys.argv[1]))["candidates"]))' \
+  "$TMP/auto.out" 2>/dev/null) || grid=""
+[[ -n $grid ]] || worse="no candidates[].batch_size in the --json output"
+for b in $grid; do
+  run fixed "$OSDP" plan --model gpt2-1.5b --cluster titan-rtx-8 --memory 16GiB --baseline none --json --batch "$b"
+  worse+=$(python3 -c '
+import json, sys
+a, f = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+if f["feasible"] and f["throughput_samples_per_s"] > a["throughput_samples_per_s"] * (1 + 1e-9):
+    print("batch %s: %r samples/s > auto (batch %d) %r; " % (sys.argv[3], f["throughput_samples_per_s"],
+          a["batch_size"], a["throughput_samples_per_s"]))' "$TMP/auto.out" "$TMP/fixed.out" "$b" 2>&1 ||
+    echo "batch $b: no JSON result (exit $RC); ")
+done
+if [[ -z $worse ]]; then
+  ok "batch auto is at least as fast as every fixed batch size of its grid (gpt2-1.5b, 16GiB)"
+else
+  not_ok "batch auto is at least as fast as every fixed batch size of its grid" "$worse"
+fi
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
