@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what is missing (Debian packages), then configures and builds osdp into build/.
+# Usage: bash .ci/setup.sh [--sanitize]   (--sanitize: a Debug build with ASan+UBSan in build-asan/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential cmake git python3 python3-matplotlib libeigen3-dev libboost-graph-dev
+          nlohmann-json3-dev catch2 libopenmpi-dev openmpi-bin libcli11-dev libfmt-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+if [ "${1:-}" = "--sanitize" ]; then
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DOSDP_SANITIZE=ON -DOSDP_BUILD_BENCHMARKS=OFF >/dev/null
+  cmake --build build-asan -j"$jobs"
+else
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build -j"$jobs"
+fi

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs the whole test suite of a build made by .ci/setup.sh; "no tests" is a failure.
+# Usage: bash .ci/test.sh [--sanitize]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=build
+[ "${1:-}" = "--sanitize" ] && dir=build-asan
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+count=$(ctest --test-dir "$dir" -N | sed -n 's/^Total Tests: \([0-9]*\)$/\1/p')
+if [ -z "$count" ] || [ "$count" -eq 0 ]; then
+  echo "test: no tests were collected in $dir: failing" >&2
+  exit 1
+fi
+ctest --test-dir "$dir" --output-on-failure -j"$(nproc 2>/dev/null || echo 2)" --timeout 900
