@@ -6,8 +6,8 @@
 namespace osdp::search {
 
 Solution solve_brute_force(const Instance& inst) {
-  const std::size_t G = inst.groups.size();
-  std::vector<int> sel(G, 0);
+  const std::size_t ngroups = inst.groups.size();
+  std::vector<int> sel(ngroups, 0);
   Solution best;
   std::int64_t visited = 0;
   while (true) {
@@ -15,17 +15,17 @@ Solution solve_brute_force(const Instance& inst) {
     ++visited;
     if (s.feasible && s.time_s < best.time_s) best = s;
     std::size_t g = 0;
-    while (g < G && ++sel[g] == static_cast<int>(inst.groups[g].items.size())) sel[g++] = 0;
-    if (g == G) break;
+    while (g < ngroups && ++sel[g] == static_cast<int>(inst.groups[g].items.size())) sel[g++] = 0;
+    if (g == ngroups) break;
   }
   best.nodes = visited;
   return best;
 }
 
 Solution solve_dfs(const Instance& inst, std::int64_t node_budget) {
-  const std::size_t G = inst.groups.size();
-  std::vector<double> suf_p(G + 1, 0), suf_t(G + 1, 0);
-  for (std::size_t g = G; g-- > 0;) {
+  const std::size_t ngroups = inst.groups.size();
+  std::vector<double> suf_p(ngroups + 1, 0), suf_t(ngroups + 1, 0);
+  for (std::size_t g = ngroups; g-- > 0;) {
     double mp = std::numeric_limits<double>::infinity(), mt = mp;
     for (const auto& it : inst.groups[g].items) {
       mp = std::min(mp, it.persistent_bytes);
@@ -35,15 +35,15 @@ Solution solve_dfs(const Instance& inst, std::int64_t node_budget) {
     suf_t[g] = suf_t[g + 1] + mt;
   }
   // Items of each group tried fastest first, as the seed paper's search does.
-  std::vector<std::vector<int>> order(G);
-  for (std::size_t g = 0; g < G; ++g) {
+  std::vector<std::vector<int>> order(ngroups);
+  for (std::size_t g = 0; g < ngroups; ++g) {
     order[g].resize(inst.groups[g].items.size());
     for (std::size_t i = 0; i < order[g].size(); ++i) order[g][i] = static_cast<int>(i);
     std::stable_sort(order[g].begin(), order[g].end(), [&](int a, int b) {
       return inst.groups[g].items[a].time_s < inst.groups[g].items[b].time_s;
     });
   }
-  std::vector<int> sel(G, 0), best_sel;
+  std::vector<int> sel(ngroups, 0), best_sel;
   double best_t = std::numeric_limits<double>::infinity();
   std::int64_t nodes = 0;
   bool stopped = false;
@@ -54,7 +54,7 @@ Solution solve_dfs(const Instance& inst, std::int64_t node_budget) {
       stopped = true;
       return;
     }
-    if (g == G) {
+    if (g == ngroups) {
       if (t < best_t) {
         best_t = t;
         best_sel = sel;
@@ -74,7 +74,7 @@ Solution solve_dfs(const Instance& inst, std::int64_t node_budget) {
   };
   visit(0, inst.fixed_time_s, 0.0, 0.0);
   Solution s;
-  if (!best_sel.empty() || (G == 0 && best_t < std::numeric_limits<double>::infinity()))
+  if (!best_sel.empty() || (ngroups == 0 && best_t < std::numeric_limits<double>::infinity()))
     s = evaluate(inst, best_sel);
   s.nodes = nodes;
   s.complete = !stopped;

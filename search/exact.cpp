@@ -179,16 +179,16 @@ std::vector<double> candidate_thresholds(const Instance& inst) {
 // Exact Pareto DP for one threshold; returns a selection strictly better than `ub` if one exists.
 bool pareto_dp(const Restricted& r, double ub, std::vector<int>& best_sel, double& best_t,
                std::int64_t& states) {
-  const std::size_t G = r.cls.size();
+  const std::size_t ngroups = r.cls.size();
   // The LP bound of every suffix of groups as a function of its budget: the suffix starts at each
   // class's smallest point and buys the same increments in the same order, each as many times as
   // the suffix has groups of its class. cum_p/cum_t[s][i]: after the first i increments.
   const std::size_t ninc = r.incs.size();
-  std::vector<double> base_p(G + 1, 0), base_t(G + 1, 0), cum_p((G + 1) * (ninc + 1), 0),
+  std::vector<double> base_p(ngroups + 1, 0), base_t(ngroups + 1, 0), cum_p((ngroups + 1) * (ninc + 1), 0),
       cum_t(cum_p.size(), 0);
   std::vector<int> count(r.fronts.size(), 0);
-  for (std::size_t s = G + 1; s-- > 0;) {
-    if (s < G) ++count[r.cls[s]];
+  for (std::size_t s = ngroups + 1; s-- > 0;) {
+    if (s < ngroups) ++count[r.cls[s]];
     double* cp = &cum_p[s * (ninc + 1)];
     double* ct = &cum_t[s * (ninc + 1)];
     for (std::size_t c = 0; c < count.size(); ++c) {
@@ -213,13 +213,13 @@ bool pareto_dp(const Restricted& r, double ub, std::vector<int>& best_sel, doubl
     double p, t;
     int parent, item;
   };
-  std::vector<std::vector<State>> stages(G + 1);
+  std::vector<std::vector<State>> stages(ngroups + 1);
   stages[0].push_back({0, 0, -1, -1});
   const double cut = just_below(ub);
   std::vector<State> cand;
   std::vector<std::size_t> runs;
   const auto by_p_then_t = [](const State& a, const State& b) { return a.p != b.p ? a.p < b.p : a.t < b.t; };
-  for (std::size_t g = 0; g < G; ++g) {
+  for (std::size_t g = 0; g < ngroups; ++g) {
     cand.clear();
     runs.assign(1, 0);
     const auto& prev = stages[g];
@@ -255,15 +255,15 @@ bool pareto_dp(const Restricted& r, double ub, std::vector<int>& best_sel, doubl
     for (const auto& c : cand)
       if (next.empty() || c.t < next.back().t) next.push_back(c);
   }
-  const auto& last = stages[G];
+  const auto& last = stages[ngroups];
   int bi = -1;
   for (int i = 0; i < static_cast<int>(last.size()); ++i)
     if (bi < 0 || last[i].t < last[bi].t) bi = i;
   if (bi < 0 || last[bi].t >= cut) return false;
   best_t = last[bi].t;
-  best_sel.assign(G, 0);
+  best_sel.assign(ngroups, 0);
   int idx = bi;
-  for (std::size_t g = G; g-- > 0;) {
+  for (std::size_t g = ngroups; g-- > 0;) {
     const State& s = stages[g + 1][idx];
     best_sel[g] = s.item;
     idx = s.parent;

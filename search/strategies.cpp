@@ -279,10 +279,10 @@ class OsdpRefStrategy : public Strategy {
     Solution sol;
     if (budget >= 0) {
       const auto cap = static_cast<std::size_t>(std::floor(budget / kMiB));
-      const std::size_t G = inst.groups.size();
+      const std::size_t ngroups = inst.groups.size();
       std::vector<double> dp(cap + 1, 0.0), next(cap + 1);
-      std::vector<std::vector<signed char>> choice(G, std::vector<signed char>(cap + 1, -1));
-      for (std::size_t g = 0; g < G; ++g) {
+      std::vector<std::vector<signed char>> choice(ngroups, std::vector<signed char>(cap + 1, -1));
+      for (std::size_t g = 0; g < ngroups; ++g) {
         std::fill(next.begin(), next.end(), kInf);
         for (std::size_t i = 0; i < inst.groups[g].items.size(); ++i) {
           const auto& it = inst.groups[g].items[i];
@@ -298,9 +298,9 @@ class OsdpRefStrategy : public Strategy {
         dp.swap(next);
       }
       if (dp[cap] < kInf) {
-        std::vector<int> sel(G);
+        std::vector<int> sel(ngroups);
         std::size_t m = cap;
-        for (std::size_t g = G; g-- > 0;) {
+        for (std::size_t g = ngroups; g-- > 0;) {
           sel[g] = choice[g][m];
           m -= static_cast<std::size_t>(std::ceil(inst.groups[g].items[sel[g]].persistent_bytes / kMiB));
         }

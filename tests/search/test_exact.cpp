@@ -183,7 +183,7 @@ costmodel::ModelSpec random_model(std::mt19937_64& rng, int layers) {
 TEST_CASE("exact equals brute force on instances priced from random small models", "[exact][model]") {
   std::mt19937_64 rng(31337);
   int checked = 0, feasible = 0;
-  for (int trial = 0; checked < 60; ++trial) {
+  for (int trial = 0; checked < 200; ++trial) {
     const int layers = 1 + trial % 3;
     const costmodel::ModelSpec m = random_model(rng, layers);
     const costmodel::ClusterSpec c = random_cluster(rng);
