@@ -59,11 +59,23 @@ SearchResult run_search(const costmodel::Workload& w, const costmodel::CostModel
     grid = {1};
   }
 
+  // Visit the batch sizes in order of their bound on throughput (N b / lower bound on time), so the
+  // likely winner is solved first and the others mostly stop at once at its cutoff.
   const double n = model.world_size();
+  std::vector<BatchCosts> priced;
+  std::vector<std::pair<double, std::size_t>> order;  // (-bound on throughput, index in grid)
+  for (std::size_t i = 0; i < grid.size(); ++i) {
+    priced.push_back(price(grid[i]));
+    const double lb = strategy.lower_bound_s(priced.back());
+    order.emplace_back(lb > 0 ? -n * grid[i] / lb : -kInf, i);
+  }
+  std::stable_sort(order.begin(), order.end());
+  res.candidates.resize(grid.size());
   double best_thr = 0;
-  for (int b : grid) {
-    const BatchCosts costs = price(b);
-    BatchCandidate cand;
+  for (const auto& [neg_bound, i] : order) {
+    const int b = grid[i];
+    const BatchCosts& costs = priced[i];
+    BatchCandidate& cand = res.candidates[i];
     cand.batch = b;
     const double cutoff = best_thr > 0 ? n * b / best_thr : kInf;
     StrategyOutcome o = strategy.solve(costs, cutoff);
@@ -89,7 +101,6 @@ SearchResult run_search(const costmodel::Workload& w, const costmodel::CostModel
     } else if (!res.feasible && res.outcome.instance.groups.empty()) {
       res.outcome = std::move(o);
     }
-    res.candidates.push_back(cand);
   }
   if (!res.feasible) res.min_fit_bytes = strategy.min_peak_bytes(price(opt.batch.value_or(1)));
   res.search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

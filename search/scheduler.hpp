@@ -4,8 +4,9 @@
 // shortest iteration.
 //
 // Batch sizes visited: every b up to 256, then a geometric grid (ratio 2^(1/8)) up to the largest b
-// that fits, which is always visited. A batch size whose lower bound on time cannot beat the best
-// throughput found is skipped (exact only; the bound is the LP relaxation).
+// that fits, which is always visited. Batch sizes are solved in order of the throughput their lower
+// bound on time allows (exact: the LP relaxation), each told the time it must beat; one that cannot
+// beat the best found is marked skipped.
 #pragma once
 
 #include <optional>

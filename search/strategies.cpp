@@ -62,6 +62,7 @@ class ExactStrategy : public Strategy {
     return "optimum of the analytic model over DP/ZDP/REPLICATE, splits and checkpointing per operator";
   }
   SpaceOptions space(const SpaceOptions& r) const override { return r; }
+  double lower_bound_s(const BatchCosts& costs) const override { return lower_bound_time(to_instance(costs)); }
   StrategyOutcome solve(const BatchCosts& costs, double cutoff) const override {
     Instance inst = to_instance(costs);
     Solution sol = solve_exact(inst, cutoff);
@@ -322,6 +323,8 @@ class OsdpRefStrategy : public Strategy {
 };
 
 }  // namespace
+
+double Strategy::lower_bound_s(const BatchCosts&) const { return 0.0; }
 
 double Strategy::min_peak_bytes(const BatchCosts& costs) const {
   return search::min_peak_bytes(to_instance(costs));
