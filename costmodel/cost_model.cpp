@@ -144,7 +144,10 @@ ChoiceCost CostModel::cost(const Operator& op, const Choice& ch, int batch, cons
   if (op.tied_gradient && !ch.replicate) c.persistent_bytes += B.gradient * static_cast<double>(P);
   c.transient_bytes = b * op.workspace_bytes_per_sample;
   if (!ch.replicate) {
-    if (k > 0) c.transient_bytes += B.weight * Ps;
+    // ZDP slices are gathered one at a time, except when the recompute of a checkpointed operator
+    // (reusing the backward gather) or a tied head (forward and backward adjacent) needs them all.
+    const bool all_slices = (ckpt && !options_.checkpoint_regather) || op.tied_gradient;
+    c.transient_bytes += (all_slices ? k : std::min(k, 1)) * B.weight * Ps;
     if (!op.tied_gradient) c.transient_bytes += B.gradient * Ps;
   }
   if (ckpt) c.transient_bytes += b * (op.saved_bytes_per_sample - op.input_bytes_per_sample);

@@ -26,7 +26,10 @@
 //              + g P                              (a tied embedding's gradient, alive all backward)
 //   transient  = [k > 0] w Ps + g Ps              (one gathered ZDP slice, one slice's gradient
 //                                                  before its reduce-scatter; neither for REPLICATE
-//                                                  and no gradient term for a tied embedding)
+//                                                  and no gradient term for a tied embedding;
+//                                                  k w Ps when all ZDP slices are held together: a
+//                                                  checkpointed operator whose recompute reuses the
+//                                                  backward gather, and a tied LM head)
 //              + b * backward workspace
 //              + [checkpointed] b * (saved - input)   (recomputed activations)
 // The step's peak is bounded by reserve + sum(persistent) + max(transient): the search objective.

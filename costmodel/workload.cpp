@@ -158,7 +158,10 @@ Operator embedding(const ModelSpec& m, double e, double mask) {
   op.saved_bytes_per_sample = mask * sd * hd;
   if (m.tied_embeddings) {
     op.tied_gradient = true;
+    const std::size_t fwd = op.forward.size(), bwd = op.backward.size();
     add_head(op, "head.", s, m.last_hidden(), v, e, false);
+    for (std::size_t i = fwd; i < op.forward.size(); ++i) op.forward[i].site = 1;
+    for (std::size_t i = bwd; i < op.backward.size(); ++i) op.backward[i].site = 1;
   }
   op.backward.push_back(elementwise("embedding.lookup.bwd", 2 * sd * hd * e));
   return op;

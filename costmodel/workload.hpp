@@ -38,6 +38,7 @@ struct Kernel {
   Dim split_dim = Dim::kNone;  // divided by the split count n (weight GEMMs only)
   bool accumulates = false;    // a split forward GEMM: slices are summed (n - 1 extra adds of C)
   double bytes_per_sample = 0.0;
+  int site = 0;  // 0: at the operator's place; 1: at the LM head's place (a tied embedding's head)
 
   double flops(int batch) const;  // 2 m n k count for the batch
   // The kernel for one slice of an n-way split (m, n or k along split_dim divided by n).
