@@ -13,6 +13,13 @@ double ceil_div(std::int64_t a, std::int64_t b) {
 
 }  // namespace
 
+double prefetch_reserve_bytes(const Workload& w, int prefetch) {
+  if (prefetch <= 0) return 0;
+  double largest = 0;
+  for (const auto& op : w.operators) largest = std::max(largest, static_cast<double>(op.parameters()));
+  return (prefetch * w.bytes.weight + (prefetch + 1) * w.bytes.gradient) * largest;
+}
+
 const char* to_string(Tier t) {
   return t == Tier::kPaper ? "paper" : "extended";
 }
@@ -79,6 +86,11 @@ double CostModel::kernels_s(const std::vector<Kernel>& kernels, int batch, int s
   return t;
 }
 
+double CostModel::phase_s(const std::vector<Kernel>& kernels, int batch, int splits, int activation_bytes) const {
+  if (options_.tier == Tier::kPaper) return batch * kernels_s(kernels, 1, splits, activation_bytes);
+  return kernels_s(kernels, batch, splits, activation_bytes);
+}
+
 double CostModel::optimizer_s(double elements, const PrecisionBytes& b) const {
   // Adam reads and writes its states and the weights and reads the gradient:
   //   fp32: 2 (w + o) + g = 28 B/param; mixed: 2 o + g + w (fp32 master in o, bf16 copy written) = 28.
@@ -119,18 +131,18 @@ ChoiceCost CostModel::cost(const Operator& op, const Choice& ch, int batch, cons
   ChoiceCost c;
   const double shard_elems = ch.replicate ? static_cast<double>(P) : ceil_div(P, world_);
   if (options_.tier == Tier::kPaper) {
-    const double gamma = kernels_s(op.forward, 1, n, B.activation) * (ckpt ? 2 : 1) +
-                         kernels_s(op.backward, 1, n, B.activation);
-    c.compute_s = b * gamma;
+    // b gamma, gamma the operator's compute per sample (forward, recompute, backward at batch 1).
+    const double fwd = phase_s(op.forward, batch, n, B.activation);
+    c.compute_s = fwd * (ckpt ? 2 : 1) + phase_s(op.backward, batch, n, B.activation);
     c.comm_s = comm_f + comm_b;
     c.time_s = c.compute_s + c.comm_s;
   } else {
-    const double fwd = kernels_s(op.forward, batch, n, B.activation);
-    const double bwd = kernels_s(op.backward, batch, n, B.activation) + (ckpt ? fwd : 0.0);
+    const double fwd = phase_s(op.forward, batch, n, B.activation);
+    const double bwd = phase_s(op.backward, batch, n, B.activation) + (ckpt ? fwd : 0.0);
     const double opt = optimizer_s(shard_elems, B);
     c.compute_s = fwd + bwd + opt;
     c.comm_s = comm_f + comm_b;
-    if (overlap_)
+    if (overlap_ && options_.prefetch > 0)
       c.time_s = overlapped_s(fwd, comm_f, interference_) + overlapped_s(bwd, comm_b, interference_) + opt;
     else
       c.time_s = c.compute_s + c.comm_s;

@@ -15,8 +15,8 @@
 //             so DP gives 2(N-1)alpha + 2(N-1)/N S beta + b gamma and ZDP 3(...) + b gamma
 //             (the seed paper's t_d and t_z, S = w P).
 //   extended: per-kernel compute at batch b (ComputeSpec), slices run one after another and their
-//             outputs are summed; forward and backward each overlap their communication with
-//             their compute: ov(x, c) = c if c >= i x, else x + c (1 - 1/i) (i the interference:
+//             outputs are summed; with prefetch >= 1 forward and backward each overlap their
+//             communication with their compute (prefetch 0: their sum): ov(x, c) = c if c >= i x, else x + c (1 - 1/i) (i the interference:
 //             compute slows by i while a collective runs; i = 1 gives max(x, c)); plus the Adam
 //             step over the shard.
 // Memory (both tiers):
@@ -53,7 +53,16 @@ struct CostOptions {
   // all-gather (recompute runs right before the operator's backward, FSDP-style); true gathers once
   // more (the behaviour the seed paper reports for FairScale).
   bool checkpoint_regather = false;
+  // All-gathers issued ahead of the compute that needs them (the schedule's prefetch depth). With
+  // 0 nothing overlaps, so the extended tier credits overlap only when this is >= 1; the memory
+  // bound then sets aside p gathered operators and p + 1 operators' gradients in flight
+  // (prefetch_reserve_bytes).
+  int prefetch = 0;
 };
+
+// What prefetch depth p can add to any step's peak: p operators gathered ahead and p + 1 operators'
+// gradients still being reduce-scattered, each as large as the largest operator.
+double prefetch_reserve_bytes(const Workload& w, int prefetch);
 
 struct ChoiceCost {
   double time_s = 0;
@@ -81,6 +90,9 @@ class CostModel {
   double kernel_s(const Kernel& k, int batch) const;
   // The kernels run with every splittable GEMM cut into `splits` slices (plus the accumulation).
   double kernels_s(const std::vector<Kernel>& kernels, int batch, int splits, int activation_bytes) const;
+  // Compute time of a list of kernels at batch b as the tier prices it: the extended tier runs the
+  // kernels at batch b, the paper tier takes b times their time at batch 1 (b gamma).
+  double phase_s(const std::vector<Kernel>& kernels, int batch, int splits, int activation_bytes) const;
   double optimizer_s(double elements, const PrecisionBytes& bytes) const;
   static double overlapped_s(double compute_s, double comm_s, double interference);
 

@@ -60,6 +60,7 @@ Plan read_plan(const nlohmann::json& doc, const std::string& file) {
   p.memory_limit_bytes = r.quantity("memory_limit_bytes", UnitKind::kBytes, 1.0, kInf);
   p.batch_size = static_cast<int>(r.integer("batch_size", 1, 1 << 24));
   p.prefetch = static_cast<int>(r.integer_or("prefetch", 0, 64, 0));
+  p.cost_options.prefetch = p.prefetch;
   const Workload w = lower(p.model);
   auto ops = r.objects("operators");
   if (ops.size() != w.operators.size())

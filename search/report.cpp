@@ -44,7 +44,7 @@ costmodel::Plan make_plan(const PlanContext& ctx, const costmodel::Workload& w, 
   p.cost_options = ctx.cost_options;
   p.memory_limit_bytes = r.memory_limit_bytes;
   p.batch_size = r.batch;
-  p.prefetch = 0;
+  p.prefetch = ctx.cost_options.prefetch;
   for (std::size_t i = 0; i < r.choices.size(); ++i)
     p.operators.push_back({w.operators[i].name, r.choices[i]});
   p.predicted_iteration_time_s = r.time_s;

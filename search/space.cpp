@@ -42,7 +42,7 @@ BatchCosts price_batch(const costmodel::Workload& w, const costmodel::CostModel&
   bc.batch = batch;
   bc.world_size = model.world_size();
   bc.capacity_bytes = memory_limit_bytes;
-  bc.fixed_memory_bytes = reserve_bytes;
+  bc.fixed_memory_bytes = reserve_bytes + costmodel::prefetch_reserve_bytes(w, model.options().prefetch);
   bc.fixed_time_s = 0;
   std::map<int, std::size_t> first_of_shape;
   bc.ops.reserve(w.operators.size());

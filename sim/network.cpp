@@ -1,0 +1,35 @@
+#include "sim/network.hpp"
+
+namespace osdp::sim {
+
+RingLinks::RingLinks(const costmodel::ClusterSpec& cluster, const costmodel::Calibration* calibration)
+    : nodes_(cluster.nodes),
+      per_node_(cluster.devices_per_node),
+      intra_(cluster.intra),
+      inter_(cluster.inter ? *cluster.inter : cluster.intra),
+      calibration_(calibration) {}
+
+Tick RingLinks::step_ticks(TaskKind kind, double total_bytes, int world, int rank) const {
+  const double chunk = total_bytes / world;
+  if (calibration_) {
+    const auto c = kind == TaskKind::kAllGather       ? costmodel::Collective::kAllGather
+                   : kind == TaskKind::kReduceScatter ? costmodel::Collective::kReduceScatter
+                                                      : costmodel::Collective::kAllReduce;
+    for (const auto& s : calibration_->segments(c))
+      if (total_bytes <= s.up_to_bytes) return to_ticks(s.alpha_s + chunk * s.beta_s_per_byte);
+  }
+  const bool crosses = nodes_ > 1 && (rank + 1) % per_node_ == 0;
+  const costmodel::LinkSpec& l = crosses ? inter_ : intra_;
+  return to_ticks(l.alpha_s + chunk * l.beta_s_per_byte());
+}
+
+int RingLinks::period(int world) const {
+  if (nodes_ <= 1) return 1;
+  if (calibration_ && !calibration_->allgather.empty() && !calibration_->reducescatter.empty() &&
+      !calibration_->allreduce.empty())
+    return 1;  // every collective priced by its calibrated segment, on every link alike
+  if (intra_.alpha_s == inter_.alpha_s && intra_.bandwidth_bytes_per_s == inter_.bandwidth_bytes_per_s) return 1;
+  return per_node_ < world ? per_node_ : world;
+}
+
+}  // namespace osdp::sim

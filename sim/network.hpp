@@ -1,0 +1,41 @@
+// Network models price one step of a ring collective on the link leaving a rank. Kept apart from
+// the ring algorithm that uses them (sim/engine.cpp), so another network model can be swapped in.
+//
+// RingLinks: a rank's link is the intra-node link, or the inter-node link when the next rank of the
+// ring is on the next node (ranks are numbered node by node). A step moves one chunk, S/N bytes of
+// the full buffer S, in alpha + chunk beta. A calibration's segment for the collective and size S,
+// fitted on whole rings, prices every link alike.
+#pragma once
+
+#include <vector>
+
+#include "costmodel/calibration.hpp"
+#include "costmodel/cluster.hpp"
+#include "sim/schedule.hpp"
+#include "sim/ticks.hpp"
+
+namespace osdp::sim {
+
+class NetworkModel {
+ public:
+  virtual ~NetworkModel() = default;
+  // Ticks of one ring step from `rank` to the next rank, for a collective over the whole buffer.
+  virtual Tick step_ticks(TaskKind kind, double total_bytes, int world, int rank) const = 0;
+  // The smallest rank shift that maps the network onto itself (1: every link alike; the ranks
+  // per node on a two-level network). Symmetric simulation runs this many ranks.
+  virtual int period(int world) const = 0;
+};
+
+class RingLinks : public NetworkModel {
+ public:
+  RingLinks(const costmodel::ClusterSpec& cluster, const costmodel::Calibration* calibration);
+  Tick step_ticks(TaskKind kind, double total_bytes, int world, int rank) const override;
+  int period(int world) const override;
+
+ private:
+  int nodes_, per_node_;
+  costmodel::LinkSpec intra_, inter_;
+  const costmodel::Calibration* calibration_;
+};
+
+}  // namespace osdp::sim
