@@ -242,7 +242,9 @@ TEST_CASE("extended tier with overlap: each phase overlaps its own communication
       const bool mixed = op.kind == OperatorKind::kProjection || op.kind == OperatorKind::kHead;
       const Precision prec = mixed ? Precision::kMixed : Precision::kFp32;
       const PrecisionBytes B = precision_bytes(prec);
-      const CostModel model(cluster, nullptr, prec, CostOptions{});
+      CostOptions prefetching;
+      prefetching.prefetch = 1;  // with prefetch 0 nothing overlaps (checked below)
+      const CostModel model(cluster, nullptr, prec, prefetching);
       for (const Choice& ch : all_choices(op)) {
         for (const int b : {1, 4}) {
           CAPTURE(interference, op.name, ch.label(), b);
@@ -259,6 +261,10 @@ TEST_CASE("extended tier with overlap: each phase overlaps its own communication
                                   .epsilon(kRel));
           }
           CHECK(c.time_s <= (c.compute_s + c.comm_s) * (1 + kRel));
+          // Without prefetch nothing overlaps: the sum.
+          const CostModel serial(cluster, nullptr, prec, CostOptions{});
+          const ChoiceCost s = serial.cost(op, ch, b, B);
+          CHECK(s.time_s == Approx(s.compute_s + s.comm_s).epsilon(kRel));
         }
       }
     }
