@@ -1,1 +1,64 @@
-// (being written)
+#include "sim/critical_path.hpp"
+
+#include <algorithm>
+#include <iterator>
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/topological_sort.hpp>
+#include <fmt/format.h>
+
+#include "costmodel/error.hpp"
+
+namespace osdp::sim {
+
+CriticalPath critical_path(const Schedule& s, const costmodel::CostModel& model) {
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+  const std::size_t n = s.tasks.size();
+  Graph g(n);
+  std::vector<double> weight(n, 0.0);
+  int last_of_stream[2] = {-1, -1};
+  for (std::size_t t = 0; t < n; ++t) {
+    const Task& task = s.tasks[t];
+    for (int d : task.deps) boost::add_edge(static_cast<std::size_t>(d), t, g);
+    int& prev = last_of_stream[task.stream == Stream::kCompute ? 0 : 1];
+    if (prev >= 0) boost::add_edge(static_cast<std::size_t>(prev), t, g);
+    prev = static_cast<int>(t);
+    if (is_collective(task.kind)) {
+      const auto c = task.kind == TaskKind::kAllGather       ? costmodel::Collective::kAllGather
+                     : task.kind == TaskKind::kReduceScatter ? costmodel::Collective::kReduceScatter
+                                                             : costmodel::Collective::kAllReduce;
+      weight[t] = model.collective_s(c, task.bytes);
+    } else {
+      weight[t] = task.duration_s;
+    }
+  }
+  std::vector<std::size_t> order;
+  try {
+    boost::topological_sort(g, std::back_inserter(order));
+  } catch (const boost::not_a_dag&) {
+    throw Error("the schedule's dependencies have a cycle");
+  }
+  std::reverse(order.begin(), order.end());  // topological_sort yields reverse topological order
+  std::vector<double> finish(n, 0.0);
+  std::vector<int> from(n, -1);
+  for (std::size_t v : order) {
+    finish[v] += weight[v];
+    for (auto [e, end] = boost::out_edges(v, g); e != end; ++e) {
+      const std::size_t w = boost::target(*e, g);
+      if (finish[v] > finish[w]) {
+        finish[w] = finish[v];
+        from[w] = static_cast<int>(v);
+      }
+    }
+  }
+  CriticalPath cp;
+  if (n == 0) return cp;
+  // finish[] holds start times until a vertex is visited; after the walk it is the finish time.
+  int last = static_cast<int>(std::max_element(finish.begin(), finish.end()) - finish.begin());
+  cp.seconds = finish[last];
+  for (int v = last; v >= 0; v = from[v]) cp.tasks.push_back(v);
+  std::reverse(cp.tasks.begin(), cp.tasks.end());
+  return cp;
+}
+
+}  // namespace osdp::sim

@@ -187,19 +187,25 @@ class Engine {
     step_.resize(R);
     for (int r = 0; r < R; ++r) step_[r] = net_.step_ticks(task.kind, task.bytes, world_, r);
     sent_.resize(R);
-    recv_.resize(R);
     if (steps == 0) {
       for (int r = 0; r < R; ++r) push(s[r], kCommDone, r, t);
       return;
     }
     // Step 0: a rank sends once it and its successor have entered.
-    for (int r = 0; r < R; ++r) sent_[r] = std::max(s[r], s[(r + 1) % R]) + step_[r];
+    for (int r = 0; r < R; ++r) sent_[r] = std::max(s[r], s[r + 1 < R ? r + 1 : 0]) + step_[r];
+    // Step k: once the rank has sent step k - 1 and received step k - 1 from its predecessor (the
+    // predecessor's send of step k - 1, carried along the ring in one pass).
+    Tick* sent = sent_.data();
+    const Tick* step = step_.data();
     for (int k = 1; k < steps; ++k) {
-      // Received step k - 1 from the predecessor: sent_[r - 1] of step k - 1.
-      for (int r = 0; r < R; ++r) recv_[r] = sent_[(r + R - 1) % R];
-      for (int r = 0; r < R; ++r) sent_[r] = std::max(sent_[r], recv_[r]) + step_[r];
+      Tick carry = sent[R - 1];
+      for (int r = 0; r < R; ++r) {
+        const Tick before = sent[r];
+        sent[r] = std::max(before, carry) + step[r];
+        carry = before;
+      }
     }
-    for (int r = 0; r < R; ++r) push(std::max(sent_[r], sent_[(r + R - 1) % R]), kCommDone, r, t);
+    for (int r = 0; r < R; ++r) push(std::max(sent_[r], sent_[r > 0 ? r - 1 : R - 1]), kCommDone, r, t);
     result_.events += static_cast<std::int64_t>(steps) * R;
     entry_[t].clear();
     entry_[t].shrink_to_fit();
@@ -245,7 +251,7 @@ class Engine {
   std::vector<Tick> duration_;
   std::vector<int> started_;
   std::vector<std::vector<Tick>> entry_;
-  std::vector<Tick> step_, sent_, recv_;
+  std::vector<Tick> step_, sent_;
   std::vector<RankState> state_;
   std::vector<RankStats> stats_;
   std::vector<Tick> start_time_;
