@@ -24,10 +24,7 @@ CriticalPath critical_path(const Schedule& s, const costmodel::CostModel& model)
     if (prev >= 0) boost::add_edge(static_cast<std::size_t>(prev), t, g);
     prev = static_cast<int>(t);
     if (is_collective(task.kind)) {
-      const auto c = task.kind == TaskKind::kAllGather       ? costmodel::Collective::kAllGather
-                     : task.kind == TaskKind::kReduceScatter ? costmodel::Collective::kReduceScatter
-                                                             : costmodel::Collective::kAllReduce;
-      weight[t] = model.collective_s(c, task.bytes);
+      weight[t] = model.collective_s(collective_of(task.kind), task.bytes);
     } else {
       weight[t] = task.duration_s;
     }

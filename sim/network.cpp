@@ -12,10 +12,7 @@ RingLinks::RingLinks(const costmodel::ClusterSpec& cluster, const costmodel::Cal
 Tick RingLinks::step_ticks(TaskKind kind, double total_bytes, int world, int rank) const {
   const double chunk = total_bytes / world;
   if (calibration_) {
-    const auto c = kind == TaskKind::kAllGather       ? costmodel::Collective::kAllGather
-                   : kind == TaskKind::kReduceScatter ? costmodel::Collective::kReduceScatter
-                                                      : costmodel::Collective::kAllReduce;
-    for (const auto& s : calibration_->segments(c))
+    for (const auto& s : calibration_->segments(collective_of(kind)))
       if (total_bytes <= s.up_to_bytes) return to_ticks(s.alpha_s + chunk * s.beta_s_per_byte);
   }
   const bool crosses = nodes_ > 1 && (rank + 1) % per_node_ == 0;

@@ -40,6 +40,12 @@ bool is_collective(TaskKind k) {
   return k == TaskKind::kAllGather || k == TaskKind::kReduceScatter || k == TaskKind::kAllReduce;
 }
 
+costmodel::Collective collective_of(TaskKind k) {
+  return k == TaskKind::kAllGather       ? costmodel::Collective::kAllGather
+         : k == TaskKind::kReduceScatter ? costmodel::Collective::kReduceScatter
+                                         : costmodel::Collective::kAllReduce;
+}
+
 std::vector<std::vector<int>> Schedule::dependents() const {
   std::vector<std::vector<int>> out(tasks.size());
   for (std::size_t t = 0; t < tasks.size(); ++t)

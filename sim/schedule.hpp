@@ -38,6 +38,8 @@ constexpr int kMemoryCategories = 6;
 const char* to_string(TaskKind k);
 const char* to_string(MemoryCategory c);
 bool is_collective(TaskKind k);
+// The collective a collective task runs (is_collective(k) must hold).
+costmodel::Collective collective_of(TaskKind k);
 
 struct Buffer {
   std::string name;
