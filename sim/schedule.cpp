@@ -1,5 +1,6 @@
 #include "sim/schedule.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -120,7 +121,9 @@ class Builder {
 
   // Appends a task; with prefetch 0 every task also waits for the one issued before it.
   int add(Task t) {
-    if (s_.prefetch == 0 && !s_.tasks.empty()) t.deps.push_back(static_cast<int>(s_.tasks.size()) - 1);
+    const int previous = static_cast<int>(s_.tasks.size()) - 1;
+    if (s_.prefetch == 0 && previous >= 0 && std::find(t.deps.begin(), t.deps.end(), previous) == t.deps.end())
+      t.deps.push_back(previous);
     s_.tasks.push_back(std::move(t));
     return static_cast<int>(s_.tasks.size()) - 1;
   }
