@@ -4,8 +4,15 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "costmodel/plan.hpp"
+#include "search/report.hpp"
+#include "search/scheduler.hpp"
+#include "sim/engine.hpp"
+#include "sim/schedule.hpp"
 
 namespace osdp::cli {
 
@@ -18,7 +25,44 @@ using Action = std::function<int()>;
 Action add_models_command(CLI::App& app);
 Action add_clusters_command(CLI::App& app);
 Action add_plan_command(CLI::App& app);
+Action add_simulate_command(CLI::App& app);
+Action add_collective_command(CLI::App& app);
 
 std::string version_string();
+
+// --- simulation of plans (cli/evaluate.cpp) --------------------------------------------------------
+
+struct PlanRun {
+  sim::Schedule schedule;
+  sim::SimResult result;
+  // The plan's choices priced again by the cost model (the search objective):
+  //   time = sum of the operators' times; peak = reserve + prefetch reserve + sum(persistent)
+  //   + max(transient).
+  double analytic_time_s = 0;
+  double analytic_peak_bytes = 0;
+};
+
+// Lowers the plan's model, prices it with the plan's cluster, calibration and cost options (prefetch
+// from plan.prefetch), builds its schedule and simulates it on RingLinks. `options.overlap` and
+// `options.interference` are taken from the cluster and calibration; the rest is the caller's.
+PlanRun simulate_plan(const costmodel::Plan& plan, sim::SimOptions options);
+
+// One batch size of `osdp plan --evaluate sim`: its best plan, priced and simulated.
+struct EvaluatedBatch {
+  int batch = 0;
+  double analytic_time_s = 0, analytic_peak_bytes = 0, analytic_throughput = 0;
+  double simulated_time_s = 0, simulated_peak_bytes = 0, simulated_throughput = 0;
+};
+
+// The batch sizes of `result` at which a plan fits (solved, or bounded out by the scheduler) are
+// searched again one at a time (options.batch fixed); the `top` best by analytic throughput (0: all)
+// are simulated (symmetric ranks: exact on the homogeneous clusters a plan runs on). Sorted by
+// batch size.
+std::vector<EvaluatedBatch> evaluate_by_simulation(const search::PlanContext& ctx,
+                                                   const costmodel::Workload& w,
+                                                   const costmodel::CostModel& model,
+                                                   const search::Strategy& strategy,
+                                                   const search::SearchOptions& options,
+                                                   const search::SearchResult& result, int top);
 
 }  // namespace osdp::cli

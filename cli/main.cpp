@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
   add("models", "List the built-in models", add_models_command);
   add("clusters", "List the built-in clusters", add_clusters_command);
   add("plan", "Find the best sharding plan and batch size for a model on a cluster", add_plan_command);
+  add("simulate", "Replay a plan file in the discrete-event simulator (summary, Perfetto trace, memory CSV)",
+      add_simulate_command);
+  add("collective", "Price one ring collective: closed form beside the simulator", add_collective_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -20,8 +20,8 @@ using costmodel::format_seconds;
 
 struct PlanArgs {
   std::string model, cluster, memory, strategy = "exact", batch = "auto", checkpoint = "auto";
-  std::string tier = "extended", calibration, out, emit_costs, baseline = "fsdp";
-  int split_max = 4;
+  std::string tier = "extended", calibration, out, emit_costs, baseline = "fsdp", evaluate = "analytic";
+  int split_max = 4, prefetch = 0, evaluate_top = 5;
   bool json = false, regather = false;
   std::int64_t dfs_budget = 2'000'000;
 };
@@ -38,6 +38,47 @@ double parse_bytes_option(const std::string& text, const char* option) {
   return *v;
 }
 
+// The batch size with the highest simulated throughput (the first of equals), or -1.
+int simulated_winner(const std::vector<EvaluatedBatch>& ev) {
+  const EvaluatedBatch* best = nullptr;
+  for (const auto& e : ev)
+    if (!best || e.simulated_throughput > best->simulated_throughput) best = &e;
+  return best ? best->batch : -1;
+}
+
+void add_evaluation_json(nlohmann::json& j, const std::vector<EvaluatedBatch>& ev) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& e : ev)
+    arr.push_back({{"batch_size", e.batch},
+                   {"analytic_time_s", e.analytic_time_s},
+                   {"simulated_time_s", e.simulated_time_s},
+                   {"analytic_peak_bytes", e.analytic_peak_bytes},
+                   {"simulated_peak_bytes", e.simulated_peak_bytes},
+                   {"analytic_throughput", e.analytic_throughput},
+                   {"simulated_throughput", e.simulated_throughput}});
+  j["evaluated"] = arr;
+  const int win = simulated_winner(ev);
+  j["simulated_best_batch_size"] = win > 0 ? nlohmann::json(win) : nlohmann::json(nullptr);
+}
+
+void print_evaluation(const std::vector<EvaluatedBatch>& ev, int analytic_best) {
+  std::cout << fmt::format("  simulated      the best plan of {} batch sizes, analytic beside simulated:\n",
+                           ev.size())
+            << fmt::format("    {:>6} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}\n", "batch", "time",
+                           "sim time", "peak", "sim peak", "samples/s", "sim s/s");
+  for (const auto& e : ev)
+    std::cout << fmt::format("    {:>6} {:>12} {:>12} {:>12} {:>12} {:>10.2f} {:>10.2f}\n", e.batch,
+                             format_seconds(e.analytic_time_s), format_seconds(e.simulated_time_s),
+                             format_bytes(e.analytic_peak_bytes), format_bytes(e.simulated_peak_bytes),
+                             e.analytic_throughput, e.simulated_throughput);
+  const int win = simulated_winner(ev);
+  if (win > 0)
+    std::cout << fmt::format("  under simulation batch {} wins{}\n", win,
+                             win == analytic_best
+                                 ? " (as the analytic model says)"
+                                 : fmt::format(" (the analytic model picked {})", analytic_best));
+}
+
 int run_plan(const PlanArgs& a) {
   search::PlanContext ctx;
   ctx.tool_version = fmt::format("{}+{}", OSDP_VERSION, OSDP_GIT_HASH);
@@ -47,6 +88,7 @@ int run_plan(const PlanArgs& a) {
   if (!cal_name.empty()) ctx.calibration = costmodel::load_calibration(cal_name, ctx.cluster.compute);
   ctx.cost_options.tier = a.tier == "paper" ? costmodel::Tier::kPaper : costmodel::Tier::kExtended;
   ctx.cost_options.checkpoint_regather = a.regather;
+  ctx.cost_options.prefetch = a.prefetch;
 
   const costmodel::Workload w = costmodel::lower(ctx.model);
   const costmodel::CostModel model(ctx.cluster, ctx.calibration ? &*ctx.calibration : nullptr,
@@ -76,6 +118,10 @@ int run_plan(const PlanArgs& a) {
   if (a.baseline != "none" && a.baseline != a.strategy)
     base = search::run_search(w, model, registry.get(a.baseline), opt);
 
+  std::vector<EvaluatedBatch> evaluated;
+  if (a.evaluate == "sim" && r.feasible)
+    evaluated = evaluate_by_simulation(ctx, w, model, strategy, opt, r, a.evaluate_top);
+
   if (!a.emit_costs.empty())
     costmodel::write_file_atomic(
         a.emit_costs, search::to_costs_json(r.outcome.instance, r.outcome.solution).dump(1) + "\n");
@@ -94,6 +140,8 @@ int run_plan(const PlanArgs& a) {
       j["baseline"] = bj;
       if (r.feasible && base->feasible) j["speedup_over_baseline"] = r.throughput / base->throughput;
     }
+    j["evaluate"] = a.evaluate;
+    if (a.evaluate == "sim") add_evaluation_json(j, evaluated);
     std::cout << j.dump(2) << "\n";
   } else {
     const int n = ctx.cluster.world_size();
@@ -134,6 +182,7 @@ int run_plan(const PlanArgs& a) {
         std::cout << fmt::format("  {:<14} does not fit (needs {})\n", base->strategy,
                                  format_bytes(base->min_fit_bytes));
     }
+    if (a.evaluate == "sim" && r.feasible) print_evaluation(evaluated, r.batch);
     if (!a.out.empty() && r.feasible) std::cout << "  plan written to " << a.out << "\n";
   }
   if (!r.feasible) {
@@ -188,6 +237,19 @@ Action add_plan_command(CLI::App& app) {
   app.add_option("--out", a->out, "Write the plan file here");
   app.add_option("--emit-costs", a->emit_costs,
                  "Write the knapsack instance the search solved (for an audit)");
+  app.add_option("--prefetch", a->prefetch,
+                 "Prefetch depth: all-gathers issued this many operators ahead (0: no overlap)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  app.add_option("--evaluate", a->evaluate,
+                 "analytic: the cost model only; sim: also simulate the best plan of the top batch sizes")
+      ->check(CLI::IsMember({"analytic", "sim"}))
+      ->capture_default_str();
+  app.add_option(
+         "--evaluate-top", a->evaluate_top,
+         "With --evaluate sim: how many batch sizes (best analytic throughput first; 0: all that fit)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   app.add_flag("--json", a->json, "Print one JSON object instead of the summary");
   return [a]() { return run_plan(*a); };
 }

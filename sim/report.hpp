@@ -1,0 +1,40 @@
+// What users see of a simulation (DESIGN.md section 6): a summary, a Chrome trace-event file that
+// opens in Perfetto (ui.perfetto.dev) or chrome://tracing, and the memory timeline as CSV.
+//
+// Summary (the critical rank is the one that finished last):
+//   exposed_comm_s = iteration_time_s - compute_busy_s   (the step time compute did not cover;
+//                    compute_busy_s includes the interference slowdown while collectives run)
+//   peak_memory_bytes = max over ranks of the peak, reserve included; peak_breakdown splits it by
+//                    buffer category plus "reserve", and its entries sum to peak_memory_bytes.
+// Trace: one process per simulated rank (pid = rank, "rank N"), thread 0 "compute" and thread 1
+// "comm" with one complete event per task (ts and dur in microseconds), and a counter "memory" per
+// rank with the bytes in use per category after each instant of its memory timeline. The trace
+// needs SimOptions.record_tasks and, for the counters, memory_rank = SimOptions::kAllRanks.
+// CSV: time_s,rank,buffer,category,delta_bytes,total_bytes — one row per memory event, totals with
+// the reserve included, as the engine recorded them.
+//
+// Same input, same bytes out: events are sorted by (time, rank, stream, task), times are printed
+// from integer ticks exactly, and nothing depends on addresses or hash order. Only the summary's
+// wall_time_s and events_per_second vary between runs.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/engine.hpp"
+#include "sim/schedule.hpp"
+
+namespace osdp::sim {
+
+// The options a trace needs on top of `base`: every task recorded, every rank's memory timeline.
+SimOptions trace_options(SimOptions base);
+
+nlohmann::json summary_json(const Schedule& schedule, const SimResult& result);
+nlohmann::json chrome_trace(const Schedule& schedule, const SimResult& result);
+std::string memory_csv(const Schedule& schedule, const SimResult& result);
+
+// Seconds of `t` ticks written exactly ("0.000012345678"), for text outputs.
+std::string format_tick_seconds(Tick t);
+
+}  // namespace osdp::sim
