@@ -167,11 +167,13 @@ class Builder {
     return out;
   }
 
-  int gather_task(int u, const Need& nd, int window_dep) {
-    const int buf = buffer(fmt::format("{}.w{}", name(u), nd.slice), w_.bytes.weight * slice_params(u),
+  int gather_task(int u, int site, const Need& nd, int window_dep) {
+    // Names say which gather this is: forward, at the LM head, for the backward or the recompute.
+    const char* purpose = forward_phase_ ? (site == 1 ? "head." : "") : (nd.for_recompute ? "recompute." : "bwd.");
+    const int buf = buffer(fmt::format("{}.{}w{}", name(u), purpose, nd.slice), w_.bytes.weight * slice_params(u),
                            MemoryCategory::kGatheredWeight);
     Task t;
-    t.name = fmt::format("{}.allgather{}", name(u), nd.slice);
+    t.name = fmt::format("{}.{}allgather{}", name(u), purpose, nd.slice);
     t.kind = TaskKind::kAllGather;
     t.stream = Stream::kComm;
     t.op = u;
@@ -185,10 +187,10 @@ class Builder {
   }
 
   // The gather task of `need_index` of step q: issued earlier by prefetch, or now.
-  int take_gather(std::size_t q, std::size_t need_index, int u) {
+  int take_gather(std::size_t q, std::size_t need_index, const Step& st) {
     auto& ids = prefetched_[q];
     if (need_index < ids.size()) return ids[need_index];
-    return gather_task(u, steps_needs_[q][need_index], -1);
+    return gather_task(st.op, st.site, steps_needs_[q][need_index], -1);
   }
 
   void prefetch_upto(std::size_t last, const std::vector<Step>& steps) {
@@ -199,7 +201,8 @@ class Builder {
       const int window = q >= static_cast<std::size_t>(s_.prefetch) + 1
                              ? last_compute_[q - static_cast<std::size_t>(s_.prefetch) - 1]
                              : -1;
-      for (const Need& nd : steps_needs_[q]) prefetched_[q].push_back(gather_task(steps[q].op, nd, window));
+      for (const Need& nd : steps_needs_[q])
+        prefetched_[q].push_back(gather_task(steps[q].op, steps[q].site, nd, window));
     }
   }
 
@@ -223,6 +226,7 @@ class Builder {
   }
 
   void run_phase(const std::vector<Step>& steps, bool forward) {
+    forward_phase_ = forward;
     steps_needs_.clear();
     prefetched_.assign(steps.size(), {});
     last_compute_.assign(steps.size(), -1);
@@ -246,7 +250,7 @@ class Builder {
       std::vector<int> deps;
       int gathered = -1;
       if (ni < steps_needs_[q].size() && steps_needs_[q][ni].slice == j) {
-        const int g = take_gather(q, ni++, u);
+        const int g = take_gather(q, ni++, st);
         deps.push_back(g);
         gathered = gather_buffer_.at(g);
         held_[u][j] = gathered;
@@ -324,7 +328,7 @@ class Builder {
         std::vector<int> frees;
         if (ni < steps_needs_[q].size() && steps_needs_[q][ni].slice == j) {
           const Need nd = steps_needs_[q][ni];
-          const int g = take_gather(q, ni++, u);
+          const int g = take_gather(q, ni++, st);
           deps.push_back(g);
           if (regather && nd.for_recompute) frees.push_back(gather_buffer_.at(g));  // freed after its recompute
           else gather_of[j] = g;  // reused by the backward
@@ -348,7 +352,7 @@ class Builder {
         deps.push_back(gather_of[j]);
         gathered = gather_buffer_.at(gather_of[j]);
       } else if (ni < steps_needs_[q].size() && steps_needs_[q][ni].slice == j) {
-        const int g = take_gather(q, ni++, u);
+        const int g = take_gather(q, ni++, st);
         deps.push_back(g);
         gathered = gather_buffer_.at(g);
       } else if (held_[u].count(j)) {
@@ -411,6 +415,7 @@ class Builder {
   std::vector<int> last_compute_;
   std::size_t next_prefetch_ = 0;
   std::size_t current_step_ = 0;
+  bool forward_phase_ = true;
   std::vector<std::vector<int>> step_collectives_;  // reduce-scatters and all-reduces per step
   std::vector<int> collectives_;
 };
