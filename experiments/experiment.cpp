@@ -1,0 +1,180 @@
+#include "experiments/experiment.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "costmodel/error.hpp"
+#include "costmodel/json_reader.hpp"
+#include "costmodel/units.hpp"
+
+namespace osdp::experiments {
+namespace {
+
+using costmodel::JsonReader;
+
+const std::vector<std::string> kAxes = {"model",     "cluster",    "world_size", "memory",
+                                        "split_max", "checkpoint", "prefetch",   "tier"};
+
+[[noreturn]] void bad(const std::string& file, const std::string& pointer, const std::string& msg) {
+  throw InputError(file, pointer, msg);
+}
+
+// Sets one field of a configuration from a JSON value, checking it; `pointer` names it in errors.
+void apply(Config& c, const std::string& key, const nlohmann::json& v, const std::string& file,
+           const std::string& pointer) {
+  auto integer = [&](std::int64_t lo, std::int64_t hi) {
+    if (!v.is_number_integer() || v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi)
+      bad(file, pointer, fmt::format("expected an integer in [{}, {}], got {}", lo, hi, v.dump()));
+    return static_cast<int>(v.get<std::int64_t>());
+  };
+  auto text = [&](const std::vector<std::string>& allowed) {
+    if (!v.is_string()) bad(file, pointer, fmt::format("expected a string, got {}", v.dump()));
+    const std::string s = v.get<std::string>();
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), s) == allowed.end()) {
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "\"" : ", \"") + a + "\"";
+      bad(file, pointer, fmt::format("expected one of {}, got \"{}\"", list, s));
+    }
+    return s;
+  };
+  if (key == "model") c.model = text({});
+  else if (key == "cluster") c.cluster = text({});
+  else if (key == "world_size") c.world_size = integer(1, 1 << 20);
+  else if (key == "memory") {
+    if (v.is_number()) {
+      c.memory = fmt::format("{}", v.get<double>());
+    } else {
+      c.memory = text({});
+    }
+    std::string err;
+    const auto q = costmodel::parse_quantity(c.memory, costmodel::UnitKind::kBytes, &err);
+    if (!q || *q <= 0) bad(file, pointer, q ? "expected a positive size" : err);
+  } else if (key == "split_max") c.split_max = integer(1, 64);
+  else if (key == "checkpoint") c.checkpoint = text({"off", "on", "auto"});
+  else if (key == "prefetch") c.prefetch = integer(0, 64);
+  else if (key == "tier") c.tier = text({"extended", "paper"});
+  else if (key == "batch") {
+    if (v.is_string() && v.get<std::string>() == "auto") c.batch.reset();
+    else c.batch = integer(1, 1 << 24);
+  } else {
+    bad(file, pointer, fmt::format("unknown key \"{}\"", key));
+  }
+}
+
+}  // namespace
+
+std::string Unit::key() const {
+  nlohmann::json j = to_json(config);
+  j["strategy"] = strategy.strategy;
+  j["label"] = strategy.label;
+  if (strategy.split_max) j["strategy_split_max"] = *strategy.split_max;
+  if (strategy.checkpoint) j["strategy_checkpoint"] = *strategy.checkpoint;
+  return j.dump();
+}
+
+nlohmann::json to_json(const Config& c) {
+  nlohmann::json j{{"model", c.model},         {"cluster", c.cluster},       {"world_size", c.world_size},
+                   {"memory", c.memory},       {"split_max", c.split_max},   {"checkpoint", c.checkpoint},
+                   {"prefetch", c.prefetch},   {"tier", c.tier}};
+  j["batch"] = c.batch ? nlohmann::json(*c.batch) : nlohmann::json("auto");
+  return j;
+}
+
+Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
+  JsonReader r(doc, file, "");
+  r.expect_schema_version(1);
+  Experiment e;
+  e.file = file;
+  e.source = doc;
+  e.name = r.string("name");
+  e.description = r.string_or("description", "");
+  {
+    (void)r.object("base");  // type check; the keys are read below with their own pointers
+    const auto* node = r.raw("base");
+    for (auto it = node->begin(); it != node->end(); ++it) {
+      const std::string key = it.key();
+      if (key != "batch" && std::find(kAxes.begin(), kAxes.end(), key) == kAxes.end())
+        bad(file, "/base/" + key, fmt::format("unknown key \"{}\" (known: model, cluster, world_size, memory, "
+                                              "split_max, checkpoint, prefetch, tier, batch)", key));
+      apply(e.base, key, it.value(), file, "/base/" + key);
+    }
+  }
+  if (const auto* axes = r.raw("axes")) {
+    if (!axes->is_object()) bad(file, "/axes", "expected an object of arrays");
+    for (auto it = axes->begin(); it != axes->end(); ++it) {
+      const std::string key = it.key();
+      const std::string ptr = "/axes/" + key;
+      if (std::find(kAxes.begin(), kAxes.end(), key) == kAxes.end())
+        bad(file, ptr, fmt::format("unknown axis \"{}\" (axes: model, cluster, world_size, memory, split_max, "
+                                   "checkpoint, prefetch, tier)", key));
+      if (!it.value().is_array() || it.value().empty()) bad(file, ptr, "expected a non-empty array");
+      std::vector<nlohmann::json> values;
+      for (std::size_t i = 0; i < it.value().size(); ++i) {
+        Config probe = e.base;
+        apply(probe, key, it.value()[i], file, ptr + "/" + std::to_string(i));
+        values.push_back(it.value()[i]);
+      }
+      e.axes.emplace_back(key, std::move(values));
+    }
+  }
+  for (auto& s : r.objects("strategies")) {
+    StrategyConfig sc;
+    sc.strategy = s.choice("strategy", {"exact", "fsdp", "zero2", "ddp", "osdp-ref", "dfs"});
+    sc.label = s.string_or("label", sc.strategy);
+    if (s.has("split_max")) sc.split_max = static_cast<int>(s.integer("split_max", 1, 64));
+    else s.raw("split_max");
+    if (s.has("checkpoint")) sc.checkpoint = s.choice("checkpoint", {"off", "on", "auto"});
+    else s.raw("checkpoint");
+    for (const auto& other : e.strategies)
+      if (other.label == sc.label) s.fail("label", fmt::format("label \"{}\" is used twice", sc.label));
+    s.finish();
+    e.strategies.push_back(sc);
+  }
+  e.baseline = r.string_or("baseline", "");
+  if (!e.baseline.empty()) {
+    bool found = false;
+    for (const auto& s : e.strategies) found = found || s.label == e.baseline;
+    if (!found) r.fail("baseline", fmt::format("no strategy is labelled \"{}\"", e.baseline));
+  }
+  if (const auto* ev = r.raw("evaluators")) {
+    if (!ev->is_array() || ev->empty()) bad(file, "/evaluators", "expected a non-empty array");
+    for (std::size_t i = 0; i < ev->size(); ++i) {
+      const auto& v = (*ev)[i];
+      if (!v.is_string() || (v != "analytic" && v != "sim"))
+        bad(file, "/evaluators/" + std::to_string(i), fmt::format("expected \"analytic\" or \"sim\", got {}", v.dump()));
+      e.evaluators.push_back(v.get<std::string>());
+    }
+  } else {
+    e.evaluators = {"analytic"};
+  }
+  e.output = r.string_or("output", "results/" + e.name);
+  r.finish();
+  if (e.base.model.empty()) bad(file, "/base/model", "required (a built-in model name or a file)");
+  if (e.base.cluster.empty()) bad(file, "/base/cluster", "required (a built-in cluster name or a file)");
+  return e;
+}
+
+Experiment load_experiment(const std::string& path) { return read_experiment(costmodel::load_json_file(path), path); }
+
+std::vector<Unit> expand(const Experiment& e) {
+  std::vector<Config> configs{e.base};
+  for (const auto& [key, values] : e.axes) {
+    std::vector<Config> next;
+    next.reserve(configs.size() * values.size());
+    for (const auto& c : configs)
+      for (const auto& v : values) {
+        Config x = c;
+        apply(x, key, v, e.file, "/axes/" + key);
+        next.push_back(std::move(x));
+      }
+    configs = std::move(next);
+  }
+  std::vector<Unit> units;
+  units.reserve(configs.size() * e.strategies.size());
+  for (const auto& c : configs)
+    for (const auto& s : e.strategies) units.push_back({static_cast<int>(units.size()), c, s});
+  return units;
+}
+
+}  // namespace osdp::experiments

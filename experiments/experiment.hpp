@@ -1,0 +1,72 @@
+// Experiment files (schema_version 1, strict like every input): a base configuration, sweep axes
+// whose Cartesian product is run, labelled strategy configurations, evaluators and where results go.
+//
+//   {"schema_version": 1, "name": "paper-fig5", "description": "...",
+//    "base": {"model": "nd-48x1024", "cluster": "titan-rtx-8", "memory": "8GB", "split_max": 1,
+//             "checkpoint": "off", "prefetch": 0, "tier": "extended", "world_size": 8, "batch": "auto"},
+//    "axes": {"model": [...], "cluster": [...], "world_size": [...], "memory": [...],
+//             "split_max": [...], "checkpoint": [...], "prefetch": [...]},
+//    "strategies": [{"label": "fsdp", "strategy": "fsdp"},
+//                   {"label": "exact+split", "strategy": "exact", "split_max": 4}],
+//    "baseline": "fsdp", "evaluators": ["analytic", "sim"], "output": "results/paper-fig5"}
+//
+// A unit of work is one configuration (a point of the axes' product, in the order the axes are
+// listed, the last varying fastest) with one strategy; it yields one result per evaluator.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace osdp::experiments {
+
+struct Config {
+  std::string model;
+  std::string cluster;
+  int world_size = 0;         // 0: the cluster's own size
+  std::string memory;         // a size string ("8GB"); empty: the device's memory
+  int split_max = 1;
+  std::string checkpoint = "off";  // off | on | auto
+  int prefetch = 0;
+  std::string tier = "extended";   // extended | paper
+  std::optional<int> batch;        // empty: the batch-size scheduler
+};
+
+struct StrategyConfig {
+  std::string label;
+  std::string strategy;
+  std::optional<int> split_max;         // overrides the configuration's
+  std::optional<std::string> checkpoint;
+};
+
+struct Unit {
+  int index = 0;  // position in the expansion: the output order
+  Config config;
+  StrategyConfig strategy;
+  std::string key() const;  // a stable identity (for resuming): every field that decides the result
+};
+
+struct Experiment {
+  std::string file;
+  std::string name;
+  std::string description;
+  Config base;
+  std::vector<std::pair<std::string, std::vector<nlohmann::json>>> axes;  // in file order
+  std::vector<StrategyConfig> strategies;
+  std::string baseline;  // a strategy label, or empty
+  std::vector<std::string> evaluators;  // analytic | sim
+  std::string output;   // results directory (relative to the working directory)
+  nlohmann::json source;  // the file as read (recorded with the results)
+};
+
+Experiment read_experiment(const nlohmann::json& doc, const std::string& file);
+Experiment load_experiment(const std::string& path);
+
+// Every unit, in output order: configurations in the axes' product order, strategies innermost.
+std::vector<Unit> expand(const Experiment& e);
+
+nlohmann::json to_json(const Config& c);
+
+}  // namespace osdp::experiments

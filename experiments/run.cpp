@@ -1,0 +1,156 @@
+#include "experiments/run.hpp"
+
+#include <fmt/format.h>
+
+#include "costmodel/catalog.hpp"
+#include "costmodel/error.hpp"
+#include "costmodel/units.hpp"
+#include "search/report.hpp"
+#include "search/scheduler.hpp"
+#include "sim/engine.hpp"
+#include "sim/schedule.hpp"
+
+namespace osdp::experiments {
+
+costmodel::ClusterSpec resize(costmodel::ClusterSpec c, int world_size) {
+  if (world_size <= 0 || world_size == c.world_size()) return c;
+  if (c.inter) {
+    if (world_size % c.devices_per_node != 0)
+      throw UsageError(fmt::format("world size {} is not a whole number of {}-device nodes of cluster \"{}\"",
+                                   world_size, c.devices_per_node, c.name));
+    c.nodes = world_size / c.devices_per_node;
+  } else {
+    c.nodes = 1;
+    c.devices_per_node = world_size;
+  }
+  c.name = fmt::format("{}@{}", c.name, world_size);
+  return c;
+}
+
+UnitResult run_unit(const Unit& u, const Experiment& e) {
+  (void)e;
+  const Config& c = u.config;
+  const costmodel::ModelSpec model = costmodel::load_model(c.model);
+  const costmodel::ClusterSpec cluster = resize(costmodel::load_cluster(c.cluster), c.world_size);
+  std::optional<costmodel::Calibration> cal;
+  if (!cluster.calibration.empty()) cal = costmodel::load_calibration(cluster.calibration, cluster.compute);
+  costmodel::CostOptions options;
+  options.tier = c.tier == "paper" ? costmodel::Tier::kPaper : costmodel::Tier::kExtended;
+  options.prefetch = c.prefetch;
+  const costmodel::Workload w = costmodel::lower(model);
+  const costmodel::CostModel cost(cluster, cal ? &*cal : nullptr, model.precision, options);
+
+  search::SearchOptions so;
+  so.space.split_max = u.strategy.split_max.value_or(c.split_max);
+  const std::string ckpt = u.strategy.checkpoint.value_or(c.checkpoint);
+  so.space.checkpoint = ckpt == "on"    ? search::CheckpointPolicy::kOn
+                        : ckpt == "off" ? search::CheckpointPolicy::kOff
+                                        : search::CheckpointPolicy::kAuto;
+  so.batch = c.batch;
+  so.reserve_bytes = cluster.reserve_bytes;
+  so.memory_limit_bytes = cluster.memory_bytes;
+  if (!c.memory.empty()) {
+    std::string err;
+    so.memory_limit_bytes = *costmodel::parse_quantity(c.memory, costmodel::UnitKind::kBytes, &err);
+  }
+  const auto registry = search::default_strategies();
+  const search::SearchResult r = search::run_search(w, cost, registry.get(u.strategy.strategy), so);
+
+  UnitResult out;
+  out.index = u.index;
+  out.key = u.key();
+  out.model = model.name;
+  out.cluster = cluster.name;
+  out.strategy = u.strategy.label;
+  out.world_size = cluster.world_size();
+  out.memory_limit_bytes = so.memory_limit_bytes;
+  out.feasible = r.feasible;
+  out.batch_size = r.batch;
+  out.min_fit_bytes = r.feasible ? 0 : r.min_fit_bytes;
+  for (const auto& cand : r.candidates)
+    if (cand.feasible) out.candidates.push_back({cand.batch, cand.time_s, cand.peak_bytes, cand.throughput});
+  if (r.feasible) {
+    std::string summary;
+    for (const auto& line : search::summarize_choices(w, r.choices)) summary += (summary.empty() ? "" : "; ") + line;
+    out.plan_summary = summary;
+  }
+  for (const auto& ev : e.evaluators) {
+    Evaluation x;
+    x.evaluator = ev;
+    x.feasible = r.feasible;
+    if (r.feasible && ev == "analytic") {
+      x.throughput = r.throughput;
+      x.time_s = r.time_s;
+      x.peak_bytes = r.peak_bytes;
+    } else if (r.feasible) {
+      const auto plan = search::make_plan({"sweep", model, cluster, cal, options}, w, r);
+      const sim::Schedule schedule = sim::build_schedule(plan, w, cost);
+      const sim::RingLinks net(cluster, cal ? &*cal : nullptr);
+      sim::SimOptions opt;
+      opt.symmetric = true;
+      opt.overlap = cluster.overlap.enabled;
+      opt.interference = cost.interference();
+      opt.memory_rank = sim::SimOptions::kNoRanks;
+      const sim::SimResult s = sim::simulate(schedule, net, opt);
+      x.time_s = sim::to_seconds(s.iteration);
+      x.peak_bytes = s.peak_rank().peak_bytes;
+      x.throughput = cluster.world_size() * r.batch / x.time_s;
+    }
+    out.evaluations.push_back(x);
+  }
+  return out;
+}
+
+nlohmann::json to_json(const UnitResult& r) {
+  nlohmann::json evs = nlohmann::json::array();
+  for (const auto& e : r.evaluations)
+    evs.push_back({{"evaluator", e.evaluator},
+                   {"feasible", e.feasible},
+                   {"throughput_samples_per_s", e.throughput},
+                   {"iteration_time_s", e.time_s},
+                   {"peak_memory_bytes", e.peak_bytes}});
+  nlohmann::json cands = nlohmann::json::array();
+  for (const auto& c : r.candidates)
+    cands.push_back({{"batch_size", c.batch},
+                     {"iteration_time_s", c.time_s},
+                     {"peak_memory_bytes", c.peak_bytes},
+                     {"throughput_samples_per_s", c.throughput}});
+  return {{"index", r.index},
+          {"key", r.key},
+          {"model", r.model},
+          {"cluster", r.cluster},
+          {"strategy", r.strategy},
+          {"world_size", r.world_size},
+          {"memory_limit_bytes", r.memory_limit_bytes},
+          {"feasible", r.feasible},
+          {"batch_size", r.batch_size},
+          {"min_fit_memory_bytes", r.min_fit_bytes},
+          {"plan_summary", r.plan_summary},
+          {"evaluations", evs},
+          {"candidates", cands}};
+}
+
+UnitResult unit_result_from_json(const nlohmann::json& j) {
+  UnitResult r;
+  r.index = j.at("index").get<int>();
+  r.key = j.at("key").get<std::string>();
+  r.model = j.at("model").get<std::string>();
+  r.cluster = j.at("cluster").get<std::string>();
+  r.strategy = j.at("strategy").get<std::string>();
+  r.world_size = j.at("world_size").get<int>();
+  r.memory_limit_bytes = j.at("memory_limit_bytes").get<double>();
+  r.feasible = j.at("feasible").get<bool>();
+  r.batch_size = j.at("batch_size").get<int>();
+  r.min_fit_bytes = j.at("min_fit_memory_bytes").get<double>();
+  r.plan_summary = j.at("plan_summary").get<std::string>();
+  for (const auto& e : j.at("evaluations"))
+    r.evaluations.push_back({e.at("evaluator").get<std::string>(), e.at("feasible").get<bool>(),
+                             e.at("throughput_samples_per_s").get<double>(), e.at("iteration_time_s").get<double>(),
+                             e.at("peak_memory_bytes").get<double>()});
+  for (const auto& c : j.at("candidates"))
+    r.candidates.push_back({c.at("batch_size").get<int>(), c.at("iteration_time_s").get<double>(),
+                            c.at("peak_memory_bytes").get<double>(), c.at("throughput_samples_per_s").get<double>()});
+  return r;
+}
+
+}  // namespace osdp::experiments
