@@ -13,8 +13,9 @@ namespace {
 
 using costmodel::JsonReader;
 
-const std::vector<std::string> kAxes = {"model",     "cluster",    "world_size", "memory",
-                                        "split_max", "checkpoint", "prefetch",   "tier"};
+const std::vector<std::string> kAxes = {"model",    "cluster",   "world_size",
+                                        "memory",   "split_max", "checkpoint",
+                                        "prefetch", "tier",      "checkpoint_regather"};
 
 [[noreturn]] void bad(const std::string& file, const std::string& pointer, const std::string& msg) {
   throw InputError(file, pointer, msg);
@@ -38,9 +39,12 @@ void apply(Config& c, const std::string& key, const nlohmann::json& v, const std
     }
     return s;
   };
-  if (key == "model") c.model = text({});
-  else if (key == "cluster") c.cluster = text({});
-  else if (key == "world_size") c.world_size = integer(1, 1 << 20);
+  if (key == "model")
+    c.model = text({});
+  else if (key == "cluster")
+    c.cluster = text({});
+  else if (key == "world_size")
+    c.world_size = integer(1, 1 << 20);
   else if (key == "memory") {
     if (v.is_number()) {
       c.memory = fmt::format("{}", v.get<double>());
@@ -50,13 +54,22 @@ void apply(Config& c, const std::string& key, const nlohmann::json& v, const std
     std::string err;
     const auto q = costmodel::parse_quantity(c.memory, costmodel::UnitKind::kBytes, &err);
     if (!q || *q <= 0) bad(file, pointer, q ? "expected a positive size" : err);
-  } else if (key == "split_max") c.split_max = integer(1, 64);
-  else if (key == "checkpoint") c.checkpoint = text({"off", "on", "auto"});
-  else if (key == "prefetch") c.prefetch = integer(0, 64);
-  else if (key == "tier") c.tier = text({"extended", "paper"});
-  else if (key == "batch") {
-    if (v.is_string() && v.get<std::string>() == "auto") c.batch.reset();
-    else c.batch = integer(1, 1 << 24);
+  } else if (key == "split_max")
+    c.split_max = integer(1, 64);
+  else if (key == "checkpoint")
+    c.checkpoint = text({"off", "on", "auto"});
+  else if (key == "prefetch")
+    c.prefetch = integer(0, 64);
+  else if (key == "tier")
+    c.tier = text({"extended", "paper"});
+  else if (key == "checkpoint_regather") {
+    if (!v.is_boolean()) bad(file, pointer, fmt::format("expected true or false, got {}", v.dump()));
+    c.checkpoint_regather = v.get<bool>();
+  } else if (key == "batch") {
+    if (v.is_string() && v.get<std::string>() == "auto")
+      c.batch.reset();
+    else
+      c.batch = integer(1, 1 << 24);
   } else {
     bad(file, pointer, fmt::format("unknown key \"{}\"", key));
   }
@@ -74,10 +87,12 @@ std::string Unit::key() const {
 }
 
 nlohmann::json to_json(const Config& c) {
-  nlohmann::json j{{"model", c.model},         {"cluster", c.cluster},       {"world_size", c.world_size},
-                   {"memory", c.memory},       {"split_max", c.split_max},   {"checkpoint", c.checkpoint},
-                   {"prefetch", c.prefetch},   {"tier", c.tier}};
+  nlohmann::json j{{"model", c.model},           {"cluster", c.cluster},
+                   {"world_size", c.world_size}, {"memory", c.memory},
+                   {"split_max", c.split_max},   {"checkpoint", c.checkpoint},
+                   {"prefetch", c.prefetch},     {"tier", c.tier}};
   j["batch"] = c.batch ? nlohmann::json(*c.batch) : nlohmann::json("auto");
+  j["checkpoint_regather"] = c.checkpoint_regather;
   return j;
 }
 
@@ -95,8 +110,10 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
     for (auto it = node->begin(); it != node->end(); ++it) {
       const std::string key = it.key();
       if (key != "batch" && std::find(kAxes.begin(), kAxes.end(), key) == kAxes.end())
-        bad(file, "/base/" + key, fmt::format("unknown key \"{}\" (known: model, cluster, world_size, memory, "
-                                              "split_max, checkpoint, prefetch, tier, batch)", key));
+        bad(file, "/base/" + key,
+            fmt::format("unknown key \"{}\" (known: model, cluster, world_size, memory, "
+                        "split_max, checkpoint, checkpoint_regather, prefetch, tier, batch)",
+                        key));
       apply(e.base, key, it.value(), file, "/base/" + key);
     }
   }
@@ -106,8 +123,10 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
       const std::string key = it.key();
       const std::string ptr = "/axes/" + key;
       if (std::find(kAxes.begin(), kAxes.end(), key) == kAxes.end())
-        bad(file, ptr, fmt::format("unknown axis \"{}\" (axes: model, cluster, world_size, memory, split_max, "
-                                   "checkpoint, prefetch, tier)", key));
+        bad(file, ptr,
+            fmt::format("unknown axis \"{}\" (axes: model, cluster, world_size, memory, split_max, "
+                        "checkpoint, checkpoint_regather, prefetch, tier)",
+                        key));
       if (!it.value().is_array() || it.value().empty()) bad(file, ptr, "expected a non-empty array");
       std::vector<nlohmann::json> values;
       for (std::size_t i = 0; i < it.value().size(); ++i) {
@@ -122,10 +141,14 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
     StrategyConfig sc;
     sc.strategy = s.choice("strategy", {"exact", "fsdp", "zero2", "ddp", "osdp-ref", "dfs"});
     sc.label = s.string_or("label", sc.strategy);
-    if (s.has("split_max")) sc.split_max = static_cast<int>(s.integer("split_max", 1, 64));
-    else s.raw("split_max");
-    if (s.has("checkpoint")) sc.checkpoint = s.choice("checkpoint", {"off", "on", "auto"});
-    else s.raw("checkpoint");
+    if (s.has("split_max"))
+      sc.split_max = static_cast<int>(s.integer("split_max", 1, 64));
+    else
+      s.raw("split_max");
+    if (s.has("checkpoint"))
+      sc.checkpoint = s.choice("checkpoint", {"off", "on", "auto"});
+    else
+      s.raw("checkpoint");
     for (const auto& other : e.strategies)
       if (other.label == sc.label) s.fail("label", fmt::format("label \"{}\" is used twice", sc.label));
     s.finish();
@@ -142,7 +165,8 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
     for (std::size_t i = 0; i < ev->size(); ++i) {
       const auto& v = (*ev)[i];
       if (!v.is_string() || (v != "analytic" && v != "sim"))
-        bad(file, "/evaluators/" + std::to_string(i), fmt::format("expected \"analytic\" or \"sim\", got {}", v.dump()));
+        bad(file, "/evaluators/" + std::to_string(i),
+            fmt::format("expected \"analytic\" or \"sim\", got {}", v.dump()));
       e.evaluators.push_back(v.get<std::string>());
     }
   } else {
@@ -155,7 +179,9 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
   return e;
 }
 
-Experiment load_experiment(const std::string& path) { return read_experiment(costmodel::load_json_file(path), path); }
+Experiment load_experiment(const std::string& path) {
+  return read_experiment(costmodel::load_json_file(path), path);
+}
 
 std::vector<Unit> expand(const Experiment& e) {
   std::vector<Config> configs{e.base};

@@ -5,13 +5,14 @@
 //    "base": {"model": "nd-48x1024", "cluster": "titan-rtx-8", "memory": "8GB", "split_max": 1,
 //             "checkpoint": "off", "prefetch": 0, "tier": "extended", "world_size": 8, "batch": "auto"},
 //    "axes": {"model": [...], "cluster": [...], "world_size": [...], "memory": [...],
-//             "split_max": [...], "checkpoint": [...], "prefetch": [...]},
+//             "split_max": [...], "checkpoint": [...], "checkpoint_regather": [...], "prefetch": [...]},
 //    "strategies": [{"label": "fsdp", "strategy": "fsdp"},
 //                   {"label": "exact+split", "strategy": "exact", "split_max": 4}],
 //    "baseline": "fsdp", "evaluators": ["analytic", "sim"], "output": "results/paper-fig5"}
 //
-// A unit of work is one configuration (a point of the axes' product, in the order the axes are
-// listed, the last varying fastest) with one strategy; it yields one result per evaluator.
+// A unit of work is one configuration (a point of the axes' product; axes are taken in the
+// alphabetical order of their names — JSON objects are unordered — the last varying fastest) with
+// one strategy (strategies innermost, in file order); it yields one result per evaluator.
 #pragma once
 
 #include <optional>
@@ -31,6 +32,7 @@ struct Config {
   std::string checkpoint = "off";  // off | on | auto
   int prefetch = 0;
   std::string tier = "extended";   // extended | paper
+  bool checkpoint_regather = false;  // a checkpointed ZDP operator gathers again for its recompute
   std::optional<int> batch;        // empty: the batch-size scheduler
 };
 

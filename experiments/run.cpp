@@ -28,7 +28,6 @@ costmodel::ClusterSpec resize(costmodel::ClusterSpec c, int world_size) {
 }
 
 UnitResult run_unit(const Unit& u, const Experiment& e) {
-  (void)e;
   const Config& c = u.config;
   const costmodel::ModelSpec model = costmodel::load_model(c.model);
   const costmodel::ClusterSpec cluster = resize(costmodel::load_cluster(c.cluster), c.world_size);
@@ -37,6 +36,7 @@ UnitResult run_unit(const Unit& u, const Experiment& e) {
   costmodel::CostOptions options;
   options.tier = c.tier == "paper" ? costmodel::Tier::kPaper : costmodel::Tier::kExtended;
   options.prefetch = c.prefetch;
+  options.checkpoint_regather = c.checkpoint_regather;
   const costmodel::Workload w = costmodel::lower(model);
   const costmodel::CostModel cost(cluster, cal ? &*cal : nullptr, model.precision, options);
 
@@ -71,7 +71,8 @@ UnitResult run_unit(const Unit& u, const Experiment& e) {
     if (cand.feasible) out.candidates.push_back({cand.batch, cand.time_s, cand.peak_bytes, cand.throughput});
   if (r.feasible) {
     std::string summary;
-    for (const auto& line : search::summarize_choices(w, r.choices)) summary += (summary.empty() ? "" : "; ") + line;
+    for (const auto& line : search::summarize_choices(w, r.choices))
+      summary += (summary.empty() ? "" : "; ") + line;
     out.plan_summary = summary;
   }
   for (const auto& ev : e.evaluators) {
@@ -145,11 +146,13 @@ UnitResult unit_result_from_json(const nlohmann::json& j) {
   r.plan_summary = j.at("plan_summary").get<std::string>();
   for (const auto& e : j.at("evaluations"))
     r.evaluations.push_back({e.at("evaluator").get<std::string>(), e.at("feasible").get<bool>(),
-                             e.at("throughput_samples_per_s").get<double>(), e.at("iteration_time_s").get<double>(),
+                             e.at("throughput_samples_per_s").get<double>(),
+                             e.at("iteration_time_s").get<double>(),
                              e.at("peak_memory_bytes").get<double>()});
   for (const auto& c : j.at("candidates"))
     r.candidates.push_back({c.at("batch_size").get<int>(), c.at("iteration_time_s").get<double>(),
-                            c.at("peak_memory_bytes").get<double>(), c.at("throughput_samples_per_s").get<double>()});
+                            c.at("peak_memory_bytes").get<double>(),
+                            c.at("throughput_samples_per_s").get<double>()});
   return r;
 }
 
