@@ -27,6 +27,7 @@ Action add_clusters_command(CLI::App& app);
 Action add_plan_command(CLI::App& app);
 Action add_simulate_command(CLI::App& app);
 Action add_collective_command(CLI::App& app);
+Action add_sweep_command(CLI::App& app);
 
 std::string version_string();
 

@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   add("simulate", "Replay a plan file in the discrete-event simulator (summary, Perfetto trace, memory CSV)",
       add_simulate_command);
   add("collective", "Price one ring collective: closed form beside the simulator", add_collective_command);
+  add("sweep", "Run an experiment file: every configuration and strategy, resumable, in threads or MPI ranks",
+      add_sweep_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

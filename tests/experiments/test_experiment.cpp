@@ -1,0 +1,404 @@
+// Experiments: strict experiment files (unknown keys and axes rejected with file and JSON pointer),
+// their expansion into units (the axes' product, axes ordered by name, the last axis fastest,
+// strategies innermost, indices 0..n-1), the stability of Unit::key (what a resumed sweep matches rows by),
+// resize(), and the sweep's pieces: the CSV writer (RFC 4180 quoting, the speedup column) and the
+// reading of rows.jsonl on --resume (torn, stale and duplicate lines dropped).
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include "costmodel/error.hpp"
+#include "costmodel/json_reader.hpp"
+#include "experiments/experiment.hpp"
+#include "experiments/run.hpp"
+#include "experiments/sweep.hpp"
+
+using Catch::Matchers::Contains;
+using nlohmann::json;
+using namespace osdp::experiments;
+
+namespace {
+
+json minimal() {
+  return json::parse(R"({"schema_version": 1, "name": "t",
+    "base": {"model": "nd-48x1024", "cluster": "titan-rtx-8"},
+    "strategies": [{"label": "fsdp", "strategy": "fsdp"}, {"label": "best", "strategy": "exact", "split_max": 4}],
+    "baseline": "fsdp"})");
+}
+
+struct Caught {
+  std::string file, pointer, what;
+};
+
+// The osdp::InputError that reading `doc` as "exp.json" throws.
+Caught rejected(const json& doc) {
+  try {
+    read_experiment(doc, "exp.json");
+  } catch (const osdp::InputError& e) {
+    return {e.file(), e.pointer(), e.what()};
+  }
+  FAIL("no osdp::InputError for " << doc.dump());
+  return {};
+}
+
+// Expands an experiment given as JSON text (parsed as the sweep parses files).
+std::vector<Unit> units_of(const std::string& text) {
+  return expand(read_experiment(osdp::costmodel::parse_json_text(text, "exp.json"), "exp.json"));
+}
+
+Evaluation ev(const std::string& name, bool feasible, double throughput) {
+  return {name, feasible, throughput, feasible ? 8.0 / throughput : 0.0, feasible ? 1e9 : 0.0};
+}
+
+UnitResult result(int index, const std::string& strategy, std::vector<Evaluation> evs,
+                  std::string summary = "") {
+  UnitResult r;
+  r.index = index;
+  r.key = "k" + std::to_string(index);
+  r.model = "m";
+  r.cluster = "c";
+  r.strategy = strategy;
+  r.world_size = 8;
+  r.memory_limit_bytes = 8e9;
+  r.feasible = evs.front().feasible;
+  r.batch_size = r.feasible ? 4 : 0;
+  r.min_fit_bytes = r.feasible ? 0 : 9.5e9;
+  r.plan_summary = std::move(summary);
+  r.evaluations = std::move(evs);
+  return r;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::string line;
+  for (char c : text) {
+    if (c == '\n') {
+      out.push_back(line);
+      line.clear();
+    } else {
+      line += c;
+    }
+  }
+  return out;
+}
+
+// The last field of a CSV line without quoted commas after the last one.
+std::string last_field(const std::string& line) {
+  return line.substr(line.rfind(',') + 1);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------
+// Strictness: every error names the file and the JSON pointer
+
+TEST_CASE("a minimal experiment file reads with its defaults", "[experiments]") {
+  const Experiment e = read_experiment(minimal(), "exp.json");
+  CHECK(e.file == "exp.json");
+  CHECK(e.name == "t");
+  CHECK(e.base.model == "nd-48x1024");
+  CHECK(e.base.checkpoint == "off");
+  CHECK_FALSE(e.base.batch.has_value());
+  CHECK(e.axes.empty());
+  REQUIRE(e.strategies.size() == 2);
+  CHECK(e.strategies[1].split_max == 4);
+  CHECK(e.baseline == "fsdp");
+  CHECK(e.evaluators == std::vector<std::string>{"analytic"});
+  CHECK(e.output == "results/t");
+  CHECK(e.source == minimal());
+}
+
+TEST_CASE("unknown keys and axes are rejected with the file and the JSON pointer", "[experiments]") {
+  json top = minimal();
+  top["outptu"] = "x";
+  const auto a = rejected(top);
+  CHECK(a.file == "exp.json");
+  CHECK(a.pointer == "/outptu");
+  CHECK_THAT(a.what, Contains("exp.json") && Contains("/outptu"));
+
+  json base = minimal();
+  base["base"]["modle"] = "x";
+  CHECK(rejected(base).pointer == "/base/modle");
+
+  json axis = minimal();
+  axis["axes"] = {{"memroy", {"8GB"}}};
+  const auto b = rejected(axis);
+  CHECK(b.pointer == "/axes/memroy");
+  CHECK_THAT(b.what, Contains("unknown axis"));
+
+  json strategy = minimal();
+  strategy["strategies"][0]["splitmax"] = 2;
+  CHECK(rejected(strategy).pointer == "/strategies/0/splitmax");
+}
+
+TEST_CASE("bad values name the element: axis values, strategies, evaluators", "[experiments]") {
+  json memory = minimal();
+  memory["axes"] = {{"memory", {"8GB", "lots"}}};
+  CHECK(rejected(memory).pointer == "/axes/memory/1");
+
+  json world = minimal();
+  world["axes"] = {{"world_size", {8, 0}}};
+  CHECK(rejected(world).pointer == "/axes/world_size/1");
+
+  json empty = minimal();
+  empty["axes"] = {{"model", json::array()}};
+  CHECK(rejected(empty).pointer == "/axes/model");
+
+  json strategy = minimal();
+  strategy["strategies"][1]["strategy"] = "greedy";
+  const auto s = rejected(strategy);
+  CHECK(s.pointer == "/strategies/1/strategy");
+  CHECK_THAT(s.what, Contains("greedy") && Contains("exact"));
+
+  json evaluator = minimal();
+  evaluator["evaluators"] = {"analytic", "measured-on-the-moon"};
+  CHECK(rejected(evaluator).pointer == "/evaluators/1");
+
+  json checkpoint = minimal();
+  checkpoint["base"]["checkpoint"] = "sometimes";
+  CHECK(rejected(checkpoint).pointer == "/base/checkpoint");
+}
+
+TEST_CASE("the baseline names a strategy label; labels are unique; base model and cluster required",
+          "[experiments]") {
+  json baseline = minimal();
+  baseline["baseline"] = "exact";  // a strategy, but not a label (the exact strategy is labelled "best")
+  const auto b = rejected(baseline);
+  CHECK(b.pointer == "/baseline");
+  CHECK_THAT(b.what, Contains("exact"));
+
+  json twice = minimal();
+  twice["strategies"][1]["label"] = "fsdp";
+  const auto t = rejected(twice);
+  CHECK(t.pointer == "/strategies/1/label");
+  CHECK_THAT(t.what, Contains("twice"));
+
+  json unlabelled = minimal();  // the label defaults to the strategy name, so two fsdp clash
+  unlabelled["strategies"] = {{{"strategy", "fsdp"}}, {{"strategy", "fsdp"}}};
+  unlabelled.erase("baseline");
+  CHECK(rejected(unlabelled).pointer == "/strategies/1/label");
+
+  json no_model = minimal();
+  no_model["base"].erase("model");
+  CHECK(rejected(no_model).pointer == "/base/model");
+
+  json version = minimal();
+  version["schema_version"] = 2;
+  CHECK(rejected(version).pointer == "/schema_version");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Expansion
+
+TEST_CASE("expansion: the axes' product, the last axis fastest, strategies innermost, indices 0..n-1",
+          "[experiments]") {
+  // Axes listed in alphabetical order (memory < model < world_size): 2 x 3 x 2 configurations, 2
+  // strategies each = 24 units.
+  const auto units = units_of(R"({"schema_version": 1, "name": "t",
+    "base": {"model": "nd-48x1024", "cluster": "titan-rtx-8"},
+    "axes": {"memory": ["8GB", "16GB"], "model": ["a", "b", "c"], "world_size": [8, 16]},
+    "strategies": [{"strategy": "fsdp"}, {"strategy": "exact"}]})");
+  REQUIRE(units.size() == 24);
+  const std::vector<std::string> memory{"8GB", "16GB"}, model{"a", "b", "c"};
+  const std::vector<int> world{8, 16};
+  const std::vector<std::string> strategy{"fsdp", "exact"};
+  for (int i = 0; i < 24; ++i) {
+    const Unit& u = units[static_cast<std::size_t>(i)];
+    INFO("unit " << i);
+    CHECK(u.index == i);
+    CHECK(u.strategy.strategy == strategy[static_cast<std::size_t>(i % 2)]);
+    CHECK(u.config.world_size == world[static_cast<std::size_t>(i / 2 % 2)]);
+    CHECK(u.config.model == model[static_cast<std::size_t>(i / 4 % 3)]);
+    CHECK(u.config.memory == memory[static_cast<std::size_t>(i / 12)]);
+    CHECK(u.config.cluster == "titan-rtx-8");  // from the base
+  }
+}
+
+TEST_CASE("expansion takes the axes in the alphabetical order of their names, not the file's",
+          "[experiments]") {
+  // experiment.hpp: JSON objects are unordered, so the axes are ordered by name ("memory" before
+  // "model") whatever order the file lists them in; the last ("model") varies fastest.
+  const auto units = units_of(R"({"schema_version": 1, "name": "t",
+    "base": {"model": "nd-48x1024", "cluster": "titan-rtx-8"},
+    "axes": {"model": ["a", "b"], "memory": ["8GB", "16GB"]},
+    "strategies": [{"strategy": "fsdp"}]})");
+  REQUIRE(units.size() == 4);
+  CHECK(units[0].config.memory == "8GB");
+  CHECK(units[0].config.model == "a");
+  CHECK(units[1].config.memory == "8GB");
+  CHECK(units[1].config.model == "b");
+  CHECK(units[2].config.memory == "16GB");
+  CHECK(units[2].config.model == "a");
+}
+
+TEST_CASE("without axes each strategy is one unit of the base configuration", "[experiments]") {
+  const auto units = expand(read_experiment(minimal(), "exp.json"));
+  REQUIRE(units.size() == 2);
+  CHECK(units[0].index == 0);
+  CHECK(units[0].strategy.label == "fsdp");
+  CHECK(units[1].strategy.label == "best");
+  CHECK(units[1].config.model == "nd-48x1024");
+}
+
+TEST_CASE("Unit::key is stable, distinct per unit and covers the strategy's overrides", "[experiments]") {
+  const auto units = expand(read_experiment(minimal(), "exp.json"));
+  // The exact text: rows.jsonl written by an earlier build must still match (changing the key's form
+  // makes every --resume start again).
+  CHECK(
+      units[0].key() ==
+      R"({"batch":"auto","checkpoint":"off","checkpoint_regather":false,"cluster":"titan-rtx-8","label":"fsdp",)"
+      R"("memory":"","model":"nd-48x1024","prefetch":0,"split_max":1,"strategy":"fsdp","tier":"extended","world_size":0})");
+  CHECK_THAT(units[1].key(), Contains(R"("strategy_split_max":4)"));
+  CHECK(units[0].key() == expand(read_experiment(minimal(), "exp.json"))[0].key());
+
+  json doc = minimal();
+  doc["axes"] = {{"memory", {"8GB", "16GB"}},
+                 {"prefetch", {0, 1}},
+                 {"checkpoint", {"on", "auto"}},
+                 {"checkpoint_regather", {false, true}}};
+  std::set<std::string> keys;
+  for (const auto& u : expand(read_experiment(doc, "exp.json"))) keys.insert(u.key());
+  CHECK(keys.size() == 2 * 2 * 2 * 2 * 2);
+
+  // The label is part of the key: relabelling a strategy runs it again.
+  json relabelled = minimal();
+  relabelled["strategies"][0]["label"] = "zero3";
+  relabelled["baseline"] = "zero3";
+  CHECK(expand(read_experiment(relabelled, "exp.json"))[0].key() != units[0].key());
+}
+
+// ---------------------------------------------------------------------------------------------------
+// resize()
+
+TEST_CASE("resize: whole nodes of a multi-node cluster, one flat node otherwise", "[experiments]") {
+  osdp::costmodel::ClusterSpec multi;
+  multi.name = "two-nodes";
+  multi.nodes = 2;
+  multi.devices_per_node = 8;
+  multi.inter = osdp::costmodel::LinkSpec{};
+
+  const auto four = resize(multi, 32);
+  CHECK(four.nodes == 4);
+  CHECK(four.devices_per_node == 8);
+  CHECK(four.world_size() == 32);
+  CHECK(four.name == "two-nodes@32");
+  CHECK_THROWS_AS(resize(multi, 12), osdp::UsageError);  // 12 is not a whole number of 8-device nodes
+  CHECK_THROWS_WITH(resize(multi, 12), Contains("12") && Contains("8-device"));
+
+  const auto same = resize(multi, 16);  // its own size (or 0): unchanged, name included
+  CHECK(same.nodes == 2);
+  CHECK(same.name == "two-nodes");
+  CHECK(resize(multi, 0).world_size() == 16);
+
+  osdp::costmodel::ClusterSpec flat;
+  flat.name = "box";
+  flat.nodes = 1;
+  flat.devices_per_node = 8;
+  const auto three = resize(flat, 3);
+  CHECK(three.nodes == 1);
+  CHECK(three.devices_per_node == 3);
+  CHECK(three.name == "box@3");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The CSV writer
+
+TEST_CASE("csv_field quotes per RFC 4180 only when needed", "[experiments][sweep]") {
+  CHECK(csv_field("plain text; with semicolons") == "plain text; with semicolons");
+  CHECK(csv_field("") == "");
+  CHECK(csv_field("a, b") == "\"a, b\"");
+  CHECK(csv_field("say \"hi\"") == "\"say \"\"hi\"\"\"");
+  CHECK(csv_field("two\nlines") == "\"two\nlines\"");
+}
+
+TEST_CASE("results.csv: sorted lines, quoting, speedup over the baseline per configuration and evaluator",
+          "[experiments][sweep]") {
+  // Two configurations x (fsdp, exact), baseline fsdp (position 0). Configuration 0: fsdp 10 and 20
+  // samples/s (analytic, sim), exact 12.5 and 30 -> speedups 1.25 and 1.5. Configuration 1: fsdp does
+  // not fit, exact does -> no speedup; given in a shuffled order.
+  std::vector<UnitResult> rows{
+      result(3, "exact", {ev("analytic", true, 40), ev("sim", true, 40)}, "attention: DP x 2, ZDP x 2"),
+      result(0, "fsdp", {ev("analytic", true, 10), ev("sim", true, 20)}, "all \"ZDP\""),
+      result(2, "fsdp", {ev("analytic", false, 0), ev("sim", false, 0)}),
+      result(1, "exact", {ev("analytic", true, 12.5), ev("sim", true, 30)}, "mlp: DP x 2"),
+  };
+  const auto lines = lines_of(results_csv(rows, 2, 0));
+  REQUIRE(lines.size() == 1 + 8);
+  CHECK(lines[0] ==
+        "index,model,cluster,world_size,memory_limit_bytes,strategy,evaluator,feasible,batch_size,"
+        "throughput_samples_per_s,iteration_time_s,peak_memory_bytes,min_fit_memory_bytes,plan_summary,"
+        "speedup_over_baseline");
+  // Unit 0, analytic: 8 / 10 = 0.8 s per step; the plan summary quoted with its quotes doubled.
+  CHECK(lines[1] == "0,m,c,8,8000000000,fsdp,analytic,true,4,10,0.8,1000000000,,\"all \"\"ZDP\"\"\",1");
+  CHECK(lines[2] == "0,m,c,8,8000000000,fsdp,sim,true,4,20,0.4,1000000000,,\"all \"\"ZDP\"\"\",1");
+  CHECK(lines[3] == "1,m,c,8,8000000000,exact,analytic,true,4,12.5,0.64,1000000000,,mlp: DP x 2,1.25");
+  CHECK(last_field(lines[4]) == "1.5");
+  // Unit 2 does not fit: empty batch, throughput, time, peak and speedup; the memory that would fit.
+  CHECK(lines[5] == "2,m,c,8,8000000000,fsdp,analytic,false,,,,,9500000000,,");
+  CHECK(lines[7] ==
+        "3,m,c,8,8000000000,exact,analytic,true,4,40,0.2,1000000000,,\"attention: DP x 2, ZDP x 2\",");
+
+  // Without a baseline the column is there but empty.
+  for (const auto& line : lines_of(results_csv(rows, 2, -1)))
+    CHECK(line.back() == (line[0] == 'i' ? 'e' : ','));
+  // The baseline may be any position: exact (1) as the baseline gives fsdp 10 / 12.5 = 0.8.
+  CHECK(last_field(lines_of(results_csv(rows, 2, 1))[1]) == "0.8");
+}
+
+TEST_CASE("results.csv is the same after a round trip through rows.jsonl's JSON", "[experiments][sweep]") {
+  // A resumed sweep reads its rows back from JSON: the CSV must not change by a bit.
+  std::vector<UnitResult> rows{
+      result(0, "fsdp", {ev("analytic", true, 1.0 / 3.0), ev("sim", true, 2.0 / 7.0)}),
+      result(1, "exact", {ev("analytic", true, 0.1 + 0.2), ev("sim", true, 1e-7 / 3)})};
+  rows[0].candidates = {{1, 0.1 / 3, 123456789.5, 7.0 / 9.0}};
+  std::vector<UnitResult> back;
+  for (const auto& r : rows) back.push_back(unit_result_from_json(json::parse(to_json(r).dump())));
+  CHECK(results_csv(rows, 2, 0) == results_csv(back, 2, 0));
+  CHECK(candidates_csv(rows) == candidates_csv(back));
+  CHECK(lines_of(candidates_csv(rows)).size() == 2);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// rows.jsonl on --resume
+
+TEST_CASE("read_rows keeps matching rows and drops torn, stale and repeated lines", "[experiments][sweep]") {
+  const auto units = expand(read_experiment(minimal(), "exp.json"));
+  const std::vector<std::string> evaluators{"analytic"};
+  auto row = [&](int index, const std::string& key) {
+    UnitResult r = result(index, "s", {ev("analytic", true, 10)});
+    r.key = key;
+    return to_json(r).dump();
+  };
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("osdp_rows_" + std::to_string(::getpid()) + ".jsonl"))
+          .string();
+  SECTION("a missing file is no rows") {
+    CHECK(read_rows(path + ".none", units, evaluators).rows.empty());
+  }
+  SECTION("torn last line, stale key, index out of range, repeated index, other evaluators") {
+    {
+      std::ofstream out(path);
+      out << row(1, units[1].key()) << "\n"
+          << row(0, "another experiment's unit") << "\n"
+          << row(5, units[1].key()) << "\n"
+          << row(1, units[1].key()) << "\n"
+          << to_json(result(0, "s", {ev("sim", true, 1)})).dump() << "\n"
+          << "\n"
+          << row(0, units[0].key()).substr(0, 40);  // kill -9 mid-write
+    }
+    const StoredRows stored = read_rows(path, units, evaluators);
+    CHECK(stored.rows.size() == 1);
+    CHECK(stored.rows.count(1) == 1);
+    CHECK(stored.dropped == 5);
+    CHECK(read_rows(path, units, {"analytic", "sim"}).rows.empty());  // evaluators changed: all run again
+  }
+  std::remove(path.c_str());
+}
