@@ -26,6 +26,7 @@
 
 #include "costmodel/error.hpp"
 #include "costmodel/files.hpp"
+#include "experiments/provenance.hpp"
 
 #if OSDP_WITH_MPI
 #include <mpi.h>
@@ -265,27 +266,6 @@ class Progress {  // "\r[done/total] rate, ETA" on stderr when it is a terminal,
   Clock::time_point start_, last_;
   bool shown_ = false;
 };
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-nlohmann::json machine(int ranks, int jobs) {
-  char host[256] = {0};
-  ::gethostname(host, sizeof host - 1);
-  utsname u{};
-  ::uname(&u);
-  return {{"hostname", host},
-          {"nproc", std::thread::hardware_concurrency()},
-          {"os", fmt::format("{} {} {}", u.sysname, u.release, u.machine)},
-          {"mpi_ranks", ranks},
-          {"jobs_per_rank", jobs}};
-}
 
 // What the units of this rank produced, as sent to rank 0.
 struct Batch {
