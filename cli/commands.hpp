@@ -33,21 +33,6 @@ std::string version_string();
 
 // --- simulation of plans (cli/evaluate.cpp) --------------------------------------------------------
 
-struct PlanRun {
-  sim::Schedule schedule;
-  sim::SimResult result;
-  // The plan's choices priced again by the cost model (the search objective):
-  //   time = sum of the operators' times; peak = reserve + prefetch reserve + sum(persistent)
-  //   + max(transient).
-  double analytic_time_s = 0;
-  double analytic_peak_bytes = 0;
-};
-
-// Lowers the plan's model, prices it with the plan's cluster, calibration and cost options (prefetch
-// from plan.prefetch), builds its schedule and simulates it on RingLinks. `options.overlap` and
-// `options.interference` are taken from the cluster and calibration; the rest is the caller's.
-PlanRun simulate_plan(const costmodel::Plan& plan, sim::SimOptions options);
-
 // One batch size of `osdp plan --evaluate sim`: its best plan, priced and simulated.
 struct EvaluatedBatch {
   int batch = 0;

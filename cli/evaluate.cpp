@@ -1,39 +1,12 @@
-// Simulating plans: the shared path of `osdp simulate` and `osdp plan --evaluate sim`.
+// osdp plan --evaluate sim: the best plans of the top batch sizes, re-scored by simulation.
 #include <algorithm>
 
 #include "cli/commands.hpp"
 #include "costmodel/cost_model.hpp"
 #include "costmodel/workload.hpp"
-#include "sim/network.hpp"
+#include "sim/replay.hpp"
 
 namespace osdp::cli {
-
-PlanRun simulate_plan(const costmodel::Plan& plan, sim::SimOptions options) {
-  const costmodel::Workload w = costmodel::lower(plan.model);
-  costmodel::CostOptions cost_options = plan.cost_options;
-  cost_options.prefetch = plan.prefetch;
-  const costmodel::Calibration* cal = plan.calibration ? &*plan.calibration : nullptr;
-  const costmodel::CostModel model(plan.cluster, cal, plan.model.precision, cost_options);
-
-  PlanRun run;
-  double persistent = 0, transient = 0;
-  for (std::size_t u = 0; u < w.operators.size(); ++u) {
-    const costmodel::ChoiceCost c =
-        model.cost(w.operators[u], plan.operators[u].choice, plan.batch_size, w.bytes);
-    run.analytic_time_s += c.time_s;
-    persistent += c.persistent_bytes;
-    transient = std::max(transient, c.transient_bytes);
-  }
-  run.analytic_peak_bytes = plan.cluster.reserve_bytes + costmodel::prefetch_reserve_bytes(w, plan.prefetch) +
-                            persistent + transient;
-
-  run.schedule = sim::build_schedule(plan, w, model);
-  const sim::RingLinks network(plan.cluster, cal);
-  options.overlap = model.overlap();
-  options.interference = model.interference();
-  run.result = sim::simulate(run.schedule, network, options);
-  return run;
-}
 
 std::vector<EvaluatedBatch> evaluate_by_simulation(const search::PlanContext& ctx,
                                                    const costmodel::Workload& w,
@@ -67,7 +40,7 @@ std::vector<EvaluatedBatch> evaluate_by_simulation(const search::PlanContext& ct
     sim::SimOptions sim_options;
     sim_options.symmetric = true;
     sim_options.memory_rank = sim::SimOptions::kNoRanks;
-    const PlanRun run = simulate_plan(plan, sim_options);
+    const sim::Replay run = sim::replay_plan(plan, sim_options);
     EvaluatedBatch e;
     e.batch = r.batch;
     e.analytic_time_s = r.time_s;

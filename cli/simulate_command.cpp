@@ -12,6 +12,7 @@
 #include "costmodel/json_reader.hpp"
 #include "costmodel/units.hpp"
 #include "sim/network.hpp"
+#include "sim/replay.hpp"
 #include "sim/report.hpp"
 
 namespace osdp::cli {
@@ -70,9 +71,9 @@ int run_simulate(const SimulateArgs& a) {
   options.symmetric = a.ranks == "symmetric";
   options.speed = parse_stragglers(a.stragglers, world);
   if (!a.trace.empty() || !a.memory_csv.empty()) options = sim::trace_options(options);
-  PlanRun run;
+  sim::Replay run;
   try {
-    run = simulate_plan(plan, options);
+    run = sim::replay_plan(plan, options);
   } catch (const UsageError& e) {
     if (!options.symmetric) throw;
     throw UsageError(fmt::format("{}: --ranks symmetric: {} (use --ranks all)", a.plan, e.what()));

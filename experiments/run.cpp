@@ -7,8 +7,7 @@
 #include "costmodel/units.hpp"
 #include "search/report.hpp"
 #include "search/scheduler.hpp"
-#include "sim/engine.hpp"
-#include "sim/schedule.hpp"
+#include "sim/replay.hpp"
 
 namespace osdp::experiments {
 
@@ -84,17 +83,13 @@ UnitResult run_unit(const Unit& u, const Experiment& e) {
       x.time_s = r.time_s;
       x.peak_bytes = r.peak_bytes;
     } else if (r.feasible) {
-      const auto plan = search::make_plan({"sweep", model, cluster, cal, options}, w, r);
-      const sim::Schedule schedule = sim::build_schedule(plan, w, cost);
-      const sim::RingLinks net(cluster, cal ? &*cal : nullptr);
       sim::SimOptions opt;
-      opt.symmetric = true;
-      opt.overlap = cluster.overlap.enabled;
-      opt.interference = cost.interference();
+      opt.symmetric = true;  // exact on the bundled homogeneous clusters
       opt.memory_rank = sim::SimOptions::kNoRanks;
-      const sim::SimResult s = sim::simulate(schedule, net, opt);
-      x.time_s = sim::to_seconds(s.iteration);
-      x.peak_bytes = s.peak_rank().peak_bytes;
+      const sim::Replay replay =
+          sim::replay_plan(search::make_plan({"sweep", model, cluster, cal, options}, w, r), opt);
+      x.time_s = sim::to_seconds(replay.result.iteration);
+      x.peak_bytes = replay.result.peak_rank().peak_bytes;
       x.throughput = cluster.world_size() * r.batch / x.time_s;
     }
     out.evaluations.push_back(x);
