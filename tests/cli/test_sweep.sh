@@ -18,54 +18,8 @@ BG=""
 trap '[[ -n $BG ]] && kill -9 "$BG" 2>/dev/null; rm -rf "$TMP"' EXIT
 cd "$TMP"
 
-passed=0
-failed=0
-ok() { echo "ok - $1"; passed=$((passed + 1)); }
-not_ok() {
-  echo "not ok - $1"
-  shift
-  local line
-  for line in "$@"; do printf '%s\n' "$line" | head -n 20 | sed 's/^/#   /'; done
-  failed=$((failed + 1))
-}
-
-# run NAME CMD...: runs CMD, keeps stdout in $TMP/NAME.out, stderr in $TMP/NAME.err, sets RC.
-RC=0
-run() {
-  local name=$1
-  shift
-  RC=0
-  "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" || RC=$?
-}
-
-expect_rc() {
-  if [[ $RC -eq $3 ]]; then
-    ok "$1 (exit $3)"
-  else
-    not_ok "$1: exit $RC, expected $3" "stdout: $(head -c 2000 "$TMP/$2.out")" "stderr: $(head -c 2000 "$TMP/$2.err")"
-  fi
-}
-
-# same DESC FILE1 FILE2: the two files are byte-identical.
-same() {
-  if [[ -f $2 && -f $3 ]] && cmp -s "$2" "$3"; then
-    ok "$1"
-  else
-    not_ok "$1" "$(diff "$2" "$3" 2>&1 | head -n 10)"
-  fi
-}
-
-contains() {
-  local desc=$1 file=$2 p
-  shift 2
-  for p in "$@"; do
-    if ! grep -qF -- "$p" "$file"; then
-      not_ok "$desc: \"$p\" missing" "$(head -c 2000 "$file")"
-      return 0
-    fi
-  done
-  ok "$desc"
-}
+# shellcheck source=harness.sh
+source "$HERE/harness.sh"
 
 # pycheck DESC CODE ARGS...: python CODE (with sys.argv[1:] in `args`) passes; fails with `assert`.
 pycheck() {
@@ -331,5 +285,4 @@ assert all("no-such-model" in f["message"] for f in s["failed"]), s["failed"]
 idx = sorted({int(r["index"]) for r in csv.DictReader(open("F/results.csv"))})
 assert idx == [0, 1, 4, 5], idx'
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+finish
