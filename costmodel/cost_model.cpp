@@ -86,7 +86,8 @@ double CostModel::kernels_s(const std::vector<Kernel>& kernels, int batch, int s
   return t;
 }
 
-double CostModel::phase_s(const std::vector<Kernel>& kernels, int batch, int splits, int activation_bytes) const {
+double CostModel::phase_s(const std::vector<Kernel>& kernels, int batch, int splits,
+                          int activation_bytes) const {
   if (options_.tier == Tier::kPaper) return batch * kernels_s(kernels, 1, splits, activation_bytes);
   return kernels_s(kernels, batch, splits, activation_bytes);
 }

@@ -16,9 +16,9 @@
 //             (the seed paper's t_d and t_z, S = w P).
 //   extended: per-kernel compute at batch b (ComputeSpec), slices run one after another and their
 //             outputs are summed; with prefetch >= 1 forward and backward each overlap their
-//             communication with their compute (prefetch 0: their sum): ov(x, c) = c if c >= i x, else x + c (1 - 1/i) (i the interference:
-//             compute slows by i while a collective runs; i = 1 gives max(x, c)); plus the Adam
-//             step over the shard.
+//             communication with their compute (prefetch 0: their sum): ov(x, c) = c if c >= i x, else x + c
+//             (1 - 1/i) (i the interference: compute slows by i while a collective runs; i = 1 gives max(x,
+//             c)); plus the Adam step over the shard.
 // Memory (both tiers):
 //   persistent = (w+g+o) ceil(P/N) [REPLICATE: (w+g+o) P]
 //              + (n-k) w Ps                       (DP slices keep their gathered weights)

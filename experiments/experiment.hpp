@@ -26,20 +26,20 @@ namespace osdp::experiments {
 struct Config {
   std::string model;
   std::string cluster;
-  int world_size = 0;         // 0: the cluster's own size
-  std::string memory;         // a size string ("8GB"); empty: the device's memory
+  int world_size = 0;  // 0: the cluster's own size
+  std::string memory;  // a size string ("8GB"); empty: the device's memory
   int split_max = 1;
   std::string checkpoint = "off";  // off | on | auto
   int prefetch = 0;
-  std::string tier = "extended";   // extended | paper
+  std::string tier = "extended";     // extended | paper
   bool checkpoint_regather = false;  // a checkpointed ZDP operator gathers again for its recompute
-  std::optional<int> batch;        // empty: the batch-size scheduler
+  std::optional<int> batch;          // empty: the batch-size scheduler
 };
 
 struct StrategyConfig {
   std::string label;
   std::string strategy;
-  std::optional<int> split_max;         // overrides the configuration's
+  std::optional<int> split_max;  // overrides the configuration's
   std::optional<std::string> checkpoint;
 };
 
@@ -57,10 +57,10 @@ struct Experiment {
   Config base;
   std::vector<std::pair<std::string, std::vector<nlohmann::json>>> axes;  // in file order
   std::vector<StrategyConfig> strategies;
-  std::string baseline;  // a strategy label, or empty
+  std::string baseline;                 // a strategy label, or empty
   std::vector<std::string> evaluators;  // analytic | sim
-  std::string output;   // results directory (relative to the working directory)
-  nlohmann::json source;  // the file as read (recorded with the results)
+  std::string output;                   // results directory (relative to the working directory)
+  nlohmann::json source;                // the file as read (recorded with the results)
 };
 
 Experiment read_experiment(const nlohmann::json& doc, const std::string& file);

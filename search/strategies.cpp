@@ -62,7 +62,9 @@ class ExactStrategy : public Strategy {
     return "optimum of the analytic model over DP/ZDP/REPLICATE, splits and checkpointing per operator";
   }
   SpaceOptions space(const SpaceOptions& r) const override { return r; }
-  double lower_bound_s(const BatchCosts& costs) const override { return lower_bound_time(to_instance(costs)); }
+  double lower_bound_s(const BatchCosts& costs) const override {
+    return lower_bound_time(to_instance(costs));
+  }
   StrategyOutcome solve(const BatchCosts& costs, double cutoff) const override {
     Instance inst = to_instance(costs);
     Solution sol = solve_exact(inst, cutoff);
@@ -324,7 +326,9 @@ class OsdpRefStrategy : public Strategy {
 
 }  // namespace
 
-double Strategy::lower_bound_s(const BatchCosts&) const { return 0.0; }
+double Strategy::lower_bound_s(const BatchCosts&) const {
+  return 0.0;
+}
 
 double Strategy::min_peak_bytes(const BatchCosts& costs) const {
   return search::min_peak_bytes(to_instance(costs));

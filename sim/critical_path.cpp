@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <iterator>
 
+#include <fmt/format.h>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/topological_sort.hpp>
-#include <fmt/format.h>
 
 #include "costmodel/error.hpp"
 

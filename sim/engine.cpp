@@ -19,7 +19,7 @@ struct Event {
   std::uint64_t seq;
   int kind;  // kComputeDone or kCommDone
   int rank;
-  int a;     // compute: version; comm: task
+  int a;  // compute: version; comm: task
   bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
 };
 constexpr int kComputeDone = 0;
@@ -31,7 +31,7 @@ struct RankState {
   Tick compute_start = 0, comm_start = 0;
   double remaining = 0;  // work left of the running compute task, in ticks at full speed
   Tick last_update = 0;
-  double factor = 1;     // ticks per tick of work now (interference while comm runs)
+  double factor = 1;  // ticks per tick of work now (interference while comm runs)
   int version = 0;
   std::array<double, kMemoryCategories> in_use{};
   double total = 0;
@@ -59,7 +59,8 @@ class Engine {
     for (std::size_t t = 0; t < s.tasks.size(); ++t) ndeps_[t] = static_cast<int>(s.tasks[t].deps.size());
     deps_left_.resize(static_cast<std::size_t>(ranks_) * s.tasks.size());
     for (int r = 0; r < ranks_; ++r)
-      std::copy(ndeps_.begin(), ndeps_.end(), deps_left_.begin() + static_cast<std::ptrdiff_t>(r * s.tasks.size()));
+      std::copy(ndeps_.begin(), ndeps_.end(),
+                deps_left_.begin() + static_cast<std::ptrdiff_t>(r * s.tasks.size()));
     duration_.resize(s.tasks.size());
     for (std::size_t t = 0; t < s.tasks.size(); ++t) duration_[t] = to_ticks(s.tasks[t].duration_s);
     started_.assign(s.tasks.size(), 0);
@@ -88,8 +89,9 @@ class Engine {
     }
     for (int r = 0; r < ranks_; ++r)
       if (state_[r].done != s_.tasks.size())
-        throw Error(fmt::format("the schedule did not finish on rank {}: {} of {} tasks ran (a dependency cycle?)", r,
-                                state_[r].done, s_.tasks.size()));
+        throw Error(
+            fmt::format("the schedule did not finish on rank {}: {} of {} tasks ran (a dependency cycle?)", r,
+                        state_[r].done, s_.tasks.size()));
     result_.world_size = world_;
     result_.ranks_simulated = ranks_;
     result_.reserve_bytes = s_.reserve_bytes;
@@ -144,7 +146,8 @@ class Engine {
   void try_start(int r, Tick now) {
     RankState& st = state_[r];
     const bool serial = !opt_.overlap;
-    if (st.compute_task == kNone && st.compute_pos < compute_order_.size() && !(serial && st.comm_task != kNone)) {
+    if (st.compute_task == kNone && st.compute_pos < compute_order_.size() &&
+        !(serial && st.comm_task != kNone)) {
       const int t = compute_order_[st.compute_pos];
       if (deps_left(r, t) == 0) {
         ++st.compute_pos;
@@ -264,8 +267,9 @@ class Engine {
 }  // namespace
 
 const RankStats& SimResult::peak_rank() const {
-  return *std::max_element(ranks.begin(), ranks.end(),
-                           [](const RankStats& a, const RankStats& b) { return a.peak_bytes < b.peak_bytes; });
+  return *std::max_element(ranks.begin(), ranks.end(), [](const RankStats& a, const RankStats& b) {
+    return a.peak_bytes < b.peak_bytes;
+  });
 }
 
 SimResult simulate(const Schedule& schedule, const NetworkModel& network, const SimOptions& options) {

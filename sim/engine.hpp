@@ -31,12 +31,12 @@
 namespace osdp::sim {
 
 struct SimOptions {
-  bool symmetric = false;      // simulate one period of ranks (homogeneous clusters only)
-  bool overlap = true;         // compute and comm streams may run at the same time
-  double interference = 1.0;   // compute slowdown while a collective runs
-  std::vector<double> speed;   // per-rank compute time factor (1: nominal; 1.2: a 20% straggler); empty: all 1
-  bool record_tasks = false;   // keep every task's start and end (for traces)
-  int memory_rank = 0;         // the rank whose memory timeline is kept (kNoRanks: none; kAllRanks: all)
+  bool symmetric = false;     // simulate one period of ranks (homogeneous clusters only)
+  bool overlap = true;        // compute and comm streams may run at the same time
+  double interference = 1.0;  // compute slowdown while a collective runs
+  std::vector<double> speed;  // per-rank compute time factor (1: nominal; 1.2: a 20% straggler); empty: all 1
+  bool record_tasks = false;  // keep every task's start and end (for traces)
+  int memory_rank = 0;        // the rank whose memory timeline is kept (kNoRanks: none; kAllRanks: all)
   static constexpr int kNoRanks = -1;
   static constexpr int kAllRanks = -2;
 };
@@ -71,9 +71,9 @@ struct SimResult {
   int critical_rank = 0;  // the rank that finished last
   std::vector<RankStats> ranks;
   double reserve_bytes = 0;
-  std::int64_t events = 0;        // every discrete event: task starts and ends, ring steps
-  std::int64_t queue_events = 0;  // of which went through the event queue
-  std::vector<TaskRecord> tasks;  // when record_tasks
+  std::int64_t events = 0;          // every discrete event: task starts and ends, ring steps
+  std::int64_t queue_events = 0;    // of which went through the event queue
+  std::vector<TaskRecord> tasks;    // when record_tasks
   std::vector<MemoryEvent> memory;  // of memory_rank
   double wall_seconds = 0;
 

@@ -25,7 +25,8 @@ int RingLinks::period(int world) const {
   if (calibration_ && !calibration_->allgather.empty() && !calibration_->reducescatter.empty() &&
       !calibration_->allreduce.empty())
     return 1;  // every collective priced by its calibrated segment, on every link alike
-  if (intra_.alpha_s == inter_.alpha_s && intra_.bandwidth_bytes_per_s == inter_.bandwidth_bytes_per_s) return 1;
+  if (intra_.alpha_s == inter_.alpha_s && intra_.bandwidth_bytes_per_s == inter_.bandwidth_bytes_per_s)
+    return 1;
   return per_node_ < world ? per_node_ : world;
 }
 

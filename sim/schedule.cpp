@@ -14,25 +14,38 @@ using costmodel::Operator;
 
 const char* to_string(TaskKind k) {
   switch (k) {
-    case TaskKind::kForward: return "forward";
-    case TaskKind::kRecompute: return "recompute";
-    case TaskKind::kBackward: return "backward";
-    case TaskKind::kOptimizer: return "optimizer";
-    case TaskKind::kAllGather: return "allgather";
-    case TaskKind::kReduceScatter: return "reducescatter";
-    case TaskKind::kAllReduce: return "allreduce";
+    case TaskKind::kForward:
+      return "forward";
+    case TaskKind::kRecompute:
+      return "recompute";
+    case TaskKind::kBackward:
+      return "backward";
+    case TaskKind::kOptimizer:
+      return "optimizer";
+    case TaskKind::kAllGather:
+      return "allgather";
+    case TaskKind::kReduceScatter:
+      return "reducescatter";
+    case TaskKind::kAllReduce:
+      return "allreduce";
   }
   return "?";
 }
 
 const char* to_string(MemoryCategory c) {
   switch (c) {
-    case MemoryCategory::kShard: return "shards";
-    case MemoryCategory::kOptimizer: return "optimizer";
-    case MemoryCategory::kGatheredWeight: return "gathered_weights";
-    case MemoryCategory::kGradient: return "gradients";
-    case MemoryCategory::kActivation: return "activations";
-    case MemoryCategory::kWorkspace: return "workspace";
+    case MemoryCategory::kShard:
+      return "shards";
+    case MemoryCategory::kOptimizer:
+      return "optimizer";
+    case MemoryCategory::kGatheredWeight:
+      return "gathered_weights";
+    case MemoryCategory::kGradient:
+      return "gradients";
+    case MemoryCategory::kActivation:
+      return "activations";
+    case MemoryCategory::kWorkspace:
+      return "workspace";
   }
   return "?";
 }
@@ -122,7 +135,8 @@ class Builder {
   // Appends a task; with prefetch 0 every task also waits for the one issued before it.
   int add(Task t) {
     const int previous = static_cast<int>(s_.tasks.size()) - 1;
-    if (s_.prefetch == 0 && previous >= 0 && std::find(t.deps.begin(), t.deps.end(), previous) == t.deps.end())
+    if (s_.prefetch == 0 && previous >= 0 &&
+        std::find(t.deps.begin(), t.deps.end(), previous) == t.deps.end())
       t.deps.push_back(previous);
     s_.tasks.push_back(std::move(t));
     return static_cast<int>(s_.tasks.size()) - 1;
@@ -169,9 +183,10 @@ class Builder {
 
   int gather_task(int u, int site, const Need& nd, int window_dep) {
     // Names say which gather this is: forward, at the LM head, for the backward or the recompute.
-    const char* purpose = forward_phase_ ? (site == 1 ? "head." : "") : (nd.for_recompute ? "recompute." : "bwd.");
-    const int buf = buffer(fmt::format("{}.{}w{}", name(u), purpose, nd.slice), w_.bytes.weight * slice_params(u),
-                           MemoryCategory::kGatheredWeight);
+    const char* purpose =
+        forward_phase_ ? (site == 1 ? "head." : "") : (nd.for_recompute ? "recompute." : "bwd.");
+    const int buf = buffer(fmt::format("{}.{}w{}", name(u), purpose, nd.slice),
+                           w_.bytes.weight * slice_params(u), MemoryCategory::kGatheredWeight);
     Task t;
     t.name = fmt::format("{}.{}allgather{}", name(u), purpose, nd.slice);
     t.kind = TaskKind::kAllGather;
@@ -209,7 +224,8 @@ class Builder {
   int compute_task(TaskKind kind, int u, int site, int j, double duration, std::vector<int> deps) {
     // With prefetch p a backward step starts only when the reduce-scatters of the step p + 1 before
     // it are done: at most p + 1 operators' gradients are in flight.
-    if (kind != TaskKind::kForward && s_.prefetch > 0 && current_step_ > static_cast<std::size_t>(s_.prefetch)) {
+    if (kind != TaskKind::kForward && s_.prefetch > 0 &&
+        current_step_ > static_cast<std::size_t>(s_.prefetch)) {
       const auto& earlier = step_collectives_[current_step_ - static_cast<std::size_t>(s_.prefetch) - 1];
       deps.insert(deps.end(), earlier.begin(), earlier.end());
     }
@@ -236,8 +252,10 @@ class Builder {
     for (std::size_t q = 0; q < steps.size(); ++q) {
       current_step_ = q;
       prefetch_upto(q + static_cast<std::size_t>(s_.prefetch), steps);
-      if (forward) forward_step(q, steps[q]);
-      else backward_step(q, steps[q]);
+      if (forward)
+        forward_step(q, steps[q]);
+      else
+        backward_step(q, steps[q]);
     }
   }
 
@@ -299,7 +317,8 @@ class Builder {
       for (int j = 0; j < n; ++j) {
         const int t = compute_task(TaskKind::kBackward, u, 1, j, slice_duration(u, 1, false), {});
         if (j == 0) {
-          workspace_ = buffer(name(u) + ".head.workspace", b * op.workspace_bytes_per_sample, MemoryCategory::kWorkspace);
+          workspace_ = buffer(name(u) + ".head.workspace", b * op.workspace_bytes_per_sample,
+                              MemoryCategory::kWorkspace);
           s_.tasks[t].allocs = {workspace_};
           if (!choice(u).replicate) {  // REPLICATE keeps its full gradient among its states
             tied_grad_[u] = buffer(name(u) + ".grad", B.gradient * static_cast<double>(op.parameters()),
@@ -330,13 +349,16 @@ class Builder {
           const Need nd = steps_needs_[q][ni];
           const int g = take_gather(q, ni++, st);
           deps.push_back(g);
-          if (regather && nd.for_recompute) frees.push_back(gather_buffer_.at(g));  // freed after its recompute
-          else gather_of[j] = g;  // reused by the backward
+          if (regather && nd.for_recompute)
+            frees.push_back(gather_buffer_.at(g));  // freed after its recompute
+          else
+            gather_of[j] = g;  // reused by the backward
         }
         const int t = compute_task(TaskKind::kRecompute, u, 0, j, slice_duration(u, 0, true), deps);
         if (j == 0) {
-          recompute_acts = buffer(name(u) + ".recomputed", b * (op.saved_bytes_per_sample - op.input_bytes_per_sample),
-                                  MemoryCategory::kActivation);
+          recompute_acts =
+              buffer(name(u) + ".recomputed", b * (op.saved_bytes_per_sample - op.input_bytes_per_sample),
+                     MemoryCategory::kActivation);
           s_.tasks[t].allocs.push_back(recompute_acts);
         }
         s_.tasks[t].frees = frees;
@@ -344,7 +366,8 @@ class Builder {
       }
     }
 
-    const int workspace = buffer(name(u) + ".workspace", b * op.workspace_bytes_per_sample, MemoryCategory::kWorkspace);
+    const int workspace =
+        buffer(name(u) + ".workspace", b * op.workspace_bytes_per_sample, MemoryCategory::kWorkspace);
     for (int j = 0; j < n; ++j) {
       std::vector<int> deps;
       int gathered = -1;

@@ -51,11 +51,11 @@ struct Task {
   std::string name;
   TaskKind kind = TaskKind::kForward;
   Stream stream = Stream::kCompute;
-  int op = -1;    // operator index in the workload (-1: the optimizer step)
-  int slice = 0;  // slice of the operator
-  int site = 0;   // 0: the operator's place; 1: the LM head's place (tied embedding)
-  double duration_s = 0;  // compute tasks: at speed 1, without interference
-  double bytes = 0;       // collectives: the full buffer S (gathered or reduced)
+  int op = -1;              // operator index in the workload (-1: the optimizer step)
+  int slice = 0;            // slice of the operator
+  int site = 0;             // 0: the operator's place; 1: the LM head's place (tied embedding)
+  double duration_s = 0;    // compute tasks: at speed 1, without interference
+  double bytes = 0;         // collectives: the full buffer S (gathered or reduced)
   std::vector<int> deps;    // tasks of the same rank that must finish first
   std::vector<int> allocs;  // buffers allocated when the task starts
   std::vector<int> frees;   // buffers freed when the task ends
