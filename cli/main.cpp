@@ -10,7 +10,7 @@
 int main(int argc, char** argv) {
   using namespace osdp::cli;
   CLI::App app{
-      "osdp: plan, simulate and validate sharded data-parallel training.\n"
+      "osdp: plan and simulate sharded data-parallel training, and sweep experiments.\n"
       "Per operator DP, ZDP (ZeRO-3) or REPLICATE, operator splitting, checkpointing and the\n"
       "batch size, chosen to maximise throughput under a device memory limit."};
   app.require_subcommand(0, 1);
