@@ -7,7 +7,6 @@
 // scratch by each strategy; the strategies take turns within every repeat so that they see the same
 // machine state. Reported: median and min wall time, ratios to exact, the throughput each found,
 // whether dfs completed within its budget, and the batch sizes visited. See bench/README.md.
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -26,6 +25,7 @@
 #include "costmodel/catalog.hpp"
 #include "costmodel/cost_model.hpp"
 #include "costmodel/workload.hpp"
+#include "experiments/provenance.hpp"
 #include "search/scheduler.hpp"
 #include "search/strategy.hpp"
 
@@ -70,11 +70,6 @@ struct Row {
   Case c;
   std::vector<Measure> m;  // exact, dfs, osdp-ref
 };
-
-std::string host_name() {
-  char buf[256] = {};
-  return gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string("unknown");
-}
 
 std::string fmt_ms(double s) {
   return s < 0.01 ? fmt::format("{:.2f}", s * 1e3) : fmt::format("{:.1f}", s * 1e3);
@@ -186,7 +181,7 @@ nlohmann::json to_json(const std::vector<Row>& rows, int repeat, std::int64_t bu
   return {{"schema_version", 1},
           {"benchmark", "bench_search"},
           {"git_hash", "unknown"},
-          {"machine", {{"hostname", host_name()}, {"nproc", std::thread::hardware_concurrency()}}},
+          {"machine", experiments::machine(1, 1)},
           {"repeat", repeat},
           {"dfs_node_budget", budget},
           {"target_exact_s", kTargetExactS},
@@ -246,7 +241,8 @@ int main(int argc, char** argv) {
     std::cerr << "bench_search: error: " << e.what() << "\n";
     return 2;
   }
-  std::cout << fmt::format("bench_search on {} ({} hardware threads), data from {}\n", host_name(),
+  std::cout << fmt::format("bench_search on {} ({} hardware threads), data from {}\n",
+                           experiments::machine(1, 1).at("hostname").get<std::string>(),
                            std::thread::hardware_concurrency(), costmodel::data_dir());
   print_table(rows, repeat, limits.dfs_node_budget);
   if (!json_path.empty()) {

@@ -12,7 +12,6 @@
 // titan-rtx-8 with devices_per_node = N on one node; (b) two levels, h100-2x8 with N / 8 nodes of 8. Reported
 // per run: wall seconds of the simulate() call (median of the repeats), SimResult.events, events/s,
 // queue_events. See bench/README.md.
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -31,6 +30,7 @@
 #include "costmodel/catalog.hpp"
 #include "costmodel/cost_model.hpp"
 #include "costmodel/workload.hpp"
+#include "experiments/provenance.hpp"
 #include "search/report.hpp"
 #include "search/scheduler.hpp"
 #include "search/strategy.hpp"
@@ -94,11 +94,6 @@ struct Row {
   Measure full, symmetric;
   bool same() const { return full.iteration == symmetric.iteration; }
 };
-
-std::string host_name() {
-  char buf[256] = {};
-  return gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string("unknown");
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -331,7 +326,7 @@ nlohmann::json to_json(const std::vector<Row>& rows, int repeat) {
       {"schema_version", 1},
       {"benchmark", "bench_sim"},
       {"git_hash", "unknown"},
-      {"machine", {{"hostname", host_name()}, {"nproc", std::thread::hardware_concurrency()}}},
+      {"machine", experiments::machine(1, 1)},
       {"model", kModel},
       {"prefetch", kPrefetch},
       {"repeat", repeat},
@@ -404,7 +399,8 @@ int main(int argc, char** argv) {
     std::cerr << "bench_sim: no case has at most --max-ranks ranks (the smallest is 8)\n";
     return 2;
   }
-  std::cout << fmt::format("bench_sim on {} ({} hardware threads), data from {}\n", host_name(),
+  std::cout << fmt::format("bench_sim on {} ({} hardware threads), data from {}\n",
+                           experiments::machine(1, 1).at("hostname").get<std::string>(),
                            std::thread::hardware_concurrency(), costmodel::data_dir());
   print_table(rows);
   if (!json_path.empty()) {
