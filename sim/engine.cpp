@@ -55,11 +55,11 @@ class Engine {
     for (std::size_t t = 0; t < s.tasks.size(); ++t)
       (s.tasks[t].stream == Stream::kCompute ? compute_order_ : comm_order_).push_back(static_cast<int>(t));
     dependents_ = s.dependents();
-    ndeps_.resize(s.tasks.size());
-    for (std::size_t t = 0; t < s.tasks.size(); ++t) ndeps_[t] = static_cast<int>(s.tasks[t].deps.size());
+    std::vector<int> ndeps(s.tasks.size());
+    for (std::size_t t = 0; t < s.tasks.size(); ++t) ndeps[t] = static_cast<int>(s.tasks[t].deps.size());
     deps_left_.resize(static_cast<std::size_t>(ranks_) * s.tasks.size());
     for (int r = 0; r < ranks_; ++r)
-      std::copy(ndeps_.begin(), ndeps_.end(),
+      std::copy(ndeps.begin(), ndeps.end(),
                 deps_left_.begin() + static_cast<std::ptrdiff_t>(r * s.tasks.size()));
     duration_.resize(s.tasks.size());
     for (std::size_t t = 0; t < s.tasks.size(); ++t) duration_[t] = to_ticks(s.tasks[t].duration_s);
@@ -67,8 +67,6 @@ class Engine {
     entry_.resize(s.tasks.size());
     state_.resize(ranks_);
     stats_.resize(ranks_);
-    if (opt.record_tasks) start_time_.assign(static_cast<std::size_t>(ranks_) * s.tasks.size(), 0);
-    resident_ = s.resident_bytes();
   }
 
   SimResult run() {
@@ -157,7 +155,6 @@ class Engine {
         st.remaining = static_cast<double>(duration_[t]) * speed_[r];
         st.last_update = now;
         push(now + static_cast<Tick>(std::ceil(st.remaining * st.factor)), kComputeDone, r, ++st.version);
-        if (opt_.record_tasks) start_time_[static_cast<std::size_t>(r) * s_.tasks.size() + t] = now;
       }
     }
     if (st.comm_task == kNone && st.comm_pos < comm_order_.size() && !(serial && st.compute_task != kNone)) {
@@ -167,7 +164,6 @@ class Engine {
         st.comm_task = t;
         st.comm_start = now;
         for (int b : s_.tasks[t].allocs) alloc(r, b, now);
-        if (opt_.record_tasks) start_time_[static_cast<std::size_t>(r) * s_.tasks.size() + t] = now;
         if (opt_.overlap && opt_.interference != 1.0) set_factor(r, opt_.interference, now);
         enter_collective(r, t, now);
       }
@@ -249,7 +245,6 @@ class Engine {
   std::vector<double> speed_;
   std::vector<int> compute_order_, comm_order_;
   std::vector<std::vector<int>> dependents_;
-  std::vector<int> ndeps_;
   std::vector<int> deps_left_;
   std::vector<Tick> duration_;
   std::vector<int> started_;
@@ -257,8 +252,6 @@ class Engine {
   std::vector<Tick> step_, sent_;
   std::vector<RankState> state_;
   std::vector<RankStats> stats_;
-  std::vector<Tick> start_time_;
-  double resident_ = 0;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
   std::uint64_t seq_ = 0;
   SimResult result_;
