@@ -314,12 +314,12 @@ class Builder {
     const double grad_slice = B.gradient * slice_params(u);
 
     if (tied && st.site == 1) {  // the LM head's backward: weights still gathered, no gathers
+      const int head_workspace =
+          buffer(name(u) + ".head.workspace", b * op.workspace_bytes_per_sample, MemoryCategory::kWorkspace);
       for (int j = 0; j < n; ++j) {
         const int t = compute_task(TaskKind::kBackward, u, 1, j, slice_duration(u, 1, false), {});
         if (j == 0) {
-          workspace_ = buffer(name(u) + ".head.workspace", b * op.workspace_bytes_per_sample,
-                              MemoryCategory::kWorkspace);
-          s_.tasks[t].allocs = {workspace_};
+          s_.tasks[t].allocs = {head_workspace};
           if (!choice(u).replicate) {  // REPLICATE keeps its full gradient among its states
             tied_grad_[u] = buffer(name(u) + ".grad", B.gradient * static_cast<double>(op.parameters()),
                                    MemoryCategory::kGradient);
@@ -330,7 +330,7 @@ class Builder {
           s_.tasks[t].frees.push_back(held_[u][j]);
           held_[u].erase(j);
         }
-        if (j == n - 1) s_.tasks[t].frees.push_back(workspace_);
+        if (j == n - 1) s_.tasks[t].frees.push_back(head_workspace);
         last_compute_[q] = t;
       }
       return;
@@ -431,7 +431,6 @@ class Builder {
   std::vector<std::map<int, int>> held_;  // operator -> slice -> gathered buffer
   std::vector<int> act_;                  // operator -> saved activations buffer
   std::vector<int> tied_grad_;
-  int workspace_ = -1;
   std::map<int, int> gather_buffer_;  // gather task -> its buffer
   std::vector<std::vector<Need>> steps_needs_;
   std::vector<std::vector<int>> prefetched_;
