@@ -28,6 +28,8 @@ Action add_plan_command(CLI::App& app);
 Action add_simulate_command(CLI::App& app);
 Action add_collective_command(CLI::App& app);
 Action add_sweep_command(CLI::App& app);
+Action add_calibrate_command(CLI::App& app);  // cli/calibrate_command.cpp
+Action add_validate_command(CLI::App& app);   // cli/validate_command.cpp
 
 std::string version_string();
 

@@ -29,6 +29,10 @@ int main(int argc, char** argv) {
   add("collective", "Price one ring collective: closed form beside the simulator", add_collective_command);
   add("sweep", "Run an experiment file: every configuration and strategy, resumable, in threads or MPI ranks",
       add_sweep_command);
+  add("calibrate", "Measure collectives, GEMMs and overlap on this machine and fit a calibration file",
+      add_calibrate_command);
+  add("validate", "Run every plan of an experiment for real and compare measured time and memory with the prediction",
+      add_validate_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,11 @@
+// osdp calibrate (placeholder while issue 5 is in progress).
+#include "cli/commands.hpp"
+
+namespace osdp::cli {
+
+Action add_calibrate_command(CLI::App& app) {
+  (void)app;
+  return [] { return kExitInput; };
+}
+
+}  // namespace osdp::cli

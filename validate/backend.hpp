@@ -1,0 +1,163 @@
+// The backend interface the executor runs a schedule on (DESIGN.md section 7): a device (tracked
+// memory, GEMM and elementwise kernels, streams with events) and a communicator (all-gather,
+// reduce-scatter, all-reduce over the ranks of the job).
+//
+// Stream semantics are CUDA's, so one executor drives every backend: work enqueued on a stream runs
+// after everything enqueued on it before, and after the events it was told to wait for. On the CPU
+// (`mpi` backend) a stream is a thread that runs the enqueued closures in order (or, with a single
+// stream, the caller itself); on a GPU (`nccl` backend) a closure runs at once on the host and its
+// kernels and collectives are launched asynchronously on the stream. Kernels and collectives take
+// the stream they run on. All tensors are fp32, row-major.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "costmodel/error.hpp"
+
+namespace osdp::validate {
+
+// A device allocation past the capacity; names what was asked for.
+class OutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
+
+// A collective or a peer that did not answer in time, or a backend call that failed; names the rank
+// and the operation. The job cannot go on: the caller reports it and aborts every rank.
+class BackendFailure : public Error {
+ public:
+  using Error::Error;
+};
+
+struct MemoryStats {
+  std::size_t current_bytes = 0;
+  std::size_t peak_bytes = 0;
+  std::size_t allocations = 0;    // live allocations
+  std::size_t device_free = 0;    // the driver's view where there is one (GPU), else 0
+  std::size_t device_total = 0;
+};
+
+// Completion of the work enqueued on a stream before the event was recorded.
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual void synchronize() = 0;  // the host waits; throws when the stream failed
+  // Seconds from `start` to this event (both recorded on streams of the same device).
+  virtual double seconds_since(const Event& start) const = 0;
+};
+using EventPtr = std::shared_ptr<Event>;
+
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  virtual void enqueue(std::function<void()> work) = 0;
+  virtual void wait(const EventPtr& event) = 0;  // later work waits for `event`
+  virtual EventPtr record() = 0;
+  // The host waits for everything enqueued so far; rethrows the first error raised by the work.
+  virtual void synchronize() = 0;
+};
+
+enum class Transpose { kNo, kYes };
+
+// C = alpha op(A) op(B) + beta C for `batch` matrices at the given element strides.
+struct Gemm {
+  Transpose ta = Transpose::kNo, tb = Transpose::kNo;
+  std::int64_t m = 0, n = 0, k = 0;
+  float alpha = 1.0f, beta = 0.0f;
+  const float* a = nullptr;
+  std::int64_t lda = 0;
+  const float* b = nullptr;
+  std::int64_t ldb = 0;
+  float* c = nullptr;
+  std::int64_t ldc = 0;
+  std::int64_t batch = 1;
+  std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+};
+
+struct AdamParams {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  int step = 1;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual std::string name() const = 0;
+
+  // Tracked memory. Throws OutOfMemory (naming `what` and the bytes) past the device's capacity.
+  virtual float* allocate(std::size_t bytes, std::string_view what) = 0;
+  virtual void deallocate(float* p) = 0;
+  virtual MemoryStats memory() const = 0;
+  virtual void reset_peak() = 0;
+
+  virtual Stream& compute_stream() = 0;
+  virtual Stream& comm_stream() = 0;  // the compute stream itself when there is no overlap
+
+  // Kernels, each on the stream given (call them from work running on that stream).
+  virtual void gemm(Stream& s, const Gemm& g) = 0;
+  virtual void fill(Stream& s, float* y, std::size_t n, float value) = 0;
+  virtual void copy(Stream& s, const float* x, float* y, std::size_t n) = 0;
+  virtual void axpby(Stream& s, std::size_t n, float a, const float* x, float b, float* y) = 0;  // y = a x + b y
+  virtual void relu(Stream& s, const float* x, float* y, std::size_t n) = 0;
+  virtual void relu_backward(Stream& s, const float* x, const float* dy, float* dx, std::size_t n) = 0;
+  // A memory-bound pass over y (read and write every element, values unchanged): how the executor
+  // spends an elementwise kernel of the IR.
+  virtual void touch(Stream& s, float* y, std::size_t n) = 0;
+  // out[i][(offset + t) % period] += v[t] for every sample i < samples, t < len (out is samples x period).
+  virtual void add_folded(Stream& s, const float* v, std::size_t len, std::size_t offset, float* out,
+                          std::size_t period, std::size_t samples) = 0;
+  // dv[t] += sum_i dout[i][(offset + t) % period] (the gradient of add_folded).
+  virtual void sum_folded(Stream& s, const float* dout, std::size_t period, std::size_t samples,
+                          std::size_t offset, float* dv, std::size_t len) = 0;
+  // y[r][c] = table[(c0 + c)][tokens[r]] for c < cols (table is rows x vocab, y is n_rows x ldy).
+  virtual void gather_columns(Stream& s, const float* table, std::int64_t vocab, std::int64_t c0,
+                              std::int64_t cols, const std::int32_t* tokens, std::int64_t n_rows, float* y,
+                              std::int64_t ldy) = 0;
+  // dtable[(c0 + c)][tokens[r]] += dy[r][c] (the gradient of gather_columns).
+  virtual void scatter_add_columns(Stream& s, const float* dy, std::int64_t ldy, const std::int32_t* tokens,
+                                   std::int64_t n_rows, std::int64_t c0, std::int64_t cols, float* dtable,
+                                   std::int64_t vocab) = 0;
+  // Squared-error loss against one-hot targets: loss_out[0] += sum (logits - onehot)^2 * scale / 2,
+  // then logits = (logits - onehot) * scale (the gradient).
+  virtual void mse_onehot(Stream& s, float* logits, std::int64_t rows, std::int64_t vocab,
+                          const std::int32_t* targets, float scale, float* loss_out) = 0;
+  virtual void adam(Stream& s, float* w, const float* g, float* m, float* v, std::size_t n,
+                    const AdamParams& p) = 0;
+  // Copies device memory to the host (synchronous for the stream's work so far).
+  virtual void download(Stream& s, const float* x, float* host, std::size_t n) = 0;
+  virtual void upload(Stream& s, const float* host, float* x, std::size_t n) = 0;
+  // Host seconds on a steady clock.
+  virtual double now_s() const = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;  // "mpi", "nccl"
+  virtual std::string version() const = 0;
+
+  // Collectives over all ranks on stream `s` (enqueued from work running on `s`). `what` names the
+  // operation in error messages (e.g. "all-gather layer3.mlp slice 0"). Sizes are per rank.
+  virtual void all_gather(Stream& s, const float* shard, float* full, std::size_t shard_elems,
+                          const std::string& what) = 0;
+  virtual void reduce_scatter(Stream& s, const float* full, float* shard, std::size_t shard_elems,
+                              const std::string& what) = 0;  // sum
+  virtual void all_reduce(Stream& s, float* buf, std::size_t elems, const std::string& what) = 0;  // sum
+
+  // Host-side, between steps (no stream work in flight).
+  virtual void barrier(const std::string& what) = 0;
+  virtual double max_over_ranks(double x) = 0;
+  virtual double sum_over_ranks(double x) = 0;
+  // Every rank's value, on every rank.
+  virtual std::vector<double> all_values(double x) = 0;
+};
+
+}  // namespace osdp::validate
