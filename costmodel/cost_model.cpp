@@ -67,18 +67,12 @@ double CostModel::kernel_s(const Kernel& k, int batch) const {
   return compute_.kernel_overhead_s + std::max(flop_s, bytes / compute_.memory_bandwidth_bytes_per_s);
 }
 
-double CostModel::kernels_s(const std::vector<Kernel>& kernels, int batch, int splits,
-                            int activation_bytes) const {
+double CostModel::kernels_s(const std::vector<Kernel>& kernels, int batch, int splits) const {
   double t = 0;
   for (const Kernel& k : kernels) {
+    // A slice that accumulates (Y = sum_j X_j W_j) does it in place (C += A B): no extra pass.
     if (splits > 1 && k.split_dim != Dim::kNone) {
       t += splits * kernel_s(k.slice(splits), batch);
-      if (k.accumulates) {
-        // (n - 1) additions of the m x n output: read two, write one.
-        const double out = static_cast<double>(k.dim(Dim::kM, batch) * k.dim(Dim::kN, batch));
-        t += (splits - 1) * (compute_.kernel_overhead_s +
-                             3 * out * activation_bytes / compute_.memory_bandwidth_bytes_per_s);
-      }
     } else {
       t += kernel_s(k, batch);
     }
@@ -86,10 +80,9 @@ double CostModel::kernels_s(const std::vector<Kernel>& kernels, int batch, int s
   return t;
 }
 
-double CostModel::phase_s(const std::vector<Kernel>& kernels, int batch, int splits,
-                          int activation_bytes) const {
-  if (options_.tier == Tier::kPaper) return batch * kernels_s(kernels, 1, splits, activation_bytes);
-  return kernels_s(kernels, batch, splits, activation_bytes);
+double CostModel::phase_s(const std::vector<Kernel>& kernels, int batch, int splits) const {
+  if (options_.tier == Tier::kPaper) return batch * kernels_s(kernels, 1, splits);
+  return kernels_s(kernels, batch, splits);
 }
 
 double CostModel::optimizer_s(double elements, const PrecisionBytes& b) const {
@@ -133,13 +126,13 @@ ChoiceCost CostModel::cost(const Operator& op, const Choice& ch, int batch, cons
   const double shard_elems = ch.replicate ? static_cast<double>(P) : ceil_div(P, world_);
   if (options_.tier == Tier::kPaper) {
     // b gamma, gamma the operator's compute per sample (forward, recompute, backward at batch 1).
-    const double fwd = phase_s(op.forward, batch, n, B.activation);
-    c.compute_s = fwd * (ckpt ? 2 : 1) + phase_s(op.backward, batch, n, B.activation);
+    const double fwd = phase_s(op.forward, batch, n);
+    c.compute_s = fwd * (ckpt ? 2 : 1) + phase_s(op.backward, batch, n);
     c.comm_s = comm_f + comm_b;
     c.time_s = c.compute_s + c.comm_s;
   } else {
-    const double fwd = phase_s(op.forward, batch, n, B.activation);
-    const double bwd = phase_s(op.backward, batch, n, B.activation) + (ckpt ? fwd : 0.0);
+    const double fwd = phase_s(op.forward, batch, n);
+    const double bwd = phase_s(op.backward, batch, n) + (ckpt ? fwd : 0.0);
     const double opt = optimizer_s(shard_elems, B);
     c.compute_s = fwd + bwd + opt;
     c.comm_s = comm_f + comm_b;

@@ -88,11 +88,11 @@ class CostModel {
 
   double collective_s(Collective c, double bytes) const;
   double kernel_s(const Kernel& k, int batch) const;
-  // The kernels run with every splittable GEMM cut into `splits` slices (plus the accumulation).
-  double kernels_s(const std::vector<Kernel>& kernels, int batch, int splits, int activation_bytes) const;
+  // The kernels run with every splittable kernel cut into `splits` slices (accumulating in place).
+  double kernels_s(const std::vector<Kernel>& kernels, int batch, int splits) const;
   // Compute time of a list of kernels at batch b as the tier prices it: the extended tier runs the
   // kernels at batch b, the paper tier takes b times their time at batch 1 (b gamma).
-  double phase_s(const std::vector<Kernel>& kernels, int batch, int splits, int activation_bytes) const;
+  double phase_s(const std::vector<Kernel>& kernels, int batch, int splits) const;
   double optimizer_s(double elements, const PrecisionBytes& bytes) const;
   static double overlapped_s(double compute_s, double comm_s, double interference);
 

@@ -12,8 +12,7 @@ namespace {
 
 using I = std::int64_t;
 
-Kernel gemm(std::string name, I m, I n, I k, Dim batch_dim, Dim split_dim = Dim::kNone, I count = 1,
-            bool accumulates = false) {
+Kernel gemm(std::string name, I m, I n, I k, Dim batch_dim, Dim split_dim = Dim::kNone, I count = 1) {
   Kernel g;
   g.kind = KernelKind::kGemm;
   g.name = std::move(name);
@@ -23,7 +22,6 @@ Kernel gemm(std::string name, I m, I n, I k, Dim batch_dim, Dim split_dim = Dim:
   g.count = count;
   g.batch_dim = batch_dim;
   g.split_dim = split_dim;
-  g.accumulates = accumulates;
   return g;
 }
 
@@ -35,14 +33,24 @@ Kernel elementwise(std::string name, double bytes_per_sample) {
   return e;
 }
 
-// A weight GEMM Y[s x out] = X[s x in] W[in x out] adds three kernels: forward (split along k),
-// grad-input dX = dY W^T (split along n) and grad-weight dW = X^T dY (split along m).
-void add_linear(Operator& op, const std::string& name, I s, I in, I out) {
-  op.weights.push_back({name, in, out, true});
+// A weight GEMM Y[s x out] = X[s x in] W[in x out] adds three kernels: forward, grad-input
+// dX = dY W^T and grad-weight dW = X^T dY. Split along the rows of W (the paper's cut: Y = sum_j
+// X_j W_j, slices accumulate into Y in place) the forward splits k, dX n and dW m; split along the
+// columns of W (the first GEMM of a two-GEMM operator, whose output columns are the rows the second
+// GEMM is cut by, so each slice runs its whole operator on its own) the forward splits n, dX k
+// (slices accumulate into dX) and dW n.
+void add_linear(Operator& op, const std::string& name, I s, I in, I out, bool split_columns = false) {
+  op.weights.push_back({name, in, out, true, split_columns});
   op.weights.push_back({name + ".bias", 1, out, false});
-  op.forward.push_back(gemm(name, s, out, in, Dim::kM, Dim::kK, 1, true));
-  op.backward.push_back(gemm(name + ".dX", s, in, out, Dim::kM, Dim::kN));
-  op.backward.push_back(gemm(name + ".dW", in, out, s, Dim::kK, Dim::kM));
+  if (split_columns) {
+    op.forward.push_back(gemm(name, s, out, in, Dim::kM, Dim::kN));
+    op.backward.push_back(gemm(name + ".dX", s, in, out, Dim::kM, Dim::kK));
+    op.backward.push_back(gemm(name + ".dW", in, out, s, Dim::kK, Dim::kN));
+  } else {
+    op.forward.push_back(gemm(name, s, out, in, Dim::kM, Dim::kK));
+    op.backward.push_back(gemm(name + ".dX", s, in, out, Dim::kM, Dim::kN));
+    op.backward.push_back(gemm(name + ".dW", in, out, s, Dim::kK, Dim::kM));
+  }
 }
 
 void add_layer_norm(Operator& op, const std::string& name, I h, double s, double e) {
@@ -60,11 +68,12 @@ Operator attention(int layer, const StageSpec& st, I s, double e, double mask) {
   op.hidden = st.hidden;
   op.checkpointable = true;
   add_layer_norm(op, op.name + ".ln1", h, sd, e);
-  add_linear(op, op.name + ".qkv", s, h, 3 * h);
-  op.forward.push_back(gemm(op.name + ".scores", s, s, d, Dim::kCount, Dim::kNone, a));
+  op.split_units = a;  // a slice holds whole heads
+  add_linear(op, op.name + ".qkv", s, h, 3 * h, true);
+  op.forward.push_back(gemm(op.name + ".scores", s, s, d, Dim::kCount, Dim::kCount, a));
   op.forward.push_back(elementwise(op.name + ".softmax", 2 * ad * sd * sd * e));
   if (mask > 0) op.forward.push_back(elementwise(op.name + ".attn_dropout", ad * sd * sd * (2 * e + mask)));
-  op.forward.push_back(gemm(op.name + ".av", s, d, s, Dim::kCount, Dim::kNone, a));
+  op.forward.push_back(gemm(op.name + ".av", s, d, s, Dim::kCount, Dim::kCount, a));
   // The projection comes after attention in the forward pass.
   Operator proj_part;
   add_linear(proj_part, op.name + ".proj", s, h, h);
@@ -76,11 +85,11 @@ Operator attention(int layer, const StageSpec& st, I s, double e, double mask) {
   op.backward.push_back(elementwise(op.name + ".residual.bwd", 2 * sd * hd * e));
   op.backward.push_back(proj_part.backward[0]);
   op.backward.push_back(proj_part.backward[1]);
-  op.backward.push_back(gemm(op.name + ".av.dA", s, s, d, Dim::kCount, Dim::kNone, a));
-  op.backward.push_back(gemm(op.name + ".av.dV", s, d, s, Dim::kCount, Dim::kNone, a));
+  op.backward.push_back(gemm(op.name + ".av.dA", s, s, d, Dim::kCount, Dim::kCount, a));
+  op.backward.push_back(gemm(op.name + ".av.dV", s, d, s, Dim::kCount, Dim::kCount, a));
   op.backward.push_back(elementwise(op.name + ".softmax.bwd", 3 * ad * sd * sd * e));
-  op.backward.push_back(gemm(op.name + ".scores.dQ", s, d, s, Dim::kCount, Dim::kNone, a));
-  op.backward.push_back(gemm(op.name + ".scores.dK", s, d, s, Dim::kCount, Dim::kNone, a));
+  op.backward.push_back(gemm(op.name + ".scores.dQ", s, d, s, Dim::kCount, Dim::kCount, a));
+  op.backward.push_back(gemm(op.name + ".scores.dK", s, d, s, Dim::kCount, Dim::kCount, a));
   op.backward.push_back(gemm(op.name + ".qkv.dX", s, h, 3 * h, Dim::kM, Dim::kN));
   op.backward.push_back(gemm(op.name + ".qkv.dW", h, 3 * h, s, Dim::kK, Dim::kM));
   op.backward.push_back(elementwise(op.name + ".ln1.bwd", 4 * sd * hd * e));
@@ -104,7 +113,7 @@ Operator mlp(int layer, const StageSpec& st, I s, double e, double mask) {
   op.checkpointable = true;
   add_layer_norm(op, op.name + ".ln2", h, sd, e);
   Operator fc2_part;
-  add_linear(op, op.name + ".fc1", s, h, f);
+  add_linear(op, op.name + ".fc1", s, h, f, true);
   op.forward.push_back(elementwise(op.name + ".gelu", 2 * sd * fd * e));
   add_linear(fc2_part, op.name + ".fc2", s, f, h);
   for (auto& w : fc2_part.weights) op.weights.push_back(w);
@@ -132,7 +141,7 @@ void add_head(Operator& op, const std::string& prefix, I s, I h, I vocab, double
   op.weights.push_back({prefix + "ln_f", 1, 2 * h, false});
   op.forward.push_back(elementwise(prefix + "ln_f", 2 * sd * hd * e));
   if (own_weight) op.weights.push_back({prefix + "lm_head", h, vocab, true});
-  op.forward.push_back(gemm(prefix + "logits", s, vocab, h, Dim::kM, Dim::kK, 1, true));
+  op.forward.push_back(gemm(prefix + "logits", s, vocab, h, Dim::kM, Dim::kK));
   op.forward.push_back(elementwise(prefix + "cross_entropy", 3 * sd * vd * e));
   op.backward.push_back(elementwise(prefix + "cross_entropy.bwd", 2 * sd * vd * e));
   op.backward.push_back(gemm(prefix + "logits.dX", s, h, vocab, Dim::kM, Dim::kN));
@@ -231,6 +240,9 @@ Kernel Kernel::slice(int splits) const {
     case Dim::kK:
       s.k /= splits;
       break;
+    case Dim::kCount:
+      s.count /= splits;
+      break;
     default:
       break;
   }
@@ -251,7 +263,8 @@ std::vector<int> Operator::splits(int split_max) const {
   for (int n = 2; n <= split_max; n *= 2) {
     bool ok = true;
     for (const auto& w : weights)
-      if (w.splittable && w.rows % n != 0) ok = false;
+      if (w.splittable && (w.split_columns ? w.cols : w.rows) % n != 0) ok = false;
+    if (split_units > 0 && split_units % n != 0) ok = false;
     if (ok) out.push_back(n);
   }
   return out;
@@ -316,14 +329,15 @@ Workload lower(const ModelSpec& m) {
                             op.checkpointable ? 1.0 : 0.0, op.tied_gradient ? 1.0 : 0.0};
     for (const auto& wt : op.weights)
       key.insert(key.end(),
-                 {static_cast<double>(wt.rows), static_cast<double>(wt.cols), wt.splittable ? 1.0 : 0.0});
+                 {static_cast<double>(wt.rows), static_cast<double>(wt.cols), wt.splittable ? 1.0 : 0.0,
+                  wt.split_columns ? 1.0 : 0.0});
     for (const auto* list : {&op.forward, &op.backward}) {
       key.push_back(-1.0);  // separates the lists
       for (const auto& k : *list)
         key.insert(key.end(),
                    {static_cast<double>(k.kind), static_cast<double>(k.m), static_cast<double>(k.n),
                     static_cast<double>(k.k), static_cast<double>(k.count), static_cast<double>(k.batch_dim),
-                    static_cast<double>(k.split_dim), k.accumulates ? 1.0 : 0.0, k.bytes_per_sample});
+                    static_cast<double>(k.split_dim), k.bytes_per_sample});
     }
     op.shape_id = ids.emplace(std::move(key), static_cast<int>(ids.size())).first->second;
   }

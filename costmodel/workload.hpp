@@ -9,6 +9,9 @@
 //   mlp       = LN2 + fc1 [h x f] + GeLU + fc2 [f x h] (+ biases)
 //               parameters 2hf + f + 3h; saves e(2sh + 2sf) + sh bytes per sample
 //   With f = 4h and e = 2 a layer saves s h (34 + 5 a s / h) bytes: Korthikanti et al. 2022.
+// Splitting (n slices) cuts an operator so that each slice runs on its own: an attention slice holds
+// whole heads (its columns of QKV, its rows of the projection), an MLP slice its columns of fc1 and
+// rows of fc2, a head or projection slice its rows of the weight; slices' outputs add up in place.
 // A tied embedding is one operator (token and position tables, final LN, LM head GEMM on the token
 // table); untied models have a separate head operator.
 #pragma once
@@ -35,8 +38,7 @@ struct Kernel {
   std::string name;
   std::int64_t m = 0, n = 0, k = 0, count = 1;
   Dim batch_dim = Dim::kNone;  // multiplied by the micro-batch size
-  Dim split_dim = Dim::kNone;  // divided by the split count n (weight GEMMs only)
-  bool accumulates = false;    // a split forward GEMM: slices are summed (n - 1 extra adds of C)
+  Dim split_dim = Dim::kNone;  // divided by the split count n (kernels a slice runs a share of)
   double bytes_per_sample = 0.0;
   int site = 0;  // 0: at the operator's place; 1: at the LM head's place (a tied embedding's head)
 
@@ -52,6 +54,7 @@ struct Weight {
   std::int64_t rows = 0;  // the GEMM input dimension K (what splitting cuts); 1 for vectors
   std::int64_t cols = 0;
   bool splittable = false;
+  bool split_columns = false;  // splitting cuts the columns instead (the first GEMM of a pair)
   std::int64_t elements() const { return rows * cols; }
 };
 
@@ -69,9 +72,11 @@ struct Operator {
   bool checkpointable = false;
   bool tied_gradient = false;  // its full gradient lives from the LM head's backward to the end
   int shape_id = 0;            // operators with the same shape_id have identical weights and kernels
+  std::int64_t split_units = 0;  // when > 0, split counts must divide it (an attention slice holds whole heads)
 
   std::int64_t parameters() const;
-  // Allowed split counts: 1, and powers of two <= split_max that divide every splittable weight's rows.
+  // Allowed split counts: 1, and powers of two <= split_max that divide every splittable weight's
+  // split dimension (and split_units).
   std::vector<int> splits(int split_max) const;
   double forward_flops(int batch) const;
   double backward_flops(int batch) const;

@@ -158,7 +158,7 @@ class Builder {
     return out;
   }
   double slice_duration(int u, int site, bool forward) const {
-    return model_.phase_s(kernels(u, site, forward), s_.batch, slices(u), w_.bytes.activation) / slices(u);
+    return model_.phase_s(kernels(u, site, forward), s_.batch, slices(u)) / slices(u);
   }
 
   std::vector<Need> needs(const Step& st, bool forward) const {

@@ -59,12 +59,12 @@ TEST_CASE("kernel_s follows the compute model", "[cost]") {
 }
 
 // Splitting a GEMM along its split dimension into n slices: n GEMMs of 1/n the flops. With no
-// per-kernel overhead and flat efficiency (d_half = 0), a compute-bound split that needs no
-// accumulation costs exactly the unsplit time; one that accumulates costs more (n - 1 sums of the
-// output). Both GEMMs below stay compute-bound at n = 8: 1.07e9 flops per slice take 215 us at
-// 5 TFLOP/s, their 19.4 MB of operands 39 us at 500 GB/s. With the synthetic figures, finer splits
-// of a real operator never get cheaper.
-TEST_CASE("kernels_s: splitting costs only overhead, efficiency and accumulation", "[cost]") {
+// per-kernel overhead and flat efficiency (d_half = 0), a compute-bound split costs exactly the
+// unsplit time, whether its slices accumulate in place (k split) or not (n split). Both GEMMs below
+// stay compute-bound at n = 8: 1.07e9 flops per slice take 215 us at 5 TFLOP/s, their 19.4 MB of
+// operands 39 us at 500 GB/s. With the synthetic figures (overhead, d_half > 0) finer splits of a
+// real operator never get cheaper.
+TEST_CASE("kernels_s: splitting costs only overhead and efficiency", "[cost]") {
   ClusterSpec flat = synthetic_cluster();
   flat.compute.kernel_overhead_s = 0;
   flat.compute.gemm_half_efficiency_dim = 0;
@@ -76,15 +76,14 @@ TEST_CASE("kernels_s: splitting costs only overhead, efficiency and accumulation
   dx.k = 4096;
   dx.batch_dim = Dim::kM;
   dx.split_dim = Dim::kN;
-  Kernel fwd = dx;  // forward of the same weight: split along k, slices summed
+  Kernel fwd = dx;  // forward of the same weight: split along k, slices summed in place
   fwd.n = 4096;
   fwd.k = 1024;
   fwd.split_dim = Dim::kK;
-  fwd.accumulates = true;
   for (const int n : {2, 4, 8}) {
     CAPTURE(n);
-    CHECK(ideal.kernels_s({dx}, 2, n, 4) == Approx(ideal.kernels_s({dx}, 2, 1, 4)).epsilon(kRel));
-    CHECK(ideal.kernels_s({fwd}, 2, n, 4) > ideal.kernels_s({fwd}, 2, 1, 4));
+    CHECK(ideal.kernels_s({dx}, 2, n) == Approx(ideal.kernels_s({dx}, 2, 1)).epsilon(kRel));
+    CHECK(ideal.kernels_s({fwd}, 2, n) == Approx(ideal.kernels_s({fwd}, 2, 1)).epsilon(kRel));
   }
 
   const CostModel model(synthetic_cluster(), nullptr, Precision::kFp32, CostOptions{});
@@ -94,7 +93,7 @@ TEST_CASE("kernels_s: splitting costs only overhead, efficiency and accumulation
     double prev_f = 0, prev_b = 0;
     for (const int n : op.splits(64)) {
       CAPTURE(op.name, n);
-      const double f = model.kernels_s(op.forward, 2, n, 4), b = model.kernels_s(op.backward, 2, n, 4);
+      const double f = model.kernels_s(op.forward, 2, n), b = model.kernels_s(op.backward, 2, n);
       CHECK(f >= prev_f);
       CHECK(b >= prev_b);
       prev_f = f;
@@ -126,7 +125,7 @@ TEST_CASE("paper tier: t_ZDP, t_DP, k-of-n splits and REPLICATE", "[cost]") {
     cluster.overlap.enabled = overlap;
     cluster.overlap.interference = 1.2;
     const CostModel model(cluster, nullptr, Precision::kFp32, CostOptions{Tier::kPaper});
-    const double gamma = model.kernels_s(att.forward, 1, 1, 4) + model.kernels_s(att.backward, 1, 1, 4);
+    const double gamma = model.kernels_s(att.forward, 1, 1) + model.kernels_s(att.backward, 1, 1);
     REQUIRE(gamma > 0);
     for (const int b : {1, 2, 5}) {
       CAPTURE(b);
@@ -142,7 +141,7 @@ TEST_CASE("paper tier: t_ZDP, t_DP, k-of-n splits and REPLICATE", "[cost]") {
       CHECK(z.time_s - d.time_s == Approx(3.65736e-3).epsilon(1e-9));  // one all-gather of S
 
       for (const int n : {2, 4, 8}) {
-        const double gamma_n = model.kernels_s(att.forward, 1, n, 4) + model.kernels_s(att.backward, 1, n, 4);
+        const double gamma_n = model.kernels_s(att.forward, 1, n) + model.kernels_s(att.backward, 1, n);
         for (int k = 0; k <= n; ++k) {
           CAPTURE(n, k);
           const double unit = (N - 1) * kAlpha + (N - 1) / N * (S / n) / kBandwidth;
@@ -156,7 +155,7 @@ TEST_CASE("paper tier: t_ZDP, t_DP, k-of-n splits and REPLICATE", "[cost]") {
             Approx(2 * (N - 1) * kAlpha + 2 * (N - 1) / N * 4 * P / kBandwidth + b * gamma).epsilon(kRel));
 
       // Checkpointing recomputes the forward: gamma + forward, communication unchanged.
-      const double fwd1 = model.kernels_s(att.forward, 1, 1, 4);
+      const double fwd1 = model.kernels_s(att.forward, 1, 1);
       const ChoiceCost zc = model.cost(att, zdp(true), b, w.bytes);
       CHECK(zc.compute_s == Approx(b * (gamma + fwd1)).epsilon(kRel));
       CHECK(zc.comm_s == Approx(z.comm_s).epsilon(kRel));
@@ -184,8 +183,8 @@ Phases phases(const CostModel& m, const Operator& op, const Choice& ch, int b, c
   const int n = ch.replicate ? 1 : ch.split, k = ch.replicate ? 0 : ch.zdp_slices;
   const bool ckpt = ch.checkpoint && op.checkpointable;
   Phases p{};
-  p.fwd = m.kernels_s(op.forward, b, n, B.activation);
-  p.bwd = m.kernels_s(op.backward, b, n, B.activation) + (ckpt ? p.fwd : 0.0);
+  p.fwd = m.kernels_s(op.forward, b, n);
+  p.bwd = m.kernels_s(op.backward, b, n) + (ckpt ? p.fwd : 0.0);
   p.opt = m.optimizer_s(ch.replicate ? static_cast<double>(P) : ceil_div(P, m.world_size()), B);
   const double N = m.world_size();
   const LinkSpec link{kAlpha, kBandwidth};

@@ -366,30 +366,31 @@ TEST_CASE("a tied LM head GEMM has the token table's shape", "[workload]") {
 //   GPT-2 XL h = 1600 = 64 x 25: attention and mlp (fc2 rows 6400 = 256 x 25) -> 1..64; the tied
 //   embedding splits its table (rows h) for the LM head -> 1..64.
 //   An untied embedding has no GEMM to cut: {1}.
-TEST_CASE("splits are the powers of two dividing every splittable weight's rows", "[workload]") {
+TEST_CASE("splits are the powers of two dividing every split dimension (and an attention's heads)", "[workload]") {
   using V = std::vector<int>;
+  // h = 64 with 4 heads, f = 96: attention slices hold whole heads (n | 4); the MLP cuts fc1's 96
+  // columns and fc2's 96 rows (n | 32 among powers of two).
   const Workload w = lower(gpt({stage(1, 64, 4, 96)}, 32, 100, false));
   const Operator& att = find_op(w, OperatorKind::kAttention, 0);
   const Operator& mlp = find_op(w, OperatorKind::kMlp, 0);
-  CHECK(att.splits(128) == V{1, 2, 4, 8, 16, 32, 64});
-  CHECK(att.splits(64) == V{1, 2, 4, 8, 16, 32, 64});
-  CHECK(att.splits(63) == V{1, 2, 4, 8, 16, 32});
-  CHECK(att.splits(6) == V{1, 2, 4});
+  CHECK(att.splits(128) == V{1, 2, 4});
+  CHECK(att.splits(3) == V{1, 2});
   CHECK(att.splits(1) == V{1});
   CHECK(mlp.splits(128) == V{1, 2, 4, 8, 16, 32});
   CHECK(mlp.splits(8) == V{1, 2, 4, 8});
   CHECK(find_op(w, OperatorKind::kEmbedding).splits(64) == V{1});
   CHECK(find_op(w, OperatorKind::kHead).splits(256) == V{1, 2, 4, 8, 16, 32, 64});
 
+  // GPT-2 1.5B has 25 heads: its attention cannot be cut; f = 6400 = 256 x 25 for the MLP.
   const Workload xl = lower(load_model("gpt2-1.5b"));
-  CHECK(find_op(xl, OperatorKind::kAttention, 0).splits(1024) == V{1, 2, 4, 8, 16, 32, 64});
-  CHECK(find_op(xl, OperatorKind::kMlp, 47).splits(1024) == V{1, 2, 4, 8, 16, 32, 64});
+  CHECK(find_op(xl, OperatorKind::kAttention, 0).splits(1024) == V{1});
+  CHECK(find_op(xl, OperatorKind::kMlp, 47).splits(1024) == V{1, 2, 4, 8, 16, 32, 64, 128, 256});
   CHECK(find_op(xl, OperatorKind::kEmbedding).splits(1024) == V{1, 2, 4, 8, 16, 32, 64});
 
-  // h = 24 = 8 x 3 with f = 4h = 96: both cut at most 8 ways.
+  // h = 24 with 3 heads and f = 4h = 96: the attention does not cut, the MLP 32 ways (f = 32 x 3).
   const Workload odd = lower(gpt({stage(1, 24, 3)}, 8, 10, false));
-  CHECK(find_op(odd, OperatorKind::kAttention, 0).splits(64) == V{1, 2, 4, 8});
-  CHECK(find_op(odd, OperatorKind::kMlp, 0).splits(64) == V{1, 2, 4, 8});
+  CHECK(find_op(odd, OperatorKind::kAttention, 0).splits(64) == V{1});
+  CHECK(find_op(odd, OperatorKind::kMlp, 0).splits(64) == V{1, 2, 4, 8, 16, 32});
   // The projection's rows are its input hidden size: 64 -> 128 cuts up to 64 ways.
   const Workload ic = lower(gpt({stage(1, 64, 4), stage(1, 128, 8)}, 8, 10, false));
   CHECK(find_op(ic, OperatorKind::kProjection).splits(1024) == V{1, 2, 4, 8, 16, 32, 64});
@@ -417,7 +418,7 @@ bool same_kernels(const std::vector<Kernel>& a, const std::vector<Kernel>& b) {
   for (std::size_t i = 0; i < a.size(); ++i) {
     const Kernel &x = a[i], &y = b[i];
     if (x.kind != y.kind || x.m != y.m || x.n != y.n || x.k != y.k || x.count != y.count ||
-        x.batch_dim != y.batch_dim || x.split_dim != y.split_dim || x.accumulates != y.accumulates ||
+        x.batch_dim != y.batch_dim || x.split_dim != y.split_dim ||
         x.bytes_per_sample != y.bytes_per_sample)
       return false;
   }
