@@ -264,6 +264,7 @@ class Builder {
     const Operator& op = w_.operators[u];
     const double b = s_.batch;
     std::size_t ni = 0;
+    int scratch = -1;
     for (int j = 0; j < slices(u); ++j) {
       std::vector<int> deps;
       int gathered = -1;
@@ -278,7 +279,14 @@ class Builder {
         const double saved = checkpointed(u) ? op.input_bytes_per_sample : op.saved_bytes_per_sample;
         act_[u] = buffer(name(u) + ".activations", b * saved, MemoryCategory::kActivation);
         s_.tasks[t].allocs.push_back(act_[u]);
+        // A checkpointed operator still computes its internals; they live through its forward only.
+        if (checkpointed(u)) {
+          scratch = buffer(name(u) + ".forward.scratch", b * (op.saved_bytes_per_sample - op.input_bytes_per_sample),
+                           MemoryCategory::kActivation);
+          s_.tasks[t].allocs.push_back(scratch);
+        }
       }
+      if (j == slices(u) - 1 && scratch >= 0) s_.tasks[t].frees.push_back(scratch);
       // A ZDP slice is freed after its forward, except at a tied head (its backward comes next).
       if (zdp_slice(u, j) && st.site == 0 && gathered >= 0) {
         s_.tasks[t].frees.push_back(gathered);
