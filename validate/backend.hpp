@@ -115,7 +115,7 @@ class Device {
   // dv[t] += sum_i dout[i][(offset + t) % period] (the gradient of add_folded).
   virtual void sum_folded(Stream& s, const float* dout, std::size_t period, std::size_t samples,
                           std::size_t offset, float* dv, std::size_t len) = 0;
-  // y[r][c] = table[(c0 + c)][tokens[r]] for c < cols (table is rows x vocab, y is n_rows x ldy).
+  // y[r][c] += table[(c0 + c)][tokens[r]] for c < cols (table is rows x vocab, y is n_rows x ldy).
   virtual void gather_columns(Stream& s, const float* table, std::int64_t vocab, std::int64_t c0,
                               std::int64_t cols, const std::int32_t* tokens, std::int64_t n_rows, float* y,
                               std::int64_t ldy) = 0;

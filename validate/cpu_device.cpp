@@ -1,1 +1,499 @@
-// placeholder: filled in by issue 5 work in progress
+// The CPU device: a tracking allocator, streams as worker threads, and the kernels with Eigen
+// (row-major maps with strides, one thread). GEMM is C = alpha op(A) op(B) + beta C with BLAS's
+// convention that beta = 0 ignores C (NaN included) and alpha = 0 (or k = 0) ignores A and B.
+#include "validate/cpu_device.hpp"
+
+// GCC 12 reports false maybe-uninitialized warnings inside its own AVX-512 intrinsics when Eigen is
+// built with -march=native (GCC bug 105593, fixed in GCC 13).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <Eigen/Core>
+#pragma GCC diagnostic pop
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "costmodel/units.hpp"
+
+namespace osdp::validate {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+Clock::time_point deadline_after(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// osdp::Error as thrown; anything else becomes a BackendFailure carrying its message.
+std::exception_ptr as_error(std::exception_ptr error, int rank, const std::string& stream) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error&) {
+    return error;
+  } catch (const std::exception& e) {
+    return std::make_exception_ptr(BackendFailure(fmt::format("rank {}: {}: {}", rank, stream, e.what())));
+  } catch (...) {
+    return std::make_exception_ptr(
+        BackendFailure(fmt::format("rank {}: {}: unknown exception", rank, stream)));
+  }
+}
+
+}  // namespace
+
+namespace detail {
+
+struct CpuContext {
+  explicit CpuContext(int r) : rank(r) {}
+  const int rank;
+  std::atomic<double> timeout_s{60.0};
+};
+
+class CpuEvent final : public Event {
+ public:
+  CpuEvent(std::shared_ptr<const CpuContext> context, std::string label)
+      : context_(std::move(context)), label_(std::move(label)) {}
+
+  // The stream reached the event: success (time stamped now) when `error` is null.
+  void complete(std::exception_ptr error) {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+      error_ = std::move(error);
+      at_ = Clock::now();
+    }
+    cv_.notify_all();
+  }
+
+  // Waits for completion until `deadline` (or `*stop`, checked every 20 ms). True when complete,
+  // with `*error` set to its failure or null.
+  bool await(Clock::time_point deadline, const std::atomic<bool>* stop, std::exception_ptr* error) {
+    std::unique_lock lock(mutex_);
+    while (!done_) {
+      if (stop != nullptr && stop->load()) return false;
+      const auto now = Clock::now();
+      if (now >= deadline) return false;
+      cv_.wait_until(lock,
+                     stop == nullptr ? deadline : std::min(deadline, now + std::chrono::milliseconds(20)));
+    }
+    *error = error_;
+    return true;
+  }
+
+  std::exception_ptr timeout_error(double seconds) const {
+    return std::make_exception_ptr(
+        BackendFailure(fmt::format("rank {}: waited {:g} s for {}", context_->rank, seconds, label_)));
+  }
+
+  void synchronize() override {
+    const double timeout = context_->timeout_s.load();
+    std::exception_ptr error;
+    if (!await(deadline_after(timeout), nullptr, &error)) std::rethrow_exception(timeout_error(timeout));
+    if (error) std::rethrow_exception(error);
+  }
+
+  double seconds_since(const Event& start) const override {
+    const auto* begin = dynamic_cast<const CpuEvent*>(&start);
+    assert(begin != nullptr && "seconds_since: events of different backends");
+    std::scoped_lock lock(mutex_, begin->mutex_);
+    assert(done_ && begin->done_ && "seconds_since: synchronize the events first");
+    return std::chrono::duration<double>(at_ - begin->at_).count();
+  }
+
+ private:
+  const std::shared_ptr<const CpuContext> context_;
+  const std::string label_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  Clock::time_point at_{};
+};
+
+}  // namespace detail
+
+// ---- CpuStream -------------------------------------------------------------------------------
+
+CpuStream::CpuStream(std::string name, std::shared_ptr<detail::CpuContext> context)
+    : name_(std::move(name)), context_(std::move(context)), thread_([this] { run(); }) {}
+
+void CpuStream::push(Item item) {
+  {
+    std::lock_guard lock(mutex_);
+    assert(!stop_ && "work enqueued on a stream that was shut down");
+    queue_.push_back(std::move(item));
+    ++issued_;
+  }
+  queue_cv_.notify_one();
+}
+
+void CpuStream::enqueue(std::function<void()> work) {
+  assert(work && "enqueue: empty work");
+  push(Item{std::move(work), nullptr, nullptr});
+}
+
+void CpuStream::wait(const EventPtr& event) {
+  auto cpu_event = std::dynamic_pointer_cast<detail::CpuEvent>(event);
+  assert(cpu_event != nullptr && "wait: not an event of the cpu device");
+  push(Item{{}, std::move(cpu_event), nullptr});
+}
+
+EventPtr CpuStream::record(std::string label) {
+  auto event = std::make_shared<detail::CpuEvent>(context_, std::move(label));
+  push(Item{{}, nullptr, event});
+  return event;
+}
+
+EventPtr CpuStream::record() {
+  const std::uint64_t n = [&] {
+    std::lock_guard lock(mutex_);
+    return ++events_;
+  }();
+  return record(fmt::format("the work on the {} before its event {}", name_, n));
+}
+
+void CpuStream::synchronize() {
+  std::unique_lock lock(mutex_);
+  const std::uint64_t target = issued_;
+  done_cv_.wait(lock, [&] { return finished_ >= target; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+void CpuStream::fail(std::exception_ptr error) {
+  std::lock_guard lock(mutex_);
+  if (!error_) error_ = std::move(error);
+}
+
+void CpuStream::execute(Item& item) {
+  const std::exception_ptr error = [&] {
+    std::lock_guard lock(mutex_);
+    return error_;
+  }();
+  if (item.records) {
+    item.records->complete(error);  // failed when anything before it failed
+    return;
+  }
+  if (error) return;  // skip everything after the first error
+  if (item.work) {
+    try {
+      item.work();
+    } catch (...) {
+      fail(as_error(std::current_exception(), context_->rank, name_));
+    }
+    return;
+  }
+  const double timeout = context_->timeout_s.load();
+  std::exception_ptr event_error;
+  if (item.waits->await(deadline_after(timeout), &stop_, &event_error)) {
+    if (event_error) fail(event_error);  // the stream fails the way the event did
+  } else if (!stop_) {
+    fail(item.waits->timeout_error(timeout));
+  }
+}
+
+void CpuStream::run() {
+  for (;;) {
+    Item item;
+    {
+      std::unique_lock lock(mutex_);
+      queue_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      item = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    execute(item);
+    item = Item{};  // release what the closure captured before reporting it done
+    {
+      std::lock_guard lock(mutex_);
+      ++finished_;
+    }
+    done_cv_.notify_all();
+  }
+}
+
+void CpuStream::shutdown() {
+  {
+    std::lock_guard lock(mutex_);
+    if (!thread_.joinable()) return;
+    stop_ = true;
+  }
+  queue_cv_.notify_all();
+  thread_.join();
+  std::deque<Item> dropped;
+  {
+    std::lock_guard lock(mutex_);
+    dropped.swap(queue_);
+    finished_ += dropped.size();
+  }
+  const auto error = std::make_exception_ptr(BackendFailure(
+      fmt::format("rank {}: the {} was destroyed before this work ran", context_->rank, name_)));
+  for (auto& item : dropped) {
+    if (item.records) item.records->complete(error);
+  }
+  done_cv_.notify_all();
+}
+
+// ---- CpuDevice: memory and streams -----------------------------------------------------------
+
+CpuDevice::CpuDevice(CpuDeviceOptions options)
+    : options_(options), context_(std::make_shared<detail::CpuContext>(options.rank)) {
+  Eigen::setNbThreads(1);
+  compute_ = std::make_unique<CpuStream>("compute stream", context_);
+  if (options_.comm_thread) comm_ = std::make_unique<CpuStream>("comm stream", context_);
+}
+
+CpuDevice::~CpuDevice() {
+  if (comm_) comm_->shutdown();
+  compute_->shutdown();
+  for (const auto& [p, bytes] : live_) ::operator delete (p, std::align_val_t{64});
+}
+
+std::string CpuDevice::name() const {
+  return fmt::format("cpu (Eigen {}.{}.{}, 1 thread per stream, {})", EIGEN_WORLD_VERSION,
+                     EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION,
+                     comm_ ? "compute and comm streams" : "one stream");
+}
+
+void CpuDevice::set_timeout(double seconds) {
+  assert(seconds > 0.0);
+  context_->timeout_s = seconds;
+}
+
+double CpuDevice::timeout() const {
+  return context_->timeout_s.load();
+}
+
+float* CpuDevice::allocate(std::size_t bytes, std::string_view what) {
+  using costmodel::format_bytes;
+  std::lock_guard lock(memory_mutex_);
+  const std::size_t capacity = options_.capacity_bytes;
+  if (capacity != 0 && bytes > capacity - current_bytes_) {
+    throw OutOfMemory(
+        fmt::format("rank {}: out of device memory for {}: asked {} ({} B) with {} ({} B) in use of a "
+                    "capacity of {} ({} B)",
+                    options_.rank, what, format_bytes(static_cast<double>(bytes)), bytes,
+                    format_bytes(static_cast<double>(current_bytes_)), current_bytes_,
+                    format_bytes(static_cast<double>(capacity)), capacity));
+  }
+  void* raw = ::operator new (std::max<std::size_t>(bytes, 1), std::align_val_t{64}, std::nothrow);
+  if (raw == nullptr) {
+    throw OutOfMemory(fmt::format("rank {}: out of host memory for {}: asked {} ({} B) with {} in use",
+                                  options_.rank, what, format_bytes(static_cast<double>(bytes)), bytes,
+                                  format_bytes(static_cast<double>(current_bytes_))));
+  }
+  auto* p = static_cast<float*>(raw);
+  live_.emplace(p, bytes);
+  current_bytes_ += bytes;
+  peak_bytes_ = std::max(peak_bytes_, current_bytes_);
+  return p;
+}
+
+void CpuDevice::deallocate(float* p) {
+  if (p == nullptr) return;
+  std::lock_guard lock(memory_mutex_);
+  const auto it = live_.find(p);
+  assert(it != live_.end() && "deallocate: not an allocation of this device");
+  if (it == live_.end()) return;
+  current_bytes_ -= it->second;
+  live_.erase(it);
+  ::operator delete (p, std::align_val_t{64});
+}
+
+MemoryStats CpuDevice::memory() const {
+  std::lock_guard lock(memory_mutex_);
+  return MemoryStats{current_bytes_, peak_bytes_, live_.size(), 0, 0};
+}
+
+void CpuDevice::reset_peak() {
+  std::lock_guard lock(memory_mutex_);
+  peak_bytes_ = current_bytes_;
+}
+
+double CpuDevice::now_s() const {
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
+// ---- kernels ---------------------------------------------------------------------------------
+
+namespace {
+
+using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMatrixMap = Eigen::Map<const RowMajor, Eigen::Unaligned, Eigen::OuterStride<>>;
+using MatrixMap = Eigen::Map<RowMajor, Eigen::Unaligned, Eigen::OuterStride<>>;
+using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
+using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
+
+// Read from memory the compiler knows nothing about, so touch() cannot be elided.
+volatile float g_touch_factor = 1.0f;
+
+// Calls f(t, p, run) for the runs of t < len whose positions p = (offset + t) % period do not wrap.
+template <class F>
+void for_each_run(std::size_t len, std::size_t offset, std::size_t period, F f) {
+  assert(period > 0);
+  for (std::size_t t = 0, p = offset % period; t < len; p = 0) {
+    const std::size_t run = std::min(len - t, period - p);
+    f(t, p, run);
+    t += run;
+  }
+}
+
+Eigen::Index idx(std::size_t n) {
+  return static_cast<Eigen::Index>(n);
+}
+
+template <class A, class B>
+void gemm_into(MatrixMap& c, const A& a, const B& b, float alpha, float beta) {
+  if (beta == 0.0f) {
+    c.noalias() = alpha * a * b;
+  } else {
+    if (beta != 1.0f) c *= beta;
+    c.noalias() += alpha * a * b;
+  }
+}
+
+}  // namespace
+
+void CpuDevice::gemm(Stream& /*s*/, const Gemm& g) {
+  assert(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 0);
+  const bool ta = g.ta == Transpose::kYes, tb = g.tb == Transpose::kYes;
+  // Stored shapes: A is m x k (k x m transposed), B is k x n (n x k transposed), C is m x n.
+  const std::int64_t a_rows = ta ? g.k : g.m, a_cols = ta ? g.m : g.k;
+  const std::int64_t b_rows = tb ? g.n : g.k, b_cols = tb ? g.k : g.n;
+  assert(g.lda >= a_cols && g.ldb >= b_cols && g.ldc >= g.n);
+  for (std::int64_t i = 0; i < g.batch; ++i) {
+    MatrixMap c(g.c + i * g.stride_c, g.m, g.n, Eigen::OuterStride<>(g.ldc));
+    if (g.alpha == 0.0f || g.k == 0) {  // A and B are not read
+      if (g.beta == 0.0f) c.setZero();
+      if (g.beta != 0.0f && g.beta != 1.0f) c *= g.beta;
+      continue;
+    }
+    const ConstMatrixMap a(g.a + i * g.stride_a, a_rows, a_cols, Eigen::OuterStride<>(g.lda));
+    const ConstMatrixMap b(g.b + i * g.stride_b, b_rows, b_cols, Eigen::OuterStride<>(g.ldb));
+    if (!ta && !tb) gemm_into(c, a, b, g.alpha, g.beta);
+    if (!ta && tb) gemm_into(c, a, b.transpose(), g.alpha, g.beta);
+    if (ta && !tb) gemm_into(c, a.transpose(), b, g.alpha, g.beta);
+    if (ta && tb) gemm_into(c, a.transpose(), b.transpose(), g.alpha, g.beta);
+  }
+}
+
+void CpuDevice::fill(Stream& /*s*/, float* y, std::size_t n, float value) {
+  std::fill_n(y, n, value);
+}
+
+void CpuDevice::copy(Stream& /*s*/, const float* x, float* y, std::size_t n) {
+  if (n != 0) std::memmove(y, x, n * sizeof(float));
+}
+
+void CpuDevice::axpby(Stream& /*s*/, std::size_t n, float a, const float* x, float b, float* y) {
+  ArrayMap yy(y, idx(n));
+  const ConstArrayMap xx(x, idx(n));
+  if (b == 0.0f) {
+    yy = a * xx;  // like GEMM's beta = 0: y's prior contents are not read
+  } else {
+    yy = a * xx + b * yy;
+  }
+}
+
+void CpuDevice::relu(Stream& /*s*/, const float* x, float* y, std::size_t n) {
+  ArrayMap(y, idx(n)) = ConstArrayMap(x, idx(n)).max(0.0f);
+}
+
+void CpuDevice::relu_backward(Stream& /*s*/, const float* x, const float* dy, float* dx, std::size_t n) {
+  ArrayMap(dx, idx(n)) = (ConstArrayMap(x, idx(n)) > 0.0f).select(ConstArrayMap(dy, idx(n)), 0.0f);
+}
+
+void CpuDevice::touch(Stream& /*s*/, float* y, std::size_t n) {
+  const float factor = g_touch_factor;  // 1, but the compiler cannot know
+  for (std::size_t i = 0; i < n; ++i) y[i] *= factor;
+}
+
+void CpuDevice::add_folded(Stream& /*s*/, const float* v, std::size_t len, std::size_t offset, float* out,
+                           std::size_t period, std::size_t samples) {
+  for (std::size_t i = 0; i < samples; ++i) {
+    float* row = out + i * period;
+    for_each_run(len, offset, period, [&](std::size_t t, std::size_t p, std::size_t run) {
+      for (std::size_t j = 0; j < run; ++j) row[p + j] += v[t + j];
+    });
+  }
+}
+
+void CpuDevice::sum_folded(Stream& /*s*/, const float* dout, std::size_t period, std::size_t samples,
+                           std::size_t offset, float* dv, std::size_t len) {
+  for (std::size_t i = 0; i < samples; ++i) {
+    const float* row = dout + i * period;
+    for_each_run(len, offset, period, [&](std::size_t t, std::size_t p, std::size_t run) {
+      for (std::size_t j = 0; j < run; ++j) dv[t + j] += row[p + j];
+    });
+  }
+}
+
+void CpuDevice::gather_columns(Stream& /*s*/, const float* table, std::int64_t vocab, std::int64_t c0,
+                               std::int64_t cols, const std::int32_t* tokens, std::int64_t n_rows, float* y,
+                               std::int64_t ldy) {
+  assert(ldy >= cols);
+  for (std::int64_t r = 0; r < n_rows; ++r) {
+    const std::int64_t token = tokens[r];
+    assert(token >= 0 && token < vocab);
+    const float* column = table + c0 * vocab + token;
+    float* out = y + r * ldy;
+    for (std::int64_t c = 0; c < cols; ++c) out[c] += column[c * vocab];
+  }
+}
+
+void CpuDevice::scatter_add_columns(Stream& /*s*/, const float* dy, std::int64_t ldy,
+                                    const std::int32_t* tokens, std::int64_t n_rows, std::int64_t c0,
+                                    std::int64_t cols, float* dtable, std::int64_t vocab) {
+  assert(ldy >= cols);
+  for (std::int64_t r = 0; r < n_rows; ++r) {
+    const std::int64_t token = tokens[r];
+    assert(token >= 0 && token < vocab);
+    float* column = dtable + c0 * vocab + token;
+    const float* in = dy + r * ldy;
+    for (std::int64_t c = 0; c < cols; ++c) column[c * vocab] += in[c];
+  }
+}
+
+void CpuDevice::mse_onehot(Stream& /*s*/, float* logits, std::int64_t rows, std::int64_t vocab,
+                           const std::int32_t* targets, float scale, float* loss_out) {
+  double loss = 0.0;  // rows summed in double; each row's sum of squares by Eigen in float
+  for (std::int64_t r = 0; r < rows; ++r) {
+    ArrayMap row(logits + r * vocab, vocab);
+    assert(targets[r] >= 0 && targets[r] < vocab);
+    row(targets[r]) -= 1.0f;
+    loss += static_cast<double>(row.matrix().squaredNorm());
+    row *= scale;
+  }
+  loss_out[0] += static_cast<float>(loss * static_cast<double>(scale) / 2.0);
+}
+
+void CpuDevice::adam(Stream& /*s*/, float* w, const float* g, float* m, float* v, std::size_t n,
+                     const AdamParams& p) {
+  // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; w -= lr (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+  assert(p.step >= 1);
+  const double bias1 = 1.0 - std::pow(static_cast<double>(p.beta1), p.step);
+  const double bias2 = 1.0 - std::pow(static_cast<double>(p.beta2), p.step);
+  const auto step_size = static_cast<float>(static_cast<double>(p.lr) / bias1);
+  const auto inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(bias2));
+  ArrayMap ww(w, idx(n)), mm(m, idx(n)), vv(v, idx(n));
+  const ConstArrayMap gg(g, idx(n));
+  mm = p.beta1 * mm + (1.0f - p.beta1) * gg;
+  vv = p.beta2 * vv + (1.0f - p.beta2) * gg.square();
+  ww -= step_size * mm / (vv.sqrt() * inv_sqrt_bias2 + p.eps);
+}
+
+void CpuDevice::download(Stream& /*s*/, const float* x, float* host, std::size_t n) {
+  std::copy_n(x, n, host);
+}
+
+void CpuDevice::upload(Stream& /*s*/, const float* host, float* x, std::size_t n) {
+  std::copy_n(host, n, x);
+}
+
+}  // namespace osdp::validate

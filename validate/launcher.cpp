@@ -1,1 +1,177 @@
-// placeholder: filled in by issue 5 work in progress
+// Relaunching this executable under mpirun: posix_spawn with the caller's stdio, then waitpid,
+// forwarding SIGINT/SIGTERM to the child meanwhile.
+#include "validate/launcher.hpp"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "costmodel/error.hpp"
+
+extern char** environ;
+
+namespace osdp::validate {
+
+namespace {
+
+// The child that a forwarded signal goes to (0: none). A signal handler reads it, so it is a
+// lock-free atomic rather than state passed around.
+std::atomic<pid_t> g_child{0};
+static_assert(std::atomic<pid_t>::is_always_lock_free);
+
+void forward_signal(int sig, siginfo_t* info, void* /*context*/) {
+  // A signal typed at the terminal (SI_KERNEL) reached the child's process group already.
+  if (info != nullptr && info->si_code == SI_KERNEL) return;
+  const int saved_errno = errno;  // kill may set it; the interrupted code may be reading it
+  const pid_t child = g_child.load();
+  if (child > 0) kill(child, sig);
+  errno = saved_errno;
+}
+
+constexpr int kForwarded[] = {SIGINT, SIGTERM};
+
+// Installs forward_signal for the forwarded signals (except those this process ignores, which the
+// child then inherits as ignored) and puts the previous actions back on destruction.
+class SignalForwarding {
+ public:
+  SignalForwarding() {
+    for (std::size_t i = 0; i < std::size(kForwarded); ++i) {
+      sigaction(kForwarded[i], nullptr, &old_[i]);
+      if (old_[i].sa_handler == SIG_IGN) continue;
+      struct sigaction action {};
+      action.sa_sigaction = forward_signal;
+      action.sa_flags = SA_SIGINFO | SA_RESTART;
+      sigemptyset(&action.sa_mask);
+      sigaction(kForwarded[i], &action, nullptr);
+      installed_[i] = true;
+    }
+  }
+  ~SignalForwarding() {
+    for (std::size_t i = 0; i < std::size(kForwarded); ++i) {
+      if (installed_[i]) sigaction(kForwarded[i], &old_[i], nullptr);
+    }
+  }
+  SignalForwarding(const SignalForwarding&) = delete;
+  SignalForwarding& operator=(const SignalForwarding&) = delete;
+
+ private:
+  struct sigaction old_[std::size(kForwarded)]{};
+  bool installed_[std::size(kForwarded)] = {};
+};
+
+// Blocks the forwarded signals in this thread while the child is being started and g_child set.
+class BlockSignals {
+ public:
+  BlockSignals() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (const int sig : kForwarded) sigaddset(&set, sig);
+    pthread_sigmask(SIG_BLOCK, &set, &old_);
+  }
+  ~BlockSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  BlockSignals(const BlockSignals&) = delete;
+  BlockSignals& operator=(const BlockSignals&) = delete;
+  const sigset_t& old_mask() const { return old_; }
+
+ private:
+  sigset_t old_{};
+};
+
+class SpawnAttributes {
+ public:
+  explicit SpawnAttributes(const sigset_t& mask) {
+    posix_spawnattr_init(&attr_);
+    posix_spawnattr_setsigmask(&attr_, &mask);  // the child starts with the caller's mask
+    posix_spawnattr_setflags(&attr_, POSIX_SPAWN_SETSIGMASK);
+  }
+  ~SpawnAttributes() { posix_spawnattr_destroy(&attr_); }
+  SpawnAttributes(const SpawnAttributes&) = delete;
+  SpawnAttributes& operator=(const SpawnAttributes&) = delete;
+  const posix_spawnattr_t* get() const { return &attr_; }
+
+ private:
+  posix_spawnattr_t attr_{};
+};
+
+}  // namespace
+
+std::string mpirun_path() {
+  const char* env = std::getenv("OSDP_MPIRUN");
+  if (env != nullptr && *env != '\0') return env;
+#ifdef OSDP_MPIEXEC
+  const std::string configured = OSDP_MPIEXEC;
+  if (!configured.empty()) return configured;
+#endif
+  return "mpirun";
+}
+
+std::string self_executable() {
+  std::string path(256, '\0');
+  for (;;) {
+    const ssize_t n = readlink("/proc/self/exe", path.data(), path.size());
+    if (n < 0) throw Error(fmt::format("cannot resolve /proc/self/exe: {}", std::strerror(errno)));
+    if (static_cast<std::size_t>(n) < path.size()) {
+      path.resize(static_cast<std::size_t>(n));
+      return path;
+    }
+    path.resize(path.size() * 2);
+  }
+}
+
+int relaunch_under_mpirun(int np, const std::vector<std::string>& args,
+                          const std::vector<std::string>& mpirun_args) {
+  if (np < 1) throw UsageError(fmt::format("relaunch under mpirun: {} ranks asked, at least 1 needed", np));
+  const std::string mpirun = mpirun_path();
+  std::vector<std::string> words = {mpirun, "-np", std::to_string(np)};
+  words.insert(words.end(), mpirun_args.begin(), mpirun_args.end());
+  words.push_back(self_executable());
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& word : words) argv.push_back(word.data());
+  argv.push_back(nullptr);
+
+  const SignalForwarding forwarding;
+  pid_t pid = 0;
+  {
+    const BlockSignals blocked;  // a signal now waits until g_child names the child
+    const SpawnAttributes attributes(blocked.old_mask());
+    const bool search_path = mpirun.find('/') == std::string::npos;
+    const int rc = search_path
+                       ? posix_spawnp(&pid, mpirun.c_str(), nullptr, attributes.get(), argv.data(), environ)
+                       : posix_spawn(&pid, mpirun.c_str(), nullptr, attributes.get(), argv.data(), environ);
+    if (rc != 0) {
+      throw Error(fmt::format("cannot start mpirun \"{}\": {} (set OSDP_MPIRUN to the mpirun to use)", mpirun,
+                              std::strerror(rc)));
+    }
+    g_child = pid;
+  }
+  // Polled rather than a blocking waitpid, so a forwarded signal never waits on the wait (some
+  // runtimes, ThreadSanitizer's among them, defer signal handlers until a blocking call returns).
+  int status = 0;
+  for (;;) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) {
+      const int error = errno;
+      g_child = 0;
+      throw Error(fmt::format("waiting for mpirun \"{}\" (pid {}): {}", mpirun, pid, std::strerror(error)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  g_child = 0;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 128;
+}
+
+}  // namespace osdp::validate

@@ -1,1 +1,307 @@
-// placeholder: filled in by issue 5 work in progress
+// The mpi backend's communicator: nonblocking MPI collectives polled with MPI_Test (and
+// sched_yield) until done or until the timeout, so a dead or hung peer becomes a BackendFailure
+// naming the rank and the operation instead of a job that hangs.
+#include "validate/mpi_backend.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "costmodel/units.hpp"
+
+namespace osdp::validate {
+
+namespace {
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE:
+      return "MPI_THREAD_MULTIPLE";
+    default:
+      return "an unknown thread level";
+  }
+}
+
+bool mpi_running() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized != 0 && finalized == 0;
+}
+
+[[noreturn]] void bad_fault_spec(std::string_view text, const std::string& problem) {
+  throw Error(fmt::format(
+      "OSDP_INJECT_FAULT=\"{}\": {}; expected rank=R,op=SUBSTRING,kind=hang|exit|delay[,seconds=S]", text,
+      problem));
+}
+
+}  // namespace
+
+// ---- session, abort, fault spec --------------------------------------------------------------
+
+MpiSession::MpiSession() : MpiSession(nullptr, nullptr) {}
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized != 0) {
+    MPI_Query_thread(&provided_);
+  } else {
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided_) != MPI_SUCCESS) {
+      throw Error("MPI_Init_thread failed");
+    }
+    initialised_here_ = true;
+  }
+  if (provided_ < MPI_THREAD_SERIALIZED) {
+    if (initialised_here_) MPI_Finalize();
+    throw Error(fmt::format(
+        "the MPI library provides {} but the mpi backend needs at least MPI_THREAD_SERIALIZED (its "
+        "collectives run on the comm stream's thread)",
+        thread_level_name(provided_)));
+  }
+}
+
+MpiSession::~MpiSession() {
+  if (initialised_here_ && mpi_running()) MPI_Finalize();
+}
+
+bool launched_by_mpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
+}
+
+void abort_job(const std::string& message) {
+  std::fprintf(stderr, "osdp: error: %s\n", message.c_str());
+  std::fflush(stderr);
+  if (mpi_running()) MPI_Abort(MPI_COMM_WORLD, 4);
+  std::_Exit(4);
+}
+
+FaultSpec parse_fault_spec(std::string_view text) {
+  FaultSpec spec;
+  bool have_rank = false, have_op = false, have_kind = false, have_seconds = false;
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos) bad_fault_spec(text, fmt::format("\"{}\" is not key=value", item));
+    const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+    const char* const end = value.data() + value.size();
+    auto seen = [&](bool& flag) {
+      if (flag) bad_fault_spec(text, fmt::format("{} given twice", key));
+      flag = true;
+    };
+    if (key == "rank") {
+      seen(have_rank);
+      const auto r = std::from_chars(value.data(), end, spec.rank);
+      if (r.ec != std::errc{} || r.ptr != end || spec.rank < 0) {
+        bad_fault_spec(text, fmt::format("rank \"{}\" is not a rank number", value));
+      }
+    } else if (key == "op") {
+      seen(have_op);
+      if (value.empty()) bad_fault_spec(text, "op is empty");
+      spec.op = std::string(value);
+    } else if (key == "kind") {
+      seen(have_kind);
+      if (value == "hang") {
+        spec.kind = FaultKind::kHang;
+      } else if (value == "exit") {
+        spec.kind = FaultKind::kExit;
+      } else if (value == "delay") {
+        spec.kind = FaultKind::kDelay;
+      } else {
+        bad_fault_spec(text, fmt::format("kind \"{}\" is not hang, exit or delay", value));
+      }
+    } else if (key == "seconds") {
+      seen(have_seconds);
+      const auto r = std::from_chars(value.data(), end, spec.seconds);
+      if (r.ec != std::errc{} || r.ptr != end || !(spec.seconds >= 0.0)) {
+        bad_fault_spec(text, fmt::format("seconds \"{}\" is not a non-negative number", value));
+      }
+    } else {
+      bad_fault_spec(text, fmt::format("unknown key \"{}\"", key));
+    }
+  }
+  if (!have_rank || !have_op || !have_kind) bad_fault_spec(text, "rank, op and kind are required");
+  if (have_seconds && spec.kind != FaultKind::kDelay)
+    bad_fault_spec(text, "seconds applies to kind=delay only");
+  return spec;
+}
+
+// ---- communicator ----------------------------------------------------------------------------
+
+MpiCommunicator::MpiCommunicator(MpiCommunicatorOptions options) : options_(std::move(options)) {
+  if (!mpi_running()) throw Error("MpiCommunicator: MPI is not running (create an MpiSession first)");
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup", "creating the communicator");
+  check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler",
+        "creating the communicator");
+  check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size", "creating the communicator");
+  if (!options_.fault) {
+    const char* env = std::getenv("OSDP_INJECT_FAULT");
+    if (env != nullptr && *env != '\0') options_.fault = parse_fault_spec(env);
+  }
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  // After a timeout a request is still pending on comm_ and MPI would progress it on a freed
+  // communicator: leave it allocated (the job is about to be aborted anyway).
+  if (comm_ != MPI_COMM_NULL && timed_out_.empty() && mpi_running()) MPI_Comm_free(&comm_);
+}
+
+std::string MpiCommunicator::version() const {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  MPI_Get_library_version(text, &len);
+  std::string line(text, static_cast<std::size_t>(std::max(len, 0)));
+  line = line.substr(0, line.find('\n'));
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\r' || line.back() == '\0')) line.pop_back();
+  return line;
+}
+
+void MpiCommunicator::check(int code, const std::string& call, const std::string& what) const {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  throw BackendFailure(fmt::format("rank {}: {} failed in {}: {}", rank_, call, what, text));
+}
+
+int MpiCommunicator::count(std::size_t elems, const std::string& what) const {
+  if (elems > static_cast<std::size_t>(INT_MAX)) {
+    throw BackendFailure(fmt::format(
+        "rank {}: {}: {} elements per rank exceed MPI's int count limit ({}); split the operation", rank_,
+        what, elems, INT_MAX));
+  }
+  return static_cast<int>(elems);
+}
+
+void MpiCommunicator::begin(const std::string& what) const {
+  if (!timed_out_.empty()) {
+    throw BackendFailure(
+        fmt::format("rank {}: {}: the communicator is unusable since {} timed out", rank_, what, timed_out_));
+  }
+  const auto& fault = options_.fault;
+  if (!fault || fault->rank != rank_ || what.find(fault->op) == std::string::npos) return;
+  switch (fault->kind) {
+    case FaultKind::kExit:
+      std::fprintf(stderr, "rank %d: injected fault: exiting before %s\n", rank_, what.c_str());
+      std::fflush(stderr);
+      std::_Exit(17);
+    case FaultKind::kHang:
+      std::fprintf(stderr, "rank %d: injected fault: hanging in %s\n", rank_, what.c_str());
+      std::fflush(stderr);
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    case FaultKind::kDelay:
+      std::fprintf(stderr, "rank %d: injected fault: delaying %s by %g s\n", rank_, what.c_str(),
+                   fault->seconds);
+      std::fflush(stderr);
+      std::this_thread::sleep_for(std::chrono::duration<double>(fault->seconds));
+      return;
+  }
+}
+
+void MpiCommunicator::complete(MPI_Request& request, const std::string& what, std::size_t bytes) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(options_.timeout_s));
+  for (;;) {
+    int done = 0;
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", what);
+    if (done != 0) return;
+    if (Clock::now() >= deadline) {
+      timed_out_ = what;
+      throw BackendFailure(
+          fmt::format("rank {}: {} ({}) did not complete within {:g} s: a peer rank died or hung", rank_,
+                      what, costmodel::format_bytes(static_cast<double>(bytes)), options_.timeout_s));
+    }
+    sched_yield();
+  }
+}
+
+void MpiCommunicator::all_gather(Stream& /*s*/, const float* shard, float* full, std::size_t shard_elems,
+                                 const std::string& what) {
+  std::lock_guard lock(mutex_);
+  begin(what);
+  const int n = count(shard_elems, what);
+  const std::size_t offset = static_cast<std::size_t>(rank_) * shard_elems;
+  const void* send = shard == full + offset ? MPI_IN_PLACE : static_cast<const void*>(shard);
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Iallgather(send, n, MPI_FLOAT, full, n, MPI_FLOAT, comm_, &request), "MPI_Iallgather", what);
+  complete(request, what, shard_elems * static_cast<std::size_t>(size_) * sizeof(float));
+}
+
+void MpiCommunicator::reduce_scatter(Stream& /*s*/, const float* full, float* shard, std::size_t shard_elems,
+                                     const std::string& what) {
+  std::lock_guard lock(mutex_);
+  begin(what);
+  const int n = count(shard_elems, what);
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Ireduce_scatter_block(full, shard, n, MPI_FLOAT, MPI_SUM, comm_, &request),
+        "MPI_Ireduce_scatter_block", what);
+  complete(request, what, shard_elems * static_cast<std::size_t>(size_) * sizeof(float));
+}
+
+void MpiCommunicator::all_reduce(Stream& /*s*/, float* buf, std::size_t elems, const std::string& what) {
+  std::lock_guard lock(mutex_);
+  begin(what);
+  const int n = count(elems, what);
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, comm_, &request), "MPI_Iallreduce", what);
+  complete(request, what, elems * sizeof(float));
+}
+
+void MpiCommunicator::barrier(const std::string& what) {
+  std::lock_guard lock(mutex_);
+  begin(what);
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier", what);
+  complete(request, what, 0);
+}
+
+double MpiCommunicator::reduce_double(double x, MPI_Op op, const std::string& what) {
+  std::lock_guard lock(mutex_);
+  begin(what);
+  double result = 0.0;
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Iallreduce(&x, &result, 1, MPI_DOUBLE, op, comm_, &request), "MPI_Iallreduce", what);
+  complete(request, what, sizeof(double));
+  return result;
+}
+
+double MpiCommunicator::max_over_ranks(double x) {
+  return reduce_double(x, MPI_MAX, "max over ranks");
+}
+
+double MpiCommunicator::sum_over_ranks(double x) {
+  return reduce_double(x, MPI_SUM, "sum over ranks");
+}
+
+std::vector<double> MpiCommunicator::all_values(double x) {
+  const std::string what = "all values over ranks";
+  std::lock_guard lock(mutex_);
+  begin(what);
+  std::vector<double> values(static_cast<std::size_t>(size_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Iallgather(&x, 1, MPI_DOUBLE, values.data(), 1, MPI_DOUBLE, comm_, &request), "MPI_Iallgather",
+        what);
+  complete(request, what, values.size() * sizeof(double));
+  return values;
+}
+
+}  // namespace osdp::validate

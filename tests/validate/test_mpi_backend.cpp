@@ -1,0 +1,255 @@
+// The mpi communicator under mpirun (2 and 3 ranks): every collective against its closed form on
+// every rank, with rank-dependent data whose sums are exact in fp32 (integers below 2^24):
+//   all-gather:     rank q's shard j is f(q, j) = q * 2^17 + j       -> full[q S + j] = f(q, j)
+//   reduce-scatter: rank r's full[i] is (r + 1) (i mod 97 + 1)      -> rank q's shard j is
+//                   N (N + 1) / 2 * ((q S + j) mod 97 + 1)
+//   all-reduce:     rank r's buf[i] is (r + 1) (i mod 13) + r       -> N (N + 1) / 2 (i mod 13) + N (N - 1) /
+//   2
+// with and without a comm thread, issued from the comm stream while the compute stream runs GEMMs.
+//
+// Modes: (none) the checks; --fault-mode [--timeout S] a few steps of collectives for
+// test_faults.sh (a BackendFailure aborts the job through abort_job); --relaunch N runs the checks
+// by relaunching this program under mpirun with N ranks.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "validate/cpu_device.hpp"
+#include "validate/launcher.hpp"
+#include "validate/mpi_backend.hpp"
+
+namespace {
+
+using namespace osdp::validate;
+
+struct Checks {
+  int rank = 0;
+  int failures = 0;
+  void expect(bool ok, const std::string& what) {
+    if (ok) return;
+    ++failures;
+    std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, what.c_str());
+  }
+};
+
+// Device memory holding `n` floats, freed on scope exit.
+struct Buffer {
+  Buffer(CpuDevice& dev, std::size_t n, const char* what)
+      : dev_(dev), p(dev.allocate(n * sizeof(float), what)) {}
+  ~Buffer() { dev_.deallocate(p); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  CpuDevice& dev_;
+  float* p;
+};
+
+void check_collectives(Checks& checks, bool comm_thread) {
+  MpiCommunicator comm({30.0, std::nullopt});
+  const int r = comm.rank(), world = comm.size();
+  const auto n = static_cast<std::size_t>(world);
+  CpuDevice dev({0, comm_thread, r});
+  const std::string mode = comm_thread ? "comm thread" : "one thread";
+
+  // A GEMM keeps the compute stream busy while the collectives run: C = A B with A all ones
+  // (m x k) and B all twos (k x n), so every element of C is 2k.
+  const std::int64_t dim = 160;
+  Buffer a(dev, dim * dim, "A"), b(dev, dim * dim, "B"), c(dev, dim * dim, "C");
+  dev.fill(dev.compute_stream(), a.p, dim * dim, 1.0f);
+  dev.fill(dev.compute_stream(), b.p, dim * dim, 2.0f);
+  for (int rep = 0; rep < 4; ++rep) {
+    dev.compute_stream().enqueue([&] {
+      Gemm g;
+      g.m = g.n = g.k = dim;
+      g.a = a.p;
+      g.b = b.p;
+      g.c = c.p;
+      g.lda = g.ldb = g.ldc = dim;
+      dev.gemm(dev.compute_stream(), g);
+    });
+  }
+
+  for (const std::size_t s :
+       {std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{4099}, std::size_t{65537}}) {
+    Buffer shard(dev, s, "shard"), full(dev, s * n, "full"), sum(dev, s * n, "sum");
+    for (std::size_t j = 0; j < s; ++j) shard.p[j] = static_cast<float>(r * 131072 + static_cast<int>(j));
+    for (std::size_t i = 0; i < s * n; ++i) full.p[i] = -1.0f;
+    // all_gather (separate buffers), then in place, then reduce-scatter and all-reduce.
+    auto& cs = dev.comm_stream();
+    cs.enqueue([&] { comm.all_gather(cs, shard.p, full.p, s, fmt::format("all-gather {} elems", s)); });
+    cs.synchronize();
+    bool ok = true;
+    for (std::size_t q = 0; q < n; ++q) {
+      for (std::size_t j = 0; j < s; ++j) ok &= full.p[q * s + j] == static_cast<float>(q * 131072 + j);
+    }
+    checks.expect(ok, fmt::format("all-gather of {} elements per rank ({})", s, mode));
+
+    for (std::size_t i = 0; i < s * n; ++i)
+      full.p[i] = (i / s == static_cast<std::size_t>(r)) ? shard.p[i % s] : -1;
+    cs.enqueue([&] { comm.all_gather(cs, full.p + r * s, full.p, s, "all-gather in place"); });
+    cs.synchronize();
+    ok = true;
+    for (std::size_t q = 0; q < n; ++q) {
+      for (std::size_t j = 0; j < s; ++j) ok &= full.p[q * s + j] == static_cast<float>(q * 131072 + j);
+    }
+    checks.expect(ok, fmt::format("in-place all-gather of {} elements per rank ({})", s, mode));
+
+    for (std::size_t i = 0; i < s * n; ++i)
+      sum.p[i] = static_cast<float>((r + 1) * static_cast<int>(i % 97 + 1));
+    cs.enqueue([&] { comm.reduce_scatter(cs, sum.p, shard.p, s, "reduce-scatter"); });
+    cs.synchronize();
+    ok = true;
+    const std::size_t tri = n * (n + 1) / 2;
+    for (std::size_t j = 0; j < s; ++j) {
+      ok &= shard.p[j] == static_cast<float>(tri * ((static_cast<std::size_t>(r) * s + j) % 97 + 1));
+    }
+    checks.expect(ok, fmt::format("reduce-scatter of {} elements per rank ({})", s, mode));
+
+    for (std::size_t i = 0; i < s * n; ++i)
+      sum.p[i] = static_cast<float>((r + 1) * static_cast<int>(i % 13) + r);
+    cs.enqueue([&] { comm.all_reduce(cs, sum.p, s * n, "all-reduce"); });
+    cs.synchronize();
+    ok = true;
+    for (std::size_t i = 0; i < s * n; ++i)
+      ok &= sum.p[i] == static_cast<float>(tri * (i % 13) + n * (n - 1) / 2);
+    checks.expect(ok, fmt::format("all-reduce of {} elements ({})", s * n, mode));
+  }
+  dev.compute_stream().synchronize();
+  bool gemm_ok = true;
+  for (std::int64_t i = 0; i < dim * dim; ++i) gemm_ok &= c.p[i] == static_cast<float>(2 * dim);
+  checks.expect(gemm_ok, "the GEMM that ran beside the collectives");
+
+  // Host side.
+  comm.barrier("barrier after the collectives");
+  checks.expect(comm.max_over_ranks(r) == world - 1, "max_over_ranks");
+  checks.expect(comm.sum_over_ranks(r + 1) == world * (world + 1) / 2, "sum_over_ranks");
+  const auto values = comm.all_values(2.5 * r);
+  bool values_ok = values.size() == n;
+  for (std::size_t q = 0; values_ok && q < n; ++q) values_ok = values[q] == 2.5 * static_cast<double>(q);
+  checks.expect(values_ok, "all_values");
+}
+
+void check_faults(Checks& checks) {
+  const auto throws = [](const char* text) {
+    try {
+      parse_fault_spec(text);
+    } catch (const osdp::Error& e) {
+      return std::string(e.what()).find("OSDP_INJECT_FAULT") != std::string::npos;
+    }
+    return false;
+  };
+  const FaultSpec spec = parse_fault_spec("rank=1,op=all-gather layer3,kind=delay,seconds=0.5");
+  checks.expect(spec.rank == 1 && spec.op == "all-gather layer3" && spec.kind == FaultKind::kDelay &&
+                    spec.seconds == 0.5,
+                "parse_fault_spec fields");
+  for (const char* bad : {"", "garbage", "rank=1,op=x", "rank=a,op=x,kind=hang", "rank=1,op=x,kind=boom",
+                          "rank=1,op=x,kind=hang,foo=1", "rank=1,op=,kind=exit",
+                          "rank=1,rank=2,op=x,kind=hang", "rank=1,op=x,kind=hang,seconds=2"}) {
+    checks.expect(throws(bad), fmt::format("parse_fault_spec(\"{}\") throws", bad));
+  }
+
+  // Rank 0 is late by 0.4 s for "delayed all-reduce": every rank's all-reduce takes at least that.
+  MpiCommunicator late({30.0, FaultSpec{0, "delayed", FaultKind::kDelay, 0.4}});
+  CpuDevice dev({0, false, late.rank()});
+  float x = 1.0f;
+  late.barrier("before the delay");
+  const auto t0 = std::chrono::steady_clock::now();
+  late.all_reduce(dev.compute_stream(), &x, 1, "delayed all-reduce");
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  checks.expect(waited >= 0.35, fmt::format("the delayed all-reduce took {} s, expected >= 0.4 s", waited));
+  checks.expect(x == static_cast<float>(late.size()), "the delayed all-reduce's sum");
+
+  // Rank 0 is 1.5 s late for a barrier that the others give 0.3 s: they fail, naming themselves.
+  {
+    MpiCommunicator impatient({0.3, FaultSpec{0, "late barrier", FaultKind::kDelay, 1.5}});
+    std::string message = "(nothing thrown)";
+    try {
+      impatient.barrier("late barrier");
+    } catch (const BackendFailure& e) {
+      message = e.what();
+    }
+    if (impatient.rank() != 0) {
+      checks.expect(
+          message == fmt::format("rank {}: late barrier (0 B) did not complete within 0.3 s: a peer "
+                                 "rank died or hung",
+                                 impatient.rank()),
+          "the timeout message: " + message);
+      message = "(nothing thrown)";
+      try {
+        impatient.barrier("next barrier");
+      } catch (const BackendFailure& e) {
+        message = e.what();
+      }
+      checks.expect(message.find("unusable since late barrier timed out") != std::string::npos,
+                    "an operation after a timeout fails at once: " + message);
+    }
+  }
+  late.barrier("after the late barrier");
+}
+
+int fault_mode(double timeout_s) {
+  MpiCommunicator comm({timeout_s, std::nullopt});
+  CpuDevice dev({0, true, comm.rank()});
+  try {
+    const std::size_t s = 1024, n = static_cast<std::size_t>(comm.size());
+    Buffer shard(dev, s, "shard"), full(dev, s * n, "full");
+    dev.fill(dev.compute_stream(), shard.p, s, 1.0f);
+    auto& cs = dev.comm_stream();
+    for (int layer = 0; layer < 3; ++layer) {
+      cs.enqueue([&, layer] {
+        comm.all_gather(cs, shard.p, full.p, s, fmt::format("all-gather fault.layer{}", layer));
+        comm.reduce_scatter(cs, full.p, shard.p, s, fmt::format("reduce-scatter fault.layer{}", layer));
+      });
+      cs.synchronize();
+      comm.barrier(fmt::format("barrier after fault.layer{}", layer));
+    }
+  } catch (const BackendFailure& e) {
+    abort_job(e.what());
+  }
+  std::fprintf(stderr, "rank %d: fault mode finished\n", comm.rank());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    if (args.size() == 2 && args[0] == "--relaunch") {
+      if (launched_by_mpirun()) {
+        std::fprintf(stderr, "--relaunch: already under mpirun\n");
+        return 1;
+      }
+      return relaunch_under_mpirun(std::stoi(args[1]), {}, {"--oversubscribe"});
+    }
+    MpiSession session(&argc, &argv);
+    if (!args.empty() && args[0] == "--fault-mode") {
+      return fault_mode(args.size() == 3 && args[1] == "--timeout" ? std::stod(args[2]) : 3.0);
+    }
+    Checks checks;
+    {
+      MpiCommunicator comm;
+      checks.rank = comm.rank();
+      checks.expect(launched_by_mpirun(), "launched_by_mpirun() under mpirun");
+      checks.expect(comm.backend() == "mpi", "backend() is mpi");
+      checks.expect(comm.version().find("MPI") != std::string::npos,
+                    "version() names MPI: " + comm.version());
+      checks.expect(session.thread_level() >= MPI_THREAD_SERIALIZED, "thread level");
+    }
+    check_collectives(checks, true);
+    check_collectives(checks, false);
+    check_faults(checks);
+    MpiCommunicator comm;
+    const double failures = comm.sum_over_ranks(checks.failures);
+    if (comm.rank() == 0) {
+      std::printf("test_mpi_backend: %d ranks, %s, %.0f failed checks\n", comm.size(), comm.version().c_str(),
+                  failures);
+    }
+    return failures == 0 ? 0 : 1;
+  } catch (const osdp::Error& e) {
+    abort_job(e.what());
+  }
+}

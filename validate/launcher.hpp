@@ -1,0 +1,26 @@
+// Starting the job: `osdp validate --np N` run outside mpirun relaunches its own executable under
+// mpirun with N ranks and waits for it (the ranks find themselves launched_by_mpirun()).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace osdp::validate {
+
+// The mpirun to start: $OSDP_MPIRUN when set, else the MPIEXEC_EXECUTABLE that CMake found, else
+// "mpirun" (looked up on PATH).
+std::string mpirun_path();
+
+// This process's executable, resolved from /proc/self/exe (throws osdp::Error if it cannot be).
+std::string self_executable();
+
+// Runs `<mpirun> -np <np> <mpirun_args...> <self_executable()> <args...>` as a child with this
+// process's stdio and environment, waits for it, and returns its exit status (128 + the signal when a
+// signal ended it). SIGINT and SIGTERM sent to this process while it waits are forwarded to mpirun
+// (which passes them to the ranks); those typed at the terminal are not, since the terminal already
+// delivered them to mpirun, which shares this process's group. Throws osdp::Error naming the path
+// when mpirun cannot be started, UsageError when np < 1.
+int relaunch_under_mpirun(int np, const std::vector<std::string>& args,
+                          const std::vector<std::string>& mpirun_args = {});
+
+}  // namespace osdp::validate

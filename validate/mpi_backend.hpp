@@ -1,0 +1,116 @@
+// The communicator of the `mpi` backend: Open MPI collectives on fp32 buffers in host memory,
+// nonblocking (MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Iallreduce) and polled with MPI_Test
+// until they complete or a timeout says a peer died or hung. Also the MPI session (init/finalize),
+// the job abort, and fault injection for the tests.
+//
+// Fault injection: OSDP_INJECT_FAULT="rank=R,op=SUBSTRING,kind=hang|exit|delay[,seconds=S]" makes
+// rank R, before every collective or barrier whose `what` contains SUBSTRING (every match, not only
+// the first), hang forever (kind=hang), print a line and _Exit(17) (kind=exit), or sleep S seconds
+// and go on (kind=delay, S default 1).
+#pragma once
+
+#include <mpi.h>
+
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "validate/backend.hpp"
+
+namespace osdp::validate {
+
+// MPI_Init_thread (asking for MPI_THREAD_MULTIPLE) unless MPI is initialised already; throws
+// osdp::Error when the library provides less than MPI_THREAD_SERIALIZED. MPI_Finalize on
+// destruction when this session initialised MPI.
+class MpiSession {
+ public:
+  MpiSession();
+  MpiSession(int* argc, char*** argv);
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+
+  int thread_level() const { return provided_; }  // MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE
+  bool owns_mpi() const { return initialised_here_; }
+
+ private:
+  int provided_ = 0;
+  bool initialised_here_ = false;
+};
+
+// True when this process is a rank started by mpirun/mpiexec (OMPI_COMM_WORLD_SIZE or PMI_SIZE set).
+bool launched_by_mpirun();
+
+// Prints "osdp: error: <message>" to stderr and aborts every rank of the job
+// (MPI_Abort(MPI_COMM_WORLD, 4); _Exit(4) when MPI is not running).
+[[noreturn]] void abort_job(const std::string& message);
+
+enum class FaultKind { kHang, kExit, kDelay };
+
+struct FaultSpec {
+  int rank = 0;
+  std::string op;  // a substring of the operation's `what`
+  FaultKind kind = FaultKind::kHang;
+  double seconds = 1.0;  // kDelay only
+};
+
+// Parses the OSDP_INJECT_FAULT syntax above; throws osdp::Error naming the bad part.
+FaultSpec parse_fault_spec(std::string_view text);
+
+struct MpiCommunicatorOptions {
+  double timeout_s = 60.0;         // a collective or barrier not done by then fails with BackendFailure
+  std::optional<FaultSpec> fault;  // when unset, read from OSDP_INJECT_FAULT (if that is set)
+};
+
+// Collectives over MPI_COMM_WORLD (duplicated, errors returned rather than fatal). After a timeout the
+// communicator is unusable: later operations fail at once and it is not freed (a request is pending). A
+// collective is called from work running on stream `s` and completes before it returns (the stream is
+// unused). Calls are serialised by a mutex, so the communicator is safe under MPI_THREAD_SERIALIZED. Sizes in
+// error messages are the whole buffer: shard x ranks for all-gather and reduce-scatter. Buffers of all_gather
+// may be in place (shard == full + rank * shard_elems); those of reduce_scatter must not overlap.
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(MpiCommunicatorOptions options = {});
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "mpi"; }
+  std::string version() const override;  // the first line of MPI_Get_library_version
+  double timeout() const { return options_.timeout_s; }
+  const std::optional<FaultSpec>& fault() const { return options_.fault; }
+
+  void all_gather(Stream& s, const float* shard, float* full, std::size_t shard_elems,
+                  const std::string& what) override;
+  void reduce_scatter(Stream& s, const float* full, float* shard, std::size_t shard_elems,
+                      const std::string& what) override;
+  void all_reduce(Stream& s, float* buf, std::size_t elems, const std::string& what) override;
+
+  void barrier(const std::string& what) override;
+  double max_over_ranks(double x) override;
+  double sum_over_ranks(double x) override;
+  std::vector<double> all_values(double x) override;
+
+ private:
+  // Before every operation: fails once a timeout left the communicator unusable, then injects the
+  // configured fault if `what` matches.
+  void begin(const std::string& what) const;
+  int count(std::size_t elems, const std::string& what) const;
+  void check(int code, const std::string& call, const std::string& what) const;
+  // Polls `request` until done; BackendFailure past the timeout.
+  void complete(MPI_Request& request, const std::string& what, std::size_t bytes);
+  double reduce_double(double x, MPI_Op op, const std::string& what);
+
+  MpiCommunicatorOptions options_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  std::mutex mutex_;       // one MPI operation at a time
+  std::string timed_out_;  // the operation that timed out (its request is still pending), if any
+};
+
+}  // namespace osdp::validate
