@@ -1,1 +1,463 @@
-// placeholder: filled in by issue 5 work in progress
+#include "validate/executor.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "costmodel/error.hpp"
+
+namespace osdp::validate {
+
+using costmodel::Operator;
+using costmodel::OperatorKind;
+using sim::MemoryCategory;
+using sim::TaskKind;
+using I = std::int64_t;
+
+struct Executor::TaskPlan {
+  int weights = -1;    // gathered buffer the task reads (compute) or fills (all-gather)
+  int act = -1;        // the operator's saved activations
+  int internals = -1;  // a separate buffer for the internals (checkpointed: scratch or recomputed)
+  int workspace = -1;  // backward scratch
+  int grad = -1;       // the gradient buffer written (backward) or reduced (reduce-scatter)
+  I grad_offset = 0;   // floats into `grad` (a tied gradient holds every slice)
+  bool first = false;  // the first slice of its operator, site and kind
+  bool last = false;
+};
+
+namespace {
+
+std::size_t floats_bytes(I n) {
+  return static_cast<std::size_t>(n) * sizeof(float);
+}
+
+bool residual(const Operator& op) {
+  return op.kind == OperatorKind::kAttention || op.kind == OperatorKind::kMlp;
+}
+
+}  // namespace
+
+Executor::Executor(Device& dev, Communicator& comm, const costmodel::Workload& workload,
+                   const costmodel::Plan& plan, const sim::Schedule& schedule, ExecutorOptions options)
+    : dev_(dev),
+      comm_(comm),
+      w_(workload),
+      plan_(plan),
+      sched_(schedule),
+      opt_(options),
+      world_(comm.size()) {
+  if (workload.precision != costmodel::Precision::kFp32)
+    throw UsageError(fmt::format("the {} backend computes in fp32; model {} is mixed precision",
+                                 comm.backend(), workload.model_name));
+  if (schedule.world_size != world_)
+    throw UsageError(fmt::format("the plan is for {} ranks, the job has {}", schedule.world_size, world_));
+  shape_.batch = plan.batch_size;
+  shape_.seq = workload.seq;
+  shape_.vocab = plan.model.vocab;
+  for (std::size_t u = 0; u < w_.operators.size(); ++u) {
+    const auto& ch = plan.operators[u].choice;
+    layout_.push_back(make_layout(w_.operators[u], ch.replicate ? 1 : ch.split, ch.replicate ? 1 : world_));
+  }
+  resolve();
+  allocate_resident();
+}
+
+Executor::~Executor() {
+  for (float*& p : mem_) {
+    if (p != nullptr) dev_.deallocate(p);
+    p = nullptr;
+  }
+  for (float* p : carry_) dev_.deallocate(p);
+  dev_.deallocate(tokens_);
+  dev_.deallocate(targets_);
+  dev_.deallocate(loss_);
+}
+
+// Which buffers each task reads and writes, found by walking the schedule in issue order.
+void Executor::resolve() {
+  const auto& tasks = sched_.tasks;
+  tasks_.assign(tasks.size(), TaskPlan{});
+  mem_.assign(sched_.buffers.size(), nullptr);
+  alloc_bytes_.resize(sched_.buffers.size());
+  for (std::size_t b = 0; b < sched_.buffers.size(); ++b)
+    alloc_bytes_[b] = static_cast<std::size_t>(sched_.buffers[b].bytes);
+  const std::size_t ops = w_.operators.size();
+  std::vector<int> act(ops, -1), scratch(ops, -1), recomputed(ops, -1), workspace(ops, -1),
+      tied_grad(ops, -1);
+  std::map<std::pair<int, int>, std::vector<int>> live;  // (op, slice) -> gathered buffers alive
+  std::map<int, std::pair<int, int>> gathered_of;        // gathered buffer -> (op, slice)
+  std::map<std::tuple<int, int, int>, int> seen;         // (op, site, kind) -> tasks so far
+
+  auto need = [&](int id, I floats, const std::string& what) {
+    const std::size_t bytes = floats_bytes(floats);
+    if (bytes > alloc_bytes_[static_cast<std::size_t>(id)]) {
+      if (what.empty()) {
+        padding_bytes_ += bytes - alloc_bytes_[static_cast<std::size_t>(id)];
+        alloc_bytes_[static_cast<std::size_t>(id)] = bytes;
+      } else {
+        throw Error(fmt::format("executor: {} needs {} bytes, the schedule gives {} ({})",
+                                sched_.buffers[static_cast<std::size_t>(id)].name, bytes,
+                                alloc_bytes_[static_cast<std::size_t>(id)], what));
+      }
+    }
+  };
+
+  for (std::size_t t = 0; t < tasks.size(); ++t) {
+    const sim::Task& task = tasks[t];
+    TaskPlan& p = tasks_[t];
+    if (task.op < 0) continue;
+    const int u = task.op;
+    const Operator& op = w_.operators[static_cast<std::size_t>(u)];
+    const OperatorLayout& L = layout_[static_cast<std::size_t>(u)];
+    for (const int b : task.allocs) {
+      const std::string& name = sched_.buffers[static_cast<std::size_t>(b)].name;
+      const auto cat = sched_.buffers[static_cast<std::size_t>(b)].category;
+      if (name == op.name + ".activations") {
+        act[static_cast<std::size_t>(u)] = b;
+        const bool ckpt = plan_.operators[static_cast<std::size_t>(u)].choice.checkpoint && op.checkpointable;
+        need(b, input_floats(op, 0, shape_) + (ckpt ? 0 : internal_floats(op, L.slices, shape_)),
+             "saved activations");
+      } else if (name == op.name + ".forward.scratch") {
+        scratch[static_cast<std::size_t>(u)] = b;
+        need(b, internal_floats(op, L.slices, shape_), "checkpointed forward");
+      } else if (name == op.name + ".recomputed") {
+        recomputed[static_cast<std::size_t>(u)] = b;
+        need(b, internal_floats(op, L.slices, shape_), "recomputed activations");
+      } else if (name == op.name + ".workspace") {
+        workspace[static_cast<std::size_t>(u)] = b;
+        need(b, workspace_floats(op, L.slices, shape_), "backward workspace");
+      } else if (name == op.name + ".grad") {
+        tied_grad[static_cast<std::size_t>(u)] = b;
+        need(b, L.slices * L.padded_elems, "");
+      } else if (cat == MemoryCategory::kGradient) {
+        p.grad = b;
+        need(b, L.padded_elems, "");
+      } else if (cat == MemoryCategory::kGatheredWeight) {
+        need(b, L.padded_elems, "");
+        live[{u, task.slice}].push_back(b);
+        gathered_of[b] = {u, task.slice};
+        p.weights = b;
+      }
+    }
+    const bool compute = task.stream == sim::Stream::kCompute;
+    if (compute) {
+      const int n = seen[{u, task.site, static_cast<int>(task.kind)}]++;
+      p.first = n == 0;
+      p.last = n == L.slices - 1;
+      p.act = act[static_cast<std::size_t>(u)];
+      if (task.kind == TaskKind::kRecompute) p.internals = recomputed[static_cast<std::size_t>(u)];
+      if (task.kind == TaskKind::kForward) p.internals = scratch[static_cast<std::size_t>(u)];
+      if (task.kind == TaskKind::kBackward) p.internals = recomputed[static_cast<std::size_t>(u)];
+      p.workspace = workspace[static_cast<std::size_t>(u)];
+      if (task.kind == TaskKind::kBackward && p.grad < 0 && tied_grad[static_cast<std::size_t>(u)] >= 0) {
+        p.grad = tied_grad[static_cast<std::size_t>(u)];
+        p.grad_offset = task.slice * L.padded_elems;
+      }
+      // The weights: a gather this task waits for, else the slice's buffer held since the forward.
+      if (!plan_.operators[static_cast<std::size_t>(u)].choice.replicate) {
+        p.weights = -1;
+        for (const int d : task.deps)
+          if (tasks[static_cast<std::size_t>(d)].kind == TaskKind::kAllGather &&
+              tasks[static_cast<std::size_t>(d)].op == u &&
+              tasks[static_cast<std::size_t>(d)].slice == task.slice)
+            p.weights = tasks_[static_cast<std::size_t>(d)].weights;
+        const auto& alive = live[{u, task.slice}];
+        if (p.weights < 0 && !alive.empty()) p.weights = alive.back();
+        if (p.weights < 0 && task.kind != TaskKind::kBackward)
+          throw Error(fmt::format("executor: task {} has no gathered weights", task.name));
+      }
+    } else if (task.kind == TaskKind::kReduceScatter) {
+      if (!task.frees.empty() && tied_grad[static_cast<std::size_t>(u)] != task.frees.front()) {
+        p.grad = task.frees.front();
+      } else {
+        p.grad = tied_grad[static_cast<std::size_t>(u)];
+        p.grad_offset = task.slice * L.padded_elems;
+      }
+    }
+    for (const int b : task.frees) {
+      auto it = gathered_of.find(b);
+      if (it == gathered_of.end()) continue;
+      auto& v = live[it->second];
+      v.erase(std::remove(v.begin(), v.end(), b), v.end());
+    }
+  }
+}
+
+void Executor::allocate_resident() {
+  Stream& s = dev_.compute_stream();
+  const std::size_t ops = w_.operators.size();
+  states_.assign(ops, -1);
+  adam_.assign(ops, -1);
+  for (const int b : sched_.resident) {
+    const auto& buf = sched_.buffers[static_cast<std::size_t>(b)];
+    for (std::size_t u = 0; u < ops; ++u) {
+      const I c = layout_[u].slices * layout_[u].shard_elems;
+      if (buf.name == w_.operators[u].name + ".states")
+        states_[u] = b;
+      else if (buf.name == w_.operators[u].name + ".adam")
+        adam_[u] = b;
+      else
+        continue;
+      const std::size_t bytes = floats_bytes(2 * c);
+      if (bytes > alloc_bytes_[static_cast<std::size_t>(b)]) {
+        padding_bytes_ += bytes - alloc_bytes_[static_cast<std::size_t>(b)];
+        alloc_bytes_[static_cast<std::size_t>(b)] = bytes;
+      }
+    }
+  }
+  for (std::size_t u = 0; u < ops; ++u) {
+    const OperatorLayout& L = layout_[u];
+    const I c = L.slices * L.shard_elems;
+    float* st = mem_[static_cast<std::size_t>(states_[u])] =
+        dev_.allocate(alloc_bytes_[static_cast<std::size_t>(states_[u])],
+                      sched_.buffers[static_cast<std::size_t>(states_[u])].name);
+    float* ad = mem_[static_cast<std::size_t>(adam_[u])] =
+        dev_.allocate(alloc_bytes_[static_cast<std::size_t>(adam_[u])],
+                      sched_.buffers[static_cast<std::size_t>(adam_[u])].name);
+    // This rank's shard of every slice (the whole slice when replicated).
+    const int rank = plan_.operators[u].choice.replicate ? 0 : comm_.rank();
+    std::vector<float> host(static_cast<std::size_t>(2 * c), 0.0f);
+    for (int j = 0; j < L.slices; ++j) {
+      const auto full = initial_slice(w_.operators[u], L, j);
+      std::copy_n(full.begin() + rank * L.shard_elems, L.shard_elems, host.begin() + j * L.shard_elems);
+    }
+    s.enqueue([this, st, ad, c, host = std::move(host)] {
+      dev_.upload(dev_.compute_stream(), host.data(), st, host.size());
+      dev_.fill(dev_.compute_stream(), ad, static_cast<std::size_t>(2 * c), 0.0f);
+    });
+  }
+  // The executor's baseline: carried activations and gradients, tokens, targets, the loss.
+  I width = 0;
+  for (const auto& op : w_.operators) width = std::max({width, width_in(op, 0), I{op.hidden}});
+  const I rows = shape_.rows();
+  for (int i = 0; i < 3; ++i) carry_.push_back(dev_.allocate(floats_bytes(rows * width), "executor carry"));
+  tokens_ = dev_.allocate(floats_bytes(rows), "executor tokens");
+  targets_ = dev_.allocate(floats_bytes(rows), "executor targets");
+  loss_ = dev_.allocate(sizeof(float), "executor loss");
+  baseline_bytes_ = floats_bytes(3 * rows * width + 2 * rows + 1);
+  const I offset = opt_.sample_offset >= 0 ? opt_.sample_offset : I{comm_.rank()} * shape_.batch;
+  std::vector<std::int32_t> tok(static_cast<std::size_t>(rows)), tgt(static_cast<std::size_t>(rows));
+  for (I i = 0; i < shape_.batch; ++i)
+    for (I t = 0; t < shape_.seq; ++t) {
+      tok[static_cast<std::size_t>(i * shape_.seq + t)] = token_of(offset + i, t, shape_.vocab);
+      tgt[static_cast<std::size_t>(i * shape_.seq + t)] = token_of(offset + i, t + 1, shape_.vocab);
+    }
+  s.enqueue([this, tok = std::move(tok), tgt = std::move(tgt)] {
+    dev_.upload(dev_.compute_stream(), reinterpret_cast<const float*>(tok.data()), tokens_, tok.size());
+    dev_.upload(dev_.compute_stream(), reinterpret_cast<const float*>(tgt.data()), targets_, tgt.size());
+  });
+  s.synchronize();
+}
+
+float* Executor::buffer(int id) const {
+  return id < 0 ? nullptr : mem_[static_cast<std::size_t>(id)];
+}
+
+StepStats Executor::step() {
+  ++steps_;
+  Stream& cs = dev_.compute_stream();
+  Stream& ms = dev_.comm_stream();
+  cs.enqueue([this] { dev_.fill(dev_.compute_stream(), loss_, 1, 0.0f); });
+  cs.synchronize();
+  comm_.barrier("the start of a step");
+  dev_.reset_peak();
+  const double t0 = dev_.now_s();
+  std::vector<EventPtr> done(sched_.tasks.size());
+  for (std::size_t t = 0; t < sched_.tasks.size(); ++t) {
+    const sim::Task& task = sched_.tasks[t];
+    Stream& st = task.stream == sim::Stream::kComm ? ms : cs;
+    for (const int d : task.deps) {
+      Stream& ds = sched_.tasks[static_cast<std::size_t>(d)].stream == sim::Stream::kComm ? ms : cs;
+      if (&ds != &st) st.wait(done[static_cast<std::size_t>(d)]);
+    }
+    st.enqueue([this, t] { run_task(static_cast<int>(t)); });
+    done[t] = st.record();
+  }
+  cs.synchronize();
+  ms.synchronize();
+  StepStats r;
+  r.seconds = dev_.now_s() - t0;
+  const MemoryStats m = dev_.memory();
+  r.peak_bytes = m.peak_bytes;
+  r.baseline_bytes = baseline_bytes_;
+  r.padding_bytes = padding_bytes_;
+  for (const int b : sched_.resident) r.resident_bytes += alloc_bytes_[static_cast<std::size_t>(b)];
+  float loss = 0;
+  cs.enqueue([this, &loss] { dev_.download(dev_.compute_stream(), loss_, &loss, 1); });
+  cs.synchronize();
+  r.loss = comm_.sum_over_ranks(static_cast<double>(loss));
+  return r;
+}
+
+void Executor::run_task(int t) {
+  const sim::Task& task = sched_.tasks[static_cast<std::size_t>(t)];
+  for (const int b : task.allocs) {
+    mem_[static_cast<std::size_t>(b)] = dev_.allocate(alloc_bytes_[static_cast<std::size_t>(b)],
+                                                      sched_.buffers[static_cast<std::size_t>(b)].name);
+    // A tied gradient collects the head's and the lookup's contributions: it starts at zero.
+    if (task.op >= 0 && sched_.buffers[static_cast<std::size_t>(b)].name ==
+                            w_.operators[static_cast<std::size_t>(task.op)].name + ".grad")
+      dev_.fill(dev_.compute_stream(), mem_[static_cast<std::size_t>(b)],
+                alloc_bytes_[static_cast<std::size_t>(b)] / sizeof(float), 0.0f);
+  }
+  if (task.kind == TaskKind::kOptimizer)
+    run_optimizer();
+  else if (sim::is_collective(task.kind))
+    run_collective(t);
+  else
+    run_compute(t);
+  for (const int b : task.frees) {
+    dev_.deallocate(mem_[static_cast<std::size_t>(b)]);
+    mem_[static_cast<std::size_t>(b)] = nullptr;
+  }
+}
+
+void Executor::run_collective(int t) {
+  const sim::Task& task = sched_.tasks[static_cast<std::size_t>(t)];
+  const TaskPlan& p = tasks_[static_cast<std::size_t>(t)];
+  const std::size_t u = static_cast<std::size_t>(task.op);
+  const OperatorLayout& L = layout_[u];
+  const I c = L.slices * L.shard_elems;
+  float* st = buffer(states_[u]);
+  Stream& s = dev_.comm_stream();
+  const std::string what =
+      fmt::format("{} {} slice {}", sim::to_string(task.kind), w_.operators[u].name, task.slice);
+  switch (task.kind) {
+    case TaskKind::kAllGather:
+      comm_.all_gather(s, st + task.slice * L.shard_elems, buffer(p.weights),
+                       static_cast<std::size_t>(L.shard_elems), what);
+      break;
+    case TaskKind::kReduceScatter:
+      comm_.reduce_scatter(s, buffer(p.grad) + p.grad_offset, st + c + task.slice * L.shard_elems,
+                           static_cast<std::size_t>(L.shard_elems), what);
+      break;
+    case TaskKind::kAllReduce:
+      comm_.all_reduce(s, st + c, static_cast<std::size_t>(c), what);
+      break;
+    default:
+      break;
+  }
+}
+
+void Executor::run_compute(int t) {
+  const sim::Task& task = sched_.tasks[static_cast<std::size_t>(t)];
+  const TaskPlan& p = tasks_[static_cast<std::size_t>(t)];
+  const std::size_t u = static_cast<std::size_t>(task.op);
+  const Operator& op = w_.operators[u];
+  const OperatorLayout& L = layout_[u];
+  const bool replicate = plan_.operators[u].choice.replicate;
+  Device& d = dev_;
+  Stream& s = dev_.compute_stream();
+  const I rows = shape_.rows(), h = op.hidden;
+  SliceArgs a;
+  a.op = &op;
+  a.layout = &L;
+  a.slice = task.slice;
+  a.site = task.site;
+  float* states = buffer(states_[u]);
+  a.weights = replicate ? states : buffer(p.weights);
+  a.x = buffer(p.act);
+  const I in = input_floats(op, task.site, shape_);
+  a.internals = p.internals >= 0 ? buffer(p.internals) : (a.x == nullptr ? nullptr : a.x + in);
+  a.y = carry_[0];
+  a.dy = carry_[1];
+  a.dx = carry_[2];
+  a.workspace = buffer(p.workspace);
+  a.tokens = reinterpret_cast<const std::int32_t*>(tokens_);
+  const int touch_id = p.act >= 0 && alloc_bytes_[static_cast<std::size_t>(p.act)] > 0 ? p.act : -1;
+  a.touch = touch_id >= 0 ? buffer(touch_id) : carry_[0];
+  a.touch_floats =
+      static_cast<I>((touch_id >= 0 ? alloc_bytes_[static_cast<std::size_t>(touch_id)] : 0) / sizeof(float));
+  if (touch_id < 0) a.touch_floats = rows * h;
+  const bool head = op.kind == OperatorKind::kHead || (op.kind == OperatorKind::kEmbedding && task.site == 1);
+  const I vocab = shape_.vocab;
+
+  if (task.kind == TaskKind::kForward || task.kind == TaskKind::kRecompute) {
+    if (p.first) {
+      const bool recompute = task.kind == TaskKind::kRecompute;
+      if (head) {
+        d.copy(s, carry_[0], a.x, static_cast<std::size_t>(rows * h));
+        d.fill(s, a.internals, static_cast<std::size_t>(rows * vocab), 0.0f);
+      } else if (op.kind == OperatorKind::kEmbedding) {
+        d.fill(s, carry_[0], static_cast<std::size_t>(rows * h), 0.0f);
+      } else if (residual(op)) {
+        if (recompute)
+          d.copy(s, a.x, carry_[0], static_cast<std::size_t>(rows * h));
+        else
+          d.copy(s, carry_[0], a.x, static_cast<std::size_t>(rows * h));
+      } else {  // projection
+        d.copy(s, carry_[0], a.x, static_cast<std::size_t>(rows * width_in(op, 0)));
+        d.fill(s, carry_[0], static_cast<std::size_t>(rows * h), 0.0f);
+      }
+    }
+    forward_slice(d, s, shape_, a);
+    if (p.last && head && task.kind == TaskKind::kForward) {
+      const I tokens = opt_.loss_tokens > 0 ? opt_.loss_tokens : I{world_} * rows;
+      d.mse_onehot(s, a.internals, rows, vocab, reinterpret_cast<const std::int32_t*>(targets_),
+                   1.0f / static_cast<float>(tokens), loss_);
+    }
+    return;
+  }
+  // Backward.
+  a.grads = replicate ? states + L.slices * L.shard_elems : buffer(p.grad) + p.grad_offset;
+  const SliceLayout& sl = L.slice[static_cast<std::size_t>(task.slice)];
+  const bool tied = op.tied_gradient;
+  // GEMMs overwrite their weight blocks; the vector chunk and a lookup table's block accumulate.
+  const I from = op.kind == OperatorKind::kEmbedding ? 0 : sl.vector_offset;
+  if (!tied || (replicate && task.site == 1 && p.first))
+    d.fill(s, a.grads + from, static_cast<std::size_t>(L.padded_elems - from), 0.0f);
+  if (p.first && residual(op)) d.copy(s, carry_[1], carry_[2], static_cast<std::size_t>(rows * h));
+  backward_slice(d, s, shape_, a);
+  if (p.last && !(op.kind == OperatorKind::kEmbedding && task.site == 0)) std::swap(carry_[1], carry_[2]);
+}
+
+void Executor::run_optimizer() {
+  AdamParams ap = opt_.adam;
+  ap.step = steps_;
+  for (std::size_t u = 0; u < w_.operators.size(); ++u) {
+    const I c = layout_[u].slices * layout_[u].shard_elems;
+    float* st = buffer(states_[u]);
+    float* ad = buffer(adam_[u]);
+    dev_.adam(dev_.compute_stream(), st, st + c, ad, ad + c, static_cast<std::size_t>(c), ap);
+  }
+}
+
+std::vector<float> Executor::logical_weights(int u) {
+  return logical(u, false);
+}
+std::vector<float> Executor::logical_gradients(int u) {
+  return logical(u, true);
+}
+
+std::vector<float> Executor::logical(int u, bool gradient) {
+  const std::size_t uu = static_cast<std::size_t>(u);
+  const OperatorLayout& L = layout_[uu];
+  const I c = L.slices * L.shard_elems;
+  const bool replicate = plan_.operators[uu].choice.replicate;
+  const int ranks = replicate ? 1 : world_;
+  float* src = buffer(states_[uu]) + (gradient ? c : 0);
+  float* full = dev_.allocate(floats_bytes(L.padded_elems * L.slices), "executor logical copy");
+  Stream& s = dev_.compute_stream();
+  std::vector<float> host(static_cast<std::size_t>(L.padded_elems * L.slices));
+  s.enqueue([&] {
+    for (int j = 0; j < L.slices; ++j) {
+      if (ranks == 1)
+        dev_.copy(s, src + j * L.shard_elems, full + j * L.padded_elems,
+                  static_cast<std::size_t>(L.shard_elems));
+      else
+        comm_.all_gather(s, src + j * L.shard_elems, full + j * L.padded_elems,
+                         static_cast<std::size_t>(L.shard_elems), "collecting weights for a check");
+    }
+    dev_.download(s, full, host.data(), host.size());
+  });
+  s.synchronize();
+  dev_.deallocate(full);
+  std::vector<float> logical;
+  for (int j = 0; j < L.slices; ++j)
+    slice_to_logical(w_.operators[uu], L, j, host.data() + j * L.padded_elems, logical);
+  return logical;
+}
+
+}  // namespace osdp::validate

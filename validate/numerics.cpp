@@ -1,1 +1,459 @@
-// placeholder: filled in by issue 5 work in progress
+#include "validate/numerics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "costmodel/error.hpp"
+
+namespace osdp::validate {
+namespace {
+
+using costmodel::Operator;
+using costmodel::OperatorKind;
+using I = std::int64_t;
+
+bool is_matrix(const costmodel::Weight& w) {
+  return w.rows > 1;
+}
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t hash_name(const std::string& s) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (const char ch : s) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ULL;
+  return h;
+}
+
+// Heads (attention) or 1: how many equal sections a column-split weight has (Q, K, V).
+int sections(const Operator& op) {
+  return op.kind == OperatorKind::kAttention ? 3 : 1;
+}
+
+I heads_of(const Operator& op) {
+  return op.kind == OperatorKind::kAttention ? op.split_units : 1;
+}
+
+struct Gm {
+  Device& dev;
+  Stream& s;
+  void operator()(Transpose ta, Transpose tb, I m, I n, I k, float alpha, const float* a, I lda,
+                  const float* b, I ldb, float beta, float* c, I ldc, I batch = 1, I sa = 0, I sb = 0,
+                  I sc = 0) const {
+    Gemm g;
+    g.ta = ta;
+    g.tb = tb;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.alpha = alpha;
+    g.beta = beta;
+    g.a = a;
+    g.lda = lda;
+    g.b = b;
+    g.ldb = ldb;
+    g.c = c;
+    g.ldc = ldc;
+    g.batch = batch;
+    g.stride_a = sa;
+    g.stride_b = sb;
+    g.stride_c = sc;
+    dev.gemm(s, g);
+  }
+};
+constexpr Transpose N = Transpose::kNo;
+constexpr Transpose T = Transpose::kYes;
+
+// The IR's elementwise kernels of one phase and site, a 1/n share of their bytes each.
+void spend_elementwise(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a, bool forward) {
+  if (a.touch == nullptr || a.touch_floats <= 0) return;
+  const auto& list = forward ? a.op->forward : a.op->backward;
+  for (const auto& k : list) {
+    if (k.kind != costmodel::KernelKind::kElementwise || k.site != a.site) continue;
+    // touch reads and writes every float: 8 bytes moved per element.
+    I left = static_cast<I>(k.bytes_per_sample * static_cast<double>(m.batch) / a.layout->slices / 8.0);
+    while (left > 0) {
+      const I n = std::min(left, a.touch_floats);
+      dev.touch(s, a.touch, static_cast<std::size_t>(n));
+      left -= n;
+    }
+  }
+}
+
+const float* block_ptr(const SliceArgs& a, int index) {
+  return a.weights +
+         a.layout->slice[static_cast<std::size_t>(a.slice)].blocks[static_cast<std::size_t>(index)].offset;
+}
+float* grad_ptr(const SliceArgs& a, int index) {
+  return a.grads +
+         a.layout->slice[static_cast<std::size_t>(a.slice)].blocks[static_cast<std::size_t>(index)].offset;
+}
+
+void fold_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a, float* out, I width) {
+  const SliceLayout& sl = a.layout->slice[static_cast<std::size_t>(a.slice)];
+  if (sl.vector_len == 0) return;
+  dev.add_folded(s, a.weights + sl.vector_offset, static_cast<std::size_t>(sl.vector_len),
+                 static_cast<std::size_t>(sl.vector_start), out, static_cast<std::size_t>(m.seq * width),
+                 static_cast<std::size_t>(m.batch));
+}
+
+void fold_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a, const float* dout,
+                   I width) {
+  const SliceLayout& sl = a.layout->slice[static_cast<std::size_t>(a.slice)];
+  if (sl.vector_len == 0) return;
+  dev.sum_folded(s, dout, static_cast<std::size_t>(m.seq * width), static_cast<std::size_t>(m.batch),
+                 static_cast<std::size_t>(sl.vector_start), a.grads + sl.vector_offset,
+                 static_cast<std::size_t>(sl.vector_len));
+}
+
+// Per-slice internals of attention: QKV [R x 3w], S [b hn s s], O [R x w].
+struct AttentionDims {
+  I h, heads, hn, d, w, s, b, rows;
+  I qkv() const { return rows * 3 * w; }
+  I scores() const { return b * hn * s * s; }
+  I out() const { return rows * w; }
+  I per_slice() const { return qkv() + scores() + out(); }
+  float scale() const { return 1.0f / (static_cast<float>(s) * std::sqrt(static_cast<float>(d))); }
+};
+
+AttentionDims attention_dims(const Operator& op, int n, const MathShape& m) {
+  AttentionDims a{};
+  a.h = op.hidden;
+  a.heads = heads_of(op);
+  a.hn = a.heads / n;
+  a.d = a.h / a.heads;
+  a.w = a.hn * a.d;
+  a.s = m.seq;
+  a.b = m.batch;
+  a.rows = m.rows();
+  return a;
+}
+
+I ffn_of(const Operator& op) {
+  for (const auto& w : op.weights)
+    if (w.split_columns) return w.cols;
+  return 0;
+}
+
+void attention_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
+  const AttentionDims A = attention_dims(*a.op, a.layout->slices, m);
+  Gm mm{dev, s};
+  float* qkv = a.internals + a.slice * A.per_slice();
+  float* sc = qkv + A.qkv();
+  float* o = sc + A.scores();
+  const I ld = 3 * A.w, ss = A.s * A.s;
+  mm(N, N, A.rows, ld, A.h, 1.0f, a.x, A.h, block_ptr(a, 0), ld, 0.0f, qkv, ld);
+  for (I i = 0; i < A.b; ++i) {
+    const float* q = qkv + i * A.s * ld;
+    float* si = sc + i * A.hn * ss;
+    mm(N, T, A.s, A.s, A.d, A.scale(), q, ld, q + A.w, ld, 0.0f, si, A.s, A.hn, A.d, A.d, ss);
+    mm(N, N, A.s, A.d, A.s, 1.0f, si, A.s, q + 2 * A.w, ld, 0.0f, o + i * A.s * A.w, A.w, A.hn, ss, A.d, A.d);
+  }
+  mm(N, N, A.rows, A.h, A.w, 1.0f, o, A.w, block_ptr(a, 1), A.h, 1.0f, a.y, A.h);
+}
+
+void attention_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
+  const AttentionDims A = attention_dims(*a.op, a.layout->slices, m);
+  Gm mm{dev, s};
+  float* qkv = a.internals + a.slice * A.per_slice();
+  float* sc = qkv + A.qkv();
+  float* o = sc + A.scores();
+  float* dqkv = a.workspace;
+  const I ld = 3 * A.w, ss = A.s * A.s;
+  mm(T, N, A.w, A.h, A.rows, 1.0f, o, A.w, a.dy, A.h, 0.0f, grad_ptr(a, 1), A.h);  // dW_proj = O^T dY
+  float* dout = o;  // O is dead: dO takes its place
+  mm(N, T, A.rows, A.w, A.h, 1.0f, a.dy, A.h, block_ptr(a, 1), A.h, 0.0f, dout, A.w);
+  for (I i = 0; i < A.b; ++i) {
+    const float* q = qkv + i * A.s * ld;
+    float* si = sc + i * A.hn * ss;
+    const float* doi = dout + i * A.s * A.w;
+    float* dq = dqkv + i * A.s * ld;
+    mm(T, N, A.s, A.d, A.s, 1.0f, si, A.s, doi, A.w, 0.0f, dq + 2 * A.w, ld, A.hn, ss, A.d,
+       A.d);         // dV = S^T dO
+    float* ds = si;  // S is dead once dV is known: dS takes its place
+    mm(N, T, A.s, A.s, A.d, 1.0f, doi, A.w, q + 2 * A.w, ld, 0.0f, ds, A.s, A.hn, A.d, A.d,
+       ss);  // dS = dO V^T
+    mm(N, N, A.s, A.d, A.s, A.scale(), ds, A.s, q + A.w, ld, 0.0f, dq, ld, A.hn, ss, A.d,
+       A.d);  // dQ = c dS K
+    mm(T, N, A.s, A.d, A.s, A.scale(), ds, A.s, q, ld, 0.0f, dq + A.w, ld, A.hn, ss, A.d,
+       A.d);  // dK = c dS^T Q
+  }
+  mm(N, T, A.rows, A.h, ld, 1.0f, dqkv, ld, block_ptr(a, 0), ld, 1.0f, a.dx, A.h);  // dX += dQKV W^T
+  mm(T, N, A.h, ld, A.rows, 1.0f, a.x, A.h, dqkv, ld, 0.0f, grad_ptr(a, 0), ld);    // dW = X^T dQKV
+}
+
+void mlp_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
+  const I h = a.op->hidden, w = ffn_of(*a.op) / a.layout->slices, rows = m.rows();
+  Gm mm{dev, s};
+  float* hid = a.internals + a.slice * 2 * rows * w;
+  float* act = hid + rows * w;
+  mm(N, N, rows, w, h, 1.0f, a.x, h, block_ptr(a, 0), w, 0.0f, hid, w);
+  dev.relu(s, hid, act, static_cast<std::size_t>(rows * w));
+  mm(N, N, rows, h, w, 1.0f, act, w, block_ptr(a, 1), h, 1.0f, a.y, h);
+}
+
+void mlp_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
+  const I h = a.op->hidden, w = ffn_of(*a.op) / a.layout->slices, rows = m.rows();
+  Gm mm{dev, s};
+  float* hid = a.internals + a.slice * 2 * rows * w;
+  float* act = hid + rows * w;
+  mm(T, N, w, h, rows, 1.0f, act, w, a.dy, h, 0.0f, grad_ptr(a, 1), h);  // dW2 = A^T dY
+  float* da = act;                                                       // A is dead: dA, then dH
+  mm(N, T, rows, w, h, 1.0f, a.dy, h, block_ptr(a, 1), h, 0.0f, da, w);
+  dev.relu_backward(s, hid, da, da, static_cast<std::size_t>(rows * w));
+  mm(N, T, rows, h, w, 1.0f, da, w, block_ptr(a, 0), w, 1.0f, a.dx, h);  // dX += dH W1^T
+  mm(T, N, h, w, rows, 1.0f, a.x, h, da, w, 0.0f, grad_ptr(a, 0), w);    // dW1 = X^T dH
+}
+
+// Row-split GEMM operators: projection, head, tied head (site 1). Slice j reads columns j w.. of X.
+void rows_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a, I in, I out, float* y) {
+  const I w = in / a.layout->slices, rows = m.rows();
+  Gm mm{dev, s};
+  mm(N, N, rows, out, w, 1.0f, a.x + a.slice * w, in, block_ptr(a, 0), out, 1.0f, y, out);
+}
+
+void rows_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a, I in, I out,
+                   const float* dy, int block) {
+  const I w = in / a.layout->slices, rows = m.rows();
+  Gm mm{dev, s};
+  mm(N, T, rows, w, out, 1.0f, dy, out, block_ptr(a, block), out, 0.0f, a.dx + a.slice * w, in);
+  mm(T, N, w, out, rows, 1.0f, a.x + a.slice * w, in, dy, out, 0.0f, grad_ptr(a, block), out);
+}
+
+}  // namespace
+
+I Block::cols() const {
+  I c = 0;
+  for (const auto& r : columns) c += r.count;
+  return c;
+}
+
+OperatorLayout make_layout(const Operator& op, int n, int world) {
+  OperatorLayout l;
+  l.slices = n;
+  const I P = op.parameters();
+  l.slice_elems = (P + n - 1) / n;
+  l.padded_elems = (l.slice_elems + world - 1) / world * world;
+  l.shard_elems = l.padded_elems / world;
+  if (n > 1) {
+    const auto allowed = op.splits(n);
+    if (std::find(allowed.begin(), allowed.end(), n) == allowed.end())
+      throw UsageError(fmt::format("operator {} cannot be cut into {} slices", op.name, n));
+  }
+  for (int wi = 0; wi < static_cast<int>(op.weights.size()); ++wi) {
+    const auto& w = op.weights[static_cast<std::size_t>(wi)];
+    if (is_matrix(w)) {
+      if (n > 1 && !w.splittable)
+        throw UsageError(fmt::format("operator {}: weight {} cannot be split", op.name, w.name));
+    } else {
+      l.vector_weights.push_back(wi);
+      l.vector_total += w.elements();
+    }
+  }
+  const I chunk = (l.vector_total + n - 1) / n;
+  for (int j = 0; j < n; ++j) {
+    SliceLayout sl;
+    I offset = 0;
+    for (int wi = 0; wi < static_cast<int>(op.weights.size()); ++wi) {
+      const auto& w = op.weights[static_cast<std::size_t>(wi)];
+      if (!is_matrix(w)) continue;
+      Block b;
+      b.weight = wi;
+      b.offset = offset;
+      if (w.split_columns) {
+        const int sec = sections(op);
+        const I width = w.cols / sec / n;
+        b.row0 = 0;
+        b.rows = w.rows;
+        for (int q = 0; q < sec; ++q) b.columns.push_back({q * (w.cols / sec) + j * width, width});
+      } else {
+        b.rows = w.rows / n;
+        b.row0 = j * b.rows;
+        b.columns.push_back({0, w.cols});
+      }
+      offset += b.rows * b.cols();
+      sl.blocks.push_back(b);
+    }
+    sl.vector_offset = offset;
+    sl.vector_start = std::min(l.vector_total, j * chunk);
+    sl.vector_len = std::min(l.vector_total, (j + 1) * chunk) - sl.vector_start;
+    if (offset + sl.vector_len > l.slice_elems)
+      throw UsageError(fmt::format("operator {}: slice {} holds {} elements, more than ceil(P/n) = {}",
+                                   op.name, j, offset + sl.vector_len, l.slice_elems));
+    l.slice.push_back(std::move(sl));
+  }
+  return l;
+}
+
+float initial_value(const Operator& op, int weight, I r, I c) {
+  const auto& w = op.weights[static_cast<std::size_t>(weight)];
+  const std::uint64_t h = mix(hash_name(op.name) ^ mix(static_cast<std::uint64_t>(weight) * 0x100000001b3ULL ^
+                                                       mix(static_cast<std::uint64_t>(r * w.cols + c))));
+  const double u = static_cast<double>(h >> 11) / 9007199254740992.0 * 2.0 - 1.0;  // [-1, 1)
+  const double scale = is_matrix(w) ? 1.0 / std::sqrt(static_cast<double>(w.rows)) : 0.02;
+  return static_cast<float>(u * scale);
+}
+
+namespace {
+// Calls f(weight, r, c, flat index) for every element a slice holds.
+template <class F>
+void for_each_element(const Operator& op, const OperatorLayout& l, int j, F&& f) {
+  const SliceLayout& sl = l.slice[static_cast<std::size_t>(j)];
+  for (const Block& b : sl.blocks) {
+    I idx = b.offset;
+    for (I r = 0; r < b.rows; ++r)
+      for (const auto& cr : b.columns)
+        for (I c = 0; c < cr.count; ++c) f(b.weight, b.row0 + r, cr.start + c, idx++);
+  }
+  // The vector chunk: positions vector_start .. + len of the concatenated vector weights.
+  I pos = 0, idx = sl.vector_offset;
+  for (const int wi : l.vector_weights) {
+    const I e = op.weights[static_cast<std::size_t>(wi)].elements();
+    const I lo = std::max(pos, sl.vector_start), hi = std::min(pos + e, sl.vector_start + sl.vector_len);
+    for (I t = lo; t < hi; ++t) f(wi, 0, t - pos, idx++);
+    pos += e;
+  }
+}
+}  // namespace
+
+std::vector<float> initial_slice(const Operator& op, const OperatorLayout& l, int j) {
+  std::vector<float> out(static_cast<std::size_t>(l.padded_elems), 0.0f);
+  for_each_element(op, l, j, [&](int w, I r, I c, I idx) {
+    out[static_cast<std::size_t>(idx)] = initial_value(op, w, r, c);
+  });
+  return out;
+}
+
+void slice_to_logical(const Operator& op, const OperatorLayout& l, int j, const float* flat,
+                      std::vector<float>& logical) {
+  std::vector<I> base(op.weights.size());
+  I p = 0;
+  for (std::size_t i = 0; i < op.weights.size(); ++i) {
+    base[i] = p;
+    p += op.weights[i].elements();
+  }
+  logical.resize(static_cast<std::size_t>(p));
+  for_each_element(op, l, j, [&](int w, I r, I c, I idx) {
+    const auto& wt = op.weights[static_cast<std::size_t>(w)];
+    logical[static_cast<std::size_t>(base[static_cast<std::size_t>(w)] + r * wt.cols + c)] = flat[idx];
+  });
+}
+
+std::int32_t token_of(I sample, I t, I vocab) {
+  return static_cast<std::int32_t>(
+      mix(static_cast<std::uint64_t>(sample) * 0x9e3779b97f4a7c15ULL ^ static_cast<std::uint64_t>(t)) %
+      static_cast<std::uint64_t>(vocab));
+}
+
+I width_in(const Operator& op, int site) {
+  if (op.kind == OperatorKind::kEmbedding && site == 0) return 0;
+  if (op.kind == OperatorKind::kProjection) return op.weights.front().rows;
+  return op.hidden;
+}
+
+I width_out(const Operator& op, int site, const MathShape& m) {
+  if (op.kind == OperatorKind::kHead || (op.kind == OperatorKind::kEmbedding && site == 1)) return m.vocab;
+  return op.hidden;
+}
+
+I input_floats(const Operator& op, int site, const MathShape& m) {
+  if (op.kind == OperatorKind::kEmbedding) return op.tied_gradient ? m.rows() * op.hidden : 0;
+  (void)site;
+  return m.rows() * width_in(op, 0);
+}
+
+I internal_floats(const Operator& op, int n, const MathShape& m) {
+  switch (op.kind) {
+    case OperatorKind::kAttention:
+      return n * attention_dims(op, n, m).per_slice();
+    case OperatorKind::kMlp:
+      return 2 * m.rows() * ffn_of(op);
+    case OperatorKind::kHead:
+      return m.rows() * m.vocab;
+    case OperatorKind::kEmbedding:
+      return op.tied_gradient ? m.rows() * m.vocab : 0;
+    case OperatorKind::kProjection:
+      return 0;
+  }
+  return 0;
+}
+
+I workspace_floats(const Operator& op, int n, const MathShape& m) {
+  return op.kind == OperatorKind::kAttention ? attention_dims(op, n, m).qkv() : 0;
+}
+
+void forward_slice(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
+  const Operator& op = *a.op;
+  switch (op.kind) {
+    case OperatorKind::kAttention:
+      attention_forward(dev, s, m, a);
+      fold_forward(dev, s, m, a, a.y, op.hidden);
+      break;
+    case OperatorKind::kMlp:
+      mlp_forward(dev, s, m, a);
+      fold_forward(dev, s, m, a, a.y, op.hidden);
+      break;
+    case OperatorKind::kProjection:
+      rows_forward(dev, s, m, a, width_in(op, 0), op.hidden, a.y);
+      fold_forward(dev, s, m, a, a.y, op.hidden);
+      break;
+    case OperatorKind::kHead:
+      rows_forward(dev, s, m, a, op.hidden, m.vocab, a.internals);
+      fold_forward(dev, s, m, a, a.internals, m.vocab);
+      break;
+    case OperatorKind::kEmbedding: {
+      if (a.site == 1) {
+        rows_forward(dev, s, m, a, op.hidden, m.vocab, a.internals);
+        break;
+      }
+      const I w = op.hidden / a.layout->slices;
+      dev.gather_columns(s, block_ptr(a, 0), m.vocab, 0, w, a.tokens, m.rows(), a.y + a.slice * w, op.hidden);
+      fold_forward(dev, s, m, a, a.y, op.hidden);
+      break;
+    }
+  }
+  spend_elementwise(dev, s, m, a, true);
+}
+
+void backward_slice(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
+  const Operator& op = *a.op;
+  switch (op.kind) {
+    case OperatorKind::kAttention:
+      attention_backward(dev, s, m, a);
+      fold_backward(dev, s, m, a, a.dy, op.hidden);
+      break;
+    case OperatorKind::kMlp:
+      mlp_backward(dev, s, m, a);
+      fold_backward(dev, s, m, a, a.dy, op.hidden);
+      break;
+    case OperatorKind::kProjection:
+      rows_backward(dev, s, m, a, width_in(op, 0), op.hidden, a.dy, 0);
+      fold_backward(dev, s, m, a, a.dy, op.hidden);
+      break;
+    case OperatorKind::kHead:
+      rows_backward(dev, s, m, a, op.hidden, m.vocab, a.internals, 0);
+      fold_backward(dev, s, m, a, a.internals, m.vocab);
+      break;
+    case OperatorKind::kEmbedding: {
+      if (a.site == 1) {
+        rows_backward(dev, s, m, a, op.hidden, m.vocab, a.internals, 0);
+        break;
+      }
+      const I w = op.hidden / a.layout->slices;
+      dev.scatter_add_columns(s, a.dy + a.slice * w, op.hidden, a.tokens, m.rows(), 0, w, grad_ptr(a, 0),
+                              m.vocab);
+      fold_backward(dev, s, m, a, a.dy, op.hidden);
+      break;
+    }
+  }
+  spend_elementwise(dev, s, m, a, false);
+}
+
+}  // namespace osdp::validate

@@ -1,0 +1,125 @@
+// Small models and hand-made plans for the executor tests.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "costmodel/model.hpp"
+#include "costmodel/plan.hpp"
+#include "costmodel/workload.hpp"
+
+namespace osdp::validate::testing {
+
+// A GPT of `layers` layers at hidden h (4 heads), sequence 8, vocabulary 40; with `stages` > 1 a
+// second stage of hidden 2h follows (so a projection operator appears).
+inline costmodel::ModelSpec tiny_model(bool tied, int stages = 1, int h = 16) {
+  costmodel::ModelSpec m;
+  m.name = tied ? "tiny-tied" : "tiny-untied";
+  m.seq = 8;
+  m.vocab = 40;
+  m.tied_embeddings = tied;
+  m.dropout = false;
+  m.stages.push_back({2, h, 4, 4 * h});
+  if (stages > 1) m.stages.push_back({1, 2 * h, 4, 8 * h});
+  return m;
+}
+
+inline costmodel::ClusterSpec tiny_cluster(int ranks, bool overlap) {
+  costmodel::ClusterSpec c;
+  c.name = "cpu";
+  c.nodes = 1;
+  c.devices_per_node = ranks;
+  c.memory_bytes = 1e12;
+  c.overlap.enabled = overlap;
+  c.intra.alpha_s = 1e-5;
+  c.intra.bandwidth_bytes_per_s = 1e9;
+  c.compute.fp32_flops_per_s = 5e10;
+  c.compute.memory_bandwidth_bytes_per_s = 1e10;
+  return c;
+}
+
+using ChoiceFor = std::function<costmodel::Choice(const costmodel::Operator&, int index)>;
+
+// The largest split <= 4 the operator allows, 1 when none.
+inline int widest_split(const costmodel::Operator& op) {
+  return op.splits(4).back();
+}
+
+struct NamedPlan {
+  std::string name;
+  ChoiceFor choose;
+  bool regather = false;
+};
+
+inline std::vector<NamedPlan> plan_patterns() {
+  using costmodel::Choice;
+  using costmodel::Operator;
+  return {
+      {"dp",
+       [](const Operator&, int) {
+         return Choice{false, 1, 0, false};
+       }},
+      {"zdp",
+       [](const Operator&, int) {
+         return Choice{false, 1, 1, false};
+       }},
+      {"replicate",
+       [](const Operator&, int) {
+         return Choice{true, 1, 0, false};
+       }},
+      {"split-k-of-n",
+       [](const Operator& op, int) {
+         const int n = widest_split(op);
+         return Choice{false, n, n / 2, false};
+       }},
+      {"split-zdp",
+       [](const Operator& op, int) {
+         const int n = widest_split(op);
+         return Choice{false, n, n, false};
+       }},
+      {"zdp-ckpt",
+       [](const Operator&, int) {
+         return Choice{false, 1, 1, true};
+       }},
+      {"zdp-ckpt-regather",
+       [](const Operator&, int) {
+         return Choice{false, 1, 1, true};
+       },
+       true},
+      {"mixed",
+       [](const Operator& op, int i) {
+         const int n = widest_split(op);
+         switch (i % 5) {
+           case 0:
+             return Choice{false, 1, 0, false};
+           case 1:
+             return Choice{false, n, n > 1 ? 1 : 0, true};
+           case 2:
+             return Choice{true, 1, 0, false};
+           case 3:
+             return Choice{false, 1, 1, true};
+           default:
+             return Choice{false, n, n, false};
+         }
+       }},
+  };
+}
+
+inline costmodel::Plan make_plan(const costmodel::ModelSpec& m, const costmodel::ClusterSpec& c,
+                                 const costmodel::Workload& w, int batch, int prefetch,
+                                 const NamedPlan& pattern) {
+  costmodel::Plan p;
+  p.strategy = pattern.name;
+  p.model = m;
+  p.cluster = c;
+  p.batch_size = batch;
+  p.prefetch = prefetch;
+  p.cost_options.prefetch = prefetch;
+  p.cost_options.checkpoint_regather = pattern.regather;
+  for (std::size_t u = 0; u < w.operators.size(); ++u)
+    p.operators.push_back({w.operators[u].name, pattern.choose(w.operators[u], static_cast<int>(u))});
+  return p;
+}
+
+}  // namespace osdp::validate::testing

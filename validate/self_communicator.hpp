@@ -1,0 +1,36 @@
+// A communicator of one rank: collectives are copies. The unsharded reference run (one process,
+// the whole global batch) and single-process tests use it; it speaks for rank 0 of a job of 1.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "validate/backend.hpp"
+
+namespace osdp::validate {
+
+class SelfCommunicator final : public Communicator {
+ public:
+  explicit SelfCommunicator(Device& dev) : dev_(dev) {}
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string backend() const override { return "self"; }
+  std::string version() const override { return "1"; }
+  void all_gather(Stream& s, const float* shard, float* full, std::size_t n, const std::string&) override {
+    if (shard != full) dev_.copy(s, shard, full, n);
+  }
+  void reduce_scatter(Stream& s, const float* full, float* shard, std::size_t n,
+                      const std::string&) override {
+    if (shard != full) dev_.copy(s, full, shard, n);
+  }
+  void all_reduce(Stream&, float*, std::size_t, const std::string&) override {}
+  void barrier(const std::string&) override {}
+  double max_over_ranks(double x) override { return x; }
+  double sum_over_ranks(double x) override { return x; }
+  std::vector<double> all_values(double x) override { return {x}; }
+
+ private:
+  Device& dev_;
+};
+
+}  // namespace osdp::validate
