@@ -173,6 +173,35 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
     e.evaluators = {"analytic"};
   }
   e.output = r.string_or("output", "results/" + e.name);
+  if (auto v = r.object_if("validation")) {
+    ValidationSpec& vs = e.validation;
+    vs.warmup = static_cast<int>(v->integer_or("warmup", 0, 1000, vs.warmup));
+    vs.iterations = static_cast<int>(v->integer_or("iterations", 5, 100000, vs.iterations));
+    if (auto t = v->object_if("tolerance")) {
+      vs.time_median = t->number_or("time_median", 0, 10, vs.time_median);
+      vs.time_max = t->number_or("time_max", 0, 10, vs.time_max);
+      vs.memory_max = t->number_or("memory_max", 0, 10, vs.memory_max);
+      t->finish();
+    }
+    if (v->has("speedups")) {
+      for (auto& sp : v->objects("speedups")) {
+        SpeedupCheck c;
+        c.faster = sp.string("faster");
+        c.than = sp.string("than");
+        c.tolerance = sp.number_or("tolerance", 0, 10, c.tolerance);
+        for (const std::string* label : {&c.faster, &c.than}) {
+          bool found = false;
+          for (const auto& st : e.strategies) found = found || st.label == *label;
+          if (!found)
+            sp.fail(label == &c.faster ? "faster" : "than",
+                    fmt::format("no strategy is labelled \"{}\"", *label));
+        }
+        sp.finish();
+        vs.speedups.push_back(c);
+      }
+    }
+    v->finish();
+  }
   r.finish();
   if (e.base.model.empty()) bad(file, "/base/model", "required (a built-in model name or a file)");
   if (e.base.cluster.empty()) bad(file, "/base/cluster", "required (a built-in cluster name or a file)");

@@ -50,6 +50,20 @@ struct Unit {
   std::string key() const;  // a stable identity (for resuming): every field that decides the result
 };
 
+// What `osdp validate` checks (the experiment's "validation" block).
+struct SpeedupCheck {
+  std::string faster, than;  // strategy labels, compared within each configuration
+  double tolerance = 0.05;   // |measured speedup / predicted speedup - 1|
+};
+struct ValidationSpec {
+  int warmup = 2;
+  int iterations = 5;
+  double time_median = 0.05;  // median |time error| over the plans
+  double time_max = 0.10;     // largest |time error|
+  double memory_max = 0.01;   // largest |peak memory error|
+  std::vector<SpeedupCheck> speedups;
+};
+
 struct Experiment {
   std::string file;
   std::string name;
@@ -60,7 +74,8 @@ struct Experiment {
   std::string baseline;                 // a strategy label, or empty
   std::vector<std::string> evaluators;  // analytic | sim
   std::string output;                   // results directory (relative to the working directory)
-  nlohmann::json source;                // the file as read (recorded with the results)
+  ValidationSpec validation;
+  nlohmann::json source;  // the file as read (recorded with the results)
 };
 
 Experiment read_experiment(const nlohmann::json& doc, const std::string& file);

@@ -26,34 +26,49 @@ costmodel::ClusterSpec resize(costmodel::ClusterSpec c, int world_size) {
   return c;
 }
 
-UnitResult run_unit(const Unit& u, const Experiment& e) {
+PlannedUnit plan_unit(const Unit& u, const std::optional<costmodel::Calibration>& calibration) {
   const Config& c = u.config;
-  const costmodel::ModelSpec model = costmodel::load_model(c.model);
-  const costmodel::ClusterSpec cluster = resize(costmodel::load_cluster(c.cluster), c.world_size);
-  std::optional<costmodel::Calibration> cal;
-  if (!cluster.calibration.empty()) cal = costmodel::load_calibration(cluster.calibration, cluster.compute);
-  costmodel::CostOptions options;
-  options.tier = c.tier == "paper" ? costmodel::Tier::kPaper : costmodel::Tier::kExtended;
-  options.prefetch = c.prefetch;
-  options.checkpoint_regather = c.checkpoint_regather;
-  const costmodel::Workload w = costmodel::lower(model);
-  const costmodel::CostModel cost(cluster, cal ? &*cal : nullptr, model.precision, options);
+  PlannedUnit p;
+  p.model = costmodel::load_model(c.model);
+  p.cluster = resize(costmodel::load_cluster(c.cluster), c.world_size);
+  if (calibration)
+    p.calibration = calibration;
+  else if (!p.cluster.calibration.empty())
+    p.calibration = costmodel::load_calibration(p.cluster.calibration, p.cluster.compute);
+  p.options.tier = c.tier == "paper" ? costmodel::Tier::kPaper : costmodel::Tier::kExtended;
+  p.options.prefetch = c.prefetch;
+  p.options.checkpoint_regather = c.checkpoint_regather;
+  p.workload = costmodel::lower(p.model);
+  const costmodel::CostModel cost(p.cluster, p.calibration ? &*p.calibration : nullptr, p.model.precision,
+                                  p.options);
 
-  search::SearchOptions so;
+  search::SearchOptions& so = p.search;
   so.space.split_max = u.strategy.split_max.value_or(c.split_max);
   const std::string ckpt = u.strategy.checkpoint.value_or(c.checkpoint);
   so.space.checkpoint = ckpt == "on"    ? search::CheckpointPolicy::kOn
                         : ckpt == "off" ? search::CheckpointPolicy::kOff
                                         : search::CheckpointPolicy::kAuto;
   so.batch = c.batch;
-  so.reserve_bytes = cluster.reserve_bytes;
-  so.memory_limit_bytes = cluster.memory_bytes;
+  so.reserve_bytes = p.cluster.reserve_bytes;
+  so.memory_limit_bytes = p.cluster.memory_bytes;
   if (!c.memory.empty()) {
     std::string err;
     so.memory_limit_bytes = *costmodel::parse_quantity(c.memory, costmodel::UnitKind::kBytes, &err);
   }
   const auto registry = search::default_strategies();
-  const search::SearchResult r = search::run_search(w, cost, registry.get(u.strategy.strategy), so);
+  p.result = search::run_search(p.workload, cost, registry.get(u.strategy.strategy), so);
+  if (p.result.feasible)
+    p.plan = search::make_plan({"sweep", p.model, p.cluster, p.calibration, p.options}, p.workload, p.result);
+  return p;
+}
+
+UnitResult run_unit(const Unit& u, const Experiment& e) {
+  const PlannedUnit p = plan_unit(u);
+  const costmodel::ModelSpec& model = p.model;
+  const costmodel::ClusterSpec& cluster = p.cluster;
+  const costmodel::Workload& w = p.workload;
+  const search::SearchOptions& so = p.search;
+  const search::SearchResult& r = p.result;
 
   UnitResult out;
   out.index = u.index;
@@ -86,8 +101,7 @@ UnitResult run_unit(const Unit& u, const Experiment& e) {
       sim::SimOptions opt;
       opt.symmetric = true;  // exact on the bundled homogeneous clusters
       opt.memory_rank = sim::SimOptions::kNoRanks;
-      const sim::Replay replay =
-          sim::replay_plan(search::make_plan({"sweep", model, cluster, cal, options}, w, r), opt);
+      const sim::Replay replay = sim::replay_plan(*p.plan, opt);
       x.time_s = sim::to_seconds(replay.result.iteration);
       x.peak_bytes = replay.result.peak_rank().peak_bytes;
       x.throughput = cluster.world_size() * r.batch / x.time_s;

@@ -12,8 +12,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
+
 #include "costmodel/cluster.hpp"
+#include "costmodel/plan.hpp"
 #include "experiments/experiment.hpp"
+#include "search/scheduler.hpp"
 
 namespace osdp::experiments {
 
@@ -45,6 +49,21 @@ struct UnitResult {
 };
 
 costmodel::ClusterSpec resize(costmodel::ClusterSpec c, int world_size);
+
+// One unit searched: everything its evaluators need.
+struct PlannedUnit {
+  costmodel::ModelSpec model;
+  costmodel::ClusterSpec cluster;  // resized to the unit's world size
+  std::optional<costmodel::Calibration> calibration;
+  costmodel::CostOptions options;
+  costmodel::Workload workload;
+  search::SearchOptions search;
+  search::SearchResult result;
+  std::optional<costmodel::Plan> plan;  // when a plan fits
+};
+// `calibration` (when given) replaces the one the unit's cluster names.
+PlannedUnit plan_unit(const Unit& unit,
+                      const std::optional<costmodel::Calibration>& calibration = std::nullopt);
 
 // Throws osdp::Error for bad names or files (the sweep records those as failed rows).
 UnitResult run_unit(const Unit& unit, const Experiment& e);
