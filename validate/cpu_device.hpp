@@ -30,7 +30,11 @@ struct CpuDeviceOptions {
 
 namespace detail {
 // What the device, its streams and their events share (events may outlive the device).
-struct CpuContext;
+struct CpuContext {
+  explicit CpuContext(int r) : rank(r) {}
+  const int rank;
+  std::atomic<double> timeout_s{60.0};
+};
 class CpuEvent;
 }  // namespace detail
 
@@ -135,7 +139,9 @@ class CpuDevice final : public Device {
   const CpuDeviceOptions options_;
   std::shared_ptr<detail::CpuContext> context_;
   mutable std::mutex memory_mutex_;
-  std::unordered_map<float*, std::size_t> live_;  // allocation -> bytes asked
+  std::unordered_map<float*, std::size_t> live_;        // allocation -> bytes asked
+  std::unordered_multimap<std::size_t, void*> cached_;  // freed blocks kept for reuse, by size
+  std::size_t cached_bytes_ = 0;                        // not counted as in use
   std::size_t current_bytes_ = 0;
   std::size_t peak_bytes_ = 0;
   std::unique_ptr<CpuStream> compute_;
