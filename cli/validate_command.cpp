@@ -1,11 +1,158 @@
-// osdp validate (placeholder while issue 5 is in progress).
+// osdp validate: run every plan of an experiment for real and hold the prediction to the
+// experiment's tolerances (validate/validation.hpp does the work). Outside mpirun it relaunches
+// itself under mpirun; inside, every rank runs every plan and rank 0 writes the results.
+#include <csignal>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
 #include "cli/commands.hpp"
+#include "cli/mpi_args.hpp"
+#include "costmodel/catalog.hpp"
+#include "costmodel/error.hpp"
+#include "experiments/provenance.hpp"
+#include "osdp_version.hpp"
+#include "validate/launcher.hpp"
+#include "validate/validation.hpp"
+#ifdef OSDP_HAVE_MPI_BACKEND
+#include "validate/cpu_device.hpp"
+#include "validate/mpi_backend.hpp"
+#endif
 
 namespace osdp::cli {
+namespace {
+
+constexpr int kExitTolerance = 5;  // a measured error passed the experiment's tolerance
+
+struct ValidateArgs {
+  std::string file, backend = "mpi", calibration, out, mpirun_args;
+  std::vector<std::string> np;
+  double timeout_s = 120;
+  bool resume = false, quiet = false;
+};
+
+std::vector<std::string> child_args(const ValidateArgs& a, int np) {
+  std::vector<std::string> r{"validate",  a.file,
+                             "--backend", a.backend,
+                             "--np",      std::to_string(np),
+                             "--timeout", fmt::format("{}", a.timeout_s)};
+  if (!a.calibration.empty()) r.insert(r.end(), {"--calibration", a.calibration});
+  if (!a.out.empty()) r.insert(r.end(), {"--out", a.out});
+  if (a.resume) r.push_back("--resume");
+  if (a.quiet) r.push_back("--quiet");
+  return r;
+}
+
+#ifdef OSDP_HAVE_MPI_BACKEND
+int run_ranks(const ValidateArgs& a, int np) {
+  validate::MpiSession session;
+  validate::MpiCommunicatorOptions co;
+  co.timeout_s = a.timeout_s;
+  validate::MpiCommunicator comm(co);
+  const bool root = comm.rank() == 0;
+  try {
+    if (np > 0 && comm.size() != np)
+      throw UsageError(fmt::format("-np {} but mpirun started {} ranks", np, comm.size()));
+    const experiments::Experiment e = experiments::load_experiment(a.file);
+    validate::ValidationOptions o;
+    if (!a.calibration.empty()) {
+      const costmodel::ClusterSpec base = costmodel::load_cluster(e.base.cluster);
+      o.calibration = costmodel::load_calibration(a.calibration, base.compute);
+    }
+    o.out_dir = a.out.empty() ? e.output : a.out;
+    o.resume = a.resume;
+    if (!a.quiet)
+      o.progress = [](const std::string& line) { std::cerr << "validate: " << line << std::endl; };
+    const int rank = comm.rank();
+    const double timeout = a.timeout_s;
+    // prefetch 0 overlaps nothing: one thread runs both streams (no hand-offs between threads).
+    const validate::DeviceFactory make_device = [rank, timeout](const costmodel::Plan& plan) {
+      auto dev = std::make_unique<validate::CpuDevice>(
+          validate::CpuDeviceOptions{0, plan.cluster.overlap.enabled && plan.prefetch > 0, rank});
+      dev->set_timeout(timeout);
+      return std::unique_ptr<validate::Device>(std::move(dev));
+    };
+    const auto rows = validate::run_validation(e, comm, make_device, o);
+    if (!root) return kExitOk;
+    const validate::ValidationSummary s = validate::summarize(rows, e.validation);
+    nlohmann::json prov = experiments::machine(comm.size(), 1);
+    prov["date"] = experiments::utc_now();
+    prov["tool"] = fmt::format("osdp {} ({})", OSDP_VERSION, OSDP_GIT_HASH);
+    prov["backend"] = comm.backend();
+    prov["backend_version"] = comm.version();
+    prov["calibration"] = o.calibration ? o.calibration->name : std::string("(the clusters' own)");
+    const std::string plot = validate::write_validation_outputs(o.out_dir, e, rows, s, prov);
+    std::cout << fmt::format(
+        "osdp validate: {}: {} plans on {} ranks; step time |error| median {:.1f}%, max {:.1f}%;"
+        " peak memory |error| max {:.2f}%\n",
+        e.name, s.plans, comm.size(), 100 * s.median_abs_time_error, 100 * s.max_abs_time_error,
+        100 * s.max_abs_memory_error);
+    for (const auto& x : s.speedups)
+      std::cout << fmt::format("  speedup {} over {}: predicted {:.3f}x, measured {:.3f}x ({:+.1f}%)\n",
+                               x.faster, x.than, x.predicted, x.measured, 100 * x.error);
+    std::cout << fmt::format("  results in {0}/validation.csv, {0}/summary.json{1}\n", o.out_dir,
+                             plot.empty() ? fmt::format(", {}/predicted_vs_measured.png", o.out_dir) : "");
+    if (!plot.empty()) std::cerr << "osdp validate: " << plot << "\n";
+    for (const auto& f : s.failures) std::cerr << "osdp validate: over tolerance: " << f << "\n";
+    return s.ok() ? kExitOk : kExitTolerance;
+  } catch (const validate::BackendFailure& err) {
+    validate::abort_job(err.what());
+  } catch (const osdp::Error& err) {
+    if (root) std::cerr << "osdp validate: error: " << err.what() << "\n";
+    return kExitInput;
+  }
+}
+#endif
+
+int run_validate(const ValidateArgs& a) {
+  if (a.backend == "nccl")
+    throw UsageError("--backend nccl: the GPU backend is not built yet (issue 6); use --backend mpi");
+  if (a.backend != "mpi") throw UsageError(fmt::format("--backend {}: expected mpi or nccl", a.backend));
+  const int np = parse_np(a.np);
+#ifdef OSDP_HAVE_MPI_BACKEND
+  if (!validate::launched_by_mpirun()) {
+    if (np == 0)
+      throw UsageError("give the number of ranks with -np N (or start osdp validate under mpirun)");
+    (void)experiments::load_experiment(a.file);  // bad input is reported before any rank starts
+    return validate::relaunch_under_mpirun(np, child_args(a, np), split_words(a.mpirun_args));
+  }
+  return run_ranks(a, np);
+#else
+  (void)np;
+  throw UsageError("this osdp was built without MPI: the mpi backend is not available");
+#endif
+}
+
+}  // namespace
 
 Action add_validate_command(CLI::App& app) {
-  (void)app;
-  return [] { return kExitInput; };
+  auto a = std::make_shared<ValidateArgs>();
+  app.description(
+      "Run every plan of an experiment for real and compare it with the prediction.\n"
+      "For each unit of EXPERIMENT the search picks a plan (with --calibration, or the cluster's own\n"
+      "calibration); the simulator predicts its step time and peak memory; the plan then runs on the\n"
+      "backend: `validate.warmup` steps, then `validate.iterations` timed ones (each the slowest rank's\n"
+      "time); the median is compared. Real arithmetic on real data, the schedule's buffers allocated\n"
+      "through a tracking allocator (peak less the executor's own fixed buffers).\n"
+      "Writes OUT/rows.jsonl as it goes (--resume goes on after an interruption), then\n"
+      "OUT/validation.csv, OUT/summary.json and OUT/predicted_vs_measured.png.\n"
+      "Run it as `osdp validate EXPERIMENT -np N`: it starts itself under mpirun.\n"
+      "Exit codes: 0 within tolerance; 2 bad input; 4 a rank failed or timed out (the job is aborted);\n"
+      "5 an error passed the experiment's tolerance.");
+  app.add_option("experiment", a->file, "Experiment file with a \"validation\" block")->required();
+  app.add_option("--backend", a->backend, "mpi (CPU ranks, Open MPI), or nccl (GPUs; not built yet)")
+      ->capture_default_str();
+  app.add_option("-n,--np", a->np, "Number of ranks (written -np N, as for mpirun)");
+  app.add_option("--calibration", a->calibration,
+                 "Calibration file (from osdp calibrate) to predict with, instead of the clusters' own");
+  app.add_option("--out", a->out, "Results directory (default: the experiment's \"output\")");
+  app.add_flag("--resume", a->resume, "Keep the plans already in OUT/rows.jsonl and run the rest");
+  app.add_option("--mpirun-args", a->mpirun_args, "Extra mpirun arguments, e.g. \"--mca btl self,vader\"");
+  app.add_option("--timeout", a->timeout_s, "Seconds before a collective that does not finish fails the job")
+      ->capture_default_str();
+  app.add_flag("--quiet", a->quiet, "No progress lines");
+  return [a] { return run_validate(*a); };
 }
 
 }  // namespace osdp::cli

@@ -13,9 +13,9 @@ namespace {
 
 using costmodel::JsonReader;
 
-const std::vector<std::string> kAxes = {"model",    "cluster",   "world_size",
-                                        "memory",   "split_max", "checkpoint",
-                                        "prefetch", "tier",      "checkpoint_regather"};
+const std::vector<std::string> kAxes = {
+    "model",    "cluster", "world_size",          "memory", "split_max", "checkpoint",
+    "prefetch", "tier",    "checkpoint_regather", "batch"};
 
 [[noreturn]] void bad(const std::string& file, const std::string& pointer, const std::string& msg) {
   throw InputError(file, pointer, msg);
@@ -109,7 +109,7 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
     const auto* node = r.raw("base");
     for (auto it = node->begin(); it != node->end(); ++it) {
       const std::string key = it.key();
-      if (key != "batch" && std::find(kAxes.begin(), kAxes.end(), key) == kAxes.end())
+      if (std::find(kAxes.begin(), kAxes.end(), key) == kAxes.end())
         bad(file, "/base/" + key,
             fmt::format("unknown key \"{}\" (known: model, cluster, world_size, memory, "
                         "split_max, checkpoint, checkpoint_regather, prefetch, tier, batch)",
@@ -125,7 +125,7 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
       if (std::find(kAxes.begin(), kAxes.end(), key) == kAxes.end())
         bad(file, ptr,
             fmt::format("unknown axis \"{}\" (axes: model, cluster, world_size, memory, split_max, "
-                        "checkpoint, checkpoint_regather, prefetch, tier)",
+                        "checkpoint, checkpoint_regather, prefetch, tier, batch)",
                         key));
       if (!it.value().is_array() || it.value().empty()) bad(file, ptr, "expected a non-empty array");
       std::vector<nlohmann::json> values;
