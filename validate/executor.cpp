@@ -322,8 +322,11 @@ void Executor::run_collective(int t) {
   const I c = L.slices * L.shard_elems;
   float* st = buffer(states_[u]);
   Stream& s = dev_.comm_stream();
+  const char* op = task.kind == TaskKind::kAllGather       ? "all-gather"
+                   : task.kind == TaskKind::kReduceScatter ? "reduce-scatter"
+                                                           : "all-reduce";
   const std::string what =
-      fmt::format("{} {} slice {}", sim::to_string(task.kind), w_.operators[u].name, task.slice);
+      fmt::format("{} of {} slice {} (task {})", op, w_.operators[u].name, task.slice, task.name);
   switch (task.kind) {
     case TaskKind::kAllGather:
       comm_.all_gather(s, st + task.slice * L.shard_elems, buffer(p.weights),
