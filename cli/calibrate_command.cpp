@@ -1,11 +1,260 @@
-// osdp calibrate (placeholder while issue 5 is in progress).
+// osdp calibrate: measure collectives, GEMMs, elementwise kernels and overlap on this machine
+// (validate/calibrate.hpp does the work) and write a calibration file. Outside mpirun it relaunches
+// itself under mpirun with the same arguments; inside, every rank measures and rank 0 writes.
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include <fmt/format.h>
+
 #include "cli/commands.hpp"
+#include "cli/mpi_args.hpp"
+#include "costmodel/catalog.hpp"
+#include "costmodel/error.hpp"
+#include "costmodel/files.hpp"
+#include "costmodel/units.hpp"
+#include "osdp_version.hpp"
+#include "validate/calibrate.hpp"
+#include "validate/launcher.hpp"
+#ifdef OSDP_HAVE_MPI_BACKEND
+#include "validate/cpu_device.hpp"
+#include "validate/mpi_backend.hpp"
+#endif
 
 namespace osdp::cli {
+namespace {
+
+using costmodel::format_bandwidth;
+using costmodel::format_bytes;
+using costmodel::format_seconds;
+
+struct CalibrateArgs {
+  std::string backend = "mpi", out, min_size, max_size, mpirun_args;  // sizes: empty for the default
+  std::vector<std::string> np;  // "-np N" arrives as {"p", "N"} (CLI11 has no multi-letter short names)
+  std::vector<std::string> models{"nd-48x1024"};
+  int repeats = 0;  // 0: the default (7, or 2 with --quick)
+  double timeout_s = 120;
+  bool quick = false, no_comm_thread = false, quiet = false;
+};
+
+double parse_size(const std::string& text, const char* option) {
+  std::string err;
+  auto v = costmodel::parse_quantity(text, costmodel::UnitKind::kBytes, &err);
+  if (!v || *v < 4) throw UsageError(fmt::format("{}: {}", option, v ? "must be at least 4 bytes" : err));
+  return *v;
+}
+
+// The arguments the ranks get: everything given here, spelled out.
+std::vector<std::string> child_args(const CalibrateArgs& a, int np) {
+  std::vector<std::string> r{"calibrate",
+                             "--backend",
+                             a.backend,
+                             "--np",
+                             std::to_string(np),
+                             "--timeout",
+                             fmt::format("{}", a.timeout_s)};
+  if (!a.min_size.empty()) r.insert(r.end(), {"--min-size", a.min_size});
+  if (!a.max_size.empty()) r.insert(r.end(), {"--max-size", a.max_size});
+  if (!a.out.empty()) r.insert(r.end(), {"--out", a.out});
+  if (a.repeats > 0) r.insert(r.end(), {"--repeats", std::to_string(a.repeats)});
+  for (const auto& m : a.models) r.insert(r.end(), {"--model", m});
+  if (a.models.empty()) r.push_back("--no-models");
+  if (a.quick) r.push_back("--quick");
+  if (a.no_comm_thread) r.push_back("--no-comm-thread");
+  if (a.quiet) r.push_back("--quiet");
+  return r;
+}
+
+validate::CalibrateOptions make_options(const CalibrateArgs& a) {
+  validate::CalibrateOptions o = a.quick ? validate::quick_options() : validate::CalibrateOptions{};
+  if (!a.min_size.empty()) o.min_bytes = parse_size(a.min_size, "--min-size");
+  if (!a.max_size.empty()) o.max_bytes = parse_size(a.max_size, "--max-size");
+  if (o.min_bytes > o.max_bytes)
+    throw UsageError(fmt::format("--min-size {} is larger than --max-size {}", format_bytes(o.min_bytes),
+                                 format_bytes(o.max_bytes)));
+  if (a.repeats > 0) o.repeats = a.repeats;
+  o.tool_version = fmt::format("{} ({})", OSDP_VERSION, OSDP_GIT_HASH);
+  if (!a.quick && !a.models.empty()) {
+    std::vector<costmodel::ModelSpec> models;
+    for (const auto& m : a.models) models.push_back(costmodel::load_model(m));
+    o.gemm_shapes = validate::generic_gemm_shapes(false);
+    for (auto& s : validate::model_gemm_shapes(models, {1, 2}, 8e9)) o.gemm_shapes.push_back(s);
+  }
+  return o;
+}
+
+std::string out_path(const CalibrateArgs& a, int world) {
+  return a.out.empty() ? fmt::format("calibration-{}-{}.json", a.backend, world) : a.out;
+}
+
+std::string csv_path(const std::string& json_path) {
+  const std::string stem = json_path.size() > 5 && json_path.ends_with(".json")
+                               ? json_path.substr(0, json_path.size() - 5)
+                               : json_path;
+  return stem + ".measurements.csv";
+}
+
+std::string pct(double x) {
+  return fmt::format("{:.1f}%", 100 * x);
+}
+
+void print_summary(const validate::CalibrationRun& run, const std::string& path) {
+  const auto& p = run.calibration.provenance;
+  const std::string version = p.value("backend_version", "?");
+  std::cout << fmt::format("osdp calibrate: {} rank{} ({}, {}), {} points in {:.1f} s\n", run.world,
+                           run.world == 1 ? "" : "s", p.value("backend", "?"),
+                           version.substr(0, version.find(',')), run.measurements.size(), run.wall_s)
+            << fmt::format("  written to {} (raw points in {})\n", path, csv_path(path));
+  if (run.world < 2)
+    std::cout << "  collectives    none on one rank\n";
+  else
+    std::cout << fmt::format("  {:<15} {:<23} {:>10} {:>12} {:>9} {:>6}\n", "collective", "sizes (S)",
+                             "alpha", "bandwidth", "residual", "points");
+  const char* names[] = {"all-gather", "reduce-scatter", "all-reduce"};
+  for (std::size_t c = 0; c < 3; ++c)
+    for (const auto& s : run.collectives[c]) {
+      const std::string range = fmt::format("{} - {}", format_bytes(s.from_bytes),
+                                            std::isinf(s.up_to_bytes) ? "" : format_bytes(s.up_to_bytes));
+      std::cout << fmt::format("  {:<15} {:<23} {:>10} {:>12} {:>9} {:>6}\n", names[c], range,
+                               format_seconds(s.alpha_s),
+                               s.beta_s_per_byte > 0 ? format_bandwidth(1 / s.beta_s_per_byte) : "inf",
+                               pct(s.residual_rms), s.points);
+    }
+  const auto& cs = *run.calibration.compute;
+  std::cout << fmt::format(
+                   "  gemm           peak {:.1f} GFLOP/s, d_half {:.1f} (residual {}, {} points, {} "
+                   "memory-bound left out)\n",
+                   cs.fp32_flops_per_s / 1e9, cs.gemm_half_efficiency_dim, pct(run.gemm.residual_rms),
+                   run.gemm.points_used, run.gemm.points_memory_bound)
+            << fmt::format("  elementwise    {}, kernel overhead {} (residual {}, {} points)\n",
+                           format_bandwidth(cs.memory_bandwidth_bytes_per_s),
+                           format_seconds(cs.kernel_overhead_s), pct(run.elementwise.residual_rms),
+                           run.elementwise.points)
+            << fmt::format(
+                   "  adam           {} at 28 B/param, overhead {} (residual {}; {:.2f} x the elementwise "
+                   "bandwidth)\n",
+                   format_bandwidth(run.adam.bandwidth_bytes_per_s), format_seconds(run.adam.overhead_s),
+                   pct(run.adam.residual_rms),
+                   run.adam.bandwidth_bytes_per_s / cs.memory_bandwidth_bytes_per_s);
+  if (run.interference)
+    std::cout << fmt::format(
+        "  overlap        interference {:.2f} (compute slowdown while all-gathers run)\n", *run.interference);
+  else
+    std::cout << fmt::format("  overlap        {}\n", p.value("interference", "not measured"));
+}
+
+#ifdef OSDP_HAVE_MPI_BACKEND
+int run_ranks(const CalibrateArgs& a, int np) {
+  validate::MpiSession session;
+  validate::MpiCommunicatorOptions co;
+  co.timeout_s = a.timeout_s;
+  validate::MpiCommunicator comm(co);
+  const bool root = comm.rank() == 0;
+  if (np > 0 && comm.size() != np) {
+    if (root)
+      std::cerr << fmt::format("osdp calibrate: error: -np {} but mpirun started {} ranks\n", np,
+                               comm.size());
+    return kExitInput;
+  }
+  validate::CalibrateOptions o = make_options(a);
+  const std::string path = out_path(a, comm.size());
+  o.name = std::filesystem::path(path).stem().string();
+  o.extra_provenance["measurements_file"] = std::filesystem::path(csv_path(path)).filename().string();
+  validate::CpuDeviceOptions dopt;
+  dopt.comm_thread = !a.no_comm_thread;
+  dopt.rank = comm.rank();
+  validate::CpuDevice device(dopt);
+  // Longer than the collectives' own timeout, so that a stuck collective is reported by name.
+  device.set_timeout(2 * a.timeout_s + 5);
+  validate::ProgressFn progress;
+  if (!a.quiet)
+    progress = [](const validate::CalibrationProgress& p) {
+      std::cerr << fmt::format("calibrate: {} {} [{}/{}] {}\n", p.sweep, p.label, p.index, p.total,
+                               format_seconds(p.seconds));
+    };
+  validate::CalibrationRun run;
+  try {
+    run = validate::run_calibration(device, comm, o, progress);
+  } catch (const validate::BackendFailure& e) {
+    validate::abort_job(fmt::format("osdp calibrate: {}", e.what()));  // the message names the rank
+  }
+  if (!root) return kExitOk;
+  costmodel::write_file_atomic(csv_path(path), validate::measurements_csv(run));
+  costmodel::write_file_atomic(path, validate::calibration_file_json(run).dump(2) + "\n");
+  print_summary(run, path);
+  return kExitOk;
+}
+#endif
+
+int run_calibrate(const CalibrateArgs& a) {
+  const int np = parse_np(a.np);
+  if (a.timeout_s <= 0) throw UsageError("--timeout: must be positive");
+  if (a.backend == "nccl")
+    throw UsageError(
+        "the nccl backend is not built into this osdp (it needs CUDA and NCCL; see `osdp --version`)");
+  make_options(a);  // checks the options (and the model names) before any launch
+#ifdef OSDP_HAVE_MPI_BACKEND
+  if (!validate::launched_by_mpirun()) {
+    if (np == 0)
+      throw UsageError("give the number of ranks with -np N (or start osdp calibrate under mpirun)");
+    return validate::relaunch_under_mpirun(np, child_args(a, np), split_words(a.mpirun_args));
+  }
+  return run_ranks(a, np);
+#else
+  (void)np;
+  throw UsageError("this osdp was built without MPI: the mpi backend is not available");
+#endif
+}
+
+}  // namespace
 
 Action add_calibrate_command(CLI::App& app) {
-  (void)app;
-  return [] { return kExitInput; };
+  auto a = std::make_shared<CalibrateArgs>();
+  app.description(
+      "Measure this machine and fit a calibration file: alpha and bandwidth per collective and\n"
+      "message-size segment, GEMM peak and small-GEMM efficiency, memory bandwidth, kernel overhead and\n"
+      "overlap interference, which `osdp plan --calibration FILE` (or a cluster file naming it) uses\n"
+      "instead of spec-sheet figures.\n"
+      "Sweeps: all-gather, reduce-scatter and all-reduce from --min-size to --max-size (the full buffer);\n"
+      "GEMMs (squares, skinny shapes, and the --model kernels at batch 1 and 2); elementwise passes and the\n"
+      "Adam kernel from 64 KiB to 256 MiB; GEMMs alone and beside all-gathers. Each point: warm-up, then\n"
+      "timed batches, each the max over ranks; the median is fitted by least squares on relative error.\n"
+      "Run it as `osdp calibrate -np N`: it starts itself under mpirun (or run it under mpirun yourself).\n"
+      "Rank 0 shows progress on stderr, writes FILE, and the raw points beside it as\n"
+      "<FILE without .json>.measurements.csv, and prints a summary. A full run on 2 ranks takes about\n"
+      "half a minute on an idle 2-core machine (longer on a busy one, whose fits are noisy too); --quick a\n"
+      "few seconds.\n"
+      "Exit codes: 0 done; 2 bad input or usage; 4 a rank failed or timed out (the job is aborted);\n"
+      "otherwise mpirun's.");
+  app.add_option("--backend", a->backend, "mpi (CPU ranks, Open MPI), or nccl (GPUs; not built yet)")
+      ->check(CLI::IsMember({"mpi", "nccl"}))
+      ->capture_default_str();
+  app.add_option("-n,--np", a->np, "Number of ranks (written -np N, as for mpirun)")
+      ->expected(1, 2)
+      ->type_name("N");
+  app.add_option("--out", a->out, "Calibration file to write (default: calibration-<backend>-<N>.json here)");
+  app.add_flag("--quick", a->quick,
+               "A few seconds: sizes up to 1 MiB at powers of two, 2 repeats, small GEMMs (for tests)");
+  app.add_option("--min-size", a->min_size, "Smallest collective buffer (default 1KiB)");
+  app.add_option("--max-size", a->max_size, "Largest collective buffer (default 256MiB; --quick: 1MiB)");
+  app.add_option("--repeats", a->repeats,
+                 "Timed repetitions per point (default 7, --quick 2; at most 5 for points of 20 ms or more)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--model", a->models,
+                 "Also time the GEMMs of this model's IR (name or file; repeatable; kernels above 8 GFLOP "
+                 "are left out)")
+      ->capture_default_str();
+  app.add_flag_callback(
+      "--no-models", [a] { a->models.clear(); }, "Only the generic GEMM shapes");
+  app.add_flag("--no-comm-thread", a->no_comm_thread,
+               "Run collectives on the compute thread (no overlap: interference is not measured)");
+  app.add_option("--mpirun-args", a->mpirun_args, "Extra mpirun arguments, e.g. \"--mca btl self,vader\"");
+  app.add_option("--timeout", a->timeout_s, "Seconds before a collective that does not finish fails the job")
+      ->capture_default_str();
+  app.add_flag("--quiet,-q", a->quiet, "No progress lines");
+  return [a]() { return run_calibrate(*a); };
 }
 
 }  // namespace osdp::cli

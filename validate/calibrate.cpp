@@ -1,1 +1,469 @@
-// placeholder: filled in by issue 5 work in progress
+// The calibration sweeps on a backend (see calibrate.hpp for the measurement habit); the fits and the
+// file are in calibration_fit.cpp.
+//
+// What each sweep times, and what the cost model prices it with:
+//   collectives: all_gather / reduce_scatter / all_reduce of a full buffer S (S/N per rank) on the
+//     comm stream; collective_s, t = A (N-1) alpha + A (N-1)/N S beta.
+//   elementwise: Device::touch of S/8 floats (read and write each: 8 bytes moved per element, as the
+//     executor spends an IR elementwise kernel of S bytes); kernel_s, t = overhead + S / bandwidth.
+//   adam: Device::adam on n parameters; optimizer_s prices 2 (w + o) + g = 28 B per fp32 parameter,
+//     which is what the kernel moves (reads w, g, m, v; writes w, m, v: 7 floats). Fitted like the
+//     elementwise sweep and reported beside it; the calibration keeps the elementwise bandwidth.
+//   gemm: Device::gemm [m x k] x [k x n] x count; kernel_s, t = overhead + flops / (peak d/(d + d_half)).
+//   overlap: GEMMs alone, then with all-gathers of overlap_bytes running on the comm stream for the
+//     whole batch; interference = median of with / alone.
+#include "validate/calibrate.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <set>
+#include <thread>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <Eigen/Core>
+
+#include "costmodel/units.hpp"
+#include "costmodel/workload.hpp"
+#include "experiments/provenance.hpp"
+
+namespace osdp::validate {
+namespace {
+
+using costmodel::Collective;
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr std::array<Collective, 3> kCollectives{Collective::kAllGather, Collective::kReduceScatter,
+                                                 Collective::kAllReduce};
+
+// Device memory for the duration of a scope.
+class Buffer {
+ public:
+  Buffer(Device& d, std::size_t elems, std::string_view what)
+      : d_(d), elems_(std::max<std::size_t>(elems, 1)), p_(d.allocate(elems_ * sizeof(float), what)) {}
+  ~Buffer() { d_.deallocate(p_); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  float* get() const { return p_; }
+  // Fills on the compute stream and waits (allocations come uninitialised; denormals would be slow).
+  void fill(float v) {
+    Stream& s = d_.compute_stream();
+    s.enqueue([this, &s, v] { d_.fill(s, p_, elems_, v); });
+    s.synchronize();
+  }
+
+ private:
+  Device& d_;
+  std::size_t elems_;
+  float* p_;
+};
+
+// Sizes from lo to hi, `steps` per doubling, rounded to a multiple of `quantum`, distinct.
+std::vector<double> sizes(double lo, double hi, int steps, double quantum) {
+  std::vector<double> out;
+  steps = std::max(1, steps);
+  for (int i = 0;; ++i) {
+    const double s = lo * std::pow(2.0, static_cast<double>(i) / steps);
+    if (s > hi * (1 + 1e-12)) break;
+    const double q = std::max(quantum, std::round(s / quantum) * quantum);
+    if (out.empty() || q > out.back()) out.push_back(q);
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+// Holds streams at a point until opened, so that a timed batch, enqueued piece by piece, then runs
+// back to back: the time between its events is the work's, not the host's hand-off to the stream.
+class Gate {
+ public:
+  Gate() = default;
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
+  ~Gate() { open(); }
+  void hold(Stream& s) {
+    s.enqueue([f = flag_] {
+      while (!f->load(std::memory_order_acquire)) std::this_thread::yield();
+    });
+  }
+  void open() { flag_->store(true, std::memory_order_release); }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> flag_ = std::make_shared<std::atomic<bool>>(false);
+};
+
+class Sweeper {
+ public:
+  Sweeper(Device& d, Communicator& c, const CalibrateOptions& o, const ProgressFn& p, int total)
+      : dev_(d), comm_(c), o_(o), progress_(p), total_(total) {}
+
+  // `iters` operations between two events on `s`, after a barrier: seconds per operation, max over ranks.
+  double batch(Stream& s, const std::function<void()>& op, int iters) {
+    comm_.barrier("calibrate");
+    Gate gate;
+    gate.hold(s);
+    const EventPtr e0 = s.record();
+    s.enqueue([&op, iters] {
+      for (int i = 0; i < iters; ++i) op();
+    });
+    const EventPtr e1 = s.record();
+    gate.open();
+    e1->synchronize();
+    return comm_.max_over_ranks(e1->seconds_since(*e0) / iters);
+  }
+
+  // One point: single operations first (the first one warms up; a fast one is timed again, and that
+  // time, the same on every rank, sets the batch size), warm-up batches for fast points, then the
+  // timed repetitions (fewer for slow points).
+  Measurement point(Stream& s, const std::function<void()>& op) {
+    double estimate = batch(s, op, 1);
+    const bool slow = estimate >= o_.large_s;
+    if (!slow) estimate = batch(s, op, 1);
+    Measurement m;
+    m.batch =
+        static_cast<int>(std::clamp(std::ceil(o_.batch_target_s / std::max(estimate, 1e-9)), 1.0, 1000.0));
+    if (!slow)
+      for (int w = 0; w < o_.warmup; ++w) batch(s, op, m.batch);
+    m.repeats = std::max(1, slow ? std::min(o_.large_repeats, o_.repeats) : o_.repeats);
+    std::vector<double> t;
+    for (int r = 0; r < m.repeats; ++r) t.push_back(batch(s, op, m.batch));
+    m.seconds = median(t);
+    m.min_s = *std::min_element(t.begin(), t.end());
+    m.max_s = *std::max_element(t.begin(), t.end());
+    return m;
+  }
+
+  void report(const std::string& sweep, const std::string& label, double seconds) {
+    ++done_;
+    if (progress_ && comm_.rank() == 0) progress_({sweep, label, done_, total_, seconds});
+  }
+
+  Device& dev_;
+  Communicator& comm_;
+  const CalibrateOptions& o_;
+  const ProgressFn& progress_;
+  int total_ = 0, done_ = 0;
+};
+
+std::vector<double> collective_sizes(const CalibrateOptions& o, int world) {
+  return sizes(o.min_bytes, o.max_bytes, o.steps_per_doubling, 4.0 * world);
+}
+std::vector<double> kernel_sizes(const CalibrateOptions& o, double quantum) {
+  return sizes(o.elementwise_min_bytes, o.elementwise_max_bytes, o.steps_per_doubling, quantum);
+}
+
+void sweep_collectives(Sweeper& sw, std::vector<Measurement>& out) {
+  Device& dev = sw.dev_;
+  Communicator& comm = sw.comm_;
+  const int n = comm.size();
+  const std::vector<double> all = collective_sizes(sw.o_, n);
+  const auto max_elems = static_cast<std::size_t>(all.back() / 4);
+  Buffer full(dev, max_elems, "calibrate: full buffer"), shard(dev, max_elems / n, "calibrate: shard");
+  full.fill(0.0f);  // zeros: repeated all-reduces stay finite
+  shard.fill(0.0f);
+  Stream& s = dev.comm_stream();
+  // Untimed: the transport's first messages set up connections and buffers.
+  s.enqueue([&] {
+    for (int i = 0; i < 20; ++i) {
+      comm.all_gather(s, shard.get(), full.get(), 1, "calibrate warm-up all-gather");
+      comm.reduce_scatter(s, full.get(), shard.get(), 1, "calibrate warm-up reduce-scatter");
+      comm.all_reduce(s, full.get(), static_cast<std::size_t>(n), "calibrate warm-up all-reduce");
+    }
+  });
+  s.synchronize();
+  for (const Collective c : kCollectives) {
+    for (const double bytes : all) {
+      const auto e = static_cast<std::size_t>(bytes / 4 / n);
+      std::function<void()> op;
+      if (c == Collective::kAllGather)
+        op = [&, e] { comm.all_gather(s, shard.get(), full.get(), e, "calibrate all-gather"); };
+      else if (c == Collective::kReduceScatter)
+        op = [&, e] { comm.reduce_scatter(s, full.get(), shard.get(), e, "calibrate reduce-scatter"); };
+      else
+        op = [&, e] { comm.all_reduce(s, full.get(), e * n, "calibrate all-reduce"); };
+      Measurement m = sw.point(s, op);
+      m.sweep = sweep_name(c);
+      m.bytes = bytes;
+      out.push_back(m);
+      sw.report(m.sweep, costmodel::format_bytes(bytes), m.seconds);
+    }
+  }
+}
+
+void sweep_kernels(Sweeper& sw, std::vector<Measurement>& out) {
+  Device& dev = sw.dev_;
+  Stream& s = dev.compute_stream();
+  const std::vector<double> touch = kernel_sizes(sw.o_, 8.0);
+  {
+    Buffer y(dev, static_cast<std::size_t>(touch.back() / 8), "calibrate: elementwise");
+    y.fill(1.0f);
+    for (const double bytes : touch) {
+      const auto n = static_cast<std::size_t>(bytes / 8);
+      Measurement m = sw.point(s, [&, n] { dev.touch(s, y.get(), n); });
+      m.sweep = "elementwise";
+      m.bytes = bytes;
+      out.push_back(m);
+      sw.report(m.sweep, costmodel::format_bytes(bytes), m.seconds);
+    }
+  }
+  const std::vector<double> adam = kernel_sizes(sw.o_, kAdamBytesPerParam);
+  const auto max_n = static_cast<std::size_t>(adam.back() / kAdamBytesPerParam);
+  Buffer w(dev, max_n, "calibrate: adam w"), g(dev, max_n, "calibrate: adam g"),
+      m1(dev, max_n, "calibrate: adam m"), v(dev, max_n, "calibrate: adam v");
+  w.fill(0.1f);
+  g.fill(0.01f);
+  m1.fill(0.0f);
+  v.fill(0.0f);
+  for (const double bytes : adam) {
+    const auto n = static_cast<std::size_t>(bytes / kAdamBytesPerParam);
+    Measurement m =
+        sw.point(s, [&, n] { dev.adam(s, w.get(), g.get(), m1.get(), v.get(), n, AdamParams{}); });
+    m.sweep = "adam";
+    m.bytes = bytes;
+    out.push_back(m);
+    sw.report(m.sweep, costmodel::format_bytes(bytes), m.seconds);
+  }
+}
+
+// The operands of one GEMM shape, filled, and the call.
+struct GemmOperands {
+  Buffer a, b, c;
+  Gemm g;
+  GemmOperands(Device& d, const GemmShape& sh)
+      : a(d, static_cast<std::size_t>(sh.count * sh.m * sh.k), "calibrate: gemm A"),
+        b(d, static_cast<std::size_t>(sh.count * sh.k * sh.n), "calibrate: gemm B"),
+        c(d, static_cast<std::size_t>(sh.count * sh.m * sh.n), "calibrate: gemm C") {
+    a.fill(0.01f);
+    b.fill(0.01f);
+    c.fill(0.0f);
+    g.m = sh.m, g.n = sh.n, g.k = sh.k;
+    g.a = a.get(), g.lda = sh.k, g.b = b.get(), g.ldb = sh.n, g.c = c.get(), g.ldc = sh.n;
+    g.batch = sh.count, g.stride_a = sh.m * sh.k, g.stride_b = sh.k * sh.n, g.stride_c = sh.m * sh.n;
+  }
+};
+
+std::string shape_label(const GemmShape& sh) {
+  return sh.count > 1 ? fmt::format("{}x{}x{} x{}", sh.m, sh.n, sh.k, sh.count)
+                      : fmt::format("{}x{}x{}", sh.m, sh.n, sh.k);
+}
+
+Measurement gemm_measurement(const GemmShape& sh, const Measurement& m, const char* sweep) {
+  Measurement r = m;
+  r.sweep = sweep;
+  r.m = sh.m, r.n = sh.n, r.k = sh.k, r.count = sh.count;
+  r.bytes = GemmPoint{sh.m, sh.n, sh.k, sh.count, 0}.bytes();
+  return r;
+}
+
+void sweep_gemms(Sweeper& sw, const std::vector<GemmShape>& shapes, std::vector<Measurement>& out) {
+  Device& dev = sw.dev_;
+  Stream& s = dev.compute_stream();
+  for (const GemmShape& sh : shapes) {
+    GemmOperands op(dev, sh);
+    const Measurement m = gemm_measurement(sh, sw.point(s, [&] { dev.gemm(s, op.g); }), "gemm");
+    out.push_back(m);
+    sw.report(m.sweep, shape_label(sh), m.seconds);
+  }
+}
+
+// GEMMs alone, then beside enough all-gathers on the comm stream to cover the whole batch (checked on
+// every rank; the all-gather count doubles and the repetition is redone, up to 3 times, if one rank's
+// were too few).
+void sweep_overlap(Sweeper& sw, const std::vector<GemmShape>& shapes, std::vector<Measurement>& out) {
+  Device& dev = sw.dev_;
+  Communicator& comm = sw.comm_;
+  const int n = comm.size();
+  Stream& ps = dev.compute_stream();
+  Stream& cs = dev.comm_stream();
+  const auto e = static_cast<std::size_t>(std::max(1.0, std::round(sw.o_.overlap_bytes / 4 / n)));
+  Buffer full(dev, e * n, "calibrate: overlap full"), shard(dev, e, "calibrate: overlap shard");
+  full.fill(0.0f);
+  shard.fill(0.0f);
+  auto ag = [&] { comm.all_gather(cs, shard.get(), full.get(), e, "calibrate overlap all-gather"); };
+  const double t_ag = sw.point(cs, ag).seconds;
+  for (const GemmShape& sh : shapes) {
+    GemmOperands op(dev, sh);
+    auto gemm = [&] { dev.gemm(ps, op.g); };
+    Measurement m = gemm_measurement(sh, sw.point(ps, gemm), "overlap");
+    const int iters = static_cast<int>(
+        std::clamp(std::ceil(std::max(sw.o_.batch_target_s, 3 * t_ag) / m.seconds), 1.0, 1000.0));
+    int n_ag = static_cast<int>(std::ceil(2.5 * iters * m.seconds / t_ag)) + 1;
+    int doublings = 0;  // at most 3: the slowdown would then be above 20, beyond what matters
+    std::vector<double> t;
+    for (int r = -sw.o_.warmup; r < m.repeats;) {
+      comm.barrier("calibrate overlap");
+      Gate gate;
+      gate.hold(cs);
+      gate.hold(ps);
+      const EventPtr c0 = cs.record();
+      cs.enqueue([&ag, n_ag] {
+        for (int i = 0; i < n_ag; ++i) ag();
+      });
+      const EventPtr c1 = cs.record();
+      ps.wait(c0);
+      const EventPtr e0 = ps.record();
+      ps.enqueue([&gemm, iters] {
+        for (int i = 0; i < iters; ++i) gemm();
+      });
+      const EventPtr e1 = ps.record();
+      gate.open();
+      e1->synchronize();
+      c1->synchronize();
+      const bool covered = c1->seconds_since(*e0) >= e1->seconds_since(*e0);
+      const double with = comm.max_over_ranks(e1->seconds_since(*e0) / iters);
+      if (comm.sum_over_ranks(covered ? 0.0 : 1.0) > 0 && doublings < 3) {
+        n_ag *= 2;
+        ++doublings;
+        continue;
+      }
+      if (r++ >= 0) t.push_back(with);
+    }
+    m.with_comm_s = median(t);
+    out.push_back(m);
+    sw.report(m.sweep, shape_label(sh), m.with_comm_s);
+  }
+}
+
+std::vector<GemmShape> default_overlap_shapes(bool quick) {
+  if (quick) return {{128, 128, 128, 1, "square"}};
+  return {{512, 512, 512, 1, "square"}, {1024, 1024, 1024, 1, "square"}, {1024, 1024, 64, 1, "skinny"}};
+}
+
+std::string compiler() {
+#if defined(__clang__)
+  return fmt::format("clang {}", __clang_version__);
+#elif defined(__GNUC__)
+  return fmt::format("gcc {}", __VERSION__);
+#else
+  return "unknown";
+#endif
+}
+
+}  // namespace
+
+std::vector<GemmShape> generic_gemm_shapes(bool quick) {
+  std::vector<GemmShape> out;
+  for (std::int64_t d = 32; d <= (quick ? 256 : 2048); d *= 2) out.push_back({d, d, d, 1, "square"});
+  if (quick) {
+    out.push_back({256, 256, 32, 1, "skinny"});
+    return out;
+  }
+  out.push_back({1536, 1536, 1536, 1, "square"});
+  for (const std::int64_t k : {16, 32, 64, 128, 256}) out.push_back({1024, 1024, k, 1, "skinny"});
+  out.push_back({64, 1024, 1024, 1, "skinny"});
+  return out;
+}
+
+std::vector<GemmShape> model_gemm_shapes(const std::vector<costmodel::ModelSpec>& models,
+                                         const std::vector<int>& batches, double max_flops) {
+  std::vector<GemmShape> out;
+  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> seen;
+  for (const auto& model : models) {
+    const costmodel::Workload w = costmodel::lower(model);
+    for (const auto& op : w.operators)
+      for (const auto* list : {&op.forward, &op.backward})
+        for (const costmodel::Kernel& k : *list) {
+          if (k.kind != costmodel::KernelKind::kGemm) continue;
+          for (const int b : batches) {
+            using costmodel::Dim;
+            const GemmShape sh{k.dim(Dim::kM, b), k.dim(Dim::kN, b), k.dim(Dim::kK, b), k.dim(Dim::kCount, b),
+                               fmt::format("{} {} batch {}", model.name, k.name, b)};
+            if (sh.flops() > max_flops || !seen.insert({sh.m, sh.n, sh.k, sh.count}).second) continue;
+            out.push_back(sh);
+          }
+        }
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const GemmShape& a, const GemmShape& b) { return a.flops() < b.flops(); });
+  return out;
+}
+
+nlohmann::json CalibrateOptions::to_json() const {
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const auto& s : gemm_shapes) shapes.push_back({s.m, s.n, s.k, s.count});
+  return {{"min_bytes", min_bytes},
+          {"max_bytes", max_bytes},
+          {"steps_per_doubling", steps_per_doubling},
+          {"warmup", warmup},
+          {"repeats", repeats},
+          {"large_s", large_s},
+          {"large_repeats", large_repeats},
+          {"batch_target_s", batch_target_s},
+          {"elementwise_min_bytes", elementwise_min_bytes},
+          {"elementwise_max_bytes", elementwise_max_bytes},
+          {"gemm_shapes", shapes},
+          {"overlap_bytes", overlap_bytes},
+          {"quick", quick},
+          {"segments",
+           {{"max_residual", segments.max_residual},
+            {"max_segments", segments.max_segments},
+            {"min_points", segments.min_points},
+            {"min_improvement", segments.min_improvement}}}};
+}
+
+CalibrateOptions quick_options() {
+  CalibrateOptions o;
+  o.quick = true;
+  o.max_bytes = kMiB;
+  o.steps_per_doubling = 1;
+  o.warmup = 0;
+  o.repeats = 2;
+  o.large_repeats = 1;
+  o.batch_target_s = 5e-4;
+  o.elementwise_max_bytes = 4 * kMiB;
+  o.overlap_bytes = kMiB;
+  return o;
+}
+
+CalibrationRun run_calibration(Device& device, Communicator& comm, const CalibrateOptions& o,
+                               const ProgressFn& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  const int world = comm.size();
+  const bool comm_thread = &device.comm_stream() != &device.compute_stream();
+  const bool overlap = comm_thread && world >= 2;
+  const std::vector<GemmShape> gemms = o.gemm_shapes.empty() ? generic_gemm_shapes(o.quick) : o.gemm_shapes;
+  const std::vector<GemmShape> overlaps = !overlap                   ? std::vector<GemmShape>{}
+                                          : o.overlap_shapes.empty() ? default_overlap_shapes(o.quick)
+                                                                     : o.overlap_shapes;
+  const int total =
+      static_cast<int>((world >= 2 ? 3 * collective_sizes(o, world).size() : 0) + kernel_sizes(o, 8).size() +
+                       kernel_sizes(o, kAdamBytesPerParam).size() + gemms.size() + overlaps.size());
+  Sweeper sw(device, comm, o, progress, total);
+  CalibrationRun run;
+  run.world = world;
+  if (world >= 2) sweep_collectives(sw, run.measurements);
+  sweep_kernels(sw, run.measurements);
+  sweep_gemms(sw, gemms, run.measurements);
+  if (!overlaps.empty()) sweep_overlap(sw, overlaps, run.measurements);
+  fit_measurements(run, o.name, o.segments);
+  run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  nlohmann::json& p = run.calibration.provenance;
+  const nlohmann::json machine = experiments::machine(world, 1);
+  p["host"] = machine["hostname"];
+  p["date"] = experiments::utc_now();
+  p["machine"] = machine;
+  p["backend"] = comm.backend();
+  p["backend_version"] = comm.version();
+  p["device"] = device.name();
+  p["world_size"] = world;
+  p["compiler"] = compiler();
+  p["eigen"] = fmt::format("{}.{}.{}", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION);
+  if (!o.tool_version.empty()) p["tool_version"] = o.tool_version;
+  p["options"] = o.to_json();
+  p["wall_s"] = run.wall_s;
+  p["interference"] = overlap       ? "measured"
+                      : comm_thread ? "not measured: one rank"
+                                    : "not measured: no separate comm stream";
+  for (const auto& [k, v] : o.extra_provenance.items()) p[k] = v;
+  return run;
+}
+
+}  // namespace osdp::validate

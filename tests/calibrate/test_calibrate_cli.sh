@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# End-to-end checks of `osdp calibrate` (run by CTest as the test cli_calibrate): a quick calibration on
+# 2 MPI ranks (relaunched under mpirun by osdp itself), the file it writes read back by `osdp plan`,
+# and bad arguments.
+#   OSDP=<path to the osdp binary> OSDP_DATA_DIR=<repo>/data bash tests/calibrate/test_calibrate_cli.sh
+# Each check prints "ok - ..." or "not ok - ..." (with the evidence as "#" lines); the last line is
+# "N passed, M failed" and the exit status is non-zero when anything failed. Nothing here depends on
+# how fast this machine is: only the structure of the results is checked.
+set -euo pipefail
+
+: "${OSDP:?set OSDP to the osdp binary}"
+case $OSDP in */*) OSDP=$(cd "$(dirname "$OSDP")" && pwd)/$(basename "$OSDP") ;; esac # absolute: we cd
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+export OSDP_DATA_DIR=$(cd "${OSDP_DATA_DIR:-$HERE/../../data}" && pwd)
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+cd "$TMP"
+
+# shellcheck source=../cli/harness.sh
+source "$HERE/../cli/harness.sh"
+
+# --- usage errors (before any launch) ------------------------------------------------------------
+
+run help "$OSDP" calibrate --help
+expect_rc "osdp calibrate --help" help 0
+contains "--help explains -np, --quick, the output files and the exit codes" "$TMP/help.out" \
+  "--np" "--quick" "--out" "measurements.csv" "Exit codes" "mpirun"
+
+bad() {  # bad NAME PATTERN ARGS...: exit 2 and PATTERN in stderr
+  local name=$1 pattern=$2
+  shift 2
+  run "$name" "$OSDP" calibrate "$@"
+  expect_rc "calibrate $* is refused" "$name" 2
+  contains "calibrate $*: the message says why" "$TMP/$name.err" "$pattern"
+}
+bad backend "backend" --backend tcp -np 2 --quick
+bad nccl "not built" --backend nccl -np 2 --quick
+bad np0 "-np" -np 0 --quick
+bad npword "-np" -np two --quick
+bad nonp "-np N" --quick
+bad sizes "larger than" -np 2 --min-size 2MiB --max-size 1MiB --quick
+bad sizeunit "--max-size" -np 2 --max-size lots --quick
+bad model "nope" -np 2 --model nope.json
+bad timeout "--timeout" -np 2 --timeout 0 --quick
+
+# --- a quick calibration on 2 ranks --------------------------------------------------------------
+
+if ! command -v mpirun >/dev/null 2>&1; then
+  echo "ok - skip: calibration on 2 ranks (mpirun is not installed)"
+  finish
+  exit $?
+fi
+if ! "$OSDP" --version | grep -q '^MPI: yes'; then
+  echo "ok - skip: calibration on 2 ranks (osdp was built without MPI)"
+  finish
+  exit $?
+fi
+export OMPI_MCA_rmaps_base_oversubscribe=1
+# Open MPI's own allocations outlive MPI_Finalize (see tests/cli/test_sweep.sh): no leak check here.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+
+run quick "$OSDP" calibrate --backend mpi -np 2 --quick --out cal2.json
+expect_rc "calibrate --backend mpi -np 2 --quick --out cal2.json" quick 0
+jcheck "the calibration file: schema 1, name, 2-rank provenance, 3 collectives, compute, interference" cal2.json '
+assert j["schema_version"] == 1 and j["name"] == "cal2", (j["schema_version"], j["name"])
+p = j["provenance"]
+for k in ("host", "date", "backend", "backend_version", "world_size", "compiler", "eigen", "options", "machine"):
+    assert k in p, f"provenance lacks {k}: {sorted(p)}"
+assert p["backend"] == "mpi" and p["world_size"] == 2, (p["backend"], p["world_size"])
+assert p["options"]["quick"] is True
+for c in ("allgather", "reducescatter", "allreduce"):
+    segs = j["collectives"][c]
+    assert 1 <= len(segs) <= 6, (c, len(segs))
+    assert "up_to" not in segs[-1], f"{c}: the last segment is bounded"
+    ups = [s["up_to"] for s in segs[:-1]]
+    assert ups == sorted(ups), (c, ups)
+    for s in segs:
+        assert s["alpha"] >= 0 and s["bandwidth"] > 0 and s["residual_rms"] >= 0, (c, s)
+c = j["compute"]
+assert c["fp32_flops"] > 1e8 and c["bf16_flops"] == c["fp32_flops"], c
+assert c["gemm_efficiency"] == 1 and c["gemm_half_efficiency_dim"] >= 0, c
+assert c["memory_bandwidth"] > 1e8 and c["kernel_overhead"] >= 0, c
+assert j["overlap"]["interference"] >= 1, j["overlap"]'
+jcheck "the raw points: cal2.measurements.csv, one line per point, every sweep there" cal2.json '
+import csv
+rows = list(csv.DictReader(open("cal2.measurements.csv")))
+sweeps = {r["sweep"] for r in rows}
+want = {"all-gather", "reduce-scatter", "all-reduce", "elementwise", "adam", "gemm", "overlap"}
+assert sweeps == want, sweeps
+ag = [float(r["bytes"]) for r in rows if r["sweep"] == "all-gather"]
+assert ag[0] == 1024 and ag[-1] == 1048576 and len(ag) == 11, ag  # --quick: 1 KiB .. 1 MiB, powers of 2
+assert all(float(r["seconds"]) > 0 for r in rows)
+assert sum(s["points"] for s in j["provenance"]["fit"]["allgather"]) == len(ag)'
+if grep -qE '^calibrate: all-gather 1\.0 KiB \[1/[0-9]+\] ' quick.err &&
+  [[ $(grep -c '^calibrate: ' quick.err) -eq $(($(wc -l <cal2.measurements.csv) - 1)) ]]; then
+  ok "progress: one line per point on stderr, with a counter"
+else
+  not_ok "progress: one line per point on stderr, with a counter" "$(head -n 5 quick.err)"
+fi
+contains "the summary: segments, GEMM peak, bandwidth, interference" quick.out \
+  "all-gather" "reduce-scatter" "all-reduce" "GFLOP/s" "interference" "cal2.json"
+
+# The file is a calibration `osdp plan` reads, and it changes the prediction.
+cat >two.json <<'EOF'
+{
+  "schema_version": 1,
+  "name": "two-cpus",
+  "description": "2 ranks on this machine",
+  "source": "test",
+  "nodes": 1,
+  "devices_per_node": 2,
+  "device": {"name": "cpu", "memory": "16GiB", "reserve": "0B", "fp32_flops": "1TFLOP/s",
+             "bf16_flops": "1TFLOP/s", "memory_bandwidth": "100GB/s", "kernel_overhead": "0s"},
+  "links": {"intra": {"alpha": "1us", "bandwidth": "100GB/s"}}
+}
+EOF
+run plan_cal "$OSDP" plan --model nd-48x1024 --cluster two.json --calibration cal2.json --json
+expect_rc "plan --calibration cal2.json" plan_cal 0
+run plan_raw "$OSDP" plan --model nd-48x1024 --cluster two.json --json
+expect_rc "plan without the calibration" plan_raw 0
+jcheck "the calibration changes the predicted step time" plan_cal.out '
+raw = json.load(open(args[0]))
+assert j["feasible"] and raw["feasible"]
+assert j["iteration_time_s"] != raw["iteration_time_s"], j["iteration_time_s"]' plan_raw.out
+
+# Without a comm thread there is no overlap to measure: no interference in the file.
+run nothread "$OSDP" calibrate -np 2 --quick --no-comm-thread --quiet --out nothread.json
+expect_rc "calibrate --no-comm-thread" nothread 0
+jcheck "--no-comm-thread: no overlap block, and the provenance says why" nothread.json '
+assert "overlap" not in j, j.get("overlap")
+assert "not measured" in j["provenance"]["interference"], j["provenance"]["interference"]'
+if [[ -s nothread.err ]]; then not_ok "--quiet: no progress lines" "$(head -n 3 nothread.err)"; else ok "--quiet: no progress lines"; fi
+
+# Under mpirun itself (no relaunch); -np must then match the job.
+run inside mpirun -np 2 --oversubscribe "$OSDP" calibrate --quick --quiet --out inside.json
+expect_rc "mpirun -np 2 osdp calibrate --quick" inside 0
+jcheck "under mpirun: 2 ranks, default name from the file" inside.json '
+assert j["provenance"]["world_size"] == 2 and j["name"] == "inside", (j["provenance"]["world_size"], j["name"])'
+run mismatch mpirun -np 2 --oversubscribe "$OSDP" calibrate -np 3 --quick --out mismatch.json
+expect_rc "mpirun -np 2 osdp calibrate -np 3" mismatch 2
+contains "-np against the job's size: the message says so" mismatch.err "-np 3 but mpirun started 2 ranks"
+[[ ! -e mismatch.json ]] && ok "no file after a refused run" || not_ok "no file after a refused run"
+
+# A rank that hangs in a collective: the other one times out, names the operation and aborts the job.
+run hang env OSDP_INJECT_FAULT="rank=1,op=calibrate all-reduce,kind=hang" \
+  "$OSDP" calibrate -np 2 --quick --quiet --timeout 2 --out hang.json
+expect_rc "a hung rank aborts the job" hang 4
+contains "the message names the waiting rank and the operation" hang.err "rank 0" "all-reduce"
+[[ ! -e hang.json ]] && ok "no file after an aborted run" || not_ok "no file after an aborted run"
+
+finish

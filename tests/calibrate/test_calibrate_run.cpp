@@ -1,0 +1,266 @@
+// Tests of the calibration sweeps and their assembly (validate/calibrate.hpp) without MPI: the sweeps
+// run on the real CPU device with a stand-in communicator (two ranks' collectives done by one
+// process), and the fits and the file are checked on synthetic measurements. No test here depends on
+// the times measured: only on what was measured, how it is recorded, and the fitted numbers of
+// synthetic points (derived as in test_calibration_fit.cpp).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "costmodel/calibration.hpp"
+#include "costmodel/catalog.hpp"
+#include "validate/calibrate.hpp"
+#include "validate/cpu_device.hpp"
+
+using osdp::costmodel::Collective;
+using namespace osdp::validate;
+
+namespace {
+
+// Two ranks holding the same data: all-gather copies the shard into both halves, reduce-scatter sums
+// the two halves, all-reduce doubles. Host-side reductions see two equal values.
+class TwinCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string backend() const override { return "twin"; }
+  std::string version() const override { return "test"; }
+  void all_gather(Stream&, const float* shard, float* full, std::size_t e, const std::string&) override {
+    std::memcpy(full, shard, e * sizeof(float));
+    std::memcpy(full + e, shard, e * sizeof(float));
+    ++collectives;
+  }
+  void reduce_scatter(Stream&, const float* full, float* shard, std::size_t e, const std::string&) override {
+    for (std::size_t i = 0; i < e; ++i) shard[i] = full[i] + full[e + i];
+    ++collectives;
+  }
+  void all_reduce(Stream&, float* buf, std::size_t e, const std::string&) override {
+    for (std::size_t i = 0; i < e; ++i) buf[i] *= 2;
+    ++collectives;
+  }
+  void barrier(const std::string&) override {}
+  double max_over_ranks(double x) override { return x; }
+  double sum_over_ranks(double x) override { return 2 * x; }
+  std::vector<double> all_values(double x) override { return {x, x}; }
+  int collectives = 0;
+};
+
+CalibrateOptions small_options() {
+  CalibrateOptions o = quick_options();
+  o.name = "twin";
+  o.max_bytes = 64 * 1024;                // 1 KiB .. 64 KiB: 7 sizes per collective
+  o.elementwise_max_bytes = 1024 * 1024;  // 64 KiB .. 1 MiB: 5 sizes
+  o.gemm_shapes = {{32, 32, 32, 1, "square"},
+                   {64, 64, 64, 1, "square"},
+                   {128, 128, 128, 1, "square"},
+                   {64, 64, 16, 4, "batched"}};
+  o.overlap_shapes = {{64, 64, 64, 1, "square"}};
+  o.overlap_bytes = 64 * 1024;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("run_calibration measures every point once, in order, and frees its memory", "[calibrate][run]") {
+  CpuDevice device;
+  TwinCommunicator comm;
+  std::vector<CalibrationProgress> seen;
+  const CalibrationRun run = run_calibration(device, comm, small_options(),
+                                             [&](const CalibrationProgress& p) { seen.push_back(p); });
+
+  // 3 x 7 collective sizes + 5 touches + 5 Adam sizes + 4 GEMMs + 1 overlap shape.
+  REQUIRE(run.measurements.size() == 36);
+  REQUIRE(seen.size() == 36);
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    CHECK(seen[i].index == static_cast<int>(i) + 1);
+    CHECK(seen[i].total == 36);
+    CHECK(seen[i].sweep == run.measurements[i].sweep);
+  }
+  std::vector<double> ag;
+  for (const auto& m : run.measurements) {
+    CHECK(m.seconds > 0);
+    CHECK(m.min_s <= m.seconds);
+    CHECK(m.seconds <= m.max_s);
+    CHECK(m.repeats >= 1);
+    CHECK(m.batch >= 1);
+    if (m.sweep == "all-gather") ag.push_back(m.bytes);
+    if (m.sweep == "adam") CHECK(std::fmod(m.bytes, 28.0) == 0.0);        // whole parameters of 28 B
+    if (m.sweep == "elementwise") CHECK(std::fmod(m.bytes, 8.0) == 0.0);  // whole elements of 8 B
+  }
+  CHECK(ag == std::vector<double>{1024, 2048, 4096, 8192, 16384, 32768, 65536});
+  CHECK(run.measurements.back().sweep == "overlap");
+  CHECK(run.measurements.back().with_comm_s > 0);
+  CHECK(comm.collectives > 0);
+  CHECK(device.memory().current_bytes == 0);
+  CHECK(device.memory().allocations == 0);
+
+  // Fitted and recorded.
+  CHECK(run.world == 2);
+  for (std::size_t c = 0; c < 3; ++c) CHECK_FALSE(run.collectives[c].empty());
+  REQUIRE(run.calibration.compute.has_value());
+  CHECK(run.calibration.compute->fp32_flops_per_s > 0);
+  REQUIRE(run.interference.has_value());
+  CHECK(*run.interference >= 1.0);
+  const auto& p = run.calibration.provenance;
+  CHECK(p.at("world_size") == 2);
+  CHECK(p.at("backend") == "twin");
+  CHECK(p.at("backend_version") == "test");
+  CHECK(p.at("options").at("max_bytes") == 65536.0);
+  for (const char* k : {"host", "date", "machine", "device", "compiler", "eigen", "fit"})
+    CHECK(p.contains(k));
+  CHECK(run.calibration.name == "twin");
+}
+
+TEST_CASE("without a separate comm stream there is no overlap sweep", "[calibrate][run]") {
+  CpuDeviceOptions one;
+  one.comm_thread = false;
+  CpuDevice device(one);
+  TwinCommunicator comm;
+  const CalibrationRun run = run_calibration(device, comm, small_options());
+  CHECK(run.measurements.size() == 35);
+  CHECK_FALSE(run.interference.has_value());
+  CHECK_FALSE(run.calibration.interference.has_value());
+}
+
+namespace {
+
+// Measurements of a machine with known coefficients, as run_calibration records them:
+// collectives on 2 ranks from 1 KiB to 256 MiB, alpha 5 us and 2 GB/s up to 64 KiB, then 40 us and
+// 4 GB/s; touches with overhead 2 us at 20 GB/s; Adam at 10 GB/s; GEMMs at 80 GFLOP/s, d_half 24;
+// GEMMs 1.5x slower beside all-gathers.
+std::vector<Measurement> synthetic_measurements() {
+  std::vector<Measurement> ms;
+  auto add = [&](const char* sweep, double bytes, double t) {
+    Measurement m;
+    m.sweep = sweep;
+    m.bytes = bytes;
+    m.seconds = m.min_s = m.max_s = t;
+    m.repeats = m.batch = 1;
+    ms.push_back(m);
+  };
+  for (const char* c : {"all-gather", "reduce-scatter", "all-reduce"}) {
+    const double a = std::string(c) == "all-reduce" ? 2 : 1;
+    for (double s = 1024; s <= 268435456; s *= 2)
+      add(c, s, s <= 65536 ? a * (5e-6 + s / 2 / 2e9) : a * (40e-6 + s / 2 / 4e9));
+  }
+  for (double b = 65536; b <= 268435456; b *= 2) add("elementwise", b, 2e-6 + b / 20e9);
+  for (double b = 65536; b <= 268435456; b *= 2) add("adam", b, 2e-6 + b / 10e9);
+  for (const std::int64_t d : {64, 128, 256, 512, 1024}) {
+    Measurement m;
+    m.sweep = "gemm";
+    m.m = m.n = m.k = d;
+    m.count = 1;
+    const double dd = static_cast<double>(d);
+    m.seconds = 2e-6 + 2 * dd * dd * dd / (80e9 * dd / (dd + 24));
+    ms.push_back(m);
+    if (d == 256) {
+      m.sweep = "overlap";
+      m.with_comm_s = 1.5 * m.seconds;
+      ms.push_back(m);
+    }
+  }
+  return ms;
+}
+
+}  // namespace
+
+TEST_CASE("fit_measurements recovers the coefficients into the calibration", "[calibrate][fit]") {
+  CalibrationRun run;
+  run.world = 2;
+  run.measurements = synthetic_measurements();
+  CalibrateOptions o;
+  o.name = "synthetic";
+  fit_measurements(run, o.name, o.segments);
+  const auto& cal = run.calibration;
+  CHECK(cal.name == "synthetic");
+  for (const auto* segs : {&cal.allgather, &cal.reducescatter, &cal.allreduce}) {
+    REQUIRE(segs->size() == 2);
+    CHECK((*segs)[0].up_to_bytes == 65536.0);
+    CHECK((*segs)[0].alpha_s == Approx(5e-6).epsilon(1e-9));
+    CHECK((*segs)[0].beta_s_per_byte == Approx(1 / 2e9).epsilon(1e-9));
+    CHECK((*segs)[1].up_to_bytes == std::numeric_limits<double>::infinity());
+    CHECK((*segs)[1].alpha_s == Approx(40e-6).epsilon(1e-9));
+    CHECK((*segs)[1].beta_s_per_byte == Approx(1 / 4e9).epsilon(1e-9));
+  }
+  REQUIRE(cal.compute.has_value());
+  CHECK(cal.compute->kernel_overhead_s == Approx(2e-6).epsilon(1e-9));
+  CHECK(cal.compute->memory_bandwidth_bytes_per_s == Approx(20e9).epsilon(1e-9));
+  CHECK(cal.compute->fp32_flops_per_s == Approx(80e9).epsilon(1e-9));
+  CHECK(cal.compute->bf16_flops_per_s == cal.compute->fp32_flops_per_s);
+  CHECK(cal.compute->gemm_efficiency == 1.0);
+  CHECK(cal.compute->gemm_half_efficiency_dim == Approx(24).epsilon(1e-9));
+  CHECK(run.adam.bandwidth_bytes_per_s == Approx(10e9).epsilon(1e-9));
+  REQUIRE(cal.interference.has_value());
+  CHECK(*cal.interference == Approx(1.5));
+  CHECK(cal.provenance.at("fit").at("allgather").size() == 2);
+
+  // The file reads back as the same calibration, with each segment's residual beside it.
+  const nlohmann::json doc = calibration_file_json(run);
+  CHECK(doc.at("collectives").at("allreduce").at(1).contains("residual_rms"));
+  const osdp::costmodel::Calibration back = osdp::costmodel::read_calibration(doc, "synthetic.json", {});
+  REQUIRE(back.allreduce.size() == 2);
+  CHECK(back.allreduce[0].up_to_bytes == 65536.0);
+  CHECK(back.allreduce[1].alpha_s == Approx(40e-6).epsilon(1e-9));
+  CHECK(back.compute->fp32_flops_per_s == Approx(80e9).epsilon(1e-9));
+  CHECK(back.interference == cal.interference);
+
+  const std::string csv = measurements_csv(run);
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == static_cast<long>(run.measurements.size()) + 1);
+  CHECK(csv.rfind("sweep,bytes,m,n,k,count,seconds", 0) == 0);
+}
+
+TEST_CASE("a segment whose time does not grow with size is written as 1 PB/s", "[calibrate][fit]") {
+  CalibrationRun run;
+  run.world = 2;
+  for (auto& m : synthetic_measurements())
+    if (m.sweep != "all-gather") run.measurements.push_back(m);
+  for (double s = 1024; s <= 8192; s *= 2) {
+    Measurement m;
+    m.sweep = "all-gather";
+    m.bytes = s;
+    m.seconds = 3e-6;
+    run.measurements.push_back(m);
+  }
+  fit_measurements(run, "flat");
+  REQUIRE(run.collectives[0].size() == 1);
+  CHECK(run.collectives[0][0].alpha_s == Approx(3e-6).epsilon(1e-9));
+  CHECK(run.calibration.allgather[0].beta_s_per_byte >= 1e-15);
+  const auto back = osdp::costmodel::read_calibration(calibration_file_json(run), "flat.json", {});
+  CHECK(1 / back.allgather[0].beta_s_per_byte <= 1e15 * (1 + 1e-12));
+}
+
+TEST_CASE("the GEMM shapes of a model's IR, distinct and capped", "[calibrate]") {
+  const auto model = osdp::costmodel::load_model("nd-48x1024");
+  const auto shapes = model_gemm_shapes({model}, {1, 2}, 8e9);
+  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> seen;
+  bool qkv = false;
+  for (const auto& s : shapes) {
+    CHECK(s.flops() <= 8e9);
+    CHECK(seen.insert({s.m, s.n, s.k, s.count}).second);
+    // The QKV projection at batch 1: [seq x hidden] x [hidden x 3 hidden], 6.4 GFLOP.
+    if (s.m == 1024 && s.n == 3072 && s.k == 1024 && s.count == 1) qkv = true;
+  }
+  CHECK(qkv);
+  // The LM head [1024 x 50257 x 1024] (105 GFLOP) is left out.
+  for (const auto& s : shapes) CHECK(s.n != 50257);
+  CHECK_FALSE(shapes.empty());
+  CHECK(generic_gemm_shapes(true).size() < generic_gemm_shapes(false).size());
+}
+
+TEST_CASE("a fitted alpha above the file's 1 s limit is an error, not an unreadable file",
+          "[calibrate][fit]") {
+  CalibrationRun run;
+  run.world = 2;
+  for (auto& m : synthetic_measurements()) {
+    if (m.sweep == "all-gather") m.seconds += 2.0;  // t = 2 s + ... : alpha ~ 2 s on 2 ranks
+    run.measurements.push_back(m);
+  }
+  CHECK_THROWS_WITH(fit_measurements(run, "slow"), Catch::Contains("alpha") && Catch::Contains("1 s"));
+}

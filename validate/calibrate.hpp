@@ -1,0 +1,86 @@
+// Calibration microbenchmarks (DESIGN.md section 7): collective sweeps over message sizes (all-gather,
+// reduce-scatter, all-reduce), GEMM and elementwise sweeps, the Adam kernel, and the slowdown of compute
+// while a collective runs, measured on a backend and fitted (validate/calibration_fit.hpp) to a
+// costmodel::Calibration.
+//
+// Measurement habit (nccl-tests): warm-up, then timed repetitions; each repetition is a batch of
+// identical operations between two events on the stream they run on (a batch lasts at least
+// batch_target_s; the stream is held until the whole batch is enqueued, so the host's hand-off is not
+// timed), after a barrier; a repetition's time is the max over ranks, a point's time the median of
+// its repetitions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "costmodel/model.hpp"
+#include "validate/backend.hpp"
+#include "validate/calibration_fit.hpp"
+
+namespace osdp::validate {
+
+struct GemmShape {
+  std::int64_t m = 0, n = 0, k = 0, count = 1;
+  std::string source;  // "square", "skinny", or the model and kernel it comes from
+  double flops() const {
+    return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
+           static_cast<double>(count);
+  }
+};
+
+// A generic range: squares 32 .. 2048 (quick: .. 256) and skinny [1024 x 1024 x k] (quick: 256).
+std::vector<GemmShape> generic_gemm_shapes(bool quick);
+// The distinct GEMM kernels of the models' IR (forward and backward) at the given micro-batch sizes, at
+// most `max_flops` each (larger ones would take seconds on a CPU; they are left out).
+std::vector<GemmShape> model_gemm_shapes(const std::vector<costmodel::ModelSpec>& models,
+                                         const std::vector<int>& batches, double max_flops);
+
+struct CalibrateOptions {
+  std::string name;                            // the calibration's name
+  double min_bytes = 1024;                     // collectives: the full buffer S, from ...
+  double max_bytes = 256.0 * 1024 * 1024;      // ... to
+  int steps_per_doubling = 2;                  // sizes per factor 2 (1 = powers of two)
+  int warmup = 1;                              // untimed batches before each fast point
+  int repeats = 7;                             // timed batches per point (median of the max over ranks)
+  double large_s = 0.02;                       // points whose one operation takes at least this long ...
+  int large_repeats = 5;                       // ... are timed this many times, with no warm-up batch
+  double batch_target_s = 2e-3;                // a timed batch lasts at least this long (up to 1000 ops)
+  double elementwise_min_bytes = 64.0 * 1024;  // bytes moved by a touch (8 per element)
+  double elementwise_max_bytes = 256.0 * 1024 * 1024;
+  std::vector<GemmShape> gemm_shapes;         // empty: generic_gemm_shapes(quick)
+  std::vector<GemmShape> overlap_shapes;      // GEMMs timed alone and beside all-gathers; empty: default
+  double overlap_bytes = 64.0 * 1024 * 1024;  // the all-gathers' buffer S
+  bool quick = false;                         // set by quick_options(): small sizes, few repeats
+  SegmentOptions segments;
+  std::string tool_version;                                    // recorded in the provenance
+  nlohmann::json extra_provenance = nlohmann::json::object();  // merged into the provenance
+
+  nlohmann::json to_json() const;
+};
+
+// A few seconds in all: S up to 1 MiB at powers of two, 2 repeats, small GEMMs, touches up to 4 MiB.
+CalibrateOptions quick_options();
+
+// Progress of a sweep: point `index` of `total` (1-based) took `seconds` (per operation).
+struct CalibrationProgress {
+  // "all-gather", "reduce-scatter", "all-reduce", "elementwise", "adam", "gemm" or "overlap"
+  std::string sweep;
+  std::string label;  // "4 MiB", "1024x1024x1024"
+  int index = 0, total = 0;
+  double seconds = 0;
+};
+using ProgressFn = std::function<void(const CalibrationProgress&)>;
+
+// Runs every sweep on every rank (all ranks must call it with the same options) and fits. `progress`
+// is called on rank 0 only. Device memory comes from Device::allocate and is freed before it returns.
+// Throws BackendFailure when the backend fails, osdp::Error when a fit is impossible.
+CalibrationRun run_calibration(Device& device, Communicator& comm, const CalibrateOptions& options,
+                               const ProgressFn& progress = {});
+
+}  // namespace osdp::validate

@@ -1,0 +1,163 @@
+// Least-squares fits of calibration measurements to the cost model's coefficients, and the
+// calibration file made from them (pure math and JSON: no backend, no MPI).
+//
+// Collectives (costmodel/cost_model.cpp collective_s), S the full gathered/reduced buffer:
+//   t = A (N-1) alpha + A (N-1)/N S beta,   A = 2 for all-reduce, 1 for all-gather and reduce-scatter.
+// Compute (costmodel/cluster.hpp ComputeSpec, gemm_efficiency = 1), d = min(m, n, k):
+//   elementwise  t = overhead + bytes / bandwidth
+//   GEMM         t = overhead + flops / (peak d / (d + d_half)) = overhead + flops / peak + flops d_half /
+//   (peak d)
+// Every fit minimises the relative error, sum ((model - t) / t)^2, because sizes span five orders of
+// magnitude and an absolute fit would see only the largest points; coefficients are constrained to be
+// >= 0 (an exact two-variable non-negative least squares: the unconstrained solution where it is
+// feasible, else the better of the two one-coefficient fits). Residuals are relative RMS:
+//   sqrt(mean(((model - t) / t)^2)).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "costmodel/calibration.hpp"
+
+namespace osdp::validate {
+
+// One measured size: bytes (for a collective the full buffer S; for an elementwise kernel the bytes
+// moved) and its time.
+struct SizePoint {
+  double bytes = 0;
+  double seconds = 0;
+};
+
+// One fitted message-size range of a collective.
+struct FitSegment {
+  double from_bytes = 0;   // the smallest measured size in the segment
+  double up_to_bytes = 0;  // the largest measured size in it; +infinity for the last segment
+  double alpha_s = 0;
+  double beta_s_per_byte = 0;
+  double residual_rms = 0;  // relative
+  int points = 0;
+};
+
+struct SegmentOptions {
+  double max_residual = 0.10;  // split while some segment's relative RMS residual exceeds this
+  int max_segments = 6;
+  int min_points = 3;            // per segment
+  double min_improvement = 0.2;  // a split must cut the summed squared relative error by this fraction
+};
+
+// The cost model's time of collective `c` on `world` ranks for a buffer of `bytes` (as collective_s).
+double collective_model_s(costmodel::Collective c, int world, double alpha_s, double beta_s_per_byte,
+                          double bytes);
+
+// Fits alpha and beta per contiguous message-size range. One pair first; while some segment's residual
+// exceeds options.max_residual, the optimal partition into one more segment (dynamic programming over the
+// points sorted by size, equal sizes never separated, at least min_points each) replaces it if it cuts
+// the summed squared relative error by at least options.min_improvement, up to max_segments. Needs
+// world >= 2 and at least two points, all with bytes > 0 and seconds > 0 (throws osdp::Error).
+// Segments are sorted by size; the last one's up_to_bytes is +infinity.
+std::vector<FitSegment> fit_collective(costmodel::Collective c, int world, std::vector<SizePoint> points,
+                                       const SegmentOptions& options = {});
+
+// The segments as the calibration file holds them.
+std::vector<costmodel::Segment> to_segments(const std::vector<FitSegment>& fit);
+
+struct ElementwiseFit {
+  double overhead_s = 0;
+  double bandwidth_bytes_per_s = 0;  // +infinity if the fit found no size dependence
+  double residual_rms = 0;
+  int points = 0;
+};
+
+// t = overhead + bytes / bandwidth (bytes moved). At least two points (throws osdp::Error).
+ElementwiseFit fit_elementwise(const std::vector<SizePoint>& points);
+
+// One timed GEMM kernel: `count` independent [m x k] x [k x n] products (fp32).
+struct GemmPoint {
+  std::int64_t m = 0, n = 0, k = 0, count = 1;
+  double seconds = 0;
+  double flops() const;  // 2 m n k count
+  double bytes() const;  // 4 count (m k + k n + m n): what the cost model's memory term reads and writes
+  std::int64_t min_dim() const;
+};
+
+struct GemmFit {
+  double peak_flops_per_s = 0;
+  double half_efficiency_dim = 0;  // d_half
+  double residual_rms = 0;         // over the points used
+  int points_used = 0;
+  int points_memory_bound = 0;  // left out: the model prices them by its memory term
+};
+
+// Fits peak and d_half with the kernel overhead fixed (the elementwise fit's: ComputeSpec has one
+// overhead for every kernel): t - overhead = (1/peak) flops + (d_half/peak) flops/d, linear in the two
+// coefficients, relative error weighted by 1/t. Memory-bound points are left out, because the model
+// prices a GEMM by max(compute term, bytes / memory_bandwidth) and the compute coefficients cannot
+// explain them: the first fit takes the points whose time (less the overhead) is more than twice their
+// memory term (all points if fewer than two are), then, at most 4 times, the points whose memory term
+// is at most their compute term at the fitted coefficients are refitted (never below two). A negative
+// d_half is clamped to 0; peak must come out positive (throws osdp::Error otherwise, as with fewer than
+// two points).
+GemmFit fit_gemm(const std::vector<GemmPoint>& points, double overhead_s,
+                 double memory_bandwidth_bytes_per_s);
+
+// Compute timed alone and while a collective runs on the other stream.
+struct OverlapPoint {
+  double alone_s = 0;
+  double with_comm_s = 0;
+};
+
+// The median over points of with_comm / alone, clamped to >= 1 (and to the calibration file's <= 100).
+// At least one point (throws osdp::Error).
+double fit_interference(const std::vector<OverlapPoint>& points);
+
+// --- From measurements to a calibration file -------------------------------------------------------
+
+// The Adam kernel moves 28 B per fp32 parameter (reads w, g, m, v; writes w, m, v), as the cost
+// model's optimizer_s prices it: 2 (w + o) + g with w = g = 4 and o = 8.
+constexpr int kAdamBytesPerParam = 28;
+// A fitted beta of 0 (times that do not grow with size) is written as this bandwidth, since files
+// hold bandwidths; so is an elementwise bandwidth above it.
+constexpr double kMaxBandwidth = 1e15;
+
+// The name of a collective's sweep: "all-gather", "reduce-scatter", "all-reduce".
+const char* sweep_name(costmodel::Collective c);
+
+// One measured point, as the sibling CSV lists it.
+struct Measurement {
+  // "all-gather", "reduce-scatter", "all-reduce", "elementwise", "adam", "gemm" or "overlap"
+  std::string sweep;
+  double bytes = 0;  // collectives: S; elementwise and adam: bytes moved; gemm: the model's bytes
+  std::int64_t m = 0, n = 0, k = 0, count = 0;  // GEMMs (overlap: the GEMM timed)
+  double seconds = 0;                           // median over repetitions of the max over ranks
+  double min_s = 0, max_s = 0;
+  int repeats = 0, batch = 0;  // timed repetitions, operations per timed batch
+  double with_comm_s = 0;      // overlap: the GEMM's time beside the all-gathers
+};
+
+struct CalibrationRun {
+  std::vector<Measurement> measurements;
+  std::array<std::vector<FitSegment>, 3> collectives;  // indexed by costmodel::Collective
+  ElementwiseFit elementwise, adam;
+  GemmFit gemm;
+  std::optional<double> interference;  // none without a separate comm stream
+  int world = 1;
+  double wall_s = 0;
+  costmodel::Calibration calibration;
+};
+
+// Fits measured points (as run_calibration records them) into `run`'s fits and calibration, named
+// `name`; the provenance gets the fit diagnostics under "fit", the rest is left to the caller.
+// Separate from the measuring so that it can be tested without a backend.
+void fit_measurements(CalibrationRun& run, const std::string& name, const SegmentOptions& segments = {});
+
+// The calibration file (costmodel::to_json plus each segment's "residual_rms"), and the raw points as
+// CSV (one header line, then one line per Measurement).
+nlohmann::json calibration_file_json(const CalibrationRun& run);
+std::string measurements_csv(const CalibrationRun& run);
+
+}  // namespace osdp::validate
