@@ -3,6 +3,7 @@
 // itself under mpirun with the same arguments; inside, every rank measures and rank 0 writes.
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -80,7 +81,7 @@ validate::CalibrateOptions make_options(const CalibrateArgs& a) {
     std::vector<costmodel::ModelSpec> models;
     for (const auto& m : a.models) models.push_back(costmodel::load_model(m));
     o.gemm_shapes = validate::generic_gemm_shapes(false);
-    for (auto& s : validate::model_gemm_shapes(models, {1, 2}, 8e9)) o.gemm_shapes.push_back(s);
+    for (auto& s : validate::model_gemm_shapes(models, {1, 2, 4}, 8e9)) o.gemm_shapes.push_back(s);
   }
   return o;
 }
@@ -160,6 +161,20 @@ int run_ranks(const CalibrateArgs& a, int np) {
   }
   validate::CalibrateOptions o = make_options(a);
   const std::string path = out_path(a, comm.size());
+  // Where the results go must be writable before minutes of measuring, not after.
+  std::string unwritable;
+  if (root) {
+    const std::filesystem::path dir = std::filesystem::absolute(path).parent_path();
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    const std::filesystem::path probe = dir / ".osdp-calibrate-probe";
+    if (!std::ofstream(probe)) unwritable = fmt::format("{}: cannot write in {}", path, dir.string());
+    std::filesystem::remove(probe, ec);
+  }
+  if (comm.all_values(unwritable.empty() ? 0.0 : 1.0).front() > 0) {
+    if (root) std::cerr << "osdp calibrate: error: " << unwritable << "\n";
+    return kExitInput;
+  }
   o.name = std::filesystem::path(path).stem().string();
   o.extra_provenance["measurements_file"] = std::filesystem::path(csv_path(path)).filename().string();
   validate::CpuDeviceOptions dopt;
@@ -218,7 +233,8 @@ Action add_calibrate_command(CLI::App& app) {
       "overlap interference, which `osdp plan --calibration FILE` (or a cluster file naming it) uses\n"
       "instead of spec-sheet figures.\n"
       "Sweeps: all-gather, reduce-scatter and all-reduce from --min-size to --max-size (the full buffer);\n"
-      "GEMMs (squares, skinny shapes, and the --model kernels at batch 1 and 2); elementwise passes and the\n"
+      "GEMMs (squares, skinny shapes, and the --model kernels at batch 1, 2 and 4, every split up to 4); "
+      "elementwise passes and the\n"
       "Adam kernel from 64 KiB to 256 MiB; GEMMs alone and beside all-gathers. Each point: warm-up, then\n"
       "timed batches, each the max over ranks; the median is fitted by least squares on relative error.\n"
       "Run it as `osdp calibrate -np N`: it starts itself under mpirun (or run it under mpirun yourself).\n"

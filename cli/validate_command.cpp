@@ -29,7 +29,7 @@ struct ValidateArgs {
   std::string file, backend = "mpi", calibration, out, mpirun_args;
   std::vector<std::string> np;
   double timeout_s = 120;
-  bool resume = false, quiet = false;
+  bool resume = false, quiet = false, tasks = false;
 };
 
 std::vector<std::string> child_args(const ValidateArgs& a, int np) {
@@ -40,6 +40,7 @@ std::vector<std::string> child_args(const ValidateArgs& a, int np) {
   if (!a.calibration.empty()) r.insert(r.end(), {"--calibration", a.calibration});
   if (!a.out.empty()) r.insert(r.end(), {"--out", a.out});
   if (a.resume) r.push_back("--resume");
+  if (a.tasks) r.push_back("--tasks");
   if (a.quiet) r.push_back("--quiet");
   return r;
 }
@@ -62,6 +63,7 @@ int run_ranks(const ValidateArgs& a, int np) {
     }
     o.out_dir = a.out.empty() ? e.output : a.out;
     o.resume = a.resume;
+    o.tasks = a.tasks;
     if (!a.quiet)
       o.progress = [](const std::string& line) { std::cerr << "validate: " << line << std::endl; };
     const int rank = comm.rank();
@@ -151,6 +153,10 @@ Action add_validate_command(CLI::App& app) {
   app.add_option("--mpirun-args", a->mpirun_args, "Extra mpirun arguments, e.g. \"--mca btl self,vader\"");
   app.add_option("--timeout", a->timeout_s, "Seconds before a collective that does not finish fails the job")
       ->capture_default_str();
+  app.add_flag(
+      "--tasks", a->tasks,
+      "Also write OUT/tasks/UNIT.csv: each task of rank 0's last timed step, predicted (simulator) and "
+      "measured, to see where a prediction goes wrong");
   app.add_flag("--quiet", a->quiet, "No progress lines");
   return [a] { return run_validate(*a); };
 }

@@ -96,6 +96,18 @@ Calibration read_calibration(const nlohmann::json& doc, const std::string& file,
     cal.interference = o->number("interference", 1.0, 100.0);
     o->finish();
   }
+  if (r.has("gemm_times")) {
+    for (auto& g : r.objects("gemm_times")) {
+      GemmTime t;
+      t.m = g.integer("m", 1, std::int64_t{1} << 40);
+      t.n = g.integer("n", 1, std::int64_t{1} << 40);
+      t.k = g.integer("k", 1, std::int64_t{1} << 40);
+      t.count = g.integer_or("count", 1, std::int64_t{1} << 40, 1);
+      t.seconds = g.quantity("time", UnitKind::kSeconds, 0.0, 3600.0);
+      g.finish();
+      cal.gemm_times.push_back(t);
+    }
+  }
   r.finish();
   return cal;
 }
@@ -112,6 +124,12 @@ nlohmann::json to_json(const Calibration& cal) {
   j["collectives"] = c;
   if (cal.compute) j["compute"] = compute_json(*cal.compute);
   if (cal.interference) j["overlap"] = {{"interference", *cal.interference}};
+  if (!cal.gemm_times.empty()) {
+    nlohmann::json g = nlohmann::json::array();
+    for (const auto& t : cal.gemm_times)
+      g.push_back({{"m", t.m}, {"n", t.n}, {"k", t.k}, {"count", t.count}, {"time", t.seconds}});
+    j["gemm_times"] = g;
+  }
   return j;
 }
 

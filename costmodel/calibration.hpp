@@ -3,6 +3,7 @@
 // cluster file or given with --calibration; what a calibration gives overrides the cluster's figures.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,12 +25,21 @@ struct Segment {
   double beta_s_per_byte;
 };
 
+// A measured GEMM: C[m x n] = A[m x k] B[k x n], `count` of them, took `seconds`. The cost model
+// uses a measured shape's time instead of the formula (calibrations measure the shapes of the
+// models they are made for).
+struct GemmTime {
+  std::int64_t m = 0, n = 0, k = 0, count = 1;
+  double seconds = 0;
+};
+
 struct Calibration {
   std::string name;
   nlohmann::json provenance = nlohmann::json::object();      // where, when, backend, versions
   std::vector<Segment> allgather, reducescatter, allreduce;  // sorted by up_to_bytes; may be empty
   std::optional<ComputeSpec> compute;  // overrides (fields not given keep the cluster's)
   std::optional<double> interference;
+  std::vector<GemmTime> gemm_times;
 
   const std::vector<Segment>& segments(Collective c) const;
 };

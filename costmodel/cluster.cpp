@@ -34,16 +34,20 @@ ComputeSpec read_compute_fields(JsonReader& r, const ComputeSpec& base) {
   c.memory_bandwidth_bytes_per_s =
       r.quantity_or("memory_bandwidth", UnitKind::kBytesPerSecond, 1.0, kInf, c.memory_bandwidth_bytes_per_s);
   c.kernel_overhead_s = r.quantity_or("kernel_overhead", UnitKind::kSeconds, 0.0, 1.0, c.kernel_overhead_s);
+  c.optimizer_bandwidth_bytes_per_s = r.quantity_or("optimizer_bandwidth", UnitKind::kBytesPerSecond, 1.0,
+                                                    kInf, c.optimizer_bandwidth_bytes_per_s);
   return c;
 }
 
 nlohmann::json compute_json(const ComputeSpec& c) {
-  return {{"fp32_flops", c.fp32_flops_per_s},
-          {"bf16_flops", c.bf16_flops_per_s},
-          {"gemm_efficiency", c.gemm_efficiency},
-          {"gemm_half_efficiency_dim", c.gemm_half_efficiency_dim},
-          {"memory_bandwidth", c.memory_bandwidth_bytes_per_s},
-          {"kernel_overhead", c.kernel_overhead_s}};
+  nlohmann::json j = {{"fp32_flops", c.fp32_flops_per_s},
+                      {"bf16_flops", c.bf16_flops_per_s},
+                      {"gemm_efficiency", c.gemm_efficiency},
+                      {"gemm_half_efficiency_dim", c.gemm_half_efficiency_dim},
+                      {"memory_bandwidth", c.memory_bandwidth_bytes_per_s},
+                      {"kernel_overhead", c.kernel_overhead_s}};
+  if (c.optimizer_bandwidth_bytes_per_s > 0) j["optimizer_bandwidth"] = c.optimizer_bandwidth_bytes_per_s;
+  return j;
 }
 
 ClusterSpec read_cluster(const nlohmann::json& doc, const std::string& file, const std::string& pointer) {

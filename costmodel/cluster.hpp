@@ -28,7 +28,8 @@ struct ComputeSpec {
   double gemm_efficiency = 1.0;         // fraction of peak a large GEMM reaches
   double gemm_half_efficiency_dim = 0;  // d_half: smallest GEMM dimension at which efficiency halves
   double memory_bandwidth_bytes_per_s = 1e11;
-  double kernel_overhead_s = 0.0;  // launch and setup per kernel
+  double kernel_overhead_s = 0.0;                // launch and setup per kernel
+  double optimizer_bandwidth_bytes_per_s = 0.0;  // the optimizer step's streaming rate (0: memory_bandwidth)
   double peak_flops(Precision p) const { return p == Precision::kFp32 ? fp32_flops_per_s : bf16_flops_per_s; }
 };
 

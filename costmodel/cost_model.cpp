@@ -34,7 +34,10 @@ CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration,
       interference_(calibration && calibration->interference ? *calibration->interference
                                                              : cluster.overlap.interference),
       overlap_(cluster.overlap.enabled),
-      options_(options) {}
+      options_(options) {
+  if (calibration)
+    for (const GemmTime& t : calibration->gemm_times) gemm_times_[{t.m, t.n, t.k, t.count}] = t.seconds;
+}
 
 CostModel::LinkChoice CostModel::link_for(Collective c, double bytes) const {
   if (calibration_) {
@@ -59,6 +62,11 @@ double CostModel::kernel_s(const Kernel& k, int batch) const {
   const double n = static_cast<double>(k.dim(Dim::kN, batch));
   const double kk = static_cast<double>(k.dim(Dim::kK, batch));
   const double count = static_cast<double>(k.dim(Dim::kCount, batch));
+  if (!gemm_times_.empty()) {
+    const auto it = gemm_times_.find(
+        {k.dim(Dim::kM, batch), k.dim(Dim::kN, batch), k.dim(Dim::kK, batch), k.dim(Dim::kCount, batch)});
+    if (it != gemm_times_.end()) return it->second;
+  }
   const double d = std::min({m, n, kk});
   const double eff = compute_.gemm_efficiency * d / (d + compute_.gemm_half_efficiency_dim);
   const double flop_s = k.flops(batch) / (compute_.peak_flops(precision_) * eff);
@@ -90,7 +98,9 @@ double CostModel::optimizer_s(double elements, const PrecisionBytes& b) const {
   //   fp32: 2 (w + o) + g = 28 B/param; mixed: 2 o + g + w (fp32 master in o, bf16 copy written) = 28.
   const double per_param = precision_ == Precision::kFp32 ? 2.0 * (b.weight + b.optimizer) + b.gradient
                                                           : 2.0 * b.optimizer + b.gradient + b.weight;
-  return compute_.kernel_overhead_s + elements * per_param / compute_.memory_bandwidth_bytes_per_s;
+  const double bw = compute_.optimizer_bandwidth_bytes_per_s > 0 ? compute_.optimizer_bandwidth_bytes_per_s
+                                                                 : compute_.memory_bandwidth_bytes_per_s;
+  return compute_.kernel_overhead_s + elements * per_param / bw;
 }
 
 double CostModel::overlapped_s(double x, double c, double i) {

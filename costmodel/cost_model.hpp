@@ -14,7 +14,8 @@
 //   paper:    t = comm + b * gamma, gamma the operator's compute per sample (its kernels at b = 1),
 //             so DP gives 2(N-1)alpha + 2(N-1)/N S beta + b gamma and ZDP 3(...) + b gamma
 //             (the seed paper's t_d and t_z, S = w P).
-//   extended: per-kernel compute at batch b (ComputeSpec), slices run one after another and their
+//   extended: per-kernel compute at batch b (ComputeSpec; a GEMM shape the calibration measured
+//             takes its measured time), slices run one after another and their
 //             outputs are summed; with prefetch >= 1 forward and backward each overlap their
 //             communication with their compute (prefetch 0: their sum): ov(x, c) = c if c >= i x, else x + c
 //             (1 - 1/i) (i the interference: compute slows by i while a collective runs; i = 1 gives max(x,
@@ -35,6 +36,9 @@
 // The step's peak is bounded by reserve + sum(persistent) + max(transient): the search objective.
 #pragma once
 
+#include <array>
+#include <cstdint>
+#include <map>
 #include <optional>
 
 #include "costmodel/calibration.hpp"
@@ -110,6 +114,7 @@ class CostModel {
   double interference_;
   bool overlap_;
   CostOptions options_;
+  std::map<std::array<std::int64_t, 4>, double> gemm_times_;  // measured shapes (m, n, k, count)
 };
 
 }  // namespace osdp::costmodel

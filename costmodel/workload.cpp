@@ -328,9 +328,8 @@ Workload lower(const ModelSpec& m) {
                             op.input_bytes_per_sample,     op.workspace_bytes_per_sample,
                             op.checkpointable ? 1.0 : 0.0, op.tied_gradient ? 1.0 : 0.0};
     for (const auto& wt : op.weights)
-      key.insert(key.end(),
-                 {static_cast<double>(wt.rows), static_cast<double>(wt.cols), wt.splittable ? 1.0 : 0.0,
-                  wt.split_columns ? 1.0 : 0.0});
+      key.insert(key.end(), {static_cast<double>(wt.rows), static_cast<double>(wt.cols),
+                             wt.splittable ? 1.0 : 0.0, wt.split_columns ? 1.0 : 0.0});
     for (const auto* list : {&op.forward, &op.backward}) {
       key.push_back(-1.0);  // separates the lists
       for (const auto& k : *list)

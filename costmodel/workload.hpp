@@ -72,7 +72,8 @@ struct Operator {
   bool checkpointable = false;
   bool tied_gradient = false;  // its full gradient lives from the LM head's backward to the end
   int shape_id = 0;            // operators with the same shape_id have identical weights and kernels
-  std::int64_t split_units = 0;  // when > 0, split counts must divide it (an attention slice holds whole heads)
+  std::int64_t split_units =
+      0;  // when > 0, split counts must divide it (an attention slice holds whole heads)
 
   std::int64_t parameters() const;
   // Allowed split counts: 1, and powers of two <= split_max that divide every splittable weight's

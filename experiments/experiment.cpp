@@ -178,9 +178,9 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
     vs.warmup = static_cast<int>(v->integer_or("warmup", 0, 1000, vs.warmup));
     vs.iterations = static_cast<int>(v->integer_or("iterations", 5, 100000, vs.iterations));
     if (auto t = v->object_if("tolerance")) {
-      vs.time_median = t->number_or("time_median", 0, 10, vs.time_median);
-      vs.time_max = t->number_or("time_max", 0, 10, vs.time_max);
-      vs.memory_max = t->number_or("memory_max", 0, 10, vs.memory_max);
+      vs.time_median = t->number_or("time_median", 0, 1e6, vs.time_median);
+      vs.time_max = t->number_or("time_max", 0, 1e6, vs.time_max);
+      vs.memory_max = t->number_or("memory_max", 0, 1e6, vs.memory_max);
       t->finish();
     }
     if (v->has("speedups")) {
@@ -188,7 +188,7 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
         SpeedupCheck c;
         c.faster = sp.string("faster");
         c.than = sp.string("than");
-        c.tolerance = sp.number_or("tolerance", 0, 10, c.tolerance);
+        c.tolerance = sp.number_or("tolerance", 0, 1e6, c.tolerance);
         for (const std::string* label : {&c.faster, &c.than}) {
           bool found = false;
           for (const auto& st : e.strategies) found = found || st.label == *label;

@@ -159,6 +159,16 @@ std::vector<double> kernel_sizes(const CalibrateOptions& o, double quantum) {
   return sizes(o.elementwise_min_bytes, o.elementwise_max_bytes, o.steps_per_doubling, quantum);
 }
 
+// Operations of a timed batch each work on fresh memory, as in a training step (whose operands were
+// last touched long before, or just written by other kernels), not on the same cache-resident
+// buffer: successive calls rotate over this many disjoint slots of at least kColdBytes in all.
+constexpr double kColdBytes = 64.0 * 1024 * 1024;
+std::size_t cold_slots(double bytes_per_op, std::size_t capacity_elems, std::size_t elems_per_op) {
+  const auto want = static_cast<std::size_t>(std::ceil(kColdBytes / std::max(bytes_per_op, 1.0)));
+  const std::size_t fit = elems_per_op == 0 ? 1 : capacity_elems / elems_per_op;
+  return std::max<std::size_t>(1, std::min(want, fit));
+}
+
 void sweep_collectives(Sweeper& sw, std::vector<Measurement>& out) {
   Device& dev = sw.dev_;
   Communicator& comm = sw.comm_;
@@ -181,13 +191,24 @@ void sweep_collectives(Sweeper& sw, std::vector<Measurement>& out) {
   for (const Collective c : kCollectives) {
     for (const double bytes : all) {
       const auto e = static_cast<std::size_t>(bytes / 4 / n);
+      const std::size_t slots = cold_slots(bytes, max_elems / n, e);
+      std::size_t next = 0;
       std::function<void()> op;
       if (c == Collective::kAllGather)
-        op = [&, e] { comm.all_gather(s, shard.get(), full.get(), e, "calibrate all-gather"); };
+        op = [&, e, slots] {
+          const std::size_t k = next++ % slots;
+          comm.all_gather(s, shard.get() + k * e, full.get() + k * e * n, e, "calibrate all-gather");
+        };
       else if (c == Collective::kReduceScatter)
-        op = [&, e] { comm.reduce_scatter(s, full.get(), shard.get(), e, "calibrate reduce-scatter"); };
+        op = [&, e, slots] {
+          const std::size_t k = next++ % slots;
+          comm.reduce_scatter(s, full.get() + k * e * n, shard.get() + k * e, e, "calibrate reduce-scatter");
+        };
       else
-        op = [&, e] { comm.all_reduce(s, full.get(), e * n, "calibrate all-reduce"); };
+        op = [&, e, slots] {
+          const std::size_t k = next++ % slots;
+          comm.all_reduce(s, full.get() + k * e * n, e * n, "calibrate all-reduce");
+        };
       Measurement m = sw.point(s, op);
       m.sweep = sweep_name(c);
       m.bytes = bytes;
@@ -204,9 +225,12 @@ void sweep_kernels(Sweeper& sw, std::vector<Measurement>& out) {
   {
     Buffer y(dev, static_cast<std::size_t>(touch.back() / 8), "calibrate: elementwise");
     y.fill(1.0f);
+    const auto capacity = static_cast<std::size_t>(touch.back() / 8);
     for (const double bytes : touch) {
       const auto n = static_cast<std::size_t>(bytes / 8);
-      Measurement m = sw.point(s, [&, n] { dev.touch(s, y.get(), n); });
+      const std::size_t slots = cold_slots(bytes / 2, capacity, n);
+      std::size_t next = 0;
+      Measurement m = sw.point(s, [&, n, slots] { dev.touch(s, y.get() + (next++ % slots) * n, n); });
       m.sweep = "elementwise";
       m.bytes = bytes;
       out.push_back(m);
@@ -223,8 +247,12 @@ void sweep_kernels(Sweeper& sw, std::vector<Measurement>& out) {
   v.fill(0.0f);
   for (const double bytes : adam) {
     const auto n = static_cast<std::size_t>(bytes / kAdamBytesPerParam);
-    Measurement m =
-        sw.point(s, [&, n] { dev.adam(s, w.get(), g.get(), m1.get(), v.get(), n, AdamParams{}); });
+    const std::size_t slots = cold_slots(bytes, max_n, n);
+    std::size_t next = 0;
+    Measurement m = sw.point(s, [&, n, slots] {
+      const std::size_t o = (next++ % slots) * n;
+      dev.adam(s, w.get() + o, g.get() + o, m1.get() + o, v.get() + o, n, AdamParams{});
+    });
     m.sweep = "adam";
     m.bytes = bytes;
     out.push_back(m);
@@ -232,20 +260,31 @@ void sweep_kernels(Sweeper& sw, std::vector<Measurement>& out) {
   }
 }
 
-// The operands of one GEMM shape, filled, and the call.
+// The operands of one GEMM shape, filled, and the call; `copies` sets of them for cold operands
+// (next() moves the call to the following set).
 struct GemmOperands {
+  std::size_t copies, sa, sb, sc, at = 0;
   Buffer a, b, c;
   Gemm g;
-  GemmOperands(Device& d, const GemmShape& sh)
-      : a(d, static_cast<std::size_t>(sh.count * sh.m * sh.k), "calibrate: gemm A"),
-        b(d, static_cast<std::size_t>(sh.count * sh.k * sh.n), "calibrate: gemm B"),
-        c(d, static_cast<std::size_t>(sh.count * sh.m * sh.n), "calibrate: gemm C") {
+  GemmOperands(Device& d, const GemmShape& sh, std::size_t n_copies = 1)
+      : copies(n_copies),
+        sa(static_cast<std::size_t>(sh.count * sh.m * sh.k)),
+        sb(static_cast<std::size_t>(sh.count * sh.k * sh.n)),
+        sc(static_cast<std::size_t>(sh.count * sh.m * sh.n)),
+        a(d, copies * sa, "calibrate: gemm A"),
+        b(d, copies * sb, "calibrate: gemm B"),
+        c(d, copies * sc, "calibrate: gemm C") {
     a.fill(0.01f);
     b.fill(0.01f);
     c.fill(0.0f);
     g.m = sh.m, g.n = sh.n, g.k = sh.k;
     g.a = a.get(), g.lda = sh.k, g.b = b.get(), g.ldb = sh.n, g.c = c.get(), g.ldc = sh.n;
     g.batch = sh.count, g.stride_a = sh.m * sh.k, g.stride_b = sh.k * sh.n, g.stride_c = sh.m * sh.n;
+  }
+  const Gemm& next() {
+    at = (at + 1) % copies;
+    g.a = a.get() + at * sa, g.b = b.get() + at * sb, g.c = c.get() + at * sc;
+    return g;
   }
 };
 
@@ -266,8 +305,9 @@ void sweep_gemms(Sweeper& sw, const std::vector<GemmShape>& shapes, std::vector<
   Device& dev = sw.dev_;
   Stream& s = dev.compute_stream();
   for (const GemmShape& sh : shapes) {
-    GemmOperands op(dev, sh);
-    const Measurement m = gemm_measurement(sh, sw.point(s, [&] { dev.gemm(s, op.g); }), "gemm");
+    const double bytes = GemmPoint{sh.m, sh.n, sh.k, sh.count, 0}.bytes();
+    GemmOperands op(dev, sh, cold_slots(bytes, 16, 1));
+    const Measurement m = gemm_measurement(sh, sw.point(s, [&] { dev.gemm(s, op.next()); }), "gemm");
     out.push_back(m);
     sw.report(m.sweep, shape_label(sh), m.seconds);
   }
@@ -369,14 +409,20 @@ std::vector<GemmShape> model_gemm_shapes(const std::vector<costmodel::ModelSpec>
     const costmodel::Workload w = costmodel::lower(model);
     for (const auto& op : w.operators)
       for (const auto* list : {&op.forward, &op.backward})
-        for (const costmodel::Kernel& k : *list) {
-          if (k.kind != costmodel::KernelKind::kGemm) continue;
-          for (const int b : batches) {
-            using costmodel::Dim;
-            const GemmShape sh{k.dim(Dim::kM, b), k.dim(Dim::kN, b), k.dim(Dim::kK, b), k.dim(Dim::kCount, b),
-                               fmt::format("{} {} batch {}", model.name, k.name, b)};
-            if (sh.flops() > max_flops || !seen.insert({sh.m, sh.n, sh.k, sh.count}).second) continue;
-            out.push_back(sh);
+        for (const costmodel::Kernel& whole : *list) {
+          if (whole.kind != costmodel::KernelKind::kGemm) continue;
+          // Every slice shape the search may use (splits up to 4), at every batch size asked for.
+          for (const int n : op.splits(4)) {
+            const costmodel::Kernel k =
+                n > 1 && whole.split_dim != costmodel::Dim::kNone ? whole.slice(n) : whole;
+            for (const int b : batches) {
+              using costmodel::Dim;
+              const GemmShape sh{k.dim(Dim::kM, b), k.dim(Dim::kN, b), k.dim(Dim::kK, b),
+                                 k.dim(Dim::kCount, b),
+                                 fmt::format("{} {} batch {} split {}", model.name, k.name, b, n)};
+              if (sh.flops() > max_flops || !seen.insert({sh.m, sh.n, sh.k, sh.count}).second) continue;
+              out.push_back(sh);
+            }
           }
         }
   }

@@ -397,7 +397,13 @@ void fit_measurements(CalibrationRun& run, const std::string& name, const Segmen
     if (!segs.empty()) fit[costmodel::to_string(c)] = a;
   }
   run.elementwise = fit_elementwise(size_points(run.measurements, "elementwise"));
-  run.adam = fit_elementwise(size_points(run.measurements, "adam"));
+  // The optimizer streams each operator's shard (megabytes, not cache-resident): its rate is fitted on
+  // the Adam points from 4 MiB up when there are enough of them.
+  auto adam_points = size_points(run.measurements, "adam");
+  std::vector<SizePoint> large;
+  for (const auto& p : adam_points)
+    if (p.bytes >= 4.0 * 1024 * 1024) large.push_back(p);
+  run.adam = fit_elementwise(large.size() >= 3 ? large : adam_points);
   const double bw = std::min(run.elementwise.bandwidth_bytes_per_s, kMaxBandwidth);
   std::vector<GemmPoint> gemms;
   for (const auto& m : run.measurements)
@@ -410,7 +416,11 @@ void fit_measurements(CalibrationRun& run, const std::string& name, const Segmen
   cs.gemm_half_efficiency_dim = run.gemm.half_efficiency_dim;
   cs.memory_bandwidth_bytes_per_s = bw;
   cs.kernel_overhead_s = run.elementwise.overhead_s;
+  if (run.adam.points > 0)
+    cs.optimizer_bandwidth_bytes_per_s = std::min(run.adam.bandwidth_bytes_per_s, kMaxBandwidth);
   cal.compute = cs;
+  // Every GEMM shape measured keeps its time: the cost model prices those shapes by it.
+  for (const auto& g : gemms) cal.gemm_times.push_back({g.m, g.n, g.k, g.count, g.seconds});
   std::vector<OverlapPoint> overlap;
   for (const auto& m : run.measurements)
     if (m.sweep == "overlap") overlap.push_back({m.seconds, m.with_comm_s});

@@ -264,6 +264,8 @@ StepStats Executor::step() {
   comm_.barrier("the start of a step");
   dev_.reset_peak();
   const double t0 = dev_.now_s();
+  step_start_ = t0;
+  if (opt_.record_tasks) timings_.assign(sched_.tasks.size(), TaskTiming{});
   std::vector<EventPtr> done(sched_.tasks.size());
   for (std::size_t t = 0; t < sched_.tasks.size(); ++t) {
     const sim::Task& task = sched_.tasks[t];
@@ -284,6 +286,7 @@ StepStats Executor::step() {
   r.baseline_bytes = baseline_bytes_;
   r.padding_bytes = padding_bytes_;
   for (const int b : sched_.resident) r.resident_bytes += alloc_bytes_[static_cast<std::size_t>(b)];
+  if (opt_.record_tasks) r.tasks = timings_;
   float loss = 0;
   cs.enqueue([this, &loss] { dev_.download(dev_.compute_stream(), loss_, &loss, 1); });
   cs.synchronize();
@@ -293,6 +296,7 @@ StepStats Executor::step() {
 
 void Executor::run_task(int t) {
   const sim::Task& task = sched_.tasks[static_cast<std::size_t>(t)];
+  if (opt_.record_tasks) timings_[static_cast<std::size_t>(t)].start_s = dev_.now_s() - step_start_;
   for (const int b : task.allocs) {
     mem_[static_cast<std::size_t>(b)] = dev_.allocate(alloc_bytes_[static_cast<std::size_t>(b)],
                                                       sched_.buffers[static_cast<std::size_t>(b)].name);
@@ -312,6 +316,7 @@ void Executor::run_task(int t) {
     dev_.deallocate(mem_[static_cast<std::size_t>(b)]);
     mem_[static_cast<std::size_t>(b)] = nullptr;
   }
+  if (opt_.record_tasks) timings_[static_cast<std::size_t>(t)].end_s = dev_.now_s() - step_start_;
 }
 
 void Executor::run_collective(int t) {

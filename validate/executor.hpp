@@ -29,6 +29,11 @@ struct ExecutorOptions {
   std::int64_t sample_offset = -1;
   // Tokens the loss is averaged over (all ranks); 0: world * batch * seq.
   std::int64_t loss_tokens = 0;
+  bool record_tasks = false;  // keep each task's start and end (StepStats::tasks)
+};
+
+struct TaskTiming {
+  double start_s = 0, end_s = 0;  // from the step's start, on this rank's host clock
 };
 
 struct StepStats {
@@ -38,6 +43,7 @@ struct StepStats {
   std::size_t baseline_bytes = 0;  // the executor's own buffers (not in the schedule)
   std::size_t resident_bytes = 0;  // shards and optimizer states
   std::size_t padding_bytes = 0;   // allocated beyond the schedule's sizes to give equal shards
+  std::vector<TaskTiming> tasks;   // with ExecutorOptions::record_tasks, per schedule task
 };
 
 class Executor {
@@ -85,6 +91,8 @@ class Executor {
   float* loss_ = nullptr;
   std::size_t baseline_bytes_ = 0, padding_bytes_ = 0;
   int steps_ = 0;
+  double step_start_ = 0;
+  std::vector<TaskTiming> timings_;
 };
 
 }  // namespace osdp::validate

@@ -59,9 +59,26 @@ std::map<std::string, ValidationRow> finished_rows(const std::string& path) {
   return out;
 }
 
+// Rank 0's tasks in the last timed step beside the simulator's: where a prediction goes wrong.
+void write_task_csv(const std::string& path, const sim::Replay& replay,
+                    const std::vector<TaskTiming>& measured) {
+  std::vector<double> predicted(replay.schedule.tasks.size(), 0.0);
+  for (const auto& rec : replay.result.tasks)
+    if (rec.rank == 0) predicted[static_cast<std::size_t>(rec.task)] = sim::to_seconds(rec.end - rec.start);
+  std::string csv = "task,kind,stream,op,slice,predicted_s,measured_s,measured_start_s\n";
+  for (std::size_t t = 0; t < replay.schedule.tasks.size() && t < measured.size(); ++t) {
+    const sim::Task& task = replay.schedule.tasks[t];
+    csv +=
+        fmt::format("{},{},{},{},{},{:.6g},{:.6g},{:.6g}\n", csv_field(task.name), sim::to_string(task.kind),
+                    task.stream == sim::Stream::kComm ? "comm" : "compute", task.op, task.slice, predicted[t],
+                    measured[t].end_s - measured[t].start_s, measured[t].start_s);
+  }
+  costmodel::write_file_atomic(path, csv);
+}
+
 ValidationRow measure(const experiments::Unit& u, const experiments::PlannedUnit& p,
-                      const experiments::Experiment& e, Communicator& comm,
-                      const DeviceFactory& make_device) {
+                      const experiments::Experiment& e, Communicator& comm, const DeviceFactory& make_device,
+                      const ValidationOptions& o) {
   ValidationRow row;
   row.index = u.index;
   row.key = u.key();
@@ -80,14 +97,18 @@ ValidationRow measure(const experiments::Unit& u, const experiments::PlannedUnit
     summary += (summary.empty() ? "" : "; ") + line;
   row.plan_summary = summary;
 
-  const sim::Replay replay = sim::replay_plan(plan, sim::SimOptions{});
+  sim::SimOptions so;
+  so.record_tasks = o.tasks;
+  const sim::Replay replay = sim::replay_plan(plan, so);
   row.analytic_time_s = replay.analytic_time_s;
   row.predicted_time_s = sim::to_seconds(replay.result.iteration);
   row.predicted_peak_bytes = replay.result.peak_rank().peak_bytes - replay.result.reserve_bytes;
 
   std::unique_ptr<Device> dev = make_device(plan);
   {
-    Executor ex(*dev, comm, p.workload, plan, replay.schedule);
+    ExecutorOptions xo;
+    xo.record_tasks = o.tasks;
+    Executor ex(*dev, comm, p.workload, plan, replay.schedule, xo);
     StepStats st;
     for (int i = 0; i < e.validation.warmup; ++i) ex.step();
     double peak = 0;
@@ -100,6 +121,12 @@ ValidationRow measure(const experiments::Unit& u, const experiments::PlannedUnit
     row.baseline_bytes = static_cast<double>(st.baseline_bytes);
     row.padding_bytes = static_cast<double>(st.padding_bytes);
     row.loss = st.loss;
+    if (o.tasks && comm.rank() == 0) {
+      std::filesystem::create_directories(o.out_dir + "/tasks");
+      write_task_csv(
+          fmt::format("{}/tasks/{}-{}-b{}.csv", o.out_dir, u.index, u.strategy.label, plan.batch_size),
+          replay, st.tasks);
+    }
   }
   row.measured_time_s = median(row.steps_s);
   row.measured_min_s = *std::min_element(row.steps_s.begin(), row.steps_s.end());
@@ -244,7 +271,7 @@ std::vector<ValidationRow> run_validation(const experiments::Experiment& e, Comm
       o.progress(fmt::format("[{}/{}] {} {} b={}: running {} + {} steps", position, units.size(),
                              p.model.name, u.strategy.label, p.plan->batch_size, e.validation.warmup,
                              e.validation.iterations));
-    ValidationRow row = measure(u, p, e, comm, make_device);
+    ValidationRow row = measure(u, p, e, comm, make_device, o);
     if (root) {
       rows_out << to_json(row).dump() << "\n";
       rows_out.flush();

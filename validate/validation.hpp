@@ -62,7 +62,8 @@ struct ValidationOptions {
   std::optional<costmodel::Calibration> calibration;  // replaces the clusters' own
   std::string out_dir;
   bool resume = false;
-  Progress progress;  // called on rank 0
+  bool tasks = false;  // OUT/tasks/UNIT.csv: every task's predicted and measured time (rank 0, last step)
+  Progress progress;   // called on rank 0
 };
 
 // Collective: every rank runs every plan. Returns the rows (rank 0 has them all; the outputs are
