@@ -76,65 +76,84 @@ void write_task_csv(const std::string& path, const sim::Replay& replay,
   costmodel::write_file_atomic(path, csv);
 }
 
-ValidationRow measure(const experiments::Unit& u, const experiments::PlannedUnit& p,
-                      const experiments::Experiment& e, Communicator& comm, const DeviceFactory& make_device,
-                      const ValidationOptions& o) {
-  ValidationRow row;
-  row.index = u.index;
-  row.key = u.key();
-  row.config = experiments::to_json(u.config).dump();
-  row.model = p.model.name;
-  row.strategy = u.strategy.label;
-  row.world_size = p.cluster.world_size();
-  row.memory_limit_bytes = p.search.memory_limit_bytes;
-  row.feasible = p.plan.has_value();
-  if (!p.plan) return row;
-  const costmodel::Plan& plan = *p.plan;
-  row.batch = plan.batch_size;
-  row.prefetch = plan.prefetch;
-  std::string summary;
-  for (const auto& line : search::summarize_choices(p.workload, p.result.choices))
-    summary += (summary.empty() ? "" : "; ") + line;
-  row.plan_summary = summary;
-
-  sim::SimOptions so;
-  so.record_tasks = o.tasks;
-  const sim::Replay replay = sim::replay_plan(plan, so);
-  row.analytic_time_s = replay.analytic_time_s;
-  row.predicted_time_s = sim::to_seconds(replay.result.iteration);
-  row.predicted_peak_bytes = replay.result.peak_rank().peak_bytes - replay.result.reserve_bytes;
-
-  std::unique_ptr<Device> dev = make_device(plan);
-  {
+// One unit being measured: its prediction, and (when a plan fits) its device and executor.
+class Running {
+ public:
+  Running(const experiments::Unit& u, const experiments::PlannedUnit& p, Communicator& comm,
+          const DeviceFactory& make_device, const ValidationOptions& o)
+      : unit_(u), comm_(comm), o_(o) {
+    row_.index = u.index;
+    row_.key = u.key();
+    row_.config = experiments::to_json(u.config).dump();
+    row_.model = p.model.name;
+    row_.strategy = u.strategy.label;
+    row_.world_size = p.cluster.world_size();
+    row_.memory_limit_bytes = p.search.memory_limit_bytes;
+    row_.feasible = p.plan.has_value();
+    if (!p.plan) return;
+    plan_ = *p.plan;
+    workload_ = p.workload;
+    row_.batch = plan_.batch_size;
+    row_.prefetch = plan_.prefetch;
+    std::string summary;
+    for (const auto& line : search::summarize_choices(p.workload, p.result.choices))
+      summary += (summary.empty() ? "" : "; ") + line;
+    row_.plan_summary = summary;
+    sim::SimOptions so;
+    so.record_tasks = o.tasks;
+    replay_ = sim::replay_plan(plan_, so);
+    row_.analytic_time_s = replay_.analytic_time_s;
+    row_.predicted_time_s = sim::to_seconds(replay_.result.iteration);
+    row_.predicted_peak_bytes = replay_.result.peak_rank().peak_bytes - replay_.result.reserve_bytes;
+    dev_ = make_device(plan_);
     ExecutorOptions xo;
     xo.record_tasks = o.tasks;
-    Executor ex(*dev, comm, p.workload, plan, replay.schedule, xo);
-    StepStats st;
-    for (int i = 0; i < e.validation.warmup; ++i) ex.step();
-    double peak = 0;
-    for (int i = 0; i < e.validation.iterations; ++i) {
-      st = ex.step();
-      row.steps_s.push_back(comm.max_over_ranks(st.seconds));
-      peak = std::max(peak, static_cast<double>(st.peak_bytes - st.baseline_bytes));
-    }
-    row.measured_peak_bytes = comm.max_over_ranks(peak);
-    row.baseline_bytes = static_cast<double>(st.baseline_bytes);
-    row.padding_bytes = static_cast<double>(st.padding_bytes);
-    row.loss = st.loss;
-    if (o.tasks && comm.rank() == 0) {
-      std::filesystem::create_directories(o.out_dir + "/tasks");
-      write_task_csv(
-          fmt::format("{}/tasks/{}-{}-b{}.csv", o.out_dir, u.index, u.strategy.label, plan.batch_size),
-          replay, st.tasks);
-    }
+    executor_ = std::make_unique<Executor>(*dev_, comm, workload_, plan_, replay_.schedule, xo);
   }
-  row.measured_time_s = median(row.steps_s);
-  row.measured_min_s = *std::min_element(row.steps_s.begin(), row.steps_s.end());
-  row.measured_max_s = *std::max_element(row.steps_s.begin(), row.steps_s.end());
-  row.time_error = (row.measured_time_s - row.predicted_time_s) / row.predicted_time_s;
-  row.memory_error = (row.measured_peak_bytes - row.predicted_peak_bytes) / row.predicted_peak_bytes;
-  return row;
-}
+
+  bool feasible() const { return row_.feasible; }
+  void warm_up() { executor_->step(); }
+  void timed_step() {
+    last_ = executor_->step();
+    row_.steps_s.push_back(comm_.max_over_ranks(last_.seconds));
+    peak_ = std::max(peak_, static_cast<double>(last_.peak_bytes - last_.baseline_bytes));
+  }
+
+  ValidationRow finish() {
+    if (!row_.feasible) return row_;
+    row_.measured_peak_bytes = comm_.max_over_ranks(peak_);
+    row_.baseline_bytes = static_cast<double>(last_.baseline_bytes);
+    row_.padding_bytes = static_cast<double>(last_.padding_bytes);
+    row_.loss = last_.loss;
+    if (o_.tasks && comm_.rank() == 0) {
+      std::filesystem::create_directories(o_.out_dir + "/tasks");
+      write_task_csv(fmt::format("{}/tasks/{}-{}-b{}.csv", o_.out_dir, unit_.index, unit_.strategy.label,
+                                 plan_.batch_size),
+                     replay_, last_.tasks);
+    }
+    executor_.reset();
+    dev_.reset();
+    row_.measured_time_s = median(row_.steps_s);
+    row_.measured_min_s = *std::min_element(row_.steps_s.begin(), row_.steps_s.end());
+    row_.measured_max_s = *std::max_element(row_.steps_s.begin(), row_.steps_s.end());
+    row_.time_error = (row_.measured_time_s - row_.predicted_time_s) / row_.predicted_time_s;
+    row_.memory_error = (row_.measured_peak_bytes - row_.predicted_peak_bytes) / row_.predicted_peak_bytes;
+    return row_;
+  }
+
+ private:
+  const experiments::Unit& unit_;
+  Communicator& comm_;
+  const ValidationOptions& o_;
+  ValidationRow row_;
+  costmodel::Plan plan_;
+  costmodel::Workload workload_;
+  sim::Replay replay_;
+  std::unique_ptr<Device> dev_;
+  std::unique_ptr<Executor> executor_;
+  StepStats last_;
+  double peak_ = 0;
+};
 
 }  // namespace
 
@@ -257,37 +276,58 @@ std::vector<ValidationRow> run_validation(const experiments::Experiment& e, Comm
   if (root) rows_out.open(rows_path, std::ios::app);
   const std::vector<experiments::Unit> units = experiments::expand(e);
   std::vector<ValidationRow> rows;
-  int position = 0;
-  for (const auto& u : units) {
-    ++position;
-    // Rank 0 decides (it holds the results): every rank skips the same units.
-    const bool skip = comm.all_values(root && done.count(u.key()) ? 1.0 : 0.0).front() > 0;
-    if (skip) {
-      if (root) rows.push_back(done.at(u.key()));
-      continue;
+  auto report = [&](const ValidationRow& row, std::size_t position) {
+    if (!root) return;
+    rows_out << to_json(row).dump() << "\n";
+    rows_out.flush();
+    if (o.progress)
+      o.progress(
+          row.feasible
+              ? fmt::format("[{}/{}] {} {} b={}: predicted {:.1f} ms, measured {:.1f} ms ({:+.1f}%); peak {} "
+                            "predicted, {} measured ({:+.2f}%)",
+                            position, units.size(), row.model, row.strategy, row.batch,
+                            1e3 * row.predicted_time_s, 1e3 * row.measured_time_s, 100 * row.time_error,
+                            costmodel::format_bytes(row.predicted_peak_bytes),
+                            costmodel::format_bytes(row.measured_peak_bytes), 100 * row.memory_error)
+              : fmt::format("[{}/{}] {} {}: no plan fits", position, units.size(), row.model, row.strategy));
+  };
+  // The strategies of one configuration run side by side, their steps interleaved, so that a machine
+  // whose speed drifts (a shared host) slows them alike and their comparison holds.
+  for (std::size_t first = 0; first < units.size();) {
+    std::size_t last = first;
+    while (last < units.size() &&
+           experiments::to_json(units[last].config) == experiments::to_json(units[first].config))
+      ++last;
+    std::vector<std::unique_ptr<Running>> group;
+    std::vector<std::size_t> positions;
+    for (std::size_t i = first; i < last; ++i) {
+      const experiments::Unit& u = units[i];
+      // Rank 0 decides (it holds the results): every rank skips the same units.
+      const bool skip = comm.all_values(root && done.count(u.key()) ? 1.0 : 0.0).front() > 0;
+      if (skip) {
+        if (root) rows.push_back(done.at(u.key()));
+        continue;
+      }
+      const experiments::PlannedUnit p = experiments::plan_unit(u, o.calibration);
+      if (root && o.progress && p.plan)
+        o.progress(fmt::format("[{}/{}] {} {} b={}: running {} + {} steps", i + 1, units.size(), p.model.name,
+                               u.strategy.label, p.plan->batch_size, e.validation.warmup,
+                               e.validation.iterations));
+      group.push_back(std::make_unique<Running>(u, p, comm, make_device, o));
+      positions.push_back(i + 1);
     }
-    const experiments::PlannedUnit p = experiments::plan_unit(u, o.calibration);
-    if (root && o.progress && p.plan)
-      o.progress(fmt::format("[{}/{}] {} {} b={}: running {} + {} steps", position, units.size(),
-                             p.model.name, u.strategy.label, p.plan->batch_size, e.validation.warmup,
-                             e.validation.iterations));
-    ValidationRow row = measure(u, p, e, comm, make_device, o);
-    if (root) {
-      rows_out << to_json(row).dump() << "\n";
-      rows_out.flush();
-      if (o.progress)
-        o.progress(
-            row.feasible
-                ? fmt::format("[{}/{}] {} {} b={}: predicted {:.1f} ms, measured {:.1f} ms ({:+.1f}%); "
-                              "peak {} predicted, {} measured ({:+.2f}%)",
-                              position, units.size(), row.model, row.strategy, row.batch,
-                              1e3 * row.predicted_time_s, 1e3 * row.measured_time_s, 100 * row.time_error,
-                              costmodel::format_bytes(row.predicted_peak_bytes),
-                              costmodel::format_bytes(row.measured_peak_bytes), 100 * row.memory_error)
-                : fmt::format("[{}/{}] {} {}: no plan fits", position, units.size(), row.model,
-                              row.strategy));
-      rows.push_back(std::move(row));
+    for (int k = 0; k < e.validation.warmup; ++k)
+      for (auto& r : group)
+        if (r->feasible()) r->warm_up();
+    for (int k = 0; k < e.validation.iterations; ++k)
+      for (auto& r : group)
+        if (r->feasible()) r->timed_step();
+    for (std::size_t g = 0; g < group.size(); ++g) {
+      ValidationRow row = group[g]->finish();
+      report(row, positions[g]);
+      if (root) rows.push_back(std::move(row));
     }
+    first = last;
   }
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
   return rows;
