@@ -10,7 +10,8 @@
 int main(int argc, char** argv) {
   using namespace osdp::cli;
   CLI::App app{
-      "osdp: plan and simulate sharded data-parallel training, and sweep experiments.\n"
+      "osdp: plan and simulate sharded data-parallel training, sweep experiments, and calibrate and\n"
+      "validate the predictions by running the plans for real on MPI ranks.\n"
       "Per operator DP, ZDP (ZeRO-3) or REPLICATE, operator splitting, checkpointing and the\n"
       "batch size, chosen to maximise throughput under a device memory limit."};
   app.require_subcommand(0, 1);

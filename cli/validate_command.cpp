@@ -109,7 +109,7 @@ int run_ranks(const ValidateArgs& a, int np) {
 
 int run_validate(const ValidateArgs& a) {
   if (a.backend == "nccl")
-    throw UsageError("--backend nccl: the GPU backend is not built yet (issue 6); use --backend mpi");
+    throw UsageError("--backend nccl: the GPU backend is not built yet; use --backend mpi");
   if (a.backend != "mpi") throw UsageError(fmt::format("--backend {}: expected mpi or nccl", a.backend));
   const int np = parse_np(a.np);
 #ifdef OSDP_HAVE_MPI_BACKEND
