@@ -1,7 +1,6 @@
 // osdp validate: run every plan of an experiment for real and hold the prediction to the
 // experiment's tolerances (validate/validation.hpp does the work). Outside mpirun it relaunches
 // itself under mpirun; inside, every rank runs every plan and rank 0 writes the results.
-#include <csignal>
 #include <iostream>
 #include <memory>
 
@@ -134,11 +133,12 @@ Action add_validate_command(CLI::App& app) {
       "Run every plan of an experiment for real and compare it with the prediction.\n"
       "For each unit of EXPERIMENT the search picks a plan (with --calibration, or the cluster's own\n"
       "calibration); the simulator predicts its step time and peak memory; the plan then runs on the\n"
-      "backend: `validate.warmup` steps, then `validate.iterations` timed ones (each the slowest rank's\n"
+      "backend: `validation.warmup` steps, then `validation.iterations` timed ones (each the slowest rank's\n"
       "time); the median is compared. Real arithmetic on real data, the schedule's buffers allocated\n"
       "through a tracking allocator (peak less the executor's own fixed buffers).\n"
-      "Writes OUT/rows.jsonl as it goes (--resume goes on after an interruption), then\n"
-      "OUT/validation.csv, OUT/summary.json and OUT/predicted_vs_measured.png.\n"
+      "The strategies of one configuration run side by side, their steps interleaved. Writes\n"
+      "OUT/rows.jsonl as each configuration's plans finish (--resume goes on after an interruption),\n"
+      "then OUT/validation.csv, OUT/summary.json and OUT/predicted_vs_measured.png.\n"
       "Run it as `osdp validate EXPERIMENT -np N`: it starts itself under mpirun.\n"
       "Exit codes: 0 within tolerance; 2 bad input; 4 a rank failed or timed out (the job is aborted);\n"
       "5 an error passed the experiment's tolerance.");

@@ -2,7 +2,8 @@
 // prediction. For each unit the search gives a plan (with the calibration given, or the cluster's);
 // the simulator predicts its step time and peak memory; the executor runs warm-up steps, then timed
 // ones (each the slowest rank's); the median is compared with the prediction. Rows are appended to
-// OUT/rows.jsonl as each plan finishes (so --resume goes on after an interruption); at the end
+// OUT/rows.jsonl as the plans of each configuration finish (they run side by side, steps
+// interleaved; --resume goes on after an interruption); at the end
 // OUT/validation.csv, OUT/summary.json and, when Python with matplotlib is there,
 // OUT/predicted_vs_measured.png.
 #pragma once
