@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
       add_sweep_command);
   add("calibrate", "Measure collectives, GEMMs and overlap on this machine and fit a calibration file",
       add_calibrate_command);
-  add("validate", "Run every plan of an experiment for real and compare measured time and memory with the prediction",
+  add("validate",
+      "Run every plan of an experiment for real and compare measured time and memory with the prediction",
       add_validate_command);
   try {
     app.parse(argc, argv);

@@ -281,7 +281,8 @@ class Builder {
         s_.tasks[t].allocs.push_back(act_[u]);
         // A checkpointed operator still computes its internals; they live through its forward only.
         if (checkpointed(u)) {
-          scratch = buffer(name(u) + ".forward.scratch", b * (op.saved_bytes_per_sample - op.input_bytes_per_sample),
+          scratch = buffer(name(u) + ".forward.scratch",
+                           b * (op.saved_bytes_per_sample - op.input_bytes_per_sample),
                            MemoryCategory::kActivation);
           s_.tasks[t].allocs.push_back(scratch);
         }

@@ -38,8 +38,8 @@ class BackendFailure : public Error {
 struct MemoryStats {
   std::size_t current_bytes = 0;
   std::size_t peak_bytes = 0;
-  std::size_t allocations = 0;    // live allocations
-  std::size_t device_free = 0;    // the driver's view where there is one (GPU), else 0
+  std::size_t allocations = 0;  // live allocations
+  std::size_t device_free = 0;  // the driver's view where there is one (GPU), else 0
   std::size_t device_total = 0;
 };
 
@@ -103,7 +103,8 @@ class Device {
   virtual void gemm(Stream& s, const Gemm& g) = 0;
   virtual void fill(Stream& s, float* y, std::size_t n, float value) = 0;
   virtual void copy(Stream& s, const float* x, float* y, std::size_t n) = 0;
-  virtual void axpby(Stream& s, std::size_t n, float a, const float* x, float b, float* y) = 0;  // y = a x + b y
+  virtual void axpby(Stream& s, std::size_t n, float a, const float* x, float b,
+                     float* y) = 0;  // y = a x + b y
   virtual void relu(Stream& s, const float* x, float* y, std::size_t n) = 0;
   virtual void relu_backward(Stream& s, const float* x, const float* dy, float* dx, std::size_t n) = 0;
   // A memory-bound pass over y (read and write every element, values unchanged): how the executor
@@ -149,7 +150,7 @@ class Communicator {
   virtual void all_gather(Stream& s, const float* shard, float* full, std::size_t shard_elems,
                           const std::string& what) = 0;
   virtual void reduce_scatter(Stream& s, const float* full, float* shard, std::size_t shard_elems,
-                              const std::string& what) = 0;  // sum
+                              const std::string& what) = 0;                                        // sum
   virtual void all_reduce(Stream& s, float* buf, std::size_t elems, const std::string& what) = 0;  // sum
 
   // Host-side, between steps (no stream work in flight).

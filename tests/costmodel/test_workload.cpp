@@ -366,7 +366,8 @@ TEST_CASE("a tied LM head GEMM has the token table's shape", "[workload]") {
 //   GPT-2 XL h = 1600 = 64 x 25: attention and mlp (fc2 rows 6400 = 256 x 25) -> 1..64; the tied
 //   embedding splits its table (rows h) for the LM head -> 1..64.
 //   An untied embedding has no GEMM to cut: {1}.
-TEST_CASE("splits are the powers of two dividing every split dimension (and an attention's heads)", "[workload]") {
+TEST_CASE("splits are the powers of two dividing every split dimension (and an attention's heads)",
+          "[workload]") {
   using V = std::vector<int>;
   // h = 64 with 4 heads, f = 96: attention slices hold whole heads (n | 4); the MLP cuts fc1's 96
   // columns and fc2's 96 rows (n | 32 among powers of two).
@@ -418,8 +419,7 @@ bool same_kernels(const std::vector<Kernel>& a, const std::vector<Kernel>& b) {
   for (std::size_t i = 0; i < a.size(); ++i) {
     const Kernel &x = a[i], &y = b[i];
     if (x.kind != y.kind || x.m != y.m || x.n != y.n || x.k != y.k || x.count != y.count ||
-        x.batch_dim != y.batch_dim || x.split_dim != y.split_dim ||
-        x.bytes_per_sample != y.bytes_per_sample)
+        x.batch_dim != y.batch_dim || x.split_dim != y.split_dim || x.bytes_per_sample != y.bytes_per_sample)
       return false;
   }
   return true;

@@ -1,0 +1,97 @@
+// What osdp calibrate measures: the GEMM shapes (generic, and those of given models at every batch
+// and split asked for) and the options, as recorded in the calibration's provenance.
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "costmodel/workload.hpp"
+#include "validate/calibrate.hpp"
+
+namespace osdp::validate {
+namespace {
+constexpr double kMiB = 1024.0 * 1024.0;
+}  // namespace
+
+std::vector<GemmShape> generic_gemm_shapes(bool quick) {
+  std::vector<GemmShape> out;
+  for (std::int64_t d = 32; d <= (quick ? 256 : 2048); d *= 2) out.push_back({d, d, d, 1, "square"});
+  if (quick) {
+    out.push_back({256, 256, 32, 1, "skinny"});
+    return out;
+  }
+  out.push_back({1536, 1536, 1536, 1, "square"});
+  for (const std::int64_t k : {16, 32, 64, 128, 256}) out.push_back({1024, 1024, k, 1, "skinny"});
+  out.push_back({64, 1024, 1024, 1, "skinny"});
+  return out;
+}
+
+std::vector<GemmShape> model_gemm_shapes(const std::vector<costmodel::ModelSpec>& models,
+                                         const std::vector<int>& batches, double max_flops) {
+  std::vector<GemmShape> out;
+  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> seen;
+  for (const auto& model : models) {
+    const costmodel::Workload w = costmodel::lower(model);
+    for (const auto& op : w.operators)
+      for (const auto* list : {&op.forward, &op.backward})
+        for (const costmodel::Kernel& whole : *list) {
+          if (whole.kind != costmodel::KernelKind::kGemm) continue;
+          // Every slice shape the search may use (splits up to 4), at every batch size asked for.
+          for (const int n : op.splits(4)) {
+            const costmodel::Kernel k =
+                n > 1 && whole.split_dim != costmodel::Dim::kNone ? whole.slice(n) : whole;
+            for (const int b : batches) {
+              using costmodel::Dim;
+              const GemmShape sh{k.dim(Dim::kM, b), k.dim(Dim::kN, b), k.dim(Dim::kK, b),
+                                 k.dim(Dim::kCount, b),
+                                 fmt::format("{} {} batch {} split {}", model.name, k.name, b, n)};
+              if (sh.flops() > max_flops || !seen.insert({sh.m, sh.n, sh.k, sh.count}).second) continue;
+              out.push_back(sh);
+            }
+          }
+        }
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const GemmShape& a, const GemmShape& b) { return a.flops() < b.flops(); });
+  return out;
+}
+
+nlohmann::json CalibrateOptions::to_json() const {
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const auto& s : gemm_shapes) shapes.push_back({s.m, s.n, s.k, s.count});
+  return {{"min_bytes", min_bytes},
+          {"max_bytes", max_bytes},
+          {"steps_per_doubling", steps_per_doubling},
+          {"warmup", warmup},
+          {"repeats", repeats},
+          {"large_s", large_s},
+          {"large_repeats", large_repeats},
+          {"batch_target_s", batch_target_s},
+          {"elementwise_min_bytes", elementwise_min_bytes},
+          {"elementwise_max_bytes", elementwise_max_bytes},
+          {"gemm_shapes", shapes},
+          {"overlap_bytes", overlap_bytes},
+          {"quick", quick},
+          {"segments",
+           {{"max_residual", segments.max_residual},
+            {"max_segments", segments.max_segments},
+            {"min_points", segments.min_points},
+            {"min_improvement", segments.min_improvement}}}};
+}
+
+CalibrateOptions quick_options() {
+  CalibrateOptions o;
+  o.quick = true;
+  o.max_bytes = kMiB;
+  o.steps_per_doubling = 1;
+  o.warmup = 0;
+  o.repeats = 2;
+  o.large_repeats = 1;
+  o.batch_target_s = 5e-4;
+  o.elementwise_max_bytes = 4 * kMiB;
+  o.overlap_bytes = kMiB;
+  return o;
+}
+
+}  // namespace osdp::validate
