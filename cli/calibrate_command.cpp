@@ -18,7 +18,6 @@
 #include "costmodel/units.hpp"
 #include "osdp_version.hpp"
 #include "validate/calibrate.hpp"
-#include "validate/launcher.hpp"
 #ifdef OSDP_HAVE_MPI_BACKEND
 #include "validate/cpu_device.hpp"
 #include "validate/mpi_backend.hpp"
@@ -211,15 +210,9 @@ int run_calibrate(const CalibrateArgs& a) {
         "the nccl backend is not built into this osdp (it needs CUDA and NCCL; see `osdp --version`)");
   make_options(a);  // checks the options (and the model names) before any launch
 #ifdef OSDP_HAVE_MPI_BACKEND
-  if (!validate::launched_by_mpirun()) {
-    if (np == 0)
-      throw UsageError("give the number of ranks with -np N (or start osdp calibrate under mpirun)");
-    return validate::relaunch_under_mpirun(np, child_args(a, np), split_words(a.mpirun_args));
-  }
-  return run_ranks(a, np);
+  return launch_or_run("calibrate", np, child_args(a, np), a.mpirun_args, [&] { return run_ranks(a, np); });
 #else
-  (void)np;
-  throw UsageError("this osdp was built without MPI: the mpi backend is not available");
+  return launch_or_run("calibrate", np, {}, a.mpirun_args, [] { return kExitInput; });
 #endif
 }
 

@@ -5,6 +5,10 @@
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"
+#include "validate/launcher.hpp"
+#ifdef OSDP_HAVE_MPI_BACKEND
+#include "validate/mpi_backend.hpp"
+#endif
 
 namespace osdp::cli {
 
@@ -34,6 +38,22 @@ std::vector<std::string> split_words(const std::string& s) {
   std::vector<std::string> out;
   for (std::string w; in >> w;) out.push_back(w);
   return out;
+}
+
+int launch_or_run(const std::string& command, int np, const std::vector<std::string>& child_args,
+                  const std::string& mpirun_args, const std::function<int()>& ranks) {
+#ifdef OSDP_HAVE_MPI_BACKEND
+  if (!validate::launched_by_mpirun()) {
+    if (np == 0)
+      throw UsageError(
+          fmt::format("give the number of ranks with -np N (or start osdp {} under mpirun)", command));
+    return validate::relaunch_under_mpirun(np, child_args, split_words(mpirun_args));
+  }
+  return ranks();
+#else
+  (void)command, (void)np, (void)child_args, (void)mpirun_args, (void)ranks;
+  throw UsageError("this osdp was built without MPI: the mpi backend is not available");
+#endif
 }
 
 }  // namespace osdp::cli

@@ -1,6 +1,7 @@
 // Command-line pieces shared by the subcommands that start MPI ranks (calibrate, validate).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -12,5 +13,11 @@ int parse_np(const std::vector<std::string>& v);
 
 // Whitespace-separated words (the --mpirun-args string).
 std::vector<std::string> split_words(const std::string& s);
+
+// The shared start of `osdp calibrate` and `osdp validate`: outside mpirun, relaunch this program
+// under mpirun with `np` ranks and `child_args` (np 0: a usage error naming `command`) and return
+// its exit status; inside mpirun, run `ranks`. Without MPI compiled in: a usage error.
+int launch_or_run(const std::string& command, int np, const std::vector<std::string>& child_args,
+                  const std::string& mpirun_args, const std::function<int()>& ranks);
 
 }  // namespace osdp::cli

@@ -12,7 +12,6 @@
 #include "costmodel/error.hpp"
 #include "experiments/provenance.hpp"
 #include "osdp_version.hpp"
-#include "validate/launcher.hpp"
 #include "validate/validation.hpp"
 #ifdef OSDP_HAVE_MPI_BACKEND
 #include "validate/cpu_device.hpp"
@@ -111,17 +110,11 @@ int run_validate(const ValidateArgs& a) {
     throw UsageError("--backend nccl: the GPU backend is not built yet; use --backend mpi");
   if (a.backend != "mpi") throw UsageError(fmt::format("--backend {}: expected mpi or nccl", a.backend));
   const int np = parse_np(a.np);
+  (void)experiments::load_experiment(a.file);  // bad input is reported before any rank starts
 #ifdef OSDP_HAVE_MPI_BACKEND
-  if (!validate::launched_by_mpirun()) {
-    if (np == 0)
-      throw UsageError("give the number of ranks with -np N (or start osdp validate under mpirun)");
-    (void)experiments::load_experiment(a.file);  // bad input is reported before any rank starts
-    return validate::relaunch_under_mpirun(np, child_args(a, np), split_words(a.mpirun_args));
-  }
-  return run_ranks(a, np);
+  return launch_or_run("validate", np, child_args(a, np), a.mpirun_args, [&] { return run_ranks(a, np); });
 #else
-  (void)np;
-  throw UsageError("this osdp was built without MPI: the mpi backend is not available");
+  return launch_or_run("validate", np, {}, a.mpirun_args, [] { return kExitInput; });
 #endif
 }
 
