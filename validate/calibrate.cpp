@@ -73,12 +73,6 @@ std::vector<double> sizes(double lo, double hi, int steps, double quantum) {
   return out;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
-
 // Holds streams at a point until opened, so that a timed batch, enqueued piece by piece, then runs
 // back to back: the time between its events is the work's, not the host's hand-off to the stream.
 class Gate {

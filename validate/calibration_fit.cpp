@@ -353,10 +353,13 @@ double fit_interference(const std::vector<OverlapPoint>& points) {
                       p.alone_s, p.with_comm_s));
     r.push_back(p.with_comm_s / p.alone_s);
   }
-  std::sort(r.begin(), r.end());
-  const std::size_t h = r.size() / 2;
-  const double median = r.size() % 2 ? r[h] : 0.5 * (r[h - 1] + r[h]);
-  return std::clamp(median, 1.0, 100.0);
+  return std::clamp(median(r), 1.0, 100.0);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
 const char* sweep_name(Collective c) {

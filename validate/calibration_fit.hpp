@@ -115,6 +115,9 @@ struct OverlapPoint {
 // At least one point (throws osdp::Error).
 double fit_interference(const std::vector<OverlapPoint>& points);
 
+// The median (the mean of the middle two for an even count); v must not be empty.
+double median(std::vector<double> v);
+
 // --- From measurements to a calibration file -------------------------------------------------------
 
 // The Adam kernel moves 28 B per fp32 parameter (reads w, g, m, v; writes w, m, v), as the cost

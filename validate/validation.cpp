@@ -15,8 +15,10 @@
 #include "costmodel/files.hpp"
 #include "costmodel/units.hpp"
 #include "experiments/run.hpp"
+#include "experiments/sweep.hpp"
 #include "search/report.hpp"
 #include "sim/replay.hpp"
+#include "validate/calibration_fit.hpp"
 #include "validate/executor.hpp"
 
 #ifndef OSDP_PLOT_SCRIPT
@@ -25,20 +27,6 @@
 
 namespace osdp::validate {
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (const char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
 
 // The finished rows of an earlier run (rows.jsonl), by key.
 std::map<std::string, ValidationRow> finished_rows(const std::string& path) {
@@ -68,10 +56,10 @@ void write_task_csv(const std::string& path, const sim::Replay& replay,
   std::string csv = "task,kind,stream,op,slice,predicted_s,measured_s,measured_start_s\n";
   for (std::size_t t = 0; t < replay.schedule.tasks.size() && t < measured.size(); ++t) {
     const sim::Task& task = replay.schedule.tasks[t];
-    csv +=
-        fmt::format("{},{},{},{},{},{:.6g},{:.6g},{:.6g}\n", csv_field(task.name), sim::to_string(task.kind),
-                    task.stream == sim::Stream::kComm ? "comm" : "compute", task.op, task.slice, predicted[t],
-                    measured[t].end_s - measured[t].start_s, measured[t].start_s);
+    csv += fmt::format("{},{},{},{},{},{:.6g},{:.6g},{:.6g}\n", experiments::csv_field(task.name),
+                       sim::to_string(task.kind), task.stream == sim::Stream::kComm ? "comm" : "compute",
+                       task.op, task.slice, predicted[t], measured[t].end_s - measured[t].start_s,
+                       measured[t].start_s);
   }
   costmodel::write_file_atomic(path, csv);
 }
@@ -229,7 +217,7 @@ ValidationSummary summarize(const std::vector<ValidationRow>& rows, const experi
       s.failures.push_back(fmt::format("{} {} b={}: peak memory off by {:+.2f}% (tolerance {:.2f}%)", r.model,
                                        r.strategy, r.batch, 100 * r.memory_error, 100 * spec.memory_max));
   }
-  s.median_abs_time_error = median(errs);
+  s.median_abs_time_error = errs.empty() ? 0.0 : median(errs);
   if (s.plans > 0 && s.median_abs_time_error > spec.time_median)
     s.failures.push_back(fmt::format("median step-time error {:.1f}% (tolerance {:.1f}%)",
                                      100 * s.median_abs_time_error, 100 * spec.time_median));
@@ -344,11 +332,11 @@ std::string write_validation_outputs(const std::string& dir, const experiments::
     csv += fmt::format(
         "{},{},{},{},{:.0f},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.0f},{:.0f},{:.0f},{:.0f},"
         "{:.6g},{:.8g},{}\n",
-        r.index, csv_field(r.model), csv_field(r.strategy), r.world_size, r.memory_limit_bytes,
-        r.feasible ? "true" : "false", r.batch, r.prefetch, r.analytic_time_s, r.predicted_time_s,
-        r.measured_time_s, r.measured_min_s, r.measured_max_s, r.time_error, r.predicted_peak_bytes,
-        r.measured_peak_bytes, r.baseline_bytes, r.padding_bytes, r.memory_error, r.loss,
-        csv_field(r.plan_summary));
+        r.index, experiments::csv_field(r.model), experiments::csv_field(r.strategy), r.world_size,
+        r.memory_limit_bytes, r.feasible ? "true" : "false", r.batch, r.prefetch, r.analytic_time_s,
+        r.predicted_time_s, r.measured_time_s, r.measured_min_s, r.measured_max_s, r.time_error,
+        r.predicted_peak_bytes, r.measured_peak_bytes, r.baseline_bytes, r.padding_bytes, r.memory_error,
+        r.loss, experiments::csv_field(r.plan_summary));
   costmodel::write_file_atomic(dir + "/validation.csv", csv);
 
   nlohmann::json speedups = nlohmann::json::array();
