@@ -103,8 +103,6 @@ class Device {
   virtual void gemm(Stream& s, const Gemm& g) = 0;
   virtual void fill(Stream& s, float* y, std::size_t n, float value) = 0;
   virtual void copy(Stream& s, const float* x, float* y, std::size_t n) = 0;
-  virtual void axpby(Stream& s, std::size_t n, float a, const float* x, float b,
-                     float* y) = 0;  // y = a x + b y
   virtual void relu(Stream& s, const float* x, float* y, std::size_t n) = 0;
   virtual void relu_backward(Stream& s, const float* x, const float* dy, float* dx, std::size_t n) = 0;
   // A memory-bound pass over y (read and write every element, values unchanged): how the executor

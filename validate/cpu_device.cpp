@@ -188,16 +188,6 @@ void CpuDevice::copy(Stream& /*s*/, const float* x, float* y, std::size_t n) {
   if (n != 0) std::memmove(y, x, n * sizeof(float));
 }
 
-void CpuDevice::axpby(Stream& /*s*/, std::size_t n, float a, const float* x, float b, float* y) {
-  ArrayMap yy(y, idx(n));
-  const ConstArrayMap xx(x, idx(n));
-  if (b == 0.0f) {
-    yy = a * xx;  // like GEMM's beta = 0: y's prior contents are not read
-  } else {
-    yy = a * xx + b * yy;
-  }
-}
-
 void CpuDevice::relu(Stream& /*s*/, const float* x, float* y, std::size_t n) {
   ArrayMap(y, idx(n)) = ConstArrayMap(x, idx(n)).max(0.0f);
 }

@@ -114,7 +114,6 @@ class CpuDevice final : public Device {
   void gemm(Stream& s, const Gemm& g) override;
   void fill(Stream& s, float* y, std::size_t n, float value) override;
   void copy(Stream& s, const float* x, float* y, std::size_t n) override;
-  void axpby(Stream& s, std::size_t n, float a, const float* x, float b, float* y) override;
   void relu(Stream& s, const float* x, float* y, std::size_t n) override;
   void relu_backward(Stream& s, const float* x, const float* dy, float* dx, std::size_t n) override;
   void touch(Stream& s, float* y, std::size_t n) override;

@@ -90,18 +90,20 @@ void Executor::resolve() {
   std::map<int, std::pair<int, int>> gathered_of;        // gathered buffer -> (op, slice)
   std::map<std::tuple<int, int, int>, int> seen;         // (op, site, kind) -> tasks so far
 
+  // Activations must fit the IR's sizes (else the IR and the arithmetic disagree: an error);
+  // weights and gradients may need a few elements more, padding slices to equal shards.
   auto need = [&](int id, I floats, const std::string& what) {
     const std::size_t bytes = floats_bytes(floats);
-    if (bytes > alloc_bytes_[static_cast<std::size_t>(id)]) {
-      if (what.empty()) {
-        padding_bytes_ += bytes - alloc_bytes_[static_cast<std::size_t>(id)];
-        alloc_bytes_[static_cast<std::size_t>(id)] = bytes;
-      } else {
-        throw Error(fmt::format("executor: {} needs {} bytes, the schedule gives {} ({})",
-                                sched_.buffers[static_cast<std::size_t>(id)].name, bytes,
-                                alloc_bytes_[static_cast<std::size_t>(id)], what));
-      }
-    }
+    if (bytes > alloc_bytes_[static_cast<std::size_t>(id)])
+      throw Error(fmt::format("executor: {} needs {} bytes, the schedule gives {} ({})",
+                              sched_.buffers[static_cast<std::size_t>(id)].name, bytes,
+                              alloc_bytes_[static_cast<std::size_t>(id)], what));
+  };
+  auto pad_to = [&](int id, I floats) {
+    const std::size_t bytes = floats_bytes(floats);
+    if (bytes <= alloc_bytes_[static_cast<std::size_t>(id)]) return;
+    padding_bytes_ += bytes - alloc_bytes_[static_cast<std::size_t>(id)];
+    alloc_bytes_[static_cast<std::size_t>(id)] = bytes;
   };
 
   for (std::size_t t = 0; t < tasks.size(); ++t) {
@@ -117,7 +119,7 @@ void Executor::resolve() {
       if (name == op.name + ".activations") {
         act[static_cast<std::size_t>(u)] = b;
         const bool ckpt = plan_.operators[static_cast<std::size_t>(u)].choice.checkpoint && op.checkpointable;
-        need(b, input_floats(op, 0, shape_) + (ckpt ? 0 : internal_floats(op, L.slices, shape_)),
+        need(b, input_floats(op, shape_) + (ckpt ? 0 : internal_floats(op, L.slices, shape_)),
              "saved activations");
       } else if (name == op.name + ".forward.scratch") {
         scratch[static_cast<std::size_t>(u)] = b;
@@ -130,12 +132,12 @@ void Executor::resolve() {
         need(b, workspace_floats(op, L.slices, shape_), "backward workspace");
       } else if (name == op.name + ".grad") {
         tied_grad[static_cast<std::size_t>(u)] = b;
-        need(b, L.slices * L.padded_elems, "");
+        pad_to(b, L.slices * L.padded_elems);
       } else if (cat == MemoryCategory::kGradient) {
         p.grad = b;
-        need(b, L.padded_elems, "");
+        pad_to(b, L.padded_elems);
       } else if (cat == MemoryCategory::kGatheredWeight) {
-        need(b, L.padded_elems, "");
+        pad_to(b, L.padded_elems);
         live[{u, task.slice}].push_back(b);
         gathered_of[b] = {u, task.slice};
         p.weights = b;
@@ -285,7 +287,6 @@ StepStats Executor::step() {
   r.peak_bytes = m.peak_bytes;
   r.baseline_bytes = baseline_bytes_;
   r.padding_bytes = padding_bytes_;
-  for (const int b : sched_.resident) r.resident_bytes += alloc_bytes_[static_cast<std::size_t>(b)];
   if (opt_.record_tasks) r.tasks = timings_;
   float loss = 0;
   cs.enqueue([this, &loss] { dev_.download(dev_.compute_stream(), loss_, &loss, 1); });
@@ -367,18 +368,18 @@ void Executor::run_compute(int t) {
   float* states = buffer(states_[u]);
   a.weights = replicate ? states : buffer(p.weights);
   a.x = buffer(p.act);
-  const I in = input_floats(op, task.site, shape_);
+  const I in = input_floats(op, shape_);
   a.internals = p.internals >= 0 ? buffer(p.internals) : (a.x == nullptr ? nullptr : a.x + in);
   a.y = carry_[0];
   a.dy = carry_[1];
   a.dx = carry_[2];
   a.workspace = buffer(p.workspace);
   a.tokens = reinterpret_cast<const std::int32_t*>(tokens_);
-  const int touch_id = p.act >= 0 && alloc_bytes_[static_cast<std::size_t>(p.act)] > 0 ? p.act : -1;
-  a.touch = touch_id >= 0 ? buffer(touch_id) : carry_[0];
-  a.touch_floats =
-      static_cast<I>((touch_id >= 0 ? alloc_bytes_[static_cast<std::size_t>(touch_id)] : 0) / sizeof(float));
-  if (touch_id < 0) a.touch_floats = rows * h;
+  // Elementwise kernels pass over the operator's activations (the carried activation when it has none).
+  const I act_floats =
+      p.act >= 0 ? static_cast<I>(alloc_bytes_[static_cast<std::size_t>(p.act)] / sizeof(float)) : 0;
+  a.touch = act_floats > 0 ? buffer(p.act) : carry_[0];
+  a.touch_floats = act_floats > 0 ? act_floats : rows * h;
   const bool head = op.kind == OperatorKind::kHead || (op.kind == OperatorKind::kEmbedding && task.site == 1);
   const I vocab = shape_.vocab;
 

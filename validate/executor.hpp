@@ -41,7 +41,6 @@ struct StepStats {
   double loss = 0;                 // over all ranks
   std::size_t peak_bytes = 0;      // this rank's tracked peak during the step, baseline included
   std::size_t baseline_bytes = 0;  // the executor's own buffers (not in the schedule)
-  std::size_t resident_bytes = 0;  // shards and optimizer states
   std::size_t padding_bytes = 0;   // allocated beyond the schedule's sizes to give equal shards
   std::vector<TaskTiming> tasks;   // with ExecutorOptions::record_tasks, per schedule task
 };

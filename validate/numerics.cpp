@@ -363,9 +363,9 @@ I width_out(const Operator& op, int site, const MathShape& m) {
   return op.hidden;
 }
 
-I input_floats(const Operator& op, int site, const MathShape& m) {
-  if (op.kind == OperatorKind::kEmbedding) return op.tied_gradient ? m.rows() * op.hidden : 0;
-  (void)site;
+I input_floats(const Operator& op, const MathShape& m) {
+  if (op.kind == OperatorKind::kEmbedding)
+    return op.tied_gradient ? m.rows() * op.hidden : 0;  // the head's input
   return m.rows() * width_in(op, 0);
 }
 

@@ -73,7 +73,7 @@ struct MathShape {
 };
 
 // Floats of activation storage the arithmetic needs, to check against the IR's bytes.
-std::int64_t input_floats(const costmodel::Operator& op, int site, const MathShape& m);
+std::int64_t input_floats(const costmodel::Operator& op, const MathShape& m);
 std::int64_t internal_floats(const costmodel::Operator& op, int slices, const MathShape& m);  // all slices
 std::int64_t workspace_floats(const costmodel::Operator& op, int slices, const MathShape& m);
 std::int64_t width_in(const costmodel::Operator& op, int site);
