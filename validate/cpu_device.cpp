@@ -29,7 +29,12 @@ using Clock = std::chrono::steady_clock;
 // ---- CpuDevice: memory and streams -----------------------------------------------------------
 
 CpuDevice::CpuDevice(CpuDeviceOptions options)
-    : options_(options), context_(std::make_shared<detail::CpuContext>(options.rank)) {
+    : options_(options),
+      context_(std::make_shared<detail::CpuContext>(options.rank)),
+      // 64-byte aligned blocks (a cache line, an AVX-512 vector); null when the host has no memory left.
+      allocator_([](std::size_t bytes) { return ::operator new (bytes, std::align_val_t{64}, std::nothrow); },
+                 [](void* p) { ::operator delete (p, std::align_val_t{64}); }, options.capacity_bytes,
+                 fmt::format("rank {}", options.rank)) {
   Eigen::setNbThreads(1);
   compute_ = std::make_unique<CpuStream>("compute stream", context_);
   if (options_.comm_thread) comm_ = std::make_unique<CpuStream>("comm stream", context_);
@@ -38,8 +43,6 @@ CpuDevice::CpuDevice(CpuDeviceOptions options)
 CpuDevice::~CpuDevice() {
   if (comm_) comm_->shutdown();
   compute_->shutdown();
-  for (const auto& [p, bytes] : live_) ::operator delete (p, std::align_val_t{64});
-  for (const auto& [bytes, p] : cached_) ::operator delete (p, std::align_val_t{64});
 }
 
 std::string CpuDevice::name() const {
@@ -58,59 +61,22 @@ double CpuDevice::timeout() const {
 }
 
 float* CpuDevice::allocate(std::size_t bytes, std::string_view what) {
-  using costmodel::format_bytes;
-  std::lock_guard lock(memory_mutex_);
-  const std::size_t capacity = options_.capacity_bytes;
-  if (capacity != 0 && bytes > capacity - current_bytes_) {
-    throw OutOfMemory(
-        fmt::format("rank {}: out of device memory for {}: asked {} ({} B) with {} ({} B) in use of a "
-                    "capacity of {} ({} B)",
-                    options_.rank, what, format_bytes(static_cast<double>(bytes)), bytes,
-                    format_bytes(static_cast<double>(current_bytes_)), current_bytes_,
-                    format_bytes(static_cast<double>(capacity)), capacity));
-  }
-  // A block of the same size freed earlier is reused (a training step asks for the same sizes every
-  // time): no page faults on fresh memory after the first step, as with a GPU caching allocator.
-  void* raw = nullptr;
-  if (const auto hit = cached_.find(bytes); hit != cached_.end()) {
-    raw = hit->second;
-    cached_.erase(hit);
-    cached_bytes_ -= bytes;
-  } else {
-    raw = ::operator new (std::max<std::size_t>(bytes, 1), std::align_val_t{64}, std::nothrow);
-  }
-  if (raw == nullptr) {
-    throw OutOfMemory(fmt::format("rank {}: out of host memory for {}: asked {} ({} B) with {} in use",
-                                  options_.rank, what, format_bytes(static_cast<double>(bytes)), bytes,
-                                  format_bytes(static_cast<double>(current_bytes_))));
-  }
-  auto* p = static_cast<float*>(raw);
-  live_.emplace(p, bytes);
-  current_bytes_ += bytes;
-  peak_bytes_ = std::max(peak_bytes_, current_bytes_);
-  return p;
+  return static_cast<float*>(allocator_.allocate(bytes, what));
 }
 
 void CpuDevice::deallocate(float* p) {
-  if (p == nullptr) return;
-  std::lock_guard lock(memory_mutex_);
-  const auto it = live_.find(p);
-  assert(it != live_.end() && "deallocate: not an allocation of this device");
-  if (it == live_.end()) return;
-  current_bytes_ -= it->second;
-  cached_.emplace(it->second, p);
-  cached_bytes_ += it->second;
-  live_.erase(it);
+  // The streams are threads that run the kernels as they go: when a task frees a buffer, its use
+  // is over (no fence).
+  allocator_.deallocate(p);
 }
 
 MemoryStats CpuDevice::memory() const {
-  std::lock_guard lock(memory_mutex_);
-  return MemoryStats{current_bytes_, peak_bytes_, live_.size(), 0, 0};
+  const AllocatorStats a = allocator_.stats();
+  return MemoryStats{a.current_bytes, a.peak_bytes, a.live, 0, 0};
 }
 
 void CpuDevice::reset_peak() {
-  std::lock_guard lock(memory_mutex_);
-  peak_bytes_ = current_bytes_;
+  allocator_.reset_peak();
 }
 
 double CpuDevice::now_s() const {
@@ -126,6 +92,18 @@ using ConstMatrixMap = Eigen::Map<const RowMajor, Eigen::Unaligned, Eigen::Outer
 using MatrixMap = Eigen::Map<RowMajor, Eigen::Unaligned, Eigen::OuterStride<>>;
 using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
 using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
+
+// The nearest bf16 (ties to even), as fp32: the upper 16 bits of the rounded bit pattern. NaN stays NaN.
+float round_to_bf16(float x) {
+  if (std::isnan(x)) return x;
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &x, sizeof bits);
+  bits += 0x7FFFu + ((bits >> 16) & 1u);
+  bits &= 0xFFFF0000u;
+  float r = 0;
+  std::memcpy(&r, &bits, sizeof r);
+  return r;
+}
 
 // Read from memory the compiler knows nothing about, so touch() cannot be elided.
 volatile float g_touch_factor = 1.0f;
@@ -173,6 +151,14 @@ void CpuDevice::gemm(Stream& /*s*/, const Gemm& g) {
     }
     const ConstMatrixMap a(g.a + i * g.stride_a, a_rows, a_cols, Eigen::OuterStride<>(g.lda));
     const ConstMatrixMap b(g.b + i * g.stride_b, b_rows, b_cols, Eigen::OuterStride<>(g.ldb));
+    if (g.math == GemmMath::kBf16) {  // operands rounded to bf16, products summed in fp32
+      const RowMajor ar = a.unaryExpr(&round_to_bf16), br = b.unaryExpr(&round_to_bf16);
+      if (!ta && !tb) gemm_into(c, ar, br, g.alpha, g.beta);
+      if (!ta && tb) gemm_into(c, ar, br.transpose(), g.alpha, g.beta);
+      if (ta && !tb) gemm_into(c, ar.transpose(), br, g.alpha, g.beta);
+      if (ta && tb) gemm_into(c, ar.transpose(), br.transpose(), g.alpha, g.beta);
+      continue;
+    }
     if (!ta && !tb) gemm_into(c, a, b, g.alpha, g.beta);
     if (!ta && tb) gemm_into(c, a, b.transpose(), g.alpha, g.beta);
     if (ta && !tb) gemm_into(c, a.transpose(), b, g.alpha, g.beta);

@@ -16,9 +16,9 @@
 #include <string>
 #include <string_view>
 #include <thread>
-#include <unordered_map>
 
 #include "validate/backend.hpp"
+#include "validate/caching_allocator.hpp"
 
 namespace osdp::validate {
 
@@ -137,12 +137,7 @@ class CpuDevice final : public Device {
  private:
   const CpuDeviceOptions options_;
   std::shared_ptr<detail::CpuContext> context_;
-  mutable std::mutex memory_mutex_;
-  std::unordered_map<float*, std::size_t> live_;        // allocation -> bytes asked
-  std::unordered_multimap<std::size_t, void*> cached_;  // freed blocks kept for reuse, by size
-  std::size_t cached_bytes_ = 0;                        // not counted as in use
-  std::size_t current_bytes_ = 0;
-  std::size_t peak_bytes_ = 0;
+  CachingAllocator allocator_;
   std::unique_ptr<CpuStream> compute_;
   std::unique_ptr<CpuStream> comm_;  // null without a comm thread
 };
