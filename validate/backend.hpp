@@ -65,9 +65,14 @@ class Stream {
 
 enum class Transpose { kNo, kYes };
 
+// How a GEMM multiplies its fp32 operands: in fp32, or rounded to bf16 with the products summed in
+// fp32 (tensor cores on a GPU: cuBLAS's CUBLAS_COMPUTE_32F_FAST_16BF; emulated on the CPU).
+enum class GemmMath { kFp32, kBf16 };
+
 // C = alpha op(A) op(B) + beta C for `batch` matrices at the given element strides.
 struct Gemm {
   Transpose ta = Transpose::kNo, tb = Transpose::kNo;
+  GemmMath math = GemmMath::kFp32;
   std::int64_t m = 0, n = 0, k = 0;
   float alpha = 1.0f, beta = 0.0f;
   const float* a = nullptr;

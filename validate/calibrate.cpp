@@ -259,7 +259,7 @@ struct GemmOperands {
   std::size_t copies, sa, sb, sc, at = 0;
   Buffer a, b, c;
   Gemm g;
-  GemmOperands(Device& d, const GemmShape& sh, std::size_t n_copies = 1)
+  GemmOperands(Device& d, const GemmShape& sh, GemmMath math, std::size_t n_copies = 1)
       : copies(n_copies),
         sa(static_cast<std::size_t>(sh.count * sh.m * sh.k)),
         sb(static_cast<std::size_t>(sh.count * sh.k * sh.n)),
@@ -270,6 +270,7 @@ struct GemmOperands {
     a.fill(0.01f);
     b.fill(0.01f);
     c.fill(0.0f);
+    g.math = math;
     g.m = sh.m, g.n = sh.n, g.k = sh.k;
     g.a = a.get(), g.lda = sh.k, g.b = b.get(), g.ldb = sh.n, g.c = c.get(), g.ldc = sh.n;
     g.batch = sh.count, g.stride_a = sh.m * sh.k, g.stride_b = sh.k * sh.n, g.stride_c = sh.m * sh.n;
@@ -299,7 +300,7 @@ void sweep_gemms(Sweeper& sw, const std::vector<GemmShape>& shapes, std::vector<
   Stream& s = dev.compute_stream();
   for (const GemmShape& sh : shapes) {
     const double bytes = GemmPoint{sh.m, sh.n, sh.k, sh.count, 0}.bytes();
-    GemmOperands op(dev, sh, cold_slots(bytes, 16, 1));
+    GemmOperands op(dev, sh, sw.o_.gemm_math, cold_slots(bytes, 16, 1));
     const Measurement m = gemm_measurement(sh, sw.point(s, [&] { dev.gemm(s, op.next()); }), "gemm");
     out.push_back(m);
     sw.report(m.sweep, shape_label(sh), m.seconds);
@@ -322,7 +323,7 @@ void sweep_overlap(Sweeper& sw, const std::vector<GemmShape>& shapes, std::vecto
   auto ag = [&] { comm.all_gather(cs, shard.get(), full.get(), e, "calibrate overlap all-gather"); };
   const double t_ag = sw.point(cs, ag).seconds;
   for (const GemmShape& sh : shapes) {
-    GemmOperands op(dev, sh);
+    GemmOperands op(dev, sh, sw.o_.gemm_math);
     auto gemm = [&] { dev.gemm(ps, op.g); };
     Measurement m = gemm_measurement(sh, sw.point(ps, gemm), "overlap");
     const int iters = static_cast<int>(

@@ -57,6 +57,7 @@ struct CalibrateOptions {
   std::vector<GemmShape> overlap_shapes;      // GEMMs timed alone and beside all-gathers; empty: default
   double overlap_bytes = 64.0 * 1024 * 1024;  // the all-gathers' buffer S
   bool quick = false;                         // set by quick_options(): small sizes, few repeats
+  GemmMath gemm_math = GemmMath::kFp32;       // how the GEMM sweeps multiply (validate --gemm alike)
   SegmentOptions segments;
   std::string tool_version;                                    // recorded in the provenance
   nlohmann::json extra_provenance = nlohmann::json::object();  // merged into the provenance

@@ -56,12 +56,14 @@ Executor::Executor(Device& dev, Communicator& comm, const costmodel::Workload& w
   shape_.batch = plan.batch_size;
   shape_.seq = workload.seq;
   shape_.vocab = plan.model.vocab;
+  shape_.math = options.gemm_math;
   for (std::size_t u = 0; u < w_.operators.size(); ++u) {
     const auto& ch = plan.operators[u].choice;
     layout_.push_back(make_layout(w_.operators[u], ch.replicate ? 1 : ch.split, ch.replicate ? 1 : world_));
   }
   resolve();
   allocate_resident();
+  launches_ = launch_list(schedule, &dev.comm_stream() == &dev.compute_stream());
 }
 
 Executor::~Executor() {
@@ -266,18 +268,17 @@ StepStats Executor::step() {
   comm_.barrier("the start of a step");
   dev_.reset_peak();
   const double t0 = dev_.now_s();
-  step_start_ = t0;
-  if (opt_.record_tasks) timings_.assign(sched_.tasks.size(), TaskTiming{});
-  std::vector<EventPtr> done(sched_.tasks.size());
-  for (std::size_t t = 0; t < sched_.tasks.size(); ++t) {
-    const sim::Task& task = sched_.tasks[t];
-    Stream& st = task.stream == sim::Stream::kComm ? ms : cs;
-    for (const int d : task.deps) {
-      Stream& ds = sched_.tasks[static_cast<std::size_t>(d)].stream == sim::Stream::kComm ? ms : cs;
-      if (&ds != &st) st.wait(done[static_cast<std::size_t>(d)]);
-    }
+  // Per-task times come from events on the tasks' streams (on a GPU the host only launches).
+  const bool timed = opt_.record_tasks;
+  const EventPtr start = timed ? cs.record() : nullptr;
+  std::vector<EventPtr> done(sched_.tasks.size()), began(timed ? sched_.tasks.size() : 0);
+  for (const Launch& l : launches_) {
+    const auto t = static_cast<std::size_t>(l.task);
+    Stream& st = l.stream == 1 ? ms : cs;
+    for (const int d : l.waits) st.wait(done[static_cast<std::size_t>(d)]);
+    if (timed) began[t] = st.record();
     st.enqueue([this, t] { run_task(static_cast<int>(t)); });
-    done[t] = st.record();
+    if (l.record || timed) done[t] = st.record();
   }
   cs.synchronize();
   ms.synchronize();
@@ -287,7 +288,13 @@ StepStats Executor::step() {
   r.peak_bytes = m.peak_bytes;
   r.baseline_bytes = baseline_bytes_;
   r.padding_bytes = padding_bytes_;
-  if (opt_.record_tasks) r.tasks = timings_;
+  if (timed) {
+    r.tasks.resize(sched_.tasks.size());
+    for (std::size_t t = 0; t < r.tasks.size(); ++t) {
+      done[t]->synchronize();
+      r.tasks[t] = TaskTiming{began[t]->seconds_since(*start), done[t]->seconds_since(*start)};
+    }
+  }
   float loss = 0;
   cs.enqueue([this, &loss] { dev_.download(dev_.compute_stream(), loss_, &loss, 1); });
   cs.synchronize();
@@ -297,7 +304,6 @@ StepStats Executor::step() {
 
 void Executor::run_task(int t) {
   const sim::Task& task = sched_.tasks[static_cast<std::size_t>(t)];
-  if (opt_.record_tasks) timings_[static_cast<std::size_t>(t)].start_s = dev_.now_s() - step_start_;
   for (const int b : task.allocs) {
     mem_[static_cast<std::size_t>(b)] = dev_.allocate(alloc_bytes_[static_cast<std::size_t>(b)],
                                                       sched_.buffers[static_cast<std::size_t>(b)].name);
@@ -317,7 +323,6 @@ void Executor::run_task(int t) {
     dev_.deallocate(mem_[static_cast<std::size_t>(b)]);
     mem_[static_cast<std::size_t>(b)] = nullptr;
   }
-  if (opt_.record_tasks) timings_[static_cast<std::size_t>(t)].end_s = dev_.now_s() - step_start_;
 }
 
 void Executor::run_collective(int t) {

@@ -19,6 +19,7 @@
 #include "costmodel/workload.hpp"
 #include "sim/schedule.hpp"
 #include "validate/backend.hpp"
+#include "validate/launch_list.hpp"
 #include "validate/numerics.hpp"
 
 namespace osdp::validate {
@@ -30,10 +31,13 @@ struct ExecutorOptions {
   // Tokens the loss is averaged over (all ranks); 0: world * batch * seq.
   std::int64_t loss_tokens = 0;
   bool record_tasks = false;  // keep each task's start and end (StepStats::tasks)
+  // bf16: GEMMs on bf16-rounded operands with fp32 sums (tensor cores); weights, activations and
+  // gradients stay fp32, so memory is that of the fp32 plan.
+  GemmMath gemm_math = GemmMath::kFp32;
 };
 
 struct TaskTiming {
-  double start_s = 0, end_s = 0;  // from the step's start, on this rank's host clock
+  double start_s = 0, end_s = 0;  // from the step's start, timed by events on the task's stream
 };
 
 struct StepStats {
@@ -90,8 +94,7 @@ class Executor {
   float* loss_ = nullptr;
   std::size_t baseline_bytes_ = 0, padding_bytes_ = 0;
   int steps_ = 0;
-  double step_start_ = 0;
-  std::vector<TaskTiming> timings_;
+  std::vector<Launch> launches_;  // the schedule's tasks as enqueued, with their waits
 };
 
 }  // namespace osdp::validate

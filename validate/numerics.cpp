@@ -44,10 +44,12 @@ I heads_of(const Operator& op) {
 struct Gm {
   Device& dev;
   Stream& s;
+  GemmMath math;
   void operator()(Transpose ta, Transpose tb, I m, I n, I k, float alpha, const float* a, I lda,
                   const float* b, I ldb, float beta, float* c, I ldc, I batch = 1, I sa = 0, I sb = 0,
                   I sc = 0) const {
     Gemm g;
+    g.math = math;
     g.ta = ta;
     g.tb = tb;
     g.m = m;
@@ -144,7 +146,7 @@ I ffn_of(const Operator& op) {
 
 void attention_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
   const AttentionDims A = attention_dims(*a.op, a.layout->slices, m);
-  Gm mm{dev, s};
+  Gm mm{dev, s, m.math};
   float* qkv = a.internals + a.slice * A.per_slice();
   float* sc = qkv + A.qkv();
   float* o = sc + A.scores();
@@ -161,7 +163,7 @@ void attention_forward(Device& dev, Stream& s, const MathShape& m, const SliceAr
 
 void attention_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
   const AttentionDims A = attention_dims(*a.op, a.layout->slices, m);
-  Gm mm{dev, s};
+  Gm mm{dev, s, m.math};
   float* qkv = a.internals + a.slice * A.per_slice();
   float* sc = qkv + A.qkv();
   float* o = sc + A.scores();
@@ -191,7 +193,7 @@ void attention_backward(Device& dev, Stream& s, const MathShape& m, const SliceA
 
 void mlp_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
   const I h = a.op->hidden, w = ffn_of(*a.op) / a.layout->slices, rows = m.rows();
-  Gm mm{dev, s};
+  Gm mm{dev, s, m.math};
   float* hid = a.internals + a.slice * 2 * rows * w;
   float* act = hid + rows * w;
   mm(N, N, rows, w, h, 1.0f, a.x, h, block_ptr(a, 0), w, 0.0f, hid, w);
@@ -201,7 +203,7 @@ void mlp_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a)
 
 void mlp_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
   const I h = a.op->hidden, w = ffn_of(*a.op) / a.layout->slices, rows = m.rows();
-  Gm mm{dev, s};
+  Gm mm{dev, s, m.math};
   float* hid = a.internals + a.slice * 2 * rows * w;
   float* act = hid + rows * w;
   mm(T, N, w, h, rows, 1.0f, act, w, a.dy, h, 0.0f, grad_ptr(a, 1), h);  // dW2 = A^T dY
@@ -215,14 +217,14 @@ void mlp_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a
 // Row-split GEMM operators: projection, head, tied head (site 1). Slice j reads columns j w.. of X.
 void rows_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a, I in, I out, float* y) {
   const I w = in / a.layout->slices, rows = m.rows();
-  Gm mm{dev, s};
+  Gm mm{dev, s, m.math};
   mm(N, N, rows, out, w, 1.0f, a.x + a.slice * w, in, block_ptr(a, 0), out, 1.0f, y, out);
 }
 
 void rows_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a, I in, I out,
                    const float* dy, int block) {
   const I w = in / a.layout->slices, rows = m.rows();
-  Gm mm{dev, s};
+  Gm mm{dev, s, m.math};
   mm(N, T, rows, w, out, 1.0f, dy, out, block_ptr(a, block), out, 0.0f, a.dx + a.slice * w, in);
   mm(T, N, w, out, rows, 1.0f, a.x + a.slice * w, in, dy, out, 0.0f, grad_ptr(a, block), out);
 }

@@ -69,6 +69,7 @@ std::int32_t token_of(std::int64_t sample, std::int64_t t, std::int64_t vocab);
 
 struct MathShape {
   std::int64_t batch = 1, seq = 1, vocab = 1;
+  GemmMath math = GemmMath::kFp32;  // how every GEMM multiplies (storage stays fp32)
   std::int64_t rows() const { return batch * seq; }
 };
 

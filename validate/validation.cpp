@@ -96,15 +96,30 @@ class Running {
     dev_ = make_device(plan_);
     ExecutorOptions xo;
     xo.record_tasks = o.tasks;
-    executor_ = std::make_unique<Executor>(*dev_, comm, workload_, plan_, replay_.schedule, xo);
+    xo.gemm_math = o.gemm_math;
+    naming_the_plan(
+        [&] { executor_ = std::make_unique<Executor>(*dev_, comm, workload_, plan_, replay_.schedule, xo); });
   }
 
   bool feasible() const { return row_.feasible; }
-  void warm_up() { executor_->step(); }
+  void warm_up() {
+    naming_the_plan([&] { executor_->step(); });
+  }
   void timed_step() {
-    last_ = executor_->step();
+    naming_the_plan([&] { last_ = executor_->step(); });
     row_.steps_s.push_back(comm_.max_over_ranks(last_.seconds));
     peak_ = std::max(peak_, static_cast<double>(last_.peak_bytes - last_.baseline_bytes));
+  }
+
+  // A device out of memory says which buffer (operator) and how many bytes; this adds the plan.
+  template <typename F>
+  void naming_the_plan(F&& work) {
+    try {
+      work();
+    } catch (const OutOfMemory& e) {
+      throw OutOfMemory(fmt::format("plan {} of unit {} ({}, micro-batch {}, {}): {}", row_.strategy,
+                                    unit_.index, row_.model, plan_.batch_size, row_.plan_summary, e.what()));
+    }
   }
 
   ValidationRow finish() {

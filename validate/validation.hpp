@@ -64,7 +64,8 @@ struct ValidationOptions {
   std::string out_dir;
   bool resume = false;
   bool tasks = false;  // OUT/tasks/UNIT.csv: every task's predicted and measured time (rank 0, last step)
-  Progress progress;   // called on rank 0
+  GemmMath gemm_math = GemmMath::kFp32;  // see ExecutorOptions::gemm_math
+  Progress progress;                     // called on rank 0
 };
 
 // Collective: every rank runs every plan. Returns the rows (rank 0 has them all; the outputs are

@@ -2,6 +2,7 @@
 // validate/backend.hpp (double accumulation in the references; tolerances say how far float
 // rounding may move a result: a length-k dot product of values in [-1, 1] is off by at most about
 // k * 2^-24 * k, far under 1e-4 for the sizes here).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -112,6 +113,56 @@ TEST_CASE("gemm matches the definition for every transpose, alpha, beta and batc
           }
         }
       }
+    }
+  }
+}
+
+namespace {
+// bf16 keeps 8 significant bits: x = f 2^e with f in [0.5, 1), f rounded to a multiple of 2^-8,
+// halves to even (nearbyint's default rounding).
+float bf16_reference(float x) {
+  int e = 0;
+  const double f = std::frexp(static_cast<double>(x), &e);
+  return static_cast<float>(std::ldexp(std::nearbyint(std::ldexp(f, 8)), e - 8));
+}
+}  // namespace
+
+TEST_CASE("gemm in bf16 rounds the operands to bf16 and sums in fp32", "[device]") {
+  CHECK(bf16_reference(1.0f + 1.0f / 256) == 1.0f);  // a tie: to even
+  CHECK(bf16_reference(1.0f + 3.0f / 256) == 1.0f + 4.0f / 256);
+  const std::int64_t m = 9, n = 7, k = 40;
+  for (const auto ta : {Transpose::kNo, Transpose::kYes}) {
+    for (const auto tb : {Transpose::kNo, Transpose::kYes}) {
+      CpuDevice dev;
+      auto a = random_vector(static_cast<std::size_t>(m * k), 21);
+      auto b = random_vector(static_cast<std::size_t>(k * n), 22);
+      std::vector<float> c(static_cast<std::size_t>(m * n), kNaN), c32(c.size(), kNaN), expected(c.size());
+      Gemm g;
+      g.ta = ta;
+      g.tb = tb;
+      g.m = m;
+      g.n = n;
+      g.k = k;
+      g.lda = ta == Transpose::kNo ? k : m;
+      g.ldb = tb == Transpose::kNo ? n : k;
+      g.ldc = n;
+      g.a = a.data();
+      g.b = b.data();
+      g.c = c32.data();
+      dev.gemm(dev.compute_stream(), g);
+      g.math = GemmMath::kBf16;
+      g.c = c.data();
+      dev.gemm(dev.compute_stream(), g);
+      for (auto& x : a) x = bf16_reference(x);
+      for (auto& x : b) x = bf16_reference(x);
+      reference_gemm(g, a.data(), b.data(), expected.data());
+      double largest_change = 0;
+      for (std::size_t i = 0; i < c.size(); ++i) {
+        REQUIRE(c[i] == Approx(expected[i]).margin(1e-4));
+        largest_change = std::max(largest_change, std::abs(static_cast<double>(c[i]) - c32[i]));
+      }
+      // Random values need all of fp32's bits: rounding them to 8 moves a 40-term sum visibly.
+      CHECK(largest_change > 1e-3);
     }
   }
 }
