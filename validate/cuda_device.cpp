@@ -1,0 +1,499 @@
+// The CUDA device (see cuda_device.hpp): streams, pooled events and host waits that poll them with a
+// timeout and a watchdog; cudaMalloc behind the caching allocator; cuBLAS for GEMMs; the kernels of
+// cuda_kernels.cu for the rest.
+//
+// GEMM: osdp's matrices are row-major and cuBLAS's column-major. A row-major m x n matrix with
+// leading dimension ld is the column-major n x m matrix of its transpose with the same ld, so
+// C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T: cuBLAS gets B in A's place and A in B's,
+// m and n swapped, the transposes unchanged.
+#include "validate/cuda_device.hpp"
+
+#include <atomic>
+#include <cassert>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "costmodel/error.hpp"
+#include "validate/cuda_errors.hpp"
+#include "validate/cuda_kernels.hpp"
+
+namespace osdp::validate {
+
+using Clock = std::chrono::steady_clock;
+
+namespace detail {
+
+struct CudaContext {
+  CudaContext(int r, int d, double timeout) : rank(r), device(d), timeout_s(timeout) {}
+  ~CudaContext() {
+    for (cudaEvent_t e : pool) (void)cudaEventDestroy(e);
+  }
+
+  // An event with timing from the pool, or a new one (created on the device).
+  cudaEvent_t take_event() {
+    {
+      std::lock_guard lock(pool_mutex);
+      if (!pool.empty()) {
+        const cudaEvent_t e = pool.back();
+        pool.pop_back();
+        return e;
+      }
+    }
+    check_cuda(cudaSetDevice(device), "cudaSetDevice", "", rank);
+    cudaEvent_t e = nullptr;
+    check_cuda(cudaEventCreateWithFlags(&e, cudaEventDefault), "cudaEventCreateWithFlags", "", rank);
+    return e;
+  }
+
+  // Back to the pool (recording it again later is safe: a stream waiting on it waits on the record
+  // it was told about).
+  void give_back(cudaEvent_t e) noexcept {
+    try {
+      std::lock_guard lock(pool_mutex);
+      pool.push_back(e);
+    } catch (...) {
+      (void)cudaEventDestroy(e);
+    }
+  }
+
+  const int rank;
+  const int device;
+  std::atomic<double> timeout_s;
+  std::atomic<CudaWatchdog*> watchdog{nullptr};
+  std::atomic<bool> closing{false};    // the device is going: fences count as complete
+  std::atomic<bool> abandoned{false};  // its streams did not drain: leak rather than block
+  std::mutex pool_mutex;
+  std::vector<cudaEvent_t> pool;
+};
+
+}  // namespace detail
+
+namespace {
+
+thread_local CudaStream* t_current = nullptr;
+
+// Sets the thread's current stream for a scope (nesting restores the outer one).
+class CurrentStream {
+ public:
+  explicit CurrentStream(CudaStream* s) : previous_(t_current) { t_current = s; }
+  ~CurrentStream() { t_current = previous_; }
+  CurrentStream(const CurrentStream&) = delete;
+  CurrentStream& operator=(const CurrentStream&) = delete;
+
+ private:
+  CudaStream* previous_;
+};
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Between two polls: spin (yielding) for the first millisecond, so short waits end within
+// microseconds, then sleep, longer once the wait is long.
+void pause(double waited_s) {
+  if (waited_s < 1e-3) return std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::microseconds(waited_s < 0.1 ? 20 : 1000));
+}
+
+// Polls `query` (cudaStreamQuery or cudaEventQuery) until it returns cudaSuccess. Every round: a
+// failure throws, the watchdog is checked; past the timeout the watchdog's timed_out throws, or
+// BackendFailure "rank R: <label()> did not finish within T s".
+template <class Query, class Label>
+void poll(const detail::CudaContext& context, Query query, std::string_view call, Label label) {
+  const auto start = Clock::now();
+  const double timeout = context.timeout_s.load();
+  for (;;) {
+    const cudaError_t e = query();
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) check_cuda(e, call, label(), context.rank);
+    (void)cudaGetLastError();  // "not ready" is kept as the thread's last error: clear it
+    CudaWatchdog* watchdog = context.watchdog.load();
+    if (watchdog != nullptr) watchdog->check();
+    const double waited = seconds_between(start, Clock::now());
+    if (waited > timeout) {
+      if (watchdog != nullptr) watchdog->timed_out(waited, label());
+      throw BackendFailure(
+          fmt::format("rank {}: {} did not finish within {:g} s", context.rank, label(), timeout));
+    }
+    pause(waited);
+  }
+}
+
+// A freed block's last use is over when the event recorded on its stream at the free completes.
+class EventFence final : public Fence {
+ public:
+  EventFence(std::shared_ptr<CudaEvent> event, std::shared_ptr<detail::CudaContext> context)
+      : event_(std::move(event)), context_(std::move(context)) {}
+  bool done() override { return context_->closing.load() || event_->query(); }
+  void wait() override {
+    if (!context_->closing.load()) event_->synchronize();
+  }
+
+ private:
+  const std::shared_ptr<CudaEvent> event_;
+  const std::shared_ptr<detail::CudaContext> context_;
+};
+
+}  // namespace
+
+// ---- CudaEvent ---------------------------------------------------------------------------------
+
+CudaEvent::CudaEvent(std::shared_ptr<detail::CudaContext> context, cudaEvent_t event,
+                     const std::string& stream_name, std::uint64_t sequence)
+    : context_(std::move(context)), event_(event), stream_name_(stream_name), sequence_(sequence) {}
+
+CudaEvent::~CudaEvent() {
+  context_->give_back(event_);
+}
+
+std::string CudaEvent::label() const {
+  return fmt::format("the work on the {} before its event {}", stream_name_, sequence_);
+}
+
+bool CudaEvent::query() const {
+  const cudaError_t e = cudaEventQuery(event_);
+  if (e == cudaSuccess) return true;
+  if (e != cudaErrorNotReady) check_cuda(e, "cudaEventQuery", label(), context_->rank);
+  (void)cudaGetLastError();
+  return false;
+}
+
+void CudaEvent::wait() const {
+  poll(
+      *context_, [this] { return cudaEventQuery(event_); }, "cudaEventQuery", [this] { return label(); });
+}
+
+double CudaEvent::seconds_since(const Event& start) const {
+  const auto* begin = dynamic_cast<const CudaEvent*>(&start);
+  assert(begin != nullptr && "seconds_since: events of different backends");
+  begin->wait();
+  wait();
+  float ms = 0.0f;
+  check_cuda(cudaEventElapsedTime(&ms, begin->event_, event_), "cudaEventElapsedTime", label(),
+             context_->rank);
+  return static_cast<double>(ms) / 1000.0;
+}
+
+// ---- CudaStream --------------------------------------------------------------------------------
+
+CudaStream::CudaStream(std::string name, int index, std::shared_ptr<detail::CudaContext> context)
+    : name_(std::move(name)), index_(index), context_(std::move(context)) {
+  check_cuda(cudaSetDevice(context_->device), "cudaSetDevice", name_, context_->rank);
+  check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", name_,
+             context_->rank);
+}
+
+CudaStream::~CudaStream() {
+  // cublasDestroy synchronizes the device: skipped when the device's work could not finish.
+  if (cublas_ != nullptr && !context_->abandoned.load()) (void)cublasDestroy(cublas_);
+  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);  // returns at once even if busy
+  (void)cudaGetLastError();
+}
+
+CudaStream* CudaStream::current() {
+  return t_current;
+}
+
+void CudaStream::enqueue(std::function<void()> work) {
+  assert(work && "enqueue: empty work");
+  check_cuda(cudaSetDevice(context_->device), "cudaSetDevice", name_, context_->rank);
+  const CurrentStream scope(this);
+  work();
+}
+
+void CudaStream::wait(const EventPtr& event) {
+  const auto* cuda_event = dynamic_cast<const CudaEvent*>(event.get());
+  assert(cuda_event != nullptr && "wait: not an event of the cuda device");
+  check_cuda(cudaStreamWaitEvent(stream_, cuda_event->handle(), 0), "cudaStreamWaitEvent",
+             fmt::format("the {} waiting for {}", name_, cuda_event->label()), context_->rank);
+}
+
+EventPtr CudaStream::record() {
+  auto event = std::make_shared<CudaEvent>(context_, context_->take_event(), name_, ++events_);
+  check_cuda(cudaEventRecord(event->handle(), stream_), "cudaEventRecord", name_, context_->rank);
+  return event;
+}
+
+void CudaStream::synchronize() {
+  poll(
+      *context_, [this] { return cudaStreamQuery(stream_); }, "cudaStreamQuery",
+      [this] { return "the " + name_; });
+}
+
+bool CudaStream::drain(double timeout_s) noexcept {
+  const auto start = Clock::now();
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(stream_);
+    if (e == cudaSuccess) return true;
+    (void)cudaGetLastError();
+    const double waited = seconds_between(start, Clock::now());
+    if (e != cudaErrorNotReady || waited > timeout_s) return false;
+    pause(waited);
+  }
+}
+
+cublasHandle_t CudaStream::cublas() {
+  std::call_once(cublas_once_, [this] {
+    check_cuda(cudaSetDevice(context_->device), "cudaSetDevice", name_, context_->rank);
+    cublasHandle_t handle = nullptr;
+    check_cublas(cublasCreate(&handle), "cublasCreate", name_, context_->rank);
+    const cublasStatus_t s = cublasSetStream(handle, stream_);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+      (void)cublasDestroy(handle);
+      check_cublas(s, "cublasSetStream", name_, context_->rank);
+    }
+    cublas_ = handle;
+  });
+  return cublas_;
+}
+
+// ---- CudaDevice: construction, memory ----------------------------------------------------------
+
+CudaDevice::CudaDevice(CudaDeviceOptions options) : options_(options) {
+  const int rank = options_.rank;
+  assert(options_.timeout_s > 0.0);
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) (void)cudaGetLastError();
+  check_cuda(e, "cudaGetDeviceCount", "", rank);
+  if (options_.device < 0 || options_.device >= count) {
+    throw UsageError(fmt::format("rank {}: CUDA device {} does not exist ({} device{})", rank,
+                                 options_.device, count, count == 1 ? "" : "s"));
+  }
+  context_ = std::make_shared<detail::CudaContext>(rank, options_.device, options_.timeout_s);
+  use_device();
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, options_.device), "cudaGetDeviceProperties");
+  const CudaVersions v = cuda_versions();
+  name_ = fmt::format(
+      "{} (sm_{}{}, {:.1f} GiB, CUDA runtime {}, driver {}, cuBLAS {})", prop.name, prop.major, prop.minor,
+      static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), format_cuda_version(v.runtime),
+      format_cuda_version(v.driver), format_cublas_version(v.cublas));
+  compute_ = std::make_unique<CudaStream>("compute stream", 0, context_);
+  if (options_.comm_stream) comm_ = std::make_unique<CudaStream>("comm stream", 1, context_);
+
+  detail::CudaContext* context = context_.get();
+  auto raw_allocate = [context](std::size_t bytes) -> void* {
+    void* p = nullptr;
+    const cudaError_t status = cudaMalloc(&p, bytes);
+    if (status == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      return nullptr;  // the allocator frees its cache and retries, or throws OutOfMemory
+    }
+    check_cuda(status, "cudaMalloc", fmt::format("{} B", bytes), context->rank);
+    return p;
+  };
+  auto raw_free = [context](void* p) {
+    if (context->abandoned.load()) return;  // cudaFree would wait for work that may never end
+    if (cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
+  };
+  allocator_ = std::make_unique<CachingAllocator>(std::move(raw_allocate), std::move(raw_free),
+                                                  options_.capacity_bytes, fmt::format("rank {}", rank));
+}
+
+CudaDevice::~CudaDevice() {
+  (void)cudaSetDevice(options_.device);
+  const double timeout = context_->timeout_s.load();
+  bool drained = compute_->drain(timeout);
+  if (comm_) drained = comm_->drain(timeout) && drained;
+  context_->closing = true;
+  if (!drained) context_->abandoned = true;
+  allocator_.reset();
+  comm_.reset();
+  compute_.reset();
+  (void)cudaGetLastError();
+}
+
+void CudaDevice::set_watchdog(CudaWatchdog* watchdog) {
+  context_->watchdog = watchdog;
+}
+
+void CudaDevice::set_timeout(double seconds) {
+  assert(seconds > 0.0);
+  context_->timeout_s = seconds;
+}
+
+double CudaDevice::timeout() const {
+  return context_->timeout_s.load();
+}
+
+void CudaDevice::use_device() const {
+  check(cudaSetDevice(options_.device), "cudaSetDevice");
+}
+
+void CudaDevice::check(cudaError_t e, std::string_view call, std::string_view what) const {
+  check_cuda(e, call, what, options_.rank);
+}
+
+CudaStream& CudaDevice::own(Stream& s) const {
+  auto* cuda_stream = dynamic_cast<CudaStream*>(&s);
+  assert(cuda_stream != nullptr && (cuda_stream == compute_.get() || cuda_stream == comm_.get()) &&
+         "not a stream of this device");
+  // Inside enqueue the device is current already; elsewhere (the host thread) make it so.
+  if (CudaStream::current() != cuda_stream) use_device();
+  return *cuda_stream;
+}
+
+CudaStream* CudaDevice::current_stream() const {
+  CudaStream* current = CudaStream::current();
+  if (current != nullptr && (current == compute_.get() || current == comm_.get())) return current;
+  use_device();
+  return nullptr;
+}
+
+float* CudaDevice::allocate(std::size_t bytes, std::string_view what) {
+  const CudaStream* current = current_stream();
+  return static_cast<float*>(allocator_->allocate(bytes, what, current != nullptr ? current->index() : 0));
+}
+
+void CudaDevice::deallocate(float* p) {
+  if (p == nullptr) return;
+  CudaStream* current = current_stream();
+  CudaStream& stream = current != nullptr ? *current : *compute_;
+  // The kernels enqueued so far on the stream may still read or write the block.
+  auto event = std::static_pointer_cast<CudaEvent>(stream.record());
+  allocator_->deallocate(p, stream.index(), std::make_shared<EventFence>(std::move(event), context_));
+}
+
+MemoryStats CudaDevice::memory() const {
+  const AllocatorStats a = allocator_->stats();
+  use_device();
+  std::size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return MemoryStats{a.current_bytes, a.peak_bytes, a.live, free, total};
+}
+
+double CudaDevice::now_s() const {
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
+// ---- kernels -----------------------------------------------------------------------------------
+
+void CudaDevice::gemm(Stream& s, const Gemm& g) {
+  assert(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 0);
+  CudaStream& cs = own(s);
+  const cudaStream_t stream = cs.handle();
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
+  if (g.alpha == 0.0f || g.k == 0) {  // C = beta C; A and B are not read
+    check(cuda_kernels::scale_matrices(stream, g.c, g.m, g.n, g.ldc, g.batch, g.stride_c, g.beta),
+          "the gemm's scaling kernel");
+    return;
+  }
+  const auto what = [&] { return fmt::format("gemm {}x{}x{}, batch {}", g.m, g.n, g.k, g.batch); };
+  constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
+  for (const std::int64_t x : {g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch}) {
+    if (x > kIntMax)
+      throw UsageError(fmt::format("rank {}: {}: a dimension past cuBLAS's int", options_.rank, what()));
+  }
+  const auto op = [](Transpose t) { return t == Transpose::kYes ? CUBLAS_OP_T : CUBLAS_OP_N; };
+  const auto narrow = [](std::int64_t x) { return static_cast<int>(x); };
+  const cublasComputeType_t compute =
+      g.math == GemmMath::kBf16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
+  // C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m), everything column-major.
+  const cublasStatus_t status = cublasGemmStridedBatchedEx(
+      cs.cublas(), op(g.tb), op(g.ta), narrow(g.n), narrow(g.m), narrow(g.k), &g.alpha, g.b, CUDA_R_32F,
+      narrow(g.ldb), g.stride_b, g.a, CUDA_R_32F, narrow(g.lda), g.stride_a, &g.beta, g.c, CUDA_R_32F,
+      narrow(g.ldc), g.stride_c, narrow(g.batch), compute, CUBLAS_GEMM_DEFAULT);
+  if (status != CUBLAS_STATUS_SUCCESS)
+    check_cublas(status, "cublasGemmStridedBatchedEx", what(), options_.rank);
+}
+
+void CudaDevice::fill(Stream& s, float* y, std::size_t n, float value) {
+  check(cuda_kernels::fill(own(s).handle(), y, n, value), "the fill kernel");
+}
+
+void CudaDevice::copy(Stream& s, const float* x, float* y, std::size_t n) {
+  const cudaStream_t stream = own(s).handle();
+  if (n != 0)
+    check(cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync",
+          "copy");
+}
+
+void CudaDevice::relu(Stream& s, const float* x, float* y, std::size_t n) {
+  check(cuda_kernels::relu(own(s).handle(), x, y, n), "the relu kernel");
+}
+
+void CudaDevice::relu_backward(Stream& s, const float* x, const float* dy, float* dx, std::size_t n) {
+  check(cuda_kernels::relu_backward(own(s).handle(), x, dy, dx, n), "the relu_backward kernel");
+}
+
+void CudaDevice::touch(Stream& s, float* y, std::size_t n) {
+  check(cuda_kernels::touch(own(s).handle(), y, n, 1.0f), "the touch kernel");
+}
+
+void CudaDevice::add_folded(Stream& s, const float* v, std::size_t len, std::size_t offset, float* out,
+                            std::size_t period, std::size_t samples) {
+  assert(period > 0);
+  check(cuda_kernels::add_folded(own(s).handle(), v, len, offset, out, period, samples),
+        "the add_folded kernel");
+}
+
+void CudaDevice::sum_folded(Stream& s, const float* dout, std::size_t period, std::size_t samples,
+                            std::size_t offset, float* dv, std::size_t len) {
+  assert(period > 0);
+  check(cuda_kernels::sum_folded(own(s).handle(), dout, period, samples, offset, dv, len),
+        "the sum_folded kernel");
+}
+
+void CudaDevice::gather_columns(Stream& s, const float* table, std::int64_t vocab, std::int64_t c0,
+                                std::int64_t cols, const std::int32_t* tokens, std::int64_t n_rows, float* y,
+                                std::int64_t ldy) {
+  assert(ldy >= cols);
+  check(cuda_kernels::gather_columns(own(s).handle(), table, vocab, c0, cols, tokens, n_rows, y, ldy),
+        "the gather_columns kernel");
+}
+
+void CudaDevice::scatter_add_columns(Stream& s, const float* dy, std::int64_t ldy, const std::int32_t* tokens,
+                                     std::int64_t n_rows, std::int64_t c0, std::int64_t cols, float* dtable,
+                                     std::int64_t vocab) {
+  assert(ldy >= cols);
+  check(cuda_kernels::scatter_add_columns(own(s).handle(), dy, ldy, tokens, n_rows, c0, cols, dtable, vocab),
+        "the scatter_add_columns kernel");
+}
+
+void CudaDevice::mse_onehot(Stream& s, float* logits, std::int64_t rows, std::int64_t vocab,
+                            const std::int32_t* targets, float scale, float* loss_out) {
+  check(cuda_kernels::mse_onehot(own(s).handle(), logits, rows, vocab, targets, scale, loss_out),
+        "the mse_onehot kernel");
+}
+
+void CudaDevice::adam(Stream& s, float* w, const float* g, float* m, float* v, std::size_t n,
+                      const AdamParams& p) {
+  // As the CPU device: the bias corrections in double, then rounded to float once.
+  assert(p.step >= 1);
+  const double bias1 = 1.0 - std::pow(static_cast<double>(p.beta1), p.step);
+  const double bias2 = 1.0 - std::pow(static_cast<double>(p.beta2), p.step);
+  const auto step_size = static_cast<float>(static_cast<double>(p.lr) / bias1);
+  const auto inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(bias2));
+  check(
+      cuda_kernels::adam(own(s).handle(), w, g, m, v, n, p.beta1, p.beta2, p.eps, step_size, inv_sqrt_bias2),
+      "the adam kernel");
+}
+
+void CudaDevice::download(Stream& s, const float* x, float* host, std::size_t n) {
+  CudaStream& stream = own(s);
+  if (n == 0) return;
+  check(cudaMemcpyAsync(host, x, n * sizeof(float), cudaMemcpyDeviceToHost, stream.handle()),
+        "cudaMemcpyAsync", "download");
+  stream.synchronize();
+}
+
+void CudaDevice::upload(Stream& s, const float* host, float* x, std::size_t n) {
+  CudaStream& stream = own(s);
+  if (n == 0) return;
+  check(cudaMemcpyAsync(x, host, n * sizeof(float), cudaMemcpyHostToDevice, stream.handle()),
+        "cudaMemcpyAsync", "upload");
+  stream.synchronize();
+}
+
+void CudaDevice::spin(Stream& s, double seconds) {
+  check(cuda_kernels::spin(own(s).handle(), seconds), "the spin kernel");
+}
+
+}  // namespace osdp::validate

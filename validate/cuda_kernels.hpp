@@ -1,0 +1,54 @@
+// The CUDA device's elementwise kernels (cuda_kernels.cu, the only file nvcc builds): the same
+// arithmetic as the CPU device's kernels (validate/cpu_device.cpp, contracts in validate/backend.hpp),
+// launched asynchronously on `stream`. Each returns cudaGetLastError() after its launch (cudaSuccess
+// when there was nothing to do); the caller turns a failure into an osdp error (cuda_errors.hpp).
+// Plain C++17 and the CUDA runtime's types only, so that nvcc and the host compiler both read it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace osdp::validate::cuda_kernels {
+
+// y[i] = value.
+cudaError_t fill(cudaStream_t stream, float* y, std::size_t n, float value);
+// y[i] = x[i] > 0 ? x[i] : 0.
+cudaError_t relu(cudaStream_t stream, const float* x, float* y, std::size_t n);
+// dx[i] = x[i] > 0 ? dy[i] : 0.
+cudaError_t relu_backward(cudaStream_t stream, const float* x, const float* dy, float* dx, std::size_t n);
+// y[i] = y[i] * one: reads and writes every element; `one` is 1 (an argument, so that the pass
+// cannot be compiled away).
+cudaError_t touch(cudaStream_t stream, float* y, std::size_t n, float one);
+// out[i][(offset + t) % period] += v[t] for i < samples, t < len, adding the v[t] that fold onto one
+// element in increasing t (the CPU's order: the same float results).
+cudaError_t add_folded(cudaStream_t stream, const float* v, std::size_t len, std::size_t offset, float* out,
+                       std::size_t period, std::size_t samples);
+// dv[t] += sum over i (in increasing i, as the CPU) of dout[i][(offset + t) % period].
+cudaError_t sum_folded(cudaStream_t stream, const float* dout, std::size_t period, std::size_t samples,
+                       std::size_t offset, float* dv, std::size_t len);
+// y[r][c] += table[c0 + c][tokens[r]] for r < n_rows, c < cols (table rows are `vocab` long).
+cudaError_t gather_columns(cudaStream_t stream, const float* table, std::int64_t vocab, std::int64_t c0,
+                           std::int64_t cols, const std::int32_t* tokens, std::int64_t n_rows, float* y,
+                           std::int64_t ldy);
+// dtable[c0 + c][tokens[r]] += dy[r][c] (atomicAdd: tokens repeat, so the order of the sums varies).
+cudaError_t scatter_add_columns(cudaStream_t stream, const float* dy, std::int64_t ldy,
+                                const std::int32_t* tokens, std::int64_t n_rows, std::int64_t c0,
+                                std::int64_t cols, float* dtable, std::int64_t vocab);
+// d = logits - onehot(targets[r]); loss_out[0] += sum d^2 * scale / 2 (each block's partial sum,
+// accumulated in double, added with atomicAdd); logits = d * scale.
+cudaError_t mse_onehot(cudaStream_t stream, float* logits, std::int64_t rows, std::int64_t vocab,
+                       const std::int32_t* targets, float scale, float* loss_out);
+// m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; w -= step_size m / (sqrt(v) inv_sqrt_bias2 + eps), with
+// step_size = lr / (1 - b1^t) and inv_sqrt_bias2 = 1 / sqrt(1 - b2^t) computed by the caller.
+cudaError_t adam(cudaStream_t stream, float* w, const float* g, float* m, float* v, std::size_t n,
+                 float beta1, float beta2, float eps, float step_size, float inv_sqrt_bias2);
+// C = beta C (beta = 0: C = 0, whatever C held) for `batch` m x n row-major matrices (leading
+// dimension ldc, stride_c apart): a GEMM whose alpha or k is 0.
+cudaError_t scale_matrices(cudaStream_t stream, float* c, std::int64_t m, std::int64_t n, std::int64_t ldc,
+                           std::int64_t batch, std::int64_t stride_c, float beta);
+// One thread that keeps the stream busy for `seconds` (the GPU's global timer): tests and delays.
+cudaError_t spin(cudaStream_t stream, double seconds);
+
+}  // namespace osdp::validate::cuda_kernels

@@ -1,0 +1,498 @@
+// The nccl backend's communicator: nonblocking NCCL communicators (created from MPI-broadcast unique
+// ids), collectives launched on CUDA streams and tracked by an event each, and the watchdog the
+// CudaDevice polls while the host waits, so that a dead or hung peer ends as a BackendFailure naming
+// the rank and the operation, after every NCCL communicator was aborted.
+#include "validate/nccl_backend.hpp"
+
+#include <sched.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "validate/cuda_errors.hpp"
+
+namespace osdp::validate {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool mpi_running() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized != 0 && finalized == 0;
+}
+
+void check_mpi(int code, std::string_view call, std::string_view what, int rank) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  throw BackendFailure(fmt::format("rank {}: {} failed in {}: {}", rank, call, what, text));
+}
+
+// NCCL's last error message (process-wide; ncclGetLastError ignores its argument), trimmed.
+std::string last_nccl_error() {
+  const char* text = ncclGetLastError(nullptr);
+  std::string s = text != nullptr ? text : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// A sub-communicator of MPI_COMM_WORLD, freed on scope exit unless a request is still pending on it.
+struct GroupComm {
+  MPI_Comm comm = MPI_COMM_NULL;
+  bool request_pending = false;
+  GroupComm() = default;
+  GroupComm(const GroupComm&) = delete;
+  GroupComm& operator=(const GroupComm&) = delete;
+  ~GroupComm() {
+    if (comm != MPI_COMM_NULL && !request_pending && mpi_running()) MPI_Comm_free(&comm);
+  }
+};
+
+NcclOptions resolve_fault(NcclOptions options) {
+  if (!options.fault) {
+    const char* env = std::getenv("OSDP_INJECT_FAULT");
+    if (env != nullptr && *env != '\0') options.fault = parse_fault_spec(env);
+  }
+  return options;
+}
+
+}  // namespace
+
+// ---- error mapping ---------------------------------------------------------------------------
+
+std::string nccl_result_name(ncclResult_t r) {
+  static constexpr std::pair<ncclResult_t, const char*> kNames[] = {
+      {ncclSuccess, "ncclSuccess"},
+      {ncclUnhandledCudaError, "ncclUnhandledCudaError"},
+      {ncclSystemError, "ncclSystemError"},
+      {ncclInternalError, "ncclInternalError"},
+      {ncclInvalidArgument, "ncclInvalidArgument"},
+      {ncclInvalidUsage, "ncclInvalidUsage"},
+      {ncclRemoteError, "ncclRemoteError"},
+      {ncclInProgress, "ncclInProgress"},
+      {ncclNumResults, "ncclNumResults"}};
+  for (const auto& [result, name] : kNames) {
+    if (result == r) return name;
+  }
+  return fmt::format("ncclResult_t({})", static_cast<int>(r));
+}
+
+std::string nccl_failure_message(ncclResult_t r, std::string_view call, std::string_view what, int rank,
+                                 std::string_view last_error) {
+  const char* text = ncclGetErrorString(r);
+  std::string message = fmt::format("rank {}: {} failed during {}: {}: {}", rank, call, what,
+                                    nccl_result_name(r), text != nullptr ? text : "no description");
+  if (!last_error.empty()) message += fmt::format(" (last NCCL error: {})", last_error);
+  return message;
+}
+
+void check_nccl(ncclResult_t r, std::string_view call, std::string_view what, int rank,
+                std::string_view last_error) {
+  if (r == ncclSuccess) return;
+  std::string message = nccl_failure_message(r, call, what, rank, last_error);
+  if (r == ncclInvalidArgument || r == ncclInvalidUsage) throw UsageError(message);
+  throw BackendFailure(message);
+}
+
+std::string format_nccl_version(int code) {
+  if (code <= 0) return fmt::format("unknown (version code {})", code);
+  // nccl.h: NCCL_VERSION(X,Y,Z) is X*1000 + Y*100 + Z up to 2.8, X*10000 + Y*100 + Z from 2.9 on.
+  // The old codes stay below 10000 (2.8.x is 28xx) and the new ones start at 20900.
+  if (code < 10000) return fmt::format("{}.{}.{}", code / 1000, code % 1000 / 100, code % 100);
+  return fmt::format("{}.{}.{}", code / 10000, code % 10000 / 100, code % 100);
+}
+
+// ---- local rank ------------------------------------------------------------------------------
+
+int local_rank_of_world() {
+  if (!mpi_running()) throw Error("local_rank_of_world: MPI is not running (create an MpiSession first)");
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  GroupComm node;
+  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node.comm),
+            "MPI_Comm_split_type", "finding the ranks of this node", world_rank);
+  int local = 0;
+  check_mpi(MPI_Comm_rank(node.comm, &local), "MPI_Comm_rank", "finding the ranks of this node", world_rank);
+  return local;
+}
+
+// ---- the communicator ------------------------------------------------------------------------
+
+NcclCommunicator::NcclCommunicator(int cuda_device, NcclOptions options)
+    : options_(resolve_fault(std::move(options))),
+      host_(MpiCommunicatorOptions{options_.timeout_s, options_.fault}),
+      cuda_device_(cuda_device) {
+  rank_ = host_.rank();
+  size_ = host_.size();
+  int current = -1;
+  check_cuda(cudaGetDevice(&current), "cudaGetDevice", "creating the NCCL communicators", rank_);
+  if (current != cuda_device_) {
+    throw UsageError(fmt::format(
+        "rank {}: creating the NCCL communicators for CUDA device {}, but device {} is current (call "
+        "cudaSetDevice({}) first)",
+        rank_, cuda_device_, current, cuda_device_));
+  }
+  // Every rank is there (within the timeout) before the blocking MPI communicator splits.
+  host_.barrier("creating the NCCL communicators");
+  try {
+    create_groups();
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    abort_locked("creating the NCCL communicators failed");
+    release_events();
+    throw;
+  }
+}
+
+void NcclCommunicator::create_groups() {
+  const std::string what = "creating the NCCL communicators";
+  GroupComm world, node, across;
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &world.comm), "MPI_Comm_dup", what, rank_);
+  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node.comm),
+            "MPI_Comm_split_type", what, rank_);
+  check_mpi(MPI_Comm_rank(node.comm, &local_rank_), "MPI_Comm_rank", what, rank_);
+  check_mpi(MPI_Comm_size(node.comm, &local_size_), "MPI_Comm_size", what, rank_);
+  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, local_rank_, rank_, &across.comm), "MPI_Comm_split", what, rank_);
+  for (GroupComm* g : {&world, &node, &across}) {
+    check_mpi(MPI_Comm_set_errhandler(g->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", what, rank_);
+  }
+  nodes_ = static_cast<int>(host_.sum_over_ranks(local_rank_ == 0 ? 1.0 : 0.0));
+  // The same order on every rank: each creation is collective over its group.
+  comms_[0] = create_comm(world.comm, kGroupNames[0], world.request_pending);
+  comms_[1] = create_comm(node.comm, kGroupNames[1], node.request_pending);
+  comms_[2] = create_comm(across.comm, kGroupNames[2], across.request_pending);
+}
+
+ncclComm_t NcclCommunicator::create_comm(MPI_Comm group_comm, const char* name, bool& request_pending) {
+  const std::string what = fmt::format("creating the NCCL communicator ({})", name);
+  int group_rank = 0, group_size = 1;
+  check_mpi(MPI_Comm_rank(group_comm, &group_rank), "MPI_Comm_rank", what, rank_);
+  check_mpi(MPI_Comm_size(group_comm, &group_size), "MPI_Comm_size", what, rank_);
+
+  // The unique id's bytes and a last byte saying whether rank 0 could make it.
+  std::array<char, sizeof(ncclUniqueId) + 1> message{};
+  std::string id_failure;
+  if (group_rank == 0) {
+    ncclUniqueId id{};
+    const ncclResult_t r = ncclGetUniqueId(&id);
+    if (r == ncclSuccess) {
+      std::memcpy(message.data(), &id, sizeof id);
+      message.back() = 1;
+    } else {
+      id_failure = nccl_failure_message(r, "ncclGetUniqueId", what, rank_, last_nccl_error());
+    }
+  }
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Ibcast(message.data(), static_cast<int>(message.size()), MPI_BYTE, 0, group_comm, &request),
+            "MPI_Ibcast", what, rank_);
+  const auto until = deadline();
+  for (;;) {
+    int done = 0;
+    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", what, rank_);
+    if (done != 0) break;
+    if (Clock::now() >= until) {
+      request_pending = true;
+      throw BackendFailure(fmt::format(
+          "rank {}: {}: the unique id from the group's rank 0 did not arrive within {:g} s: a peer rank died "
+          "or hung",
+          rank_, what, options_.timeout_s));
+    }
+    sched_yield();
+  }
+  if (!id_failure.empty()) throw BackendFailure(id_failure);
+  if (message.back() != 1) {
+    throw BackendFailure(
+        fmt::format("rank {}: {}: the group's rank 0 could not make an NCCL unique id", rank_, what));
+  }
+  ncclUniqueId id{};
+  std::memcpy(&id, message.data(), sizeof id);
+
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, group_size, id, group_rank, &config);
+  if ((r == ncclSuccess || r == ncclInProgress) && comm != nullptr) r = wait_ready(comm, deadline());
+  if (r == ncclSuccess) return comm;
+  const std::string last = last_nccl_error();
+  if (comm != nullptr) ncclCommAbort(comm);
+  if (r == ncclInProgress) {
+    throw BackendFailure(
+        fmt::format("rank {}: {} did not finish within {:g} s", rank_, what, options_.timeout_s));
+  }
+  check_nccl(r, "ncclCommInitRankConfig", what, rank_, last);
+  throw BackendFailure(fmt::format("rank {}: {}: no communicator", rank_, what));  // r == success, comm null
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  try {
+    std::lock_guard lock(mutex_);
+    if (aborted_.empty()) {
+      // ncclCommFinalize every communicator, wait until each is quiescent, then ncclCommDestroy (which no
+      // longer blocks). Any failure, or the timeout, aborts them all instead.
+      std::string problem;
+      const auto until = deadline();
+      for (std::size_t g = 0; g < comms_.size() && problem.empty(); ++g) {
+        if (comms_[g] == nullptr) continue;
+        const std::string what = fmt::format("finalizing the NCCL communicator ({})", kGroupNames[g]);
+        ncclResult_t r = ncclCommFinalize(comms_[g]);
+        if (r == ncclSuccess || r == ncclInProgress) r = wait_ready(comms_[g], until);
+        if (r == ncclInProgress) {
+          problem = fmt::format("rank {}: {} did not finish within {:g} s", rank_, what, options_.timeout_s);
+        } else if (r != ncclSuccess) {
+          problem = nccl_failure_message(r, "ncclCommFinalize", what, rank_, last_nccl_error());
+        }
+      }
+      if (problem.empty()) {
+        for (std::size_t g = 0; g < comms_.size(); ++g) {
+          if (comms_[g] == nullptr) continue;
+          const ncclResult_t r = ncclCommDestroy(comms_[g]);
+          comms_[g] = nullptr;
+          if (r != ncclSuccess) {
+            const std::string what = fmt::format("destroying the NCCL communicator ({})", kGroupNames[g]);
+            std::fprintf(stderr, "%s\n",
+                         nccl_failure_message(r, "ncclCommDestroy", what, rank_, last_nccl_error()).c_str());
+          }
+        }
+      } else {
+        std::fprintf(stderr, "%s; aborting the NCCL communicators\n", problem.c_str());
+        abort_locked(problem);
+      }
+    }
+    release_events();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: destroying the NCCL communicators: %s\n", rank_, e.what());
+  } catch (...) {
+    std::fprintf(stderr, "rank %d: destroying the NCCL communicators failed\n", rank_);
+  }
+}
+
+std::string NcclCommunicator::version() const {
+  int runtime = 0;
+  const std::string nccl = ncclGetVersion(&runtime) == ncclSuccess ? format_nccl_version(runtime) : "unknown";
+  std::string mpi = host_.version();
+  mpi = mpi.substr(0, mpi.find(','));  // "Open MPI v4.1.4, package: ..." -> "Open MPI v4.1.4"
+  return fmt::format("NCCL {} (built against {}), {} on the host", nccl,
+                     format_nccl_version(NCCL_VERSION_CODE), mpi);
+}
+
+ncclComm_t NcclCommunicator::group(CommGroup g) const {
+  std::lock_guard lock(mutex_);
+  return comms_[static_cast<std::size_t>(g)];
+}
+
+Clock::time_point NcclCommunicator::deadline() const {
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
+}
+
+ncclResult_t NcclCommunicator::wait_ready(ncclComm_t comm, Clock::time_point until) {
+  for (;;) {
+    ncclResult_t state = ncclInProgress;
+    const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+    if (r != ncclSuccess) return r;
+    if (state != ncclInProgress) return state;
+    if (Clock::now() >= until) return ncclInProgress;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+// ---- collectives -----------------------------------------------------------------------------
+
+bool NcclCommunicator::begin(const std::string& what) {
+  const auto& fault = options_.fault;
+  if (!fault || fault->rank != rank_ || what.find(fault->op) == std::string::npos) return true;
+  switch (fault->kind) {
+    case FaultKind::kExit:
+      std::fprintf(stderr, "rank %d: injected fault: exiting before %s\n", rank_, what.c_str());
+      std::fflush(stderr);
+      std::_Exit(17);
+    case FaultKind::kHang:
+      std::fprintf(stderr, "rank %d: injected fault: skipping %s (its peers hang in NCCL)\n", rank_,
+                   what.c_str());
+      return false;
+    case FaultKind::kDelay:
+      std::fprintf(stderr, "rank %d: injected fault: delaying %s by %g s\n", rank_, what.c_str(),
+                   fault->seconds);
+      std::this_thread::sleep_for(std::chrono::duration<double>(fault->seconds));
+      return true;
+  }
+  return true;
+}
+
+template <typename Launch>
+void NcclCommunicator::launch(Stream& s, const std::string& what, const char* call, Launch&& nccl_call) {
+  auto* cuda_stream = dynamic_cast<CudaStream*>(&s);
+  if (cuda_stream == nullptr) {
+    throw UsageError(fmt::format(
+        "rank {}: {}: the nccl communicator needs a CudaStream (a stream of a CudaDevice)", rank_, what));
+  }
+  if (!begin(what)) return;  // outside the lock: kind=delay sleeps
+  std::lock_guard lock(mutex_);
+  if (!aborted_.empty()) {
+    throw BackendFailure(
+        fmt::format("rank {}: {}: the NCCL communicators were aborted: {}", rank_, what, aborted_));
+  }
+  prune_locked();
+  const cudaStream_t stream = cuda_stream->handle();
+  ncclResult_t r = nccl_call(comms_[0], stream);
+  // Nonblocking: the launch may still be in progress (connections made at the first collective);
+  // nothing else may be issued on the stream before it is not.
+  if (r == ncclInProgress) r = wait_ready(comms_[0], deadline());
+  if (r == ncclInProgress) {
+    const std::string message =
+        fmt::format("rank {}: launching {} ({}) did not finish within {:g} s: a peer rank died or hung",
+                    rank_, what, call, options_.timeout_s);
+    abort_locked(message);
+    throw BackendFailure(message);
+  }
+  if (r != ncclSuccess) fail_locked(r, call, what);
+
+  cudaEvent_t done = nullptr;
+  if (spare_events_.empty()) {
+    check_cuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreateWithFlags", what,
+               rank_);
+  } else {
+    done = spare_events_.back();
+    spare_events_.pop_back();
+  }
+  const cudaError_t recorded = cudaEventRecord(done, stream);
+  if (recorded != cudaSuccess) {
+    spare_events_.push_back(done);
+    check_cuda(recorded, "cudaEventRecord", what, rank_);
+  }
+  in_flight_.push_back(InFlight{what, ++sequence_, done});
+}
+
+void NcclCommunicator::all_gather(Stream& s, const float* shard, float* full, std::size_t shard_elems,
+                                  const std::string& what) {
+  if (shard_elems == 0) return;
+  launch(s, what, "ncclAllGather", [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclAllGather(shard, full, shard_elems, ncclFloat32, comm, stream);
+  });
+}
+
+void NcclCommunicator::reduce_scatter(Stream& s, const float* full, float* shard, std::size_t shard_elems,
+                                      const std::string& what) {
+  if (shard_elems == 0) return;
+  launch(s, what, "ncclReduceScatter", [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclReduceScatter(full, shard, shard_elems, ncclFloat32, ncclSum, comm, stream);
+  });
+}
+
+void NcclCommunicator::all_reduce(Stream& s, float* buf, std::size_t elems, const std::string& what) {
+  if (elems == 0) return;
+  launch(s, what, "ncclAllReduce", [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclAllReduce(buf, buf, elems, ncclFloat32, ncclSum, comm, stream);
+  });
+}
+
+// ---- watchdog, failures ----------------------------------------------------------------------
+
+void NcclCommunicator::prune_locked() {
+  while (!in_flight_.empty()) {
+    const cudaError_t e = cudaEventQuery(in_flight_.front().done);
+    if (e == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // "not ready" may stay as the thread's last error: clear it
+      return;
+    }
+    if (e != cudaSuccess) {
+      const std::string what = in_flight_.front().what;
+      abort_locked(fmt::format("rank {}: a CUDA error during {}", rank_, what));
+      check_cuda(e, "cudaEventQuery", what, rank_);
+      throw BackendFailure(fmt::format("rank {}: cudaEventQuery failed during {}", rank_, what));
+    }
+    spare_events_.push_back(in_flight_.front().done);
+    in_flight_.pop_front();
+  }
+}
+
+std::size_t NcclCommunicator::collectives_in_flight() {
+  std::lock_guard lock(mutex_);
+  if (aborted_.empty()) prune_locked();
+  return in_flight_.size();
+}
+
+bool NcclCommunicator::aborted() const {
+  std::lock_guard lock(mutex_);
+  return !aborted_.empty();
+}
+
+void NcclCommunicator::abort() noexcept {
+  std::lock_guard lock(mutex_);
+  abort_locked("abort() was called");
+}
+
+void NcclCommunicator::check() {
+  std::lock_guard lock(mutex_);
+  if (!aborted_.empty()) return;  // reported when it happened; the handles are gone
+  prune_locked();
+  for (std::size_t g = 0; g < comms_.size(); ++g) {
+    if (comms_[g] == nullptr) continue;
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(comms_[g], &state);
+    const ncclResult_t error = r != ncclSuccess ? r : state;
+    if (error == ncclSuccess || error == ncclInProgress) continue;
+    const std::string what = in_flight_.empty() ? fmt::format("the {} communicator's work", kGroupNames[g])
+                                                : in_flight_.front().what;
+    fail_locked(error, "NCCL", what);
+  }
+}
+
+void NcclCommunicator::timed_out(double waited_s, const std::string& waiting_for) {
+  std::lock_guard lock(mutex_);
+  std::string message;
+  if (!aborted_.empty()) {
+    message = fmt::format(
+        "rank {}: {} did not complete within {:.3g} s (the NCCL communicators had been aborted: {})", rank_,
+        waiting_for, waited_s, aborted_);
+  } else {
+    prune_locked();
+    if (in_flight_.empty()) {
+      message = fmt::format("rank {}: {} did not complete within {:.3g} s (no NCCL collective was in flight)",
+                            rank_, waiting_for, waited_s);
+    } else {
+      message = fmt::format(
+          "rank {}: {} did not complete within {:.3g} s (the host waited for {}); a peer died or hung", rank_,
+          in_flight_.front().what, waited_s, waiting_for);
+    }
+    abort_locked(message);
+  }
+  throw BackendFailure(message);
+}
+
+void NcclCommunicator::fail_locked(ncclResult_t r, const char* call, const std::string& what) {
+  const std::string last = last_nccl_error();
+  const std::string message = nccl_failure_message(r, call, what, rank_, last);
+  abort_locked(message);
+  check_nccl(r, call, what, rank_, last);
+  throw BackendFailure(message);  // r was ncclSuccess: not reached by the callers
+}
+
+void NcclCommunicator::abort_locked(const std::string& reason) noexcept {
+  if (aborted_.empty()) aborted_ = reason.empty() ? std::string("aborted") : reason;
+  // The world communicator first: it carries this communicator's own collectives.
+  for (ncclComm_t& comm : comms_) {
+    if (comm != nullptr) ncclCommAbort(comm);
+    comm = nullptr;
+  }
+  for (const InFlight& f : in_flight_) cudaEventDestroy(f.done);
+  in_flight_.clear();
+}
+
+void NcclCommunicator::release_events() noexcept {
+  for (const InFlight& f : in_flight_) cudaEventDestroy(f.done);
+  in_flight_.clear();
+  for (cudaEvent_t e : spare_events_) cudaEventDestroy(e);
+  spare_events_.clear();
+}
+
+}  // namespace osdp::validate
