@@ -19,7 +19,7 @@
 #include "osdp_version.hpp"
 #include "validate/calibrate.hpp"
 #ifdef OSDP_HAVE_MPI_BACKEND
-#include "validate/cpu_device.hpp"
+#include "validate/backends.hpp"
 #include "validate/mpi_backend.hpp"
 #endif
 
@@ -32,6 +32,7 @@ using costmodel::format_seconds;
 
 struct CalibrateArgs {
   std::string backend = "mpi", out, min_size, max_size, mpirun_args;  // sizes: empty for the default
+  std::string gemm = "fp32";
   std::vector<std::string> np;  // "-np N" arrives as {"p", "N"} (CLI11 has no multi-letter short names)
   std::vector<std::string> models{"nd-48x1024"};
   int repeats = 0;  // 0: the default (7, or 2 with --quick)
@@ -48,13 +49,9 @@ double parse_size(const std::string& text, const char* option) {
 
 // The arguments the ranks get: everything given here, spelled out.
 std::vector<std::string> child_args(const CalibrateArgs& a, int np) {
-  std::vector<std::string> r{"calibrate",
-                             "--backend",
-                             a.backend,
-                             "--np",
-                             std::to_string(np),
-                             "--timeout",
-                             fmt::format("{}", a.timeout_s)};
+  std::vector<std::string> r{"calibrate",        "--backend", a.backend,
+                             "--gemm",           a.gemm,      "--np",
+                             std::to_string(np), "--timeout", fmt::format("{}", a.timeout_s)};
   if (!a.min_size.empty()) r.insert(r.end(), {"--min-size", a.min_size});
   if (!a.max_size.empty()) r.insert(r.end(), {"--max-size", a.max_size});
   if (!a.out.empty()) r.insert(r.end(), {"--out", a.out});
@@ -75,6 +72,7 @@ validate::CalibrateOptions make_options(const CalibrateArgs& a) {
     throw UsageError(fmt::format("--min-size {} is larger than --max-size {}", format_bytes(o.min_bytes),
                                  format_bytes(o.max_bytes)));
   if (a.repeats > 0) o.repeats = a.repeats;
+  o.gemm_math = gemm_math(a.gemm);
   o.tool_version = fmt::format("{} ({})", OSDP_VERSION, OSDP_GIT_HASH);
   if (!a.quick && !a.models.empty()) {
     std::vector<costmodel::ModelSpec> models;
@@ -148,9 +146,13 @@ void print_summary(const validate::CalibrationRun& run, const std::string& path)
 #ifdef OSDP_HAVE_MPI_BACKEND
 int run_ranks(const CalibrateArgs& a, int np) {
   validate::MpiSession session;
-  validate::MpiCommunicatorOptions co;
-  co.timeout_s = a.timeout_s;
-  validate::MpiCommunicator comm(co);
+  std::unique_ptr<validate::BackendSession> backend;
+  try {
+    backend = validate::open_backend(a.backend, {a.timeout_s, gemm_math(a.gemm)});
+  } catch (const osdp::Error& e) {
+    validate::abort_job(fmt::format("osdp calibrate: {}", e.what()));
+  }
+  validate::Communicator& comm = backend->comm();
   const bool root = comm.rank() == 0;
   if (np > 0 && comm.size() != np) {
     if (root)
@@ -176,12 +178,8 @@ int run_ranks(const CalibrateArgs& a, int np) {
   }
   o.name = std::filesystem::path(path).stem().string();
   o.extra_provenance["measurements_file"] = std::filesystem::path(csv_path(path)).filename().string();
-  validate::CpuDeviceOptions dopt;
-  dopt.comm_thread = !a.no_comm_thread;
-  dopt.rank = comm.rank();
-  validate::CpuDevice device(dopt);
-  // Longer than the collectives' own timeout, so that a stuck collective is reported by name.
-  device.set_timeout(2 * a.timeout_s + 5);
+  const std::unique_ptr<validate::Device> dev = backend->make_device(!a.no_comm_thread);
+  validate::Device& device = *dev;
   validate::ProgressFn progress;
   if (!a.quiet)
     progress = [](const validate::CalibrationProgress& p) {
@@ -193,6 +191,8 @@ int run_ranks(const CalibrateArgs& a, int np) {
     run = validate::run_calibration(device, comm, o, progress);
   } catch (const validate::BackendFailure& e) {
     validate::abort_job(fmt::format("osdp calibrate: {}", e.what()));  // the message names the rank
+  } catch (const validate::OutOfMemory& e) {
+    validate::abort_job(fmt::format("osdp calibrate: {}", e.what()));
   }
   if (!root) return kExitOk;
   costmodel::write_file_atomic(csv_path(path), validate::measurements_csv(run));
@@ -205,9 +205,8 @@ int run_ranks(const CalibrateArgs& a, int np) {
 int run_calibrate(const CalibrateArgs& a) {
   const int np = parse_np(a.np);
   if (a.timeout_s <= 0) throw UsageError("--timeout: must be positive");
-  if (a.backend == "nccl")
-    throw UsageError(
-        "the nccl backend is not built into this osdp (it needs CUDA and NCCL; see `osdp --version`)");
+  (void)gemm_math(a.gemm);
+  check_backend(a.backend);
   make_options(a);  // checks the options (and the model names) before any launch
 #ifdef OSDP_HAVE_MPI_BACKEND
   return launch_or_run("calibrate", np, child_args(a, np), a.mpirun_args, [&] { return run_ranks(a, np); });
@@ -237,7 +236,9 @@ Action add_calibrate_command(CLI::App& app) {
       "few seconds.\n"
       "Exit codes: 0 done; 2 bad input or usage; 4 a rank failed or timed out (the job is aborted);\n"
       "otherwise mpirun's.");
-  app.add_option("--backend", a->backend, "mpi (CPU ranks, Open MPI), or nccl (GPUs; not built yet)")
+  app.add_option(
+         "--backend", a->backend,
+         "mpi (CPU ranks, Open MPI) or nccl (one GPU per rank: CUDA, cuBLAS, NCCL; see osdp --version)")
       ->check(CLI::IsMember({"mpi", "nccl"}))
       ->capture_default_str();
   app.add_option("-n,--np", a->np, "Number of ranks (written -np N, as for mpirun)")
@@ -263,6 +264,11 @@ Action add_calibrate_command(CLI::App& app) {
   app.add_option("--timeout", a->timeout_s, "Seconds before a collective that does not finish fails the job")
       ->capture_default_str();
   app.add_flag("--quiet,-q", a->quiet, "No progress lines");
+  app.add_option("--gemm", a->gemm,
+                 "fp32, or bf16: time GEMMs on bf16-rounded operands with fp32 sums (tensor cores on a GPU), "
+                 "for validate --gemm bf16")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   return [a]() { return run_calibrate(*a); };
 }
 

@@ -7,10 +7,28 @@
 #include "costmodel/error.hpp"
 #include "validate/launcher.hpp"
 #ifdef OSDP_HAVE_MPI_BACKEND
+#include "validate/backends.hpp"
 #include "validate/mpi_backend.hpp"
 #endif
 
 namespace osdp::cli {
+
+validate::GemmMath gemm_math(const std::string& name) {
+  if (name == "fp32") return validate::GemmMath::kFp32;
+  if (name == "bf16") return validate::GemmMath::kBf16;
+  throw UsageError(fmt::format("--gemm {}: expected fp32 or bf16", name));
+}
+
+void check_backend(const std::string& name) {
+#ifdef OSDP_HAVE_MPI_BACKEND
+  const std::string why = validate::backend_unavailable_reason(name);
+#else
+  const std::string why = name == "mpi" || name == "nccl"
+                              ? "this osdp was built without MPI: no backend is available"
+                              : "expected mpi or nccl";
+#endif
+  if (!why.empty()) throw UsageError(fmt::format("--backend {}: {}", name, why));
+}
 
 int parse_np(const std::vector<std::string>& v) {
   std::string text;

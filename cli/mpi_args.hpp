@@ -5,7 +5,16 @@
 #include <string>
 #include <vector>
 
+#include "validate/backend.hpp"
+
 namespace osdp::cli {
+
+// --gemm fp32|bf16; throws UsageError for anything else.
+validate::GemmMath gemm_math(const std::string& name);
+
+// Throws UsageError when --backend NAME cannot run here (unknown, not compiled in, no GPU): before
+// any rank starts.
+void check_backend(const std::string& name);
 
 // The rank count of -np N, -n N, --np N or -npN (CLI11 hands "-np N" over as {"p", "N"}); 0 when
 // not given. Throws UsageError for anything else.

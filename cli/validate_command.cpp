@@ -14,7 +14,7 @@
 #include "osdp_version.hpp"
 #include "validate/validation.hpp"
 #ifdef OSDP_HAVE_MPI_BACKEND
-#include "validate/cpu_device.hpp"
+#include "validate/backends.hpp"
 #include "validate/mpi_backend.hpp"
 #endif
 
@@ -24,17 +24,16 @@ namespace {
 constexpr int kExitTolerance = 5;  // a measured error passed the experiment's tolerance
 
 struct ValidateArgs {
-  std::string file, backend = "mpi", calibration, out, mpirun_args;
+  std::string file, backend = "mpi", calibration, out, mpirun_args, gemm = "fp32";
   std::vector<std::string> np;
   double timeout_s = 120;
   bool resume = false, quiet = false, tasks = false;
 };
 
 std::vector<std::string> child_args(const ValidateArgs& a, int np) {
-  std::vector<std::string> r{"validate",  a.file,
-                             "--backend", a.backend,
-                             "--np",      std::to_string(np),
-                             "--timeout", fmt::format("{}", a.timeout_s)};
+  std::vector<std::string> r{
+      "validate", a.file, "--backend",        a.backend,   "--gemm",
+      a.gemm,     "--np", std::to_string(np), "--timeout", fmt::format("{}", a.timeout_s)};
   if (!a.calibration.empty()) r.insert(r.end(), {"--calibration", a.calibration});
   if (!a.out.empty()) r.insert(r.end(), {"--out", a.out});
   if (a.resume) r.push_back("--resume");
@@ -46,9 +45,15 @@ std::vector<std::string> child_args(const ValidateArgs& a, int np) {
 #ifdef OSDP_HAVE_MPI_BACKEND
 int run_ranks(const ValidateArgs& a, int np) {
   validate::MpiSession session;
-  validate::MpiCommunicatorOptions co;
-  co.timeout_s = a.timeout_s;
-  validate::MpiCommunicator comm(co);
+  std::unique_ptr<validate::BackendSession> backend;
+  try {
+    backend = validate::open_backend(a.backend, {a.timeout_s, gemm_math(a.gemm)});
+  } catch (const validate::BackendFailure& err) {
+    validate::abort_job(err.what());
+  } catch (const osdp::Error& err) {
+    validate::abort_job(fmt::format("osdp validate: {}", err.what()));
+  }
+  validate::Communicator& comm = backend->comm();
   const bool root = comm.rank() == 0;
   try {
     if (np > 0 && comm.size() != np)
@@ -62,16 +67,12 @@ int run_ranks(const ValidateArgs& a, int np) {
     o.out_dir = a.out.empty() ? e.output : a.out;
     o.resume = a.resume;
     o.tasks = a.tasks;
+    o.gemm_math = gemm_math(a.gemm);
     if (!a.quiet)
       o.progress = [](const std::string& line) { std::cerr << "validate: " << line << std::endl; };
-    const int rank = comm.rank();
-    const double timeout = a.timeout_s;
-    // prefetch 0 overlaps nothing: one thread runs both streams (no hand-offs between threads).
-    const validate::DeviceFactory make_device = [rank, timeout](const costmodel::Plan& plan) {
-      auto dev = std::make_unique<validate::CpuDevice>(
-          validate::CpuDeviceOptions{0, plan.cluster.overlap.enabled && plan.prefetch > 0, rank});
-      dev->set_timeout(timeout);
-      return std::unique_ptr<validate::Device>(std::move(dev));
+    // prefetch 0 overlaps nothing: one stream runs both (on the CPU, no hand-offs between threads).
+    const validate::DeviceFactory make_device = [&backend](const costmodel::Plan& plan) {
+      return backend->make_device(plan.cluster.overlap.enabled && plan.prefetch > 0);
     };
     const auto rows = validate::run_validation(e, comm, make_device, o);
     if (!root) return kExitOk;
@@ -81,6 +82,8 @@ int run_ranks(const ValidateArgs& a, int np) {
     prov["tool"] = fmt::format("osdp {} ({})", OSDP_VERSION, OSDP_GIT_HASH);
     prov["backend"] = comm.backend();
     prov["backend_version"] = comm.version();
+    prov["device"] = backend->device_name();
+    prov["gemm"] = a.gemm;
     prov["calibration"] = o.calibration ? o.calibration->name : std::string("(the clusters' own)");
     const std::string plot = validate::write_validation_outputs(o.out_dir, e, rows, s, prov);
     std::cout << fmt::format(
@@ -98,6 +101,8 @@ int run_ranks(const ValidateArgs& a, int np) {
     return s.ok() ? kExitOk : kExitTolerance;
   } catch (const validate::BackendFailure& err) {
     validate::abort_job(err.what());
+  } catch (const validate::OutOfMemory& err) {  // one rank's: the others would wait for it
+    validate::abort_job(err.what());
   } catch (const osdp::Error& err) {
     if (root) std::cerr << "osdp validate: error: " << err.what() << "\n";
     return kExitInput;
@@ -106,10 +111,9 @@ int run_ranks(const ValidateArgs& a, int np) {
 #endif
 
 int run_validate(const ValidateArgs& a) {
-  if (a.backend == "nccl")
-    throw UsageError("--backend nccl: the GPU backend is not built yet; use --backend mpi");
-  if (a.backend != "mpi") throw UsageError(fmt::format("--backend {}: expected mpi or nccl", a.backend));
+  (void)gemm_math(a.gemm);
   const int np = parse_np(a.np);
+  check_backend(a.backend);
   (void)experiments::load_experiment(a.file);  // bad input is reported before any rank starts
 #ifdef OSDP_HAVE_MPI_BACKEND
   return launch_or_run("validate", np, child_args(a, np), a.mpirun_args, [&] { return run_ranks(a, np); });
@@ -136,7 +140,9 @@ Action add_validate_command(CLI::App& app) {
       "Exit codes: 0 within tolerance; 2 bad input; 4 a rank failed or timed out (the job is aborted);\n"
       "5 an error passed the experiment's tolerance.");
   app.add_option("experiment", a->file, "Experiment file with a \"validation\" block")->required();
-  app.add_option("--backend", a->backend, "mpi (CPU ranks, Open MPI), or nccl (GPUs; not built yet)")
+  app.add_option(
+         "--backend", a->backend,
+         "mpi (CPU ranks, Open MPI) or nccl (one GPU per rank: CUDA, cuBLAS, NCCL; see osdp --version)")
       ->capture_default_str();
   app.add_option("-n,--np", a->np, "Number of ranks (written -np N, as for mpirun)");
   app.add_option("--calibration", a->calibration,
@@ -151,6 +157,11 @@ Action add_validate_command(CLI::App& app) {
       "Also write OUT/tasks/UNIT.csv: each task of rank 0's last timed step, predicted (simulator) and "
       "measured, to see where a prediction goes wrong");
   app.add_flag("--quiet", a->quiet, "No progress lines");
+  app.add_option("--gemm", a->gemm,
+                 "fp32, or bf16: GEMMs on bf16-rounded operands with fp32 sums (tensor cores on a GPU; "
+                 "storage stays fp32)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   return [a] { return run_validate(*a); };
 }
 

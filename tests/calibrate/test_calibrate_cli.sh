@@ -34,7 +34,7 @@ bad() {  # bad NAME PATTERN ARGS...: exit 2 and PATTERN in stderr
   contains "calibrate $*: the message says why" "$TMP/$name.err" "$pattern"
 }
 bad backend "backend" --backend tcp -np 2 --quick
-bad nccl "not built" --backend nccl -np 2 --quick
+bad nccl "nccl backend" --backend nccl -np 2 --quick  # not built, or no GPU: either way before any launch
 bad np0 "-np" -np 0 --quick
 bad npword "-np" -np two --quick
 bad nonp "-np N" --quick

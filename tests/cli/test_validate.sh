@@ -88,6 +88,31 @@ expect_rc "no -np outside mpirun" N 2
 contains "says to give -np" N.err "-np"
 run B "$OSDP" validate loose.json -np 2 --backend tpu
 expect_rc "an unknown backend" B 2
+# nccl: not built into this osdp, or no GPU here; either way refused before any rank starts.
+if "$OSDP" --version | grep -q '^CUDA:.* GPU(s)$'; then
+  ok "# skip: a GPU is here, the nccl backend can run"
+else
+  run G "$OSDP" validate loose.json -np 2 --backend nccl
+  expect_rc "--backend nccl without a GPU (or without the backend)" G 2
+  contains "says why" G.err "nccl backend"
+fi
+run F "$OSDP" validate loose.json -np 2 --gemm fp16
+expect_rc "--gemm fp16 is refused" F 2
+
+# bf16 GEMMs (emulated on the CPU): same plans and memory, a loss moved by the rounding only.
+run BF "$OSDP" validate loose.json -np 2 --out BF --gemm bf16 --quiet
+expect_rc "validate --gemm bf16" BF 0
+python3 - A/summary.json BF/summary.json >"$TMP/bf.out" 2>&1 <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert b["provenance"]["gemm"] == "bf16" and a["provenance"]["gemm"] == "fp32", (a["provenance"], b["provenance"])
+assert b["provenance"]["device"].startswith("cpu"), b["provenance"]["device"]
+for ra, rb in zip(a["rows"], b["rows"]):
+    assert ra["key"] == rb["key"] and rb["measured_peak_bytes"] == ra["measured_peak_bytes"]
+    rel = abs(rb["loss"] - ra["loss"]) / ra["loss"]
+    assert 0 < rel < 1e-2, (ra["loss"], rb["loss"])
+PY
+if [[ $? -eq 0 ]]; then ok "bf16: provenance says so, memory unchanged, the loss moved by less than 1%"; else not_ok "bf16 run" "$(cat "$TMP/bf.out")"; fi
 
 # Faults: a rank that hangs in an all-gather, and one that dies before a reduce-scatter.
 start=$(date +%s)

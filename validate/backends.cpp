@@ -1,0 +1,113 @@
+#include "validate/backends.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "costmodel/error.hpp"
+#include "validate/cpu_device.hpp"
+#include "validate/mpi_backend.hpp"
+#ifdef OSDP_HAVE_NCCL_BACKEND
+#include <cuda_runtime_api.h>
+
+#include "validate/cuda_device.hpp"
+#include "validate/cuda_errors.hpp"
+#include "validate/nccl_backend.hpp"
+#endif
+
+namespace osdp::validate {
+namespace {
+
+class MpiBackend final : public BackendSession {
+ public:
+  explicit MpiBackend(const BackendOptions& o)
+      : options_(o), comm_(MpiCommunicatorOptions{o.timeout_s, {}}) {}
+  Communicator& comm() override { return comm_; }
+  std::unique_ptr<Device> make_device(bool comm_stream) override {
+    auto dev = std::make_unique<CpuDevice>(CpuDeviceOptions{0, comm_stream, comm_.rank()});
+    // Longer than the collectives' own timeout, so that a stuck collective is reported by name.
+    dev->set_timeout(2 * options_.timeout_s + 5);
+    return dev;
+  }
+  std::string device_name() const override {
+    return CpuDevice(CpuDeviceOptions{0, false, comm_.rank()}).name();
+  }
+
+ private:
+  BackendOptions options_;
+  MpiCommunicator comm_;
+};
+
+#ifdef OSDP_HAVE_NCCL_BACKEND
+// The GPU: the rank's index on its node, modulo the node's GPUs (more ranks than GPUs share them);
+// made current before NCCL is set up on it.
+int pick_gpu() {
+  const int gpu = local_rank_of_world() % std::max(1, cuda_device_count());
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  check_cuda(cudaSetDevice(gpu), "cudaSetDevice", fmt::format("choosing GPU {} for this rank", gpu), rank);
+  return gpu;
+}
+
+class NcclBackend final : public BackendSession {
+ public:
+  explicit NcclBackend(const BackendOptions& o)
+      : options_(o), gpu_(pick_gpu()), comm_(gpu_, NcclOptions{o.timeout_s, {}}) {}
+  Communicator& comm() override { return comm_; }
+  std::unique_ptr<Device> make_device(bool comm_stream) override {
+    CudaDeviceOptions d;
+    d.device = gpu_;
+    d.comm_stream = comm_stream;
+    d.rank = comm_.rank();
+    d.timeout_s = options_.timeout_s;
+    auto dev = std::make_unique<CudaDevice>(d);
+    dev->set_watchdog(&comm_);  // NCCL's asynchronous errors and hangs surface in the device's waits
+    return dev;
+  }
+  std::string device_name() const override {
+    CudaDeviceOptions d;
+    d.device = gpu_;
+    d.rank = comm_.rank();
+    return CudaDevice(d).name();
+  }
+
+ private:
+  BackendOptions options_;
+  int gpu_;
+  NcclCommunicator comm_;
+};
+#endif
+
+}  // namespace
+
+std::vector<std::string> compiled_backends() {
+  std::vector<std::string> r{"mpi"};
+#ifdef OSDP_HAVE_NCCL_BACKEND
+  r.push_back("nccl");
+#endif
+  return r;
+}
+
+std::string backend_unavailable_reason(const std::string& name) {
+  if (name == "mpi") return "";
+  if (name != "nccl") return fmt::format("unknown backend \"{}\"; expected mpi or nccl", name);
+#ifdef OSDP_HAVE_NCCL_BACKEND
+  const std::string why = cuda_unavailable_reason();
+  return why.empty() ? "" : fmt::format("the nccl backend needs a GPU: {}", why);
+#else
+  return "the nccl backend is not built into this osdp (it needs CUDA, NCCL and MPI at build time; see `osdp "
+         "--version`)";
+#endif
+}
+
+std::unique_ptr<BackendSession> open_backend(const std::string& name, const BackendOptions& options) {
+  if (const std::string why = backend_unavailable_reason(name); !why.empty()) throw UsageError(why);
+  if (name == "mpi") return std::make_unique<MpiBackend>(options);
+#ifdef OSDP_HAVE_NCCL_BACKEND
+  return std::make_unique<NcclBackend>(options);
+#else
+  throw UsageError(backend_unavailable_reason(name));
+#endif
+}
+
+}  // namespace osdp::validate
