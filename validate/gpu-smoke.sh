@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The nccl backend end to end on a machine with at least one GPU: the GPU tests (kernels against the
+# CPU device, NCCL collectives, the sharded step against the unsharded reference), then
+# `osdp calibrate --backend nccl` and `osdp validate --backend nccl` on every GPU (world size = the
+# GPUs found, 1 allowed), and the error table.
+#
+#   validate/gpu-smoke.sh [BUILD_DIR] [OUT_DIR]     (defaults: build, build/gpu-smoke)
+#
+# Builds BUILD_DIR first when it has no osdp. Exit: 0 when every step ran and the predictions held
+# the experiment's tolerances, 5 when only tolerances were missed (the table says which), 1 when a
+# step failed, 2 when there is no GPU or the build has no nccl backend.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-$ROOT/build}
+OUT=${2:-$BUILD/gpu-smoke}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+say() { printf '\n== %s\n' "$*"; }
+fail() { echo "gpu-smoke: $*" >&2; exit 1; }
+
+if [ ! -x "$BUILD/cli/osdp" ]; then
+  say "building $BUILD"
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DOSDP_BUILD_BENCHMARKS=OFF || fail "cmake failed"
+  cmake --build "$BUILD" -j "$(nproc)" || fail "the build failed"
+fi
+OSDP=$BUILD/cli/osdp
+
+say "osdp --version"
+"$OSDP" --version
+if ! "$OSDP" --version | grep -q '^backends:.*nccl'; then
+  echo "gpu-smoke: this osdp has no nccl backend (CUDA, NCCL and MPI are needed at build time)" >&2
+  exit 2
+fi
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+if [ "${GPUS:-0}" -lt 1 ]; then
+  echo "gpu-smoke: no GPU here (nvidia-smi -L lists none); $("$OSDP" --version | grep '^CUDA:')" >&2
+  exit 2
+fi
+echo "GPUs: $GPUS"
+mkdir -p "$OUT"
+
+say "GPU tests (ctest -L gpu)"
+(cd "$BUILD" && ctest -L gpu --output-on-failure) || fail "GPU tests failed"
+if [ "$GPUS" -gt 1 ]; then
+  say "the sharded step against the unsharded reference on $GPUS GPUs"
+  mpirun -np "$GPUS" "$BUILD/tests/executor/test_executor_mpi" --backend nccl || fail "sharded step on $GPUS GPUs"
+  say "NCCL collectives and faults on $GPUS GPUs"
+  mpirun -np "$GPUS" "$BUILD/tests/gpu/test_gpu_nccl" || fail "NCCL tests on $GPUS GPUs"
+fi
+
+say "osdp calibrate --backend nccl -np $GPUS"
+"$OSDP" calibrate --backend nccl -np "$GPUS" --model nd-48x1024 --out "$OUT/calibration-nccl-$GPUS.json" ||
+  fail "calibration failed"
+
+# The bundled GPU experiment, at this machine's world size.
+python3 - "$ROOT/experiments/validate-gpu.json" "$OUT/validate-gpu.json" "$GPUS" "$OUT/validate" <<'PY' ||
+import json, sys
+e = json.load(open(sys.argv[1]))
+e["base"]["world_size"] = int(sys.argv[3])
+e["output"] = sys.argv[4]
+json.dump(e, open(sys.argv[2], "w"), indent=2)
+PY
+  fail "could not write the experiment"
+
+say "osdp validate --backend nccl -np $GPUS"
+"$OSDP" validate "$OUT/validate-gpu.json" --backend nccl -np "$GPUS" \
+  --calibration "$OUT/calibration-nccl-$GPUS.json" --out "$OUT/validate" --tasks
+rc=$?
+[ -f "$OUT/validate/validation.csv" ] || fail "validation failed (exit $rc) before writing its table"
+
+say "predicted against measured ($OUT/validate/validation.csv)"
+python3 - "$OUT/validate/validation.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+cols = [("strategy", "strategy"), ("batch_size", "batch"), ("memory_limit_bytes", "cap GiB"),
+        ("predicted_time_s", "pred ms"), ("measured_time_s", "meas ms"), ("time_error", "time err"),
+        ("predicted_peak_bytes", "pred GiB"), ("measured_peak_bytes", "meas GiB"), ("memory_error", "mem err")]
+def cell(key, v):
+    if v in ("", None): return "-"
+    if key.endswith("_s"): return f"{1e3 * float(v):.1f}"
+    if key.endswith("bytes"): return f"{float(v) / 2**30:.2f}"
+    if key.endswith("error"): return f"{100 * float(v):+.1f}%"
+    return v
+table = [[h for _, h in cols]] + [[cell(k, r.get(k)) for k, _ in cols] for r in rows]
+width = [max(len(row[i]) for row in table) for i in range(len(cols))]
+for row in table: print("  ".join(c.rjust(w) for c, w in zip(row, width)))
+PY
+case $rc in
+  0) echo "gpu-smoke: every prediction within the experiment's tolerances" ;;
+  5) echo "gpu-smoke: some predictions missed the tolerances (see above and $OUT/validate/summary.json)" ;;
+  *) fail "osdp validate exited $rc" ;;
+esac
+exit $rc
