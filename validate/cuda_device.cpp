@@ -1,19 +1,16 @@
 // The CUDA device (see cuda_device.hpp): streams, pooled events and host waits that poll them with a
 // timeout and a watchdog; cudaMalloc behind the caching allocator; cuBLAS for GEMMs; the kernels of
-// cuda_kernels.cu for the rest.
-//
-// GEMM: osdp's matrices are row-major and cuBLAS's column-major. A row-major m x n matrix with
-// leading dimension ld is the column-major n x m matrix of its transpose with the same ld, so
-// C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T: cuBLAS gets B in A's place and A in B's,
-// m and n swapped, the transposes unchanged.
+// cuda_kernels.cu for the rest. GEMM: a row-major m x n matrix (leading dimension ld) is the
+// column-major n x m matrix of its transpose, so C = op(A) op(B) runs as C^T = op(B)^T op(A)^T on
+// cuBLAS: B in A's place and A in B's, m and n swapped, the transposes and leading dimensions kept.
 #include "validate/cuda_device.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <chrono>
 #include <cmath>
 #include <limits>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -67,7 +64,7 @@ struct CudaContext {
   std::atomic<double> timeout_s;
   std::atomic<CudaWatchdog*> watchdog{nullptr};
   std::atomic<bool> closing{false};    // the device is going: fences count as complete
-  std::atomic<bool> abandoned{false};  // its streams did not drain: leak rather than block
+  std::atomic<bool> abandoned{false};  // its work may never end: leak blocks rather than block
   std::mutex pool_mutex;
   std::vector<cudaEvent_t> pool;
 };
@@ -77,29 +74,6 @@ struct CudaContext {
 namespace {
 
 thread_local CudaStream* t_current = nullptr;
-
-// Sets the thread's current stream for a scope (nesting restores the outer one).
-class CurrentStream {
- public:
-  explicit CurrentStream(CudaStream* s) : previous_(t_current) { t_current = s; }
-  ~CurrentStream() { t_current = previous_; }
-  CurrentStream(const CurrentStream&) = delete;
-  CurrentStream& operator=(const CurrentStream&) = delete;
-
- private:
-  CudaStream* previous_;
-};
-
-double seconds_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-// Between two polls: spin (yielding) for the first millisecond, so short waits end within
-// microseconds, then sleep, longer once the wait is long.
-void pause(double waited_s) {
-  if (waited_s < 1e-3) return std::this_thread::yield();
-  std::this_thread::sleep_for(std::chrono::microseconds(waited_s < 0.1 ? 20 : 1000));
-}
 
 // Polls `query` (cudaStreamQuery or cudaEventQuery) until it returns cudaSuccess. Every round: a
 // failure throws, the watchdog is checked; past the timeout the watchdog's timed_out throws, or
@@ -115,24 +89,32 @@ void poll(const detail::CudaContext& context, Query query, std::string_view call
     (void)cudaGetLastError();  // "not ready" is kept as the thread's last error: clear it
     CudaWatchdog* watchdog = context.watchdog.load();
     if (watchdog != nullptr) watchdog->check();
-    const double waited = seconds_between(start, Clock::now());
+    const double waited = seconds_since(start);
     if (waited > timeout) {
       if (watchdog != nullptr) watchdog->timed_out(waited, label());
       throw BackendFailure(
           fmt::format("rank {}: {} did not finish within {:g} s", context.rank, label(), timeout));
     }
-    pause(waited);
+    poll_pause(waited);
   }
 }
 
-// A freed block's last use is over when the event recorded on its stream at the free completes.
+// A freed block's last use is over when the event recorded on its stream at the free completes
+// (no event: it could not be recorded, the device failed; never over for another stream). wait()
+// never throws, for the allocator frees the block after it: a failed wait (the error or hang is
+// reported by the stream waits) leaves the device abandoned, its blocks leaked, not freed in use.
 class EventFence final : public Fence {
  public:
   EventFence(std::shared_ptr<CudaEvent> event, std::shared_ptr<detail::CudaContext> context)
       : event_(std::move(event)), context_(std::move(context)) {}
-  bool done() override { return context_->closing.load() || event_->query(); }
+  bool done() override { return context_->closing.load() || (event_ != nullptr && event_->query()); }
   void wait() override {
-    if (!context_->closing.load()) event_->synchronize();
+    if (context_->closing.load() || context_->abandoned.load()) return;
+    try {
+      if (event_ != nullptr) return event_->synchronize();
+    } catch (...) {
+    }
+    context_->abandoned = true;
   }
 
  private:
@@ -171,7 +153,7 @@ void CudaEvent::wait() const {
 
 double CudaEvent::seconds_since(const Event& start) const {
   const auto* begin = dynamic_cast<const CudaEvent*>(&start);
-  assert(begin != nullptr && "seconds_since: events of different backends");
+  if (begin == nullptr) throw UsageError("seconds_since: events of different backends");
   begin->wait();
   wait();
   float ms = 0.0f;
@@ -203,13 +185,19 @@ CudaStream* CudaStream::current() {
 void CudaStream::enqueue(std::function<void()> work) {
   assert(work && "enqueue: empty work");
   check_cuda(cudaSetDevice(context_->device), "cudaSetDevice", name_, context_->rank);
-  const CurrentStream scope(this);
+  // This stream is the thread's current one while `work` runs (nesting restores the outer one).
+  const struct Restore {
+    CudaStream* previous;
+    ~Restore() { t_current = previous; }
+  } restore{std::exchange(t_current, this)};
   work();
 }
 
 void CudaStream::wait(const EventPtr& event) {
   const auto* cuda_event = dynamic_cast<const CudaEvent*>(event.get());
-  assert(cuda_event != nullptr && "wait: not an event of the cuda device");
+  if (cuda_event == nullptr)
+    throw UsageError(
+        fmt::format("rank {}: the {} was told to wait for no CUDA event", context_->rank, name_));
   check_cuda(cudaStreamWaitEvent(stream_, cuda_event->handle(), 0), "cudaStreamWaitEvent",
              fmt::format("the {} waiting for {}", name_, cuda_event->label()), context_->rank);
 }
@@ -232,9 +220,9 @@ bool CudaStream::drain(double timeout_s) noexcept {
     const cudaError_t e = cudaStreamQuery(stream_);
     if (e == cudaSuccess) return true;
     (void)cudaGetLastError();
-    const double waited = seconds_between(start, Clock::now());
+    const double waited = seconds_since(start);
     if (e != cudaErrorNotReady || waited > timeout_s) return false;
-    pause(waited);
+    poll_pause(waited);
   }
 }
 
@@ -278,18 +266,21 @@ CudaDevice::CudaDevice(CudaDeviceOptions options) : options_(options) {
   compute_ = std::make_unique<CudaStream>("compute stream", 0, context_);
   if (options_.comm_stream) comm_ = std::make_unique<CudaStream>("comm stream", 1, context_);
 
-  detail::CudaContext* context = context_.get();
-  auto raw_allocate = [context](std::size_t bytes) -> void* {
+  auto raw_allocate = [this](std::size_t bytes) -> void* {
     void* p = nullptr;
     const cudaError_t status = cudaMalloc(&p, bytes);
-    if (status == cudaErrorMemoryAllocation) {
-      (void)cudaGetLastError();
-      return nullptr;  // the allocator frees its cache and retries, or throws OutOfMemory
+    if (status != cudaErrorMemoryAllocation) {
+      check(status, "cudaMalloc", fmt::format("{} B", bytes));
+      return p;
     }
-    check_cuda(status, "cudaMalloc", fmt::format("{} B", bytes), context->rank);
-    return p;
+    (void)cudaGetLastError();
+    // The allocator frees its cache and retries (or throws OutOfMemory); cudaFree waits for all the
+    // GPU's work: the streams finish first (timeout, watchdog), so a hang throws rather than blocks.
+    compute_->synchronize();
+    if (comm_) comm_->synchronize();
+    return nullptr;
   };
-  auto raw_free = [context](void* p) {
+  auto raw_free = [context = context_.get()](void* p) {
     if (context->abandoned.load()) return;  // cudaFree would wait for work that may never end
     if (cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
   };
@@ -299,9 +290,10 @@ CudaDevice::CudaDevice(CudaDeviceOptions options) : options_(options) {
 
 CudaDevice::~CudaDevice() {
   (void)cudaSetDevice(options_.device);
-  const double timeout = context_->timeout_s.load();
+  const auto start = Clock::now();
+  const double timeout = context_->timeout_s.load();  // for both streams together
   bool drained = compute_->drain(timeout);
-  if (comm_) drained = comm_->drain(timeout) && drained;
+  if (comm_) drained = comm_->drain(std::max(0.0, timeout - seconds_since(start))) && drained;
   context_->closing = true;
   if (!drained) context_->abandoned = true;
   allocator_.reset();
@@ -333,8 +325,8 @@ void CudaDevice::check(cudaError_t e, std::string_view call, std::string_view wh
 
 CudaStream& CudaDevice::own(Stream& s) const {
   auto* cuda_stream = dynamic_cast<CudaStream*>(&s);
-  assert(cuda_stream != nullptr && (cuda_stream == compute_.get() || cuda_stream == comm_.get()) &&
-         "not a stream of this device");
+  if (cuda_stream == nullptr || (cuda_stream != compute_.get() && cuda_stream != comm_.get()))
+    throw UsageError(fmt::format("rank {}: a kernel on a stream of another device", options_.rank));
   // Inside enqueue the device is current already; elsewhere (the host thread) make it so.
   if (CudaStream::current() != cuda_stream) use_device();
   return *cuda_stream;
@@ -354,11 +346,16 @@ float* CudaDevice::allocate(std::size_t bytes, std::string_view what) {
 
 void CudaDevice::deallocate(float* p) {
   if (p == nullptr) return;
-  CudaStream* current = current_stream();
-  CudaStream& stream = current != nullptr ? *current : *compute_;
-  // The kernels enqueued so far on the stream may still read or write the block.
-  auto event = std::static_pointer_cast<CudaEvent>(stream.record());
-  allocator_->deallocate(p, stream.index(), std::make_shared<EventFence>(std::move(event), context_));
+  // The kernels enqueued so far on the stream may still read or write the block: an event fences
+  // it. Destructors free buffers, so a failed device gives no event rather than an exception.
+  CudaStream* stream = compute_.get();
+  std::shared_ptr<CudaEvent> event;
+  try {
+    if (CudaStream* current = current_stream(); current != nullptr) stream = current;
+    event = std::static_pointer_cast<CudaEvent>(stream->record());
+  } catch (...) {
+  }
+  allocator_->deallocate(p, stream->index(), std::make_shared<EventFence>(std::move(event), context_));
 }
 
 MemoryStats CudaDevice::memory() const {

@@ -135,8 +135,11 @@ class CudaDevice final : public Device {
   int device_index() const { return options_.device; }
   const CudaDeviceOptions& options() const { return options_; }
 
-  // cudaMalloc'd blocks, cached for reuse. allocate uses the current stream (compute when none);
-  // deallocate fences the block with an event recorded on the current stream.
+  // cudaMalloc'd blocks, cached for reuse. allocate uses the current stream (compute when none); when
+  // cudaMalloc fails it waits for both streams (timeout, watchdog) before the allocator returns its
+  // cache to the GPU (cudaFree waits for all the GPU's work) and retries. deallocate fences the block
+  // with an event recorded on the current stream; it throws only for a pointer not allocated here
+  // (destructors call it): on a failed device the block gets no event (and no other stream).
   float* allocate(std::size_t bytes, std::string_view what) override;
   void deallocate(float* p) override;
   // The allocator's counts, and the driver's free and total bytes (cudaMemGetInfo).
@@ -175,9 +178,11 @@ class CudaDevice final : public Device {
 
   // Keeps the stream busy for `seconds` (one spinning thread): tests of timeouts, injected delays.
   void spin(Stream& s, double seconds);
+  // A kernel polls a flag in mapped host memory until the gate opens (at most the device timeout).
+  std::unique_ptr<StreamGate> hold(Stream& s) override;  // cuda_gate.cpp
 
  private:
-  CudaStream& own(Stream& s) const;  // `s` as a stream of this device, the device made current
+  CudaStream& own(Stream& s) const;  // `s` as a stream of this device (else UsageError), made current
   // The thread's current stream if it is one of this device's (the device is current then); else
   // null, with the device made current.
   CudaStream* current_stream() const;

@@ -1,6 +1,8 @@
 // CUDA runtime and cuBLAS error codes to osdp errors; availability and versions (see cuda_errors.hpp).
 #include "validate/cuda_errors.hpp"
 
+#include <thread>
+
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"
@@ -79,6 +81,15 @@ void check_cuda(cudaError_t e, std::string_view call, std::string_view what, int
 void check_cublas(cublasStatus_t s, std::string_view call, std::string_view what, int rank) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
   throw_failure(classify(s), cublas_failure_message(s, call, what, rank));
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void poll_pause(double waited_s) {
+  if (waited_s < 1e-3) return std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::microseconds(waited_s < 0.1 ? 20 : 1000));
 }
 
 // ---- versions and availability ------------------------------------------------------------------

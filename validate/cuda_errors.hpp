@@ -3,9 +3,10 @@
 // message that names the rank, the call and what it was for, and the checks that throw it; whether a
 // GPU can be used at all, and the versions. All of it works without a GPU or a driver
 // (cudaGetErrorName, cublasGetStatusName and the version queries need neither); the device that
-// needs one is cuda_device.hpp.
+// needs one is cuda_device.hpp. And the pacing of the host's polls (stream, event and NCCL waits).
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -44,6 +45,12 @@ void check_cublas(cublasStatus_t s, std::string_view call, std::string_view what
 std::string cuda_unavailable_reason();
 // The CUDA devices visible; 0 when there is none or no driver.
 int cuda_device_count();
+
+// Host polling (the waits of the CUDA device and the NCCL communicator): seconds since `start`, and
+// the pause between two polls: a yield for the first millisecond (short waits end within
+// microseconds), then sleeps of 20 us, of 1 ms once the wait has passed 0.1 s.
+double seconds_since(std::chrono::steady_clock::time_point start);
+void poll_pause(double waited_s);
 
 struct CudaVersions {
   int runtime = 0;  // 13000 for 13.0

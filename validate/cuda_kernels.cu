@@ -154,6 +154,15 @@ __global__ void spin_kernel(unsigned long long ns) {
   }
 }
 
+__global__ void wait_for_flag_kernel(const volatile int* flag, unsigned long long max_ns) {
+  const unsigned long long start = global_timer_ns();
+  while (*flag == 0 && global_timer_ns() - start < max_ns) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    __nanosleep(200);
+#endif
+  }
+}
+
 }  // namespace
 
 cudaError_t fill(cudaStream_t stream, float* y, std::size_t n, float value) {
@@ -235,6 +244,11 @@ cudaError_t scale_matrices(cudaStream_t stream, float* c, std::int64_t m, std::i
   if (m <= 0 || n <= 0 || batch <= 0 || beta == 1.0f) return cudaSuccess;
   const auto total = static_cast<std::size_t>(m * n) * static_cast<std::size_t>(batch);
   scale_matrices_kernel<<<blocks_for(total), kThreads, 0, stream>>>(c, m, n, ldc, batch, stride_c, beta);
+  return cudaGetLastError();
+}
+
+cudaError_t wait_for_flag(cudaStream_t stream, const volatile int* flag, double max_seconds) {
+  wait_for_flag_kernel<<<1, 1, 0, stream>>>(flag, static_cast<unsigned long long>(max_seconds * 1e9));
   return cudaGetLastError();
 }
 

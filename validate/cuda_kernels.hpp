@@ -50,5 +50,8 @@ cudaError_t scale_matrices(cudaStream_t stream, float* c, std::int64_t m, std::i
                            std::int64_t batch, std::int64_t stride_c, float beta);
 // One thread that keeps the stream busy for `seconds` (the GPU's global timer): tests and delays.
 cudaError_t spin(cudaStream_t stream, double seconds);
+// One thread that keeps the stream busy until the host sets *flag (mapped host memory, as seen from
+// the device) to non-zero, or `max_seconds` have passed (a gate never opened cannot hang the GPU).
+cudaError_t wait_for_flag(cudaStream_t stream, const volatile int* flag, double max_seconds);
 
 }  // namespace osdp::validate::cuda_kernels

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <utility>
 
@@ -178,21 +179,22 @@ ncclComm_t NcclCommunicator::create_comm(MPI_Comm group_comm, const char* name, 
   check_mpi(MPI_Comm_rank(group_comm, &group_rank), "MPI_Comm_rank", what, rank_);
   check_mpi(MPI_Comm_size(group_comm, &group_size), "MPI_Comm_size", what, rank_);
 
-  // The unique id's bytes and a last byte saying whether rank 0 could make it.
-  std::array<char, sizeof(ncclUniqueId) + 1> message{};
+  // The unique id's bytes and a last byte saying whether rank 0 could make it. On the heap, and left
+  // to MPI when the broadcast times out: the pending request may still write into it.
+  auto message = std::make_unique<std::array<char, sizeof(ncclUniqueId) + 1>>();
   std::string id_failure;
   if (group_rank == 0) {
     ncclUniqueId id{};
     const ncclResult_t r = ncclGetUniqueId(&id);
     if (r == ncclSuccess) {
-      std::memcpy(message.data(), &id, sizeof id);
-      message.back() = 1;
+      std::memcpy(message->data(), &id, sizeof id);
+      message->back() = 1;
     } else {
       id_failure = nccl_failure_message(r, "ncclGetUniqueId", what, rank_, last_nccl_error());
     }
   }
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Ibcast(message.data(), static_cast<int>(message.size()), MPI_BYTE, 0, group_comm, &request),
+  check_mpi(MPI_Ibcast(message->data(), static_cast<int>(message->size()), MPI_BYTE, 0, group_comm, &request),
             "MPI_Ibcast", what, rank_);
   const auto until = deadline();
   for (;;) {
@@ -201,20 +203,20 @@ ncclComm_t NcclCommunicator::create_comm(MPI_Comm group_comm, const char* name, 
     if (done != 0) break;
     if (Clock::now() >= until) {
       request_pending = true;
-      throw BackendFailure(fmt::format(
-          "rank {}: {}: the unique id from the group's rank 0 did not arrive within {:g} s: a peer rank died "
-          "or hung",
-          rank_, what, options_.timeout_s));
+      (void)message.release();
+      throw BackendFailure(
+          fmt::format("rank {}: {}: the group's rank 0 sent no unique id within {:g} s: a peer "
+                      "rank died or hung",
+                      rank_, what, options_.timeout_s));
     }
     sched_yield();
   }
   if (!id_failure.empty()) throw BackendFailure(id_failure);
-  if (message.back() != 1) {
+  if (message->back() != 1)
     throw BackendFailure(
         fmt::format("rank {}: {}: the group's rank 0 could not make an NCCL unique id", rank_, what));
-  }
   ncclUniqueId id{};
-  std::memcpy(&id, message.data(), sizeof id);
+  std::memcpy(&id, message->data(), sizeof id);
 
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
@@ -224,10 +226,9 @@ ncclComm_t NcclCommunicator::create_comm(MPI_Comm group_comm, const char* name, 
   if (r == ncclSuccess) return comm;
   const std::string last = last_nccl_error();
   if (comm != nullptr) ncclCommAbort(comm);
-  if (r == ncclInProgress) {
+  if (r == ncclInProgress)
     throw BackendFailure(
         fmt::format("rank {}: {} did not finish within {:g} s", rank_, what, options_.timeout_s));
-  }
   check_nccl(r, "ncclCommInitRankConfig", what, rank_, last);
   throw BackendFailure(fmt::format("rank {}: {}: no communicator", rank_, what));  // r == success, comm null
 }
@@ -256,7 +257,7 @@ NcclCommunicator::~NcclCommunicator() {
           if (comms_[g] == nullptr) continue;
           const ncclResult_t r = ncclCommDestroy(comms_[g]);
           comms_[g] = nullptr;
-          if (r != ncclSuccess) {
+          if (r != ncclSuccess && r != ncclInProgress) {  // in progress: freed in the background
             const std::string what = fmt::format("destroying the NCCL communicator ({})", kGroupNames[g]);
             std::fprintf(stderr, "%s\n",
                          nccl_failure_message(r, "ncclCommDestroy", what, rank_, last_nccl_error()).c_str());
@@ -278,8 +279,7 @@ NcclCommunicator::~NcclCommunicator() {
 std::string NcclCommunicator::version() const {
   int runtime = 0;
   const std::string nccl = ncclGetVersion(&runtime) == ncclSuccess ? format_nccl_version(runtime) : "unknown";
-  std::string mpi = host_.version();
-  mpi = mpi.substr(0, mpi.find(','));  // "Open MPI v4.1.4, package: ..." -> "Open MPI v4.1.4"
+  const std::string mpi = host_.version().substr(0, host_.version().find(','));  // "Open MPI v4.1.4"
   return fmt::format("NCCL {} (built against {}), {} on the host", nccl,
                      format_nccl_version(NCCL_VERSION_CODE), mpi);
 }
@@ -294,14 +294,16 @@ Clock::time_point NcclCommunicator::deadline() const {
          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
 }
 
+// Short waits yield: recent NCCLs return ncclInProgress from every collective of a nonblocking comm.
 ncclResult_t NcclCommunicator::wait_ready(ncclComm_t comm, Clock::time_point until) {
+  const auto start = Clock::now();
   for (;;) {
     ncclResult_t state = ncclInProgress;
     const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
     if (r != ncclSuccess) return r;
     if (state != ncclInProgress) return state;
     if (Clock::now() >= until) return ncclInProgress;
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    poll_pause(seconds_since(start));
   }
 }
 
@@ -331,17 +333,16 @@ bool NcclCommunicator::begin(const std::string& what) {
 template <typename Launch>
 void NcclCommunicator::launch(Stream& s, const std::string& what, const char* call, Launch&& nccl_call) {
   auto* cuda_stream = dynamic_cast<CudaStream*>(&s);
-  if (cuda_stream == nullptr) {
-    throw UsageError(fmt::format(
-        "rank {}: {}: the nccl communicator needs a CudaStream (a stream of a CudaDevice)", rank_, what));
-  }
+  if (cuda_stream == nullptr)
+    throw UsageError(
+        fmt::format("rank {}: {}: the nccl communicator needs a stream of a CudaDevice", rank_, what));
   if (!begin(what)) return;  // outside the lock: kind=delay sleeps
   std::lock_guard lock(mutex_);
-  if (!aborted_.empty()) {
+  if (!aborted_.empty())
     throw BackendFailure(
         fmt::format("rank {}: {}: the NCCL communicators were aborted: {}", rank_, what, aborted_));
-  }
   prune_locked();
+  check_cuda(cudaSetDevice(cuda_device_), "cudaSetDevice", what, rank_);  // the event is made on it
   const cudaStream_t stream = cuda_stream->handle();
   ncclResult_t r = nccl_call(comms_[0], stream);
   // Nonblocking: the launch may still be in progress (connections made at the first collective);
@@ -400,10 +401,7 @@ void NcclCommunicator::all_reduce(Stream& s, float* buf, std::size_t elems, cons
 void NcclCommunicator::prune_locked() {
   while (!in_flight_.empty()) {
     const cudaError_t e = cudaEventQuery(in_flight_.front().done);
-    if (e == cudaErrorNotReady) {
-      (void)cudaGetLastError();  // "not ready" may stay as the thread's last error: clear it
-      return;
-    }
+    if (e == cudaErrorNotReady) return (void)cudaGetLastError();  // "not ready" may stay as the last error
     if (e != cudaSuccess) {
       const std::string what = in_flight_.front().what;
       abort_locked(fmt::format("rank {}: a CUDA error during {}", rank_, what));
@@ -479,9 +477,10 @@ void NcclCommunicator::fail_locked(ncclResult_t r, const char* call, const std::
 
 void NcclCommunicator::abort_locked(const std::string& reason) noexcept {
   if (aborted_.empty()) aborted_ = reason.empty() ? std::string("aborted") : reason;
-  // The world communicator first: it carries this communicator's own collectives.
+  // The world communicator first: it carries our collectives. The handle is gone whatever the result
+  // (ncclInProgress, from NCCLs that do not block in it: freed in the background).
   for (ncclComm_t& comm : comms_) {
-    if (comm != nullptr) ncclCommAbort(comm);
+    if (comm != nullptr) (void)ncclCommAbort(comm);
     comm = nullptr;
   }
   for (const InFlight& f : in_flight_) cudaEventDestroy(f.done);

@@ -1,8 +1,8 @@
 // The CUDA device (validate/cuda_device.hpp) on a real GPU: every kernel against the CPU device on the
-// same random inputs, GEMM in fp32 (cuBLAS's fp32 sums in another order: within 1e-5) and in bf16,
-// events (order, timing against the spin kernel's known duration), waits across streams, the caching
-// allocator's accounting and fences, out-of-memory messages, and the timeout and watchdog of host
-// waits. Without a GPU gpu_main.cpp skips the whole file (exit 77).
+// same random inputs, GEMM in fp32 (cuBLAS's fp32 sums in another order) and in bf16, events (order,
+// timing against the spin kernel's known duration), waits across streams, and the timeout and
+// watchdog of host waits. Memory (the caching allocator on the GPU, out of memory, buffers past 2^31
+// elements): test_cuda_memory.cpp. Without a GPU gpu_main.cpp skips the whole file (exit 77).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -148,8 +148,10 @@ TEST_CASE("fp32 gemm matches the CPU for every transpose, alpha, beta and batch"
              << mnk[1] << " k " << mnk[2] << " alpha " << alpha << " beta " << beta << " batch " << batch);
   CudaDevice dev;
   const GemmCase x = make_gemm(ta, tb, mnk[0], mnk[1], mnk[2], alpha, beta, batch, 100);
-  // A dot product of k terms in [-1, 1] summed in another order: off by far less than 1e-5.
-  require_close(gpu_gemm(dev, x, GemmMath::kFp32), cpu_gemm(x, GemmMath::kFp32), 1e-5, 1e-5);
+  // A dot product of up to 257 terms in [-1, 1] (partial sums up to ~5, an ulp of 4.8e-7 there) summed
+  // in another order: typically a few 1e-6 apart, 1e-5 in the tails over 10^5 elements, so 1e-4 (any
+  // mapping error of lda, strides or transposes is off by 0.1 or more).
+  require_close(gpu_gemm(dev, x, GemmMath::kFp32), cpu_gemm(x, GemmMath::kFp32), 1e-5, 1e-4);
 }
 
 TEST_CASE("gemm with k = 0 or alpha = 0 scales C by beta and reads neither A nor B", "[gpu][device][gemm]") {
@@ -371,84 +373,6 @@ TEST_CASE("a stream waits for an event of the other stream; enqueue sets the cur
   });
 }
 
-TEST_CASE("the device names the GPU, counts the bytes asked and reuses freed blocks",
-          "[gpu][device][memory]") {
-  CudaDevice dev;
-  INFO(dev.name());
-  CHECK_THAT(dev.name(),
-             Contains("(sm_") && Contains("GiB") && Contains("CUDA runtime") && Contains("cuBLAS"));
-  CHECK(cuda_versions().driver > 0);
-  const MemoryStats before = dev.memory();
-  CHECK(before.device_total > 0);
-  CHECK(before.device_free > 0);
-  CHECK(before.device_free <= before.device_total);
-  const auto step = [&] {
-    dev.compute_stream().enqueue([&] {
-      float* a = dev.allocate(1000, "a");
-      float* b = dev.allocate(4096, "b");
-      dev.fill(dev.compute_stream(), b, 1024, 1.0f);
-      dev.deallocate(a);
-      float* c = dev.allocate(1000, "c");  // a's block: same size, same stream
-      dev.deallocate(b);
-      dev.deallocate(c);
-    });
-  };
-  step();
-  const AllocatorStats first = dev.allocator_stats();
-  CHECK(first.current_bytes == 0);
-  CHECK(first.peak_bytes == 5096);
-  CHECK(first.live == 0);
-  CHECK(first.device_allocations == 2);
-  step();
-  const AllocatorStats second = dev.allocator_stats();
-  CHECK(second.device_allocations == first.device_allocations);
-  CHECK(second.cache_hits > first.cache_hits);
-  CHECK(second.peak_bytes == 5096);
-  float* p = dev.allocate(333, "odd");
-  const MemoryStats m = dev.memory();
-  CHECK(m.current_bytes == 333);
-  CHECK(m.allocations == 1);
-  dev.reset_peak();
-  CHECK(dev.memory().peak_bytes == 333);
-  dev.deallocate(p);
-  dev.compute_stream().synchronize();
-}
-
-TEST_CASE("a block freed on one stream goes to the other only once its use is over",
-          "[gpu][device][memory]") {
-  CudaDevice dev;
-  float* p = dev.allocate(4096, "p");  // on the compute stream
-  dev.spin(dev.compute_stream(), 0.5);
-  dev.deallocate(p);  // fenced behind the spin
-  float* q = nullptr;
-  dev.comm_stream().enqueue([&] { q = dev.allocate(4096, "q"); });
-  CHECK(q != p);
-  CHECK(dev.allocator_stats().device_allocations == 2);
-  dev.compute_stream().synchronize();
-  float* r = nullptr;
-  dev.comm_stream().enqueue([&] { r = dev.allocate(4096, "r"); });
-  CHECK(r == p);  // the fence has completed
-  CHECK(dev.allocator_stats().device_allocations == 2);
-  dev.deallocate(q);
-  dev.deallocate(r);
-}
-
-TEST_CASE("past the capacity allocate throws OutOfMemory naming the buffer and the bytes",
-          "[gpu][device][memory]") {
-  CudaDeviceOptions options;
-  options.capacity_bytes = 1 << 20;
-  options.rank = 2;
-  CudaDevice dev(options);
-  float* a = dev.allocate(512 * 1024, "layer2 weights");
-  CHECK_THROWS_AS(dev.allocate(768 * 1024, "layer3.mlp activations"), OutOfMemory);
-  CHECK_THROWS_WITH(dev.allocate(768 * 1024, "layer3.mlp activations"),
-                    Contains("rank 2") && Contains("layer3.mlp activations") && Contains("786432 B"));
-  CHECK(dev.memory().current_bytes == 512 * 1024);
-  dev.deallocate(a);
-  float* b = dev.allocate(768 * 1024, "layer3.mlp activations");  // fits now
-  dev.deallocate(b);
-}
-
 TEST_CASE("a host wait past the timeout fails naming the rank and the stream", "[gpu][device][timeout]") {
   CudaDeviceOptions options;
   options.rank = 3;
@@ -494,4 +418,17 @@ TEST_CASE("a host wait past the timeout fails naming the rank and the stream", "
   dev.set_watchdog(nullptr);
   dev.set_timeout(30);
   s.synchronize();  // the spin ends
+}
+
+TEST_CASE("a kernel on another device's stream or a wait for another backend's event is a usage error",
+          "[gpu][device][streams]") {
+  CudaDevice dev, other;
+  CpuDevice cpu(CpuDeviceOptions{0, false, 0});
+  Buffer x(dev, 16);
+  // Checked in release builds too: the kernel would run on the wrong device or stream.
+  CHECK_THROWS_AS(dev.fill(other.compute_stream(), x.get(), 16, 1.0f), osdp::UsageError);
+  CHECK_THROWS_AS(dev.fill(cpu.compute_stream(), x.get(), 16, 1.0f), osdp::UsageError);
+  CHECK_THROWS_AS(dev.compute_stream().wait(cpu.compute_stream().record()), osdp::UsageError);
+  dev.fill(dev.compute_stream(), x.get(), 16, 1.0f);
+  CHECK(x.download() == std::vector<float>(16, 1.0f));
 }

@@ -1,6 +1,7 @@
 // CUDA runtime and cuBLAS error codes as osdp errors (validate/cuda_errors.hpp): the kind of each
 // code, the messages (rank, call, what it was for, the library's name and text of the code) and the
 // exception types the checks throw. No GPU needed: the runtime names its codes without a driver.
+#include <chrono>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -145,4 +146,17 @@ TEST_CASE("availability and versions can be asked without a GPU or a driver", "[
   CHECK_THROWS_AS(CudaDevice(options), osdp::UsageError);
   if (why.empty())
     CHECK_THROWS_WITH(CudaDevice(options), Contains("rank 7: CUDA device 1000 does not exist"));
+}
+
+TEST_CASE("host polls yield for the first millisecond, then sleep briefly", "[gpu][errors]") {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 1000; ++i) poll_pause(0.0);  // yields: no sleep at all
+  CHECK(seconds_since(t0) < 0.5);
+  const auto t1 = std::chrono::steady_clock::now();
+  poll_pause(0.05);  // 20 us
+  poll_pause(1.0);   // 1 ms
+  const double slept = seconds_since(t1);
+  CHECK(slept >= 1e-3);
+  CHECK(slept < 0.5);
+  CHECK(seconds_since(t1) >= slept);
 }

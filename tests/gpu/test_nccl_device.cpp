@@ -304,6 +304,42 @@ TEST_CASE("events recorded around a collective time it", "[nccl][gpu]") {
   CHECK(comm.aborted());
 }
 
+TEST_CASE("a buffer freed on the comm stream after a collective goes to the compute stream once it is over",
+          "[nccl][gpu]") {
+  if (!one_gpu_per_rank()) return;
+  const int gpu = use_my_gpu();
+  NcclCommunicator comm(gpu, nccl_options(60.0, std::nullopt));
+  CudaDevice device(device_options(gpu, comm.rank(), 60.0));
+  device.set_watchdog(&comm);
+  CudaStream& compute = device.compute_stream();
+  CudaStream& cs = device.comm_stream();
+  // The executor's pattern: the compute stream allocates and fills x, the comm stream waits for it,
+  // all-reduces it (late: a spin first) and frees it. Were x handed back to the compute stream before
+  // the all-reduce ran, the next round's fill would change what it sums.
+  const std::size_t n = std::size_t{1} << 20, rounds = 8, kept = 256;
+  Buffer results(device, rounds * kept, "results");
+  for (std::size_t round = 0; round < rounds; ++round) {
+    float* x = nullptr;
+    compute.enqueue([&] {
+      x = device.allocate(n * sizeof(float), "x");
+      device.fill(compute, x, n, static_cast<float>(round + 1));
+    });
+    cs.wait(compute.record());
+    cs.enqueue([&] {
+      device.spin(cs, 0.02);
+      comm.all_reduce(cs, x, n, fmt::format("all-reduce round {}", round));
+      device.copy(cs, x + n - kept, results.p + round * kept, kept);
+      device.deallocate(x);
+    });
+  }
+  std::vector<float> got(rounds * kept), expect(rounds * kept);
+  device.download(cs, results.p, got.data(), got.size());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    expect[i] = static_cast<float>((i / kept + 1) * static_cast<std::size_t>(comm.size()));
+  CHECK(got == expect);
+  CHECK(device.allocator_stats().current_bytes == rounds * kept * sizeof(float));
+}
+
 TEST_CASE("a peer that skips a collective fails the others' wait within the timeout", "[nccl][gpu]") {
   if (!one_gpu_per_rank() || world_size() < 2) {
     WARN("the injected hang needs 2 ranks or more");
