@@ -63,6 +63,14 @@ class Stream {
   virtual void synchronize() = 0;
 };
 
+// Holds a stream until opened (or destroyed): work enqueued meanwhile starts only then, so that a
+// timed batch of work does not time the host enqueueing it.
+class StreamGate {
+ public:
+  virtual ~StreamGate() = default;
+  virtual void open() = 0;  // idempotent
+};
+
 enum class Transpose { kNo, kYes };
 
 // How a GEMM multiplies its fp32 operands: in fp32, or rounded to bf16 with the products summed in
@@ -103,6 +111,8 @@ class Device {
 
   virtual Stream& compute_stream() = 0;
   virtual Stream& comm_stream() = 0;  // the compute stream itself when there is no overlap
+  // Holds `s` (see StreamGate); open it before waiting for the stream.
+  virtual std::unique_ptr<StreamGate> hold(Stream& s) = 0;
 
   // Kernels, each on the stream given (call them from work running on that stream).
   virtual void gemm(Stream& s, const Gemm& g) = 0;

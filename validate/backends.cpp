@@ -1,7 +1,5 @@
 #include "validate/backends.hpp"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"
@@ -39,14 +37,23 @@ class MpiBackend final : public BackendSession {
 };
 
 #ifdef OSDP_HAVE_NCCL_BACKEND
-// The GPU: the rank's index on its node, modulo the node's GPUs (more ranks than GPUs share them);
-// made current before NCCL is set up on it.
+// The GPU: the rank's index on its node, made current before NCCL is set up on it. NCCL cannot put
+// two ranks on one GPU, so more ranks on a node than it has GPUs is refused on every rank at once
+// (before any rank starts NCCL and waits for the others).
 int pick_gpu() {
-  const int gpu = local_rank_of_world() % std::max(1, cuda_device_count());
-  int rank = 0;
+  const int local = local_rank_of_world();
+  const int gpus = cuda_device_count();
+  int rank = 0, over = local >= gpus ? 1 : 0, any_over = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  check_cuda(cudaSetDevice(gpu), "cudaSetDevice", fmt::format("choosing GPU {} for this rank", gpu), rank);
-  return gpu;
+  MPI_Allreduce(&over, &any_over, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (any_over != 0)
+    throw UsageError(
+        fmt::format("--backend nccl: one rank per GPU: a node has more ranks than GPUs (rank {} "
+                    "is number {} on its node, which has {} GPU(s)); start fewer ranks per node",
+                    rank, local + 1, gpus));
+  check_cuda(cudaSetDevice(local), "cudaSetDevice", fmt::format("choosing GPU {} for this rank", local),
+             rank);
+  return local;
 }
 
 class NcclBackend final : public BackendSession {

@@ -15,13 +15,11 @@
 #include "validate/calibrate.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <set>
-#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -73,25 +71,8 @@ std::vector<double> sizes(double lo, double hi, int steps, double quantum) {
   return out;
 }
 
-// Holds streams at a point until opened, so that a timed batch, enqueued piece by piece, then runs
-// back to back: the time between its events is the work's, not the host's hand-off to the stream.
-class Gate {
- public:
-  Gate() = default;
-  Gate(const Gate&) = delete;
-  Gate& operator=(const Gate&) = delete;
-  ~Gate() { open(); }
-  void hold(Stream& s) {
-    s.enqueue([f = flag_] {
-      while (!f->load(std::memory_order_acquire)) std::this_thread::yield();
-    });
-  }
-  void open() { flag_->store(true, std::memory_order_release); }
-
- private:
-  std::shared_ptr<std::atomic<bool>> flag_ = std::make_shared<std::atomic<bool>>(false);
-};
-
+// Each timed batch is enqueued behind a StreamGate (Device::hold) and then runs back to back: the
+// time between its events is the work's, not the host's hand-off to the stream.
 class Sweeper {
  public:
   Sweeper(Device& d, Communicator& c, const CalibrateOptions& o, const ProgressFn& p, int total)
@@ -100,14 +81,13 @@ class Sweeper {
   // `iters` operations between two events on `s`, after a barrier: seconds per operation, max over ranks.
   double batch(Stream& s, const std::function<void()>& op, int iters) {
     comm_.barrier("calibrate");
-    Gate gate;
-    gate.hold(s);
+    const auto gate = dev_.hold(s);
     const EventPtr e0 = s.record();
     s.enqueue([&op, iters] {
       for (int i = 0; i < iters; ++i) op();
     });
     const EventPtr e1 = s.record();
-    gate.open();
+    gate->open();
     e1->synchronize();
     return comm_.max_over_ranks(e1->seconds_since(*e0) / iters);
   }
@@ -333,9 +313,8 @@ void sweep_overlap(Sweeper& sw, const std::vector<GemmShape>& shapes, std::vecto
     std::vector<double> t;
     for (int r = -sw.o_.warmup; r < m.repeats;) {
       comm.barrier("calibrate overlap");
-      Gate gate;
-      gate.hold(cs);
-      gate.hold(ps);
+      const auto gate_comm = dev.hold(cs);
+      const auto gate_compute = dev.hold(ps);
       const EventPtr c0 = cs.record();
       cs.enqueue([&ag, n_ag] {
         for (int i = 0; i < n_ag; ++i) ag();
@@ -347,7 +326,8 @@ void sweep_overlap(Sweeper& sw, const std::vector<GemmShape>& shapes, std::vecto
         for (int i = 0; i < iters; ++i) gemm();
       });
       const EventPtr e1 = ps.record();
-      gate.open();
+      gate_comm->open();
+      gate_compute->open();
       e1->synchronize();
       c1->synchronize();
       const bool covered = c1->seconds_since(*e0) >= e1->seconds_since(*e0);

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <new>
+#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
@@ -73,6 +74,28 @@ void CpuDevice::deallocate(float* p) {
 MemoryStats CpuDevice::memory() const {
   const AllocatorStats a = allocator_.stats();
   return MemoryStats{a.current_bytes, a.peak_bytes, a.live, 0, 0};
+}
+
+namespace {
+class CpuGate final : public StreamGate {
+ public:
+  explicit CpuGate(Stream& s) {
+    s.enqueue([f = flag_] {
+      while (!f->load(std::memory_order_acquire)) std::this_thread::yield();
+    });
+  }
+  ~CpuGate() override { open(); }
+  CpuGate(const CpuGate&) = delete;
+  CpuGate& operator=(const CpuGate&) = delete;
+  void open() override { flag_->store(true, std::memory_order_release); }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> flag_ = std::make_shared<std::atomic<bool>>(false);
+};
+}  // namespace
+
+std::unique_ptr<StreamGate> CpuDevice::hold(Stream& s) {
+  return std::make_unique<CpuGate>(s);
 }
 
 void CpuDevice::reset_peak() {

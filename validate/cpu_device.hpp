@@ -109,6 +109,8 @@ class CpuDevice final : public Device {
 
   CpuStream& compute_stream() override { return *compute_; }
   CpuStream& comm_stream() override { return comm_ ? *comm_ : *compute_; }
+  // The stream's thread spins on a flag until the gate opens.
+  std::unique_ptr<StreamGate> hold(Stream& s) override;
 
   // Kernels run synchronously on the calling thread (work running on the stream); `s` is unused.
   void gemm(Stream& s, const Gemm& g) override;

@@ -111,6 +111,22 @@ TEST_CASE("both streams allocate concurrently without losing a count", "[device]
   CHECK(m.peak_bytes >= 4 * 17);
 }
 
+TEST_CASE("a gate holds the stream's work until it opens", "[device]") {
+  CpuDevice dev(CpuDeviceOptions{0, true, 0});
+  std::atomic<bool> ran{false};
+  auto gate = dev.hold(dev.comm_stream());
+  dev.comm_stream().enqueue([&] { ran = true; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK_FALSE(ran.load());
+  gate->open();
+  dev.comm_stream().synchronize();
+  CHECK(ran.load());
+  // A gate dropped unopened opens: the stream is never left held.
+  auto dropped = dev.hold(dev.compute_stream());
+  dropped.reset();
+  dev.compute_stream().synchronize();
+}
+
 TEST_CASE("a stream runs its work in issue order on one thread", "[device]") {
   CpuDevice dev;
   std::vector<int> order;  // only the stream's thread writes it
