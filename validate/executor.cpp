@@ -288,6 +288,8 @@ StepStats Executor::step() {
   r.peak_bytes = m.peak_bytes;
   r.baseline_bytes = baseline_bytes_;
   r.padding_bytes = padding_bytes_;
+  r.device_free_bytes = m.device_free;
+  r.device_total_bytes = m.device_total;
   if (timed) {
     r.tasks.resize(sched_.tasks.size());
     for (std::size_t t = 0; t < r.tasks.size(); ++t) {

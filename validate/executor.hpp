@@ -46,7 +46,8 @@ struct StepStats {
   std::size_t peak_bytes = 0;      // this rank's tracked peak during the step, baseline included
   std::size_t baseline_bytes = 0;  // the executor's own buffers (not in the schedule)
   std::size_t padding_bytes = 0;   // allocated beyond the schedule's sizes to give equal shards
-  std::vector<TaskTiming> tasks;   // with ExecutorOptions::record_tasks, per schedule task
+  std::size_t device_free_bytes = 0, device_total_bytes = 0;  // the driver's view at the end (GPUs; else 0)
+  std::vector<TaskTiming> tasks;  // with ExecutorOptions::record_tasks, per schedule task
 };
 
 class Executor {

@@ -127,6 +127,9 @@ class Running {
     row_.measured_peak_bytes = comm_.max_over_ranks(peak_);
     row_.baseline_bytes = static_cast<double>(last_.baseline_bytes);
     row_.padding_bytes = static_cast<double>(last_.padding_bytes);
+    // The driver's view (GPUs; 0 on the CPU): the least free memory of any rank, the first's total.
+    row_.device_free_bytes = -comm_.max_over_ranks(-static_cast<double>(last_.device_free_bytes));
+    row_.device_total_bytes = static_cast<double>(last_.device_total_bytes);
     row_.loss = last_.loss;
     if (o_.tasks && comm_.rank() == 0) {
       std::filesystem::create_directories(o_.out_dir + "/tasks");
@@ -182,6 +185,8 @@ nlohmann::json to_json(const ValidationRow& r) {
           {"measured_peak_bytes", r.measured_peak_bytes},
           {"baseline_bytes", r.baseline_bytes},
           {"padding_bytes", r.padding_bytes},
+          {"device_free_bytes", r.device_free_bytes},
+          {"device_total_bytes", r.device_total_bytes},
           {"time_error", r.time_error},
           {"memory_error", r.memory_error},
           {"loss", r.loss}};
@@ -210,6 +215,8 @@ ValidationRow row_from_json(const nlohmann::json& j) {
   r.measured_peak_bytes = j.at("measured_peak_bytes").get<double>();
   r.baseline_bytes = j.at("baseline_bytes").get<double>();
   r.padding_bytes = j.at("padding_bytes").get<double>();
+  r.device_free_bytes = j.value("device_free_bytes", 0.0);  // absent in rows of osdp before the GPU backend
+  r.device_total_bytes = j.value("device_total_bytes", 0.0);
   r.time_error = j.at("time_error").get<double>();
   r.memory_error = j.at("memory_error").get<double>();
   r.loss = j.at("loss").get<double>();
@@ -342,16 +349,18 @@ std::string write_validation_outputs(const std::string& dir, const experiments::
   std::string csv =
       "index,model,strategy,world_size,memory_limit_bytes,feasible,batch_size,prefetch,analytic_time_s,"
       "predicted_time_s,measured_time_s,measured_min_s,measured_max_s,time_error,predicted_peak_bytes,"
-      "measured_peak_bytes,baseline_bytes,padding_bytes,memory_error,loss,plan\n";
+      "measured_peak_bytes,baseline_bytes,padding_bytes,device_free_bytes,device_total_bytes,memory_error,"
+      "loss,"
+      "plan\n";
   for (const auto& r : rows)
     csv += fmt::format(
         "{},{},{},{},{:.0f},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.0f},{:.0f},{:.0f},{:.0f},"
-        "{:.6g},{:.8g},{}\n",
+        "{:.0f},{:.0f},{:.6g},{:.8g},{}\n",
         r.index, experiments::csv_field(r.model), experiments::csv_field(r.strategy), r.world_size,
         r.memory_limit_bytes, r.feasible ? "true" : "false", r.batch, r.prefetch, r.analytic_time_s,
         r.predicted_time_s, r.measured_time_s, r.measured_min_s, r.measured_max_s, r.time_error,
-        r.predicted_peak_bytes, r.measured_peak_bytes, r.baseline_bytes, r.padding_bytes, r.memory_error,
-        r.loss, experiments::csv_field(r.plan_summary));
+        r.predicted_peak_bytes, r.measured_peak_bytes, r.baseline_bytes, r.padding_bytes, r.device_free_bytes,
+        r.device_total_bytes, r.memory_error, r.loss, experiments::csv_field(r.plan_summary));
   costmodel::write_file_atomic(dir + "/validation.csv", csv);
 
   nlohmann::json speedups = nlohmann::json::array();

@@ -35,7 +35,8 @@ struct ValidationRow {
   double predicted_peak_bytes = 0;  // simulated, the cluster's reserve excluded
   double measured_peak_bytes = 0;   // the largest rank's tracked peak less the executor's baseline
   double baseline_bytes = 0, padding_bytes = 0;
-  double time_error = 0, memory_error = 0;  // (measured - predicted) / predicted
+  double device_free_bytes = 0, device_total_bytes = 0;  // the driver's view after the last step (GPUs)
+  double time_error = 0, memory_error = 0;               // (measured - predicted) / predicted
   double loss = 0;
 };
 nlohmann::json to_json(const ValidationRow& r);
