@@ -20,17 +20,11 @@
 #include "executor_fixtures.hpp"
 #include "sim/replay.hpp"
 #include "sim/schedule.hpp"
+#include "validate/backends.hpp"
 #include "validate/cpu_device.hpp"
 #include "validate/executor.hpp"
 #include "validate/mpi_backend.hpp"
 #include "validate/self_communicator.hpp"
-#ifdef OSDP_HAVE_NCCL_BACKEND
-#include <cuda_runtime_api.h>
-
-#include "validate/cuda_device.hpp"
-#include "validate/cuda_errors.hpp"
-#include "validate/nccl_backend.hpp"
-#endif
 
 using namespace osdp;
 using namespace osdp::validate;
@@ -79,65 +73,19 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b, bool r
   return relative ? diff / std::max(scale, 1e-30) : diff;
 }
 
-// The sharded runs' devices and communicator: CPU and MPI, or GPU and NCCL.
-struct Backend {
-  virtual ~Backend() = default;
-  virtual Communicator& comm() = 0;
-  virtual std::unique_ptr<Device> device(bool overlap) = 0;
-};
-
-struct Mpi final : Backend {
-  MpiCommunicator c;
-  Communicator& comm() override { return c; }
-  std::unique_ptr<Device> device(bool overlap) override {
-    return std::make_unique<CpuDevice>(CpuDeviceOptions{0, overlap, c.rank()});
-  }
-};
-
-#ifdef OSDP_HAVE_NCCL_BACKEND
-struct Nccl final : Backend {
-  int gpu = pick();
-  NcclCommunicator c{gpu, NcclOptions{60, {}}};
-  static int pick() {
-    const int g = local_rank_of_world() % std::max(1, cuda_device_count());
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    check_cuda(cudaSetDevice(g), "cudaSetDevice", "the test's GPU", rank);
-    return g;
-  }
-  Communicator& comm() override { return c; }
-  std::unique_ptr<Device> device(bool overlap) override {
-    CudaDeviceOptions o;
-    o.device = gpu;
-    o.comm_stream = overlap;
-    o.rank = c.rank();
-    auto d = std::make_unique<CudaDevice>(o);
-    d->set_watchdog(&c);
-    return d;
-  }
-};
-#endif
-
 }  // namespace
 
 int main(int argc, char** argv) {
   MpiSession session(&argc, &argv);
   const bool nccl = argc > 2 && std::string(argv[1]) == "--backend" && std::string(argv[2]) == "nccl";
-  std::unique_ptr<Backend> backend;
-  if (!nccl) {
-    backend = std::make_unique<Mpi>();
-  } else {
-#ifdef OSDP_HAVE_NCCL_BACKEND
-    if (const std::string why = cuda_unavailable_reason(); !why.empty()) {
-      std::printf("SKIPPED: %s\n", why.c_str());
-      return 77;
-    }
-    backend = std::make_unique<Nccl>();
-#else
-    std::printf("SKIPPED: the nccl backend is not built into this osdp\n");
+  // The sharded runs' devices and communicator: CPU and MPI, or GPUs and NCCL (as osdp validate's).
+  const std::string backend_name = nccl ? "nccl" : "mpi";
+  if (const std::string why = backend_unavailable_reason(backend_name); !why.empty()) {
+    std::printf("SKIPPED: %s\n", why.c_str());
     return 77;
-#endif
   }
+  const std::unique_ptr<BackendSession> backend =
+      open_backend(backend_name, BackendOptions{60, GemmMath::kFp32});
   Communicator& comm = backend->comm();
   const int ranks = comm.size(), rank = comm.rank();
   int failures = 0, cases = 0;
@@ -162,7 +110,7 @@ int main(int argc, char** argv) {
       for (const int prefetch : {0, 1})
         for (const bool overlap : {false, true}) {
           ++cases;
-          const std::unique_ptr<Device> dev = backend->device(overlap);
+          const std::unique_ptr<Device> dev = backend->make_device(overlap);
           const costmodel::Plan p = make_plan(m, tiny_cluster(ranks, overlap), w, batch, prefetch, pattern);
           const Outcome got = run_plan(*dev, comm, p, w, ExecutorOptions{});
           std::string why;
