@@ -10,6 +10,7 @@
 // the stream they run on. All tensors are fp32, row-major.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -96,6 +97,14 @@ struct Gemm {
 struct AdamParams {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
   int step = 1;
+
+  // The bias corrections every device applies, in double and rounded to float once (so devices agree
+  // bit for bit): w -= step_size() m / (sqrt(v) inv_sqrt_bias2() + eps).
+  float step_size() const { return static_cast<float>(static_cast<double>(lr) / (1.0 - power(beta1))); }
+  float inv_sqrt_bias2() const { return static_cast<float>(1.0 / std::sqrt(1.0 - power(beta2))); }
+
+ private:
+  double power(float beta) const { return std::pow(static_cast<double>(beta), step); }
 };
 
 class Device {

@@ -275,10 +275,7 @@ void CpuDevice::adam(Stream& /*s*/, float* w, const float* g, float* m, float* v
                      const AdamParams& p) {
   // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; w -= lr (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
   assert(p.step >= 1);
-  const double bias1 = 1.0 - std::pow(static_cast<double>(p.beta1), p.step);
-  const double bias2 = 1.0 - std::pow(static_cast<double>(p.beta2), p.step);
-  const auto step_size = static_cast<float>(static_cast<double>(p.lr) / bias1);
-  const auto inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(bias2));
+  const float step_size = p.step_size(), inv_sqrt_bias2 = p.inv_sqrt_bias2();
   ArrayMap ww(w, idx(n)), mm(m, idx(n)), vv(v, idx(n));
   const ConstArrayMap gg(g, idx(n));
   mm = p.beta1 * mm + (1.0f - p.beta1) * gg;

@@ -462,15 +462,10 @@ void CudaDevice::mse_onehot(Stream& s, float* logits, std::int64_t rows, std::in
 
 void CudaDevice::adam(Stream& s, float* w, const float* g, float* m, float* v, std::size_t n,
                       const AdamParams& p) {
-  // As the CPU device: the bias corrections in double, then rounded to float once.
   assert(p.step >= 1);
-  const double bias1 = 1.0 - std::pow(static_cast<double>(p.beta1), p.step);
-  const double bias2 = 1.0 - std::pow(static_cast<double>(p.beta2), p.step);
-  const auto step_size = static_cast<float>(static_cast<double>(p.lr) / bias1);
-  const auto inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(bias2));
-  check(
-      cuda_kernels::adam(own(s).handle(), w, g, m, v, n, p.beta1, p.beta2, p.eps, step_size, inv_sqrt_bias2),
-      "the adam kernel");
+  check(cuda_kernels::adam(own(s).handle(), w, g, m, v, n, p.beta1, p.beta2, p.eps, p.step_size(),
+                           p.inv_sqrt_bias2()),
+        "the adam kernel");
 }
 
 void CudaDevice::download(Stream& s, const float* x, float* host, std::size_t n) {

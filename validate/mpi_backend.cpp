@@ -196,24 +196,29 @@ void MpiCommunicator::begin(const std::string& what) const {
     throw BackendFailure(
         fmt::format("rank {}: {}: the communicator is unusable since {} timed out", rank_, what, timed_out_));
   }
-  const auto& fault = options_.fault;
-  if (!fault || fault->rank != rank_ || what.find(fault->op) == std::string::npos) return;
+  if (!injected_hang(options_.fault, rank_, what)) return;
+  std::fprintf(stderr, "rank %d: injected fault: hanging in %s\n", rank_, what.c_str());
+  std::fflush(stderr);
+  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+bool injected_hang(const std::optional<FaultSpec>& fault, int rank, const std::string& what) {
+  if (!fault || fault->rank != rank || what.find(fault->op) == std::string::npos) return false;
   switch (fault->kind) {
     case FaultKind::kExit:
-      std::fprintf(stderr, "rank %d: injected fault: exiting before %s\n", rank_, what.c_str());
+      std::fprintf(stderr, "rank %d: injected fault: exiting before %s\n", rank, what.c_str());
       std::fflush(stderr);
       std::_Exit(17);
     case FaultKind::kHang:
-      std::fprintf(stderr, "rank %d: injected fault: hanging in %s\n", rank_, what.c_str());
-      std::fflush(stderr);
-      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+      return true;
     case FaultKind::kDelay:
-      std::fprintf(stderr, "rank %d: injected fault: delaying %s by %g s\n", rank_, what.c_str(),
+      std::fprintf(stderr, "rank %d: injected fault: delaying %s by %g s\n", rank, what.c_str(),
                    fault->seconds);
       std::fflush(stderr);
       std::this_thread::sleep_for(std::chrono::duration<double>(fault->seconds));
-      return;
+      return false;
   }
+  return false;
 }
 
 void MpiCommunicator::complete(MPI_Request& request, const std::string& what, std::size_t bytes) {

@@ -59,6 +59,12 @@ struct FaultSpec {
 // Parses the OSDP_INJECT_FAULT syntax above; throws osdp::Error naming the bad part.
 FaultSpec parse_fault_spec(std::string_view text);
 
+// The injection point every backend calls before an operation: when `fault` is for this rank and
+// `what` matches, kind=exit prints a line and _Exit(17)s, kind=delay prints and sleeps; returns true
+// for kind=hang, which the caller carries out as its backend hangs (MPI: never returns; NCCL: skips
+// the collective, so that its peers hang in it).
+bool injected_hang(const std::optional<FaultSpec>& fault, int rank, const std::string& what);
+
 struct MpiCommunicatorOptions {
   double timeout_s = 60.0;         // a collective or barrier not done by then fails with BackendFailure
   std::optional<FaultSpec> fault;  // when unset, read from OSDP_INJECT_FAULT (if that is set)

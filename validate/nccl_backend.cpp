@@ -310,24 +310,10 @@ ncclResult_t NcclCommunicator::wait_ready(ncclComm_t comm, Clock::time_point unt
 // ---- collectives -----------------------------------------------------------------------------
 
 bool NcclCommunicator::begin(const std::string& what) {
-  const auto& fault = options_.fault;
-  if (!fault || fault->rank != rank_ || what.find(fault->op) == std::string::npos) return true;
-  switch (fault->kind) {
-    case FaultKind::kExit:
-      std::fprintf(stderr, "rank %d: injected fault: exiting before %s\n", rank_, what.c_str());
-      std::fflush(stderr);
-      std::_Exit(17);
-    case FaultKind::kHang:
-      std::fprintf(stderr, "rank %d: injected fault: skipping %s (its peers hang in NCCL)\n", rank_,
-                   what.c_str());
-      return false;
-    case FaultKind::kDelay:
-      std::fprintf(stderr, "rank %d: injected fault: delaying %s by %g s\n", rank_, what.c_str(),
-                   fault->seconds);
-      std::this_thread::sleep_for(std::chrono::duration<double>(fault->seconds));
-      return true;
-  }
-  return true;
+  if (!injected_hang(options_.fault, rank_, what)) return true;
+  std::fprintf(stderr, "rank %d: injected fault: skipping %s (its peers hang in NCCL)\n", rank_,
+               what.c_str());
+  return false;
 }
 
 template <typename Launch>
