@@ -17,10 +17,10 @@
 #include "costmodel/files.hpp"
 #include "costmodel/units.hpp"
 #include "osdp_version.hpp"
-#include "validate/calibrate.hpp"
+#include "validate/calibrate/calibrate.hpp"
 #ifdef OSDP_HAVE_MPI_BACKEND
 #include "validate/backends.hpp"
-#include "validate/mpi_backend.hpp"
+#include "validate/mpi/mpi_backend.hpp"
 #endif
 
 namespace osdp::cli {
@@ -98,7 +98,7 @@ std::string pct(double x) {
   return fmt::format("{:.1f}%", 100 * x);
 }
 
-void print_summary(const validate::CalibrationRun& run, const std::string& path) {
+void print_summary(const costmodel::CalibrationRun& run, const std::string& path) {
   const auto& p = run.calibration.provenance;
   const std::string version = p.value("backend_version", "?");
   std::cout << fmt::format("osdp calibrate: {} rank{} ({}, {}), {} points in {:.1f} s\n", run.world,
@@ -186,7 +186,7 @@ int run_ranks(const CalibrateArgs& a, int np) {
       std::cerr << fmt::format("calibrate: {} {} [{}/{}] {}\n", p.sweep, p.label, p.index, p.total,
                                format_seconds(p.seconds));
     };
-  validate::CalibrationRun run;
+  costmodel::CalibrationRun run;
   try {
     run = validate::run_calibration(device, comm, o, progress);
   } catch (const validate::BackendFailure& e) {
@@ -195,8 +195,8 @@ int run_ranks(const CalibrateArgs& a, int np) {
     validate::abort_job(fmt::format("osdp calibrate: {}", e.what()));
   }
   if (!root) return kExitOk;
-  costmodel::write_file_atomic(csv_path(path), validate::measurements_csv(run));
-  costmodel::write_file_atomic(path, validate::calibration_file_json(run).dump(2) + "\n");
+  costmodel::write_file_atomic(csv_path(path), costmodel::measurements_csv(run));
+  costmodel::write_file_atomic(path, costmodel::calibration_file_json(run).dump(2) + "\n");
   print_summary(run, path);
   return kExitOk;
 }

@@ -10,10 +10,10 @@
 #include "costmodel/workload.hpp"
 #include "osdp_version.hpp"
 #ifdef OSDP_HAVE_CUDA_BACKEND
-#include "validate/cuda_device.hpp"
+#include "validate/cuda/cuda_device.hpp"
 #endif
 #ifdef OSDP_HAVE_NCCL_BACKEND
-#include "validate/nccl_backend.hpp"
+#include "validate/cuda/nccl_backend.hpp"
 #endif
 
 namespace osdp::cli {

@@ -5,10 +5,10 @@
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"
-#include "validate/launcher.hpp"
+#include "validate/mpi/launcher.hpp"
 #ifdef OSDP_HAVE_MPI_BACKEND
 #include "validate/backends.hpp"
-#include "validate/mpi_backend.hpp"
+#include "validate/mpi/mpi_backend.hpp"
 #endif
 
 namespace osdp::cli {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "validate/backend.hpp"
+#include "validate/executor/backend.hpp"
 
 namespace osdp::cli {
 

@@ -10,12 +10,12 @@
 #include "cli/mpi_args.hpp"
 #include "costmodel/catalog.hpp"
 #include "costmodel/error.hpp"
-#include "experiments/provenance.hpp"
+#include "costmodel/provenance.hpp"
 #include "osdp_version.hpp"
-#include "validate/validation.hpp"
+#include "experiments/measured.hpp"
 #ifdef OSDP_HAVE_MPI_BACKEND
 #include "validate/backends.hpp"
-#include "validate/mpi_backend.hpp"
+#include "validate/mpi/mpi_backend.hpp"
 #endif
 
 namespace osdp::cli {
@@ -59,7 +59,7 @@ int run_ranks(const ValidateArgs& a, int np) {
     if (np > 0 && comm.size() != np)
       throw UsageError(fmt::format("-np {} but mpirun started {} ranks", np, comm.size()));
     const experiments::Experiment e = experiments::load_experiment(a.file);
-    validate::ValidationOptions o;
+    experiments::ValidationOptions o;
     if (!a.calibration.empty()) {
       const costmodel::ClusterSpec base = costmodel::load_cluster(e.base.cluster);
       o.calibration = costmodel::load_calibration(a.calibration, base.compute);
@@ -71,21 +71,21 @@ int run_ranks(const ValidateArgs& a, int np) {
     if (!a.quiet)
       o.progress = [](const std::string& line) { std::cerr << "validate: " << line << std::endl; };
     // prefetch 0 overlaps nothing: one stream runs both (on the CPU, no hand-offs between threads).
-    const validate::DeviceFactory make_device = [&backend](const costmodel::Plan& plan) {
+    const experiments::DeviceFactory make_device = [&backend](const costmodel::Plan& plan) {
       return backend->make_device(plan.cluster.overlap.enabled && plan.prefetch > 0);
     };
-    const auto rows = validate::run_validation(e, comm, make_device, o);
+    const auto rows = experiments::run_validation(e, comm, make_device, o);
     if (!root) return kExitOk;
-    const validate::ValidationSummary s = validate::summarize(rows, e.validation);
-    nlohmann::json prov = experiments::machine(comm.size(), 1);
-    prov["date"] = experiments::utc_now();
+    const experiments::ValidationSummary s = experiments::summarize(rows, e.validation);
+    nlohmann::json prov = costmodel::machine(comm.size(), 1);
+    prov["date"] = costmodel::utc_now();
     prov["tool"] = fmt::format("osdp {} ({})", OSDP_VERSION, OSDP_GIT_HASH);
     prov["backend"] = comm.backend();
     prov["backend_version"] = comm.version();
     prov["device"] = backend->device_name();
     prov["gemm"] = a.gemm;
     prov["calibration"] = o.calibration ? o.calibration->name : std::string("(the clusters' own)");
-    const std::string plot = validate::write_validation_outputs(o.out_dir, e, rows, s, prov);
+    const std::string plot = experiments::write_validation_outputs(o.out_dir, e, rows, s, prov);
     std::cout << fmt::format(
         "osdp validate: {}: {} plans on {} ranks; step time |error| median {:.1f}%, max {:.1f}%;"
         " peak memory |error| max {:.2f}%\n",

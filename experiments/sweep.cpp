@@ -26,7 +26,7 @@
 
 #include "costmodel/error.hpp"
 #include "costmodel/files.hpp"
-#include "experiments/provenance.hpp"
+#include "costmodel/provenance.hpp"
 
 #if OSDP_WITH_MPI
 #include <mpi.h>
@@ -370,10 +370,10 @@ void write_outputs(const Experiment& e, const SweepOptions& o, const std::string
       {"schema_version", 1},
       {"tool", {{"name", "osdp"}, {"version", o.tool_version}, {"git_hash", o.git_hash}}},
       {"experiment", {{"file", e.file}, {"name", e.name}, {"source", e.source}}},
-      {"machine", machine(ranks, o.jobs)},
+      {"machine", costmodel::machine(ranks, o.jobs)},
       {"seed", nullptr},  // nothing random: the same experiment gives the same results.csv
       {"started_at", started_at},
-      {"finished_at", utc_now()},
+      {"finished_at", costmodel::utc_now()},
       {"wall_seconds", outcome.wall_s},
       {"units",
        {{"total", outcome.units},
@@ -390,7 +390,7 @@ void write_outputs(const Experiment& e, const SweepOptions& o, const std::string
 
 SweepOutcome run_sweep(const Experiment& e, const SweepOptions& o) {
   const auto t0 = Clock::now();
-  const std::string started_at = utc_now();
+  const std::string started_at = costmodel::utc_now();
   const std::vector<Unit> units = expand(e);
   const std::string dir = o.out_dir.empty() ? e.output : o.out_dir;
   const std::string rows_path = dir + "/rows.jsonl";

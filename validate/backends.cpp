@@ -3,14 +3,14 @@
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"
-#include "validate/cpu_device.hpp"
-#include "validate/mpi_backend.hpp"
+#include "validate/cpu/cpu_device.hpp"
+#include "validate/mpi/mpi_backend.hpp"
 #ifdef OSDP_HAVE_NCCL_BACKEND
 #include <cuda_runtime_api.h>
 
-#include "validate/cuda_device.hpp"
-#include "validate/cuda_errors.hpp"
-#include "validate/nccl_backend.hpp"
+#include "validate/cuda/cuda_device.hpp"
+#include "validate/cuda/cuda_errors.hpp"
+#include "validate/cuda/nccl_backend.hpp"
 #endif
 
 namespace osdp::validate {

@@ -25,7 +25,7 @@
 #include "costmodel/catalog.hpp"
 #include "costmodel/cost_model.hpp"
 #include "costmodel/workload.hpp"
-#include "experiments/provenance.hpp"
+#include "costmodel/provenance.hpp"
 #include "search/scheduler.hpp"
 #include "search/strategy.hpp"
 
@@ -181,7 +181,7 @@ nlohmann::json to_json(const std::vector<Row>& rows, int repeat, std::int64_t bu
   return {{"schema_version", 1},
           {"benchmark", "bench_search"},
           {"git_hash", "unknown"},
-          {"machine", experiments::machine(1, 1)},
+          {"machine", costmodel::machine(1, 1)},
           {"repeat", repeat},
           {"dfs_node_budget", budget},
           {"target_exact_s", kTargetExactS},
@@ -242,7 +242,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::cout << fmt::format("bench_search on {} ({} hardware threads), data from {}\n",
-                           experiments::machine(1, 1).at("hostname").get<std::string>(),
+                           costmodel::machine(1, 1).at("hostname").get<std::string>(),
                            std::thread::hardware_concurrency(), costmodel::data_dir());
   print_table(rows, repeat, limits.dfs_node_budget);
   if (!json_path.empty()) {

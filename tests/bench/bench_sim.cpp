@@ -30,7 +30,7 @@
 #include "costmodel/catalog.hpp"
 #include "costmodel/cost_model.hpp"
 #include "costmodel/workload.hpp"
-#include "experiments/provenance.hpp"
+#include "costmodel/provenance.hpp"
 #include "search/report.hpp"
 #include "search/scheduler.hpp"
 #include "search/strategy.hpp"
@@ -326,7 +326,7 @@ nlohmann::json to_json(const std::vector<Row>& rows, int repeat) {
       {"schema_version", 1},
       {"benchmark", "bench_sim"},
       {"git_hash", "unknown"},
-      {"machine", experiments::machine(1, 1)},
+      {"machine", costmodel::machine(1, 1)},
       {"model", kModel},
       {"prefetch", kPrefetch},
       {"repeat", repeat},
@@ -400,7 +400,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::cout << fmt::format("bench_sim on {} ({} hardware threads), data from {}\n",
-                           experiments::machine(1, 1).at("hostname").get<std::string>(),
+                           costmodel::machine(1, 1).at("hostname").get<std::string>(),
                            std::thread::hardware_concurrency(), costmodel::data_dir());
   print_table(rows);
   if (!json_path.empty()) {

@@ -16,11 +16,12 @@
 
 #include "costmodel/calibration.hpp"
 #include "costmodel/catalog.hpp"
-#include "validate/calibrate.hpp"
-#include "validate/cpu_device.hpp"
+#include "validate/calibrate/calibrate.hpp"
+#include "validate/cpu/cpu_device.hpp"
 
 using osdp::costmodel::Collective;
 using namespace osdp::validate;
+using namespace osdp;
 
 namespace {
 
@@ -72,7 +73,7 @@ TEST_CASE("run_calibration measures every point once, in order, and frees its me
   CpuDevice device;
   TwinCommunicator comm;
   std::vector<CalibrationProgress> seen;
-  const CalibrationRun run = run_calibration(device, comm, small_options(),
+  const costmodel::CalibrationRun run = run_calibration(device, comm, small_options(),
                                              [&](const CalibrationProgress& p) { seen.push_back(p); });
 
   // 3 x 7 collective sizes + 5 touches + 5 Adam sizes + 4 GEMMs + 1 overlap shape.
@@ -123,7 +124,7 @@ TEST_CASE("without a separate comm stream there is no overlap sweep", "[calibrat
   one.comm_thread = false;
   CpuDevice device(one);
   TwinCommunicator comm;
-  const CalibrationRun run = run_calibration(device, comm, small_options());
+  const costmodel::CalibrationRun run = run_calibration(device, comm, small_options());
   CHECK(run.measurements.size() == 35);
   CHECK_FALSE(run.interference.has_value());
   CHECK_FALSE(run.calibration.interference.has_value());
@@ -135,10 +136,10 @@ namespace {
 // collectives on 2 ranks from 1 KiB to 256 MiB, alpha 5 us and 2 GB/s up to 64 KiB, then 40 us and
 // 4 GB/s; touches with overhead 2 us at 20 GB/s; Adam at 10 GB/s; GEMMs at 80 GFLOP/s, d_half 24;
 // GEMMs 1.5x slower beside all-gathers.
-std::vector<Measurement> synthetic_measurements() {
-  std::vector<Measurement> ms;
+std::vector<costmodel::Measurement> synthetic_measurements() {
+  std::vector<costmodel::Measurement> ms;
   auto add = [&](const char* sweep, double bytes, double t) {
-    Measurement m;
+    costmodel::Measurement m;
     m.sweep = sweep;
     m.bytes = bytes;
     m.seconds = m.min_s = m.max_s = t;
@@ -153,7 +154,7 @@ std::vector<Measurement> synthetic_measurements() {
   for (double b = 65536; b <= 268435456; b *= 2) add("elementwise", b, 2e-6 + b / 20e9);
   for (double b = 65536; b <= 268435456; b *= 2) add("adam", b, 2e-6 + b / 10e9);
   for (const std::int64_t d : {64, 128, 256, 512, 1024}) {
-    Measurement m;
+    costmodel::Measurement m;
     m.sweep = "gemm";
     m.m = m.n = m.k = d;
     m.count = 1;
@@ -171,13 +172,13 @@ std::vector<Measurement> synthetic_measurements() {
 
 }  // namespace
 
-TEST_CASE("fit_measurements recovers the coefficients into the calibration", "[calibrate][fit]") {
-  CalibrationRun run;
+TEST_CASE("costmodel::fit_measurements recovers the coefficients into the calibration", "[calibrate][fit]") {
+  costmodel::CalibrationRun run;
   run.world = 2;
   run.measurements = synthetic_measurements();
   CalibrateOptions o;
   o.name = "synthetic";
-  fit_measurements(run, o.name, o.segments);
+  costmodel::fit_measurements(run, o.name, o.segments);
   const auto& cal = run.calibration;
   CHECK(cal.name == "synthetic");
   for (const auto* segs : {&cal.allgather, &cal.reducescatter, &cal.allreduce}) {
@@ -202,7 +203,7 @@ TEST_CASE("fit_measurements recovers the coefficients into the calibration", "[c
   CHECK(cal.provenance.at("fit").at("allgather").size() == 2);
 
   // The file reads back as the same calibration, with each segment's residual beside it.
-  const nlohmann::json doc = calibration_file_json(run);
+  const nlohmann::json doc = costmodel::calibration_file_json(run);
   CHECK(doc.at("collectives").at("allreduce").at(1).contains("residual_rms"));
   const osdp::costmodel::Calibration back = osdp::costmodel::read_calibration(doc, "synthetic.json", {});
   REQUIRE(back.allreduce.size() == 2);
@@ -211,28 +212,28 @@ TEST_CASE("fit_measurements recovers the coefficients into the calibration", "[c
   CHECK(back.compute->fp32_flops_per_s == Approx(80e9).epsilon(1e-9));
   CHECK(back.interference == cal.interference);
 
-  const std::string csv = measurements_csv(run);
+  const std::string csv = costmodel::measurements_csv(run);
   CHECK(std::count(csv.begin(), csv.end(), '\n') == static_cast<long>(run.measurements.size()) + 1);
   CHECK(csv.rfind("sweep,bytes,m,n,k,count,seconds", 0) == 0);
 }
 
 TEST_CASE("a segment whose time does not grow with size is written as 1 PB/s", "[calibrate][fit]") {
-  CalibrationRun run;
+  costmodel::CalibrationRun run;
   run.world = 2;
   for (auto& m : synthetic_measurements())
     if (m.sweep != "all-gather") run.measurements.push_back(m);
   for (double s = 1024; s <= 8192; s *= 2) {
-    Measurement m;
+    costmodel::Measurement m;
     m.sweep = "all-gather";
     m.bytes = s;
     m.seconds = 3e-6;
     run.measurements.push_back(m);
   }
-  fit_measurements(run, "flat");
+  costmodel::fit_measurements(run, "flat");
   REQUIRE(run.collectives[0].size() == 1);
   CHECK(run.collectives[0][0].alpha_s == Approx(3e-6).epsilon(1e-9));
   CHECK(run.calibration.allgather[0].beta_s_per_byte >= 1e-15);
-  const auto back = osdp::costmodel::read_calibration(calibration_file_json(run), "flat.json", {});
+  const auto back = osdp::costmodel::read_calibration(costmodel::calibration_file_json(run), "flat.json", {});
   CHECK(1 / back.allgather[0].beta_s_per_byte <= 1e15 * (1 + 1e-12));
 }
 
@@ -256,11 +257,11 @@ TEST_CASE("the GEMM shapes of a model's IR, distinct and capped", "[calibrate]")
 
 TEST_CASE("a fitted alpha above the file's 1 s limit is an error, not an unreadable file",
           "[calibrate][fit]") {
-  CalibrationRun run;
+  costmodel::CalibrationRun run;
   run.world = 2;
   for (auto& m : synthetic_measurements()) {
     if (m.sweep == "all-gather") m.seconds += 2.0;  // t = 2 s + ... : alpha ~ 2 s on 2 ranks
     run.measurements.push_back(m);
   }
-  CHECK_THROWS_WITH(fit_measurements(run, "slow"), Catch::Contains("alpha") && Catch::Contains("1 s"));
+  CHECK_THROWS_WITH(costmodel::fit_measurements(run, "slow"), Catch::Contains("alpha") && Catch::Contains("1 s"));
 }

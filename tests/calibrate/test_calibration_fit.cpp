@@ -12,10 +12,10 @@
 #include <catch2/catch.hpp>
 
 #include "costmodel/error.hpp"
-#include "validate/calibration_fit.hpp"
+#include "costmodel/calibration_fit.hpp"
 
 using osdp::costmodel::Collective;
-using namespace osdp::validate;
+using namespace osdp;
 
 namespace {
 
@@ -33,8 +33,8 @@ double ring(Collective c, int n, double alpha, double beta, double s) {
 
 // Sizes 1 KiB .. 256 MiB, `steps` per doubling; times from the piecewise truth (first segment whose
 // up_to covers the size).
-std::vector<SizePoint> synthetic(Collective c, int n, const std::vector<Truth>& truth, int steps = 2) {
-  std::vector<SizePoint> pts;
+std::vector<costmodel::SizePoint> synthetic(Collective c, int n, const std::vector<Truth>& truth, int steps = 2) {
+  std::vector<costmodel::SizePoint> pts;
   for (int i = 0; i <= 18 * steps; ++i) {
     const double s = std::round(1024.0 * std::pow(2.0, static_cast<double>(i) / steps));
     for (const Truth& t : truth)
@@ -52,7 +52,7 @@ TEST_CASE("one alpha-beta pair is recovered exactly from noise-free points", "[c
   for (const Collective c : {Collective::kAllGather, Collective::kReduceScatter, Collective::kAllReduce}) {
     for (const int n : {2, 3, 8}) {
       CAPTURE(osdp::costmodel::to_string(c), n);
-      const auto segs = fit_collective(c, n, synthetic(c, n, {{kInf, 12e-6, 1.0 / 7e9}}));
+      const auto segs = costmodel::fit_collective(c, n, synthetic(c, n, {{kInf, 12e-6, 1.0 / 7e9}}));
       REQUIRE(segs.size() == 1);
       CHECK(segs[0].alpha_s == Approx(12e-6).epsilon(kExact));
       CHECK(segs[0].beta_s_per_byte == Approx(1.0 / 7e9).epsilon(kExact));
@@ -72,7 +72,7 @@ TEST_CASE("piecewise alpha-beta is recovered with its boundaries", "[calibrate][
   for (const Collective c : {Collective::kAllGather, Collective::kAllReduce}) {
     CAPTURE(osdp::costmodel::to_string(c));
     const auto pts = synthetic(c, 2, truth);
-    const auto segs = fit_collective(c, 2, pts);
+    const auto segs = costmodel::fit_collective(c, 2, pts);
     REQUIRE(segs.size() == 3);
     for (std::size_t i = 0; i < 3; ++i) {
       CAPTURE(i);
@@ -87,7 +87,7 @@ TEST_CASE("piecewise alpha-beta is recovered with its boundaries", "[calibrate][
     CHECK(segs[1].from_bytes == std::round(16384 * std::sqrt(2.0)));
     CHECK(segs[0].points + segs[1].points + segs[2].points == static_cast<int>(pts.size()));
     // And the file form keeps them.
-    const auto file = to_segments(segs);
+    const auto file = costmodel::to_segments(segs);
     REQUIRE(file.size() == 3);
     CHECK(file[0].up_to_bytes == 16384.0);
     CHECK(file[2].up_to_bytes == kInf);
@@ -99,7 +99,7 @@ TEST_CASE("a segment boundary is found where the truth changes", "[calibrate][fi
   // One change at 256 KiB (alpha 5 us -> 60 us, 6 GB/s -> 1.2 GB/s), powers of two only.
   const std::vector<Truth> truth{{262144, 5e-6, 1.0 / 6e9}, {kInf, 60e-6, 1.0 / 1.2e9}};
   const auto segs =
-      fit_collective(Collective::kReduceScatter, 4, synthetic(Collective::kReduceScatter, 4, truth, 1));
+      costmodel::fit_collective(Collective::kReduceScatter, 4, synthetic(Collective::kReduceScatter, 4, truth, 1));
   REQUIRE(segs.size() == 2);
   CHECK(segs[0].up_to_bytes == 262144.0);
   CHECK(segs[0].points == 9);   // 1 KiB .. 256 KiB
@@ -115,14 +115,14 @@ TEST_CASE("a segment boundary is found where the truth changes", "[calibrate][fi
 // RMS = sqrt((1 + 16 + 4) / 441 / 3) = sqrt(1/63) ~ 12.6%: above the 10% threshold, but three points
 // cannot be split into segments of at least three.
 TEST_CASE("the reported residual is the relative RMS of the fit", "[calibrate][fit]") {
-  const auto segs = fit_collective(Collective::kAllGather, 2, {{2, 1}, {4, 2}, {6, 2}});
+  const auto segs = costmodel::fit_collective(Collective::kAllGather, 2, {{2, 1}, {4, 2}, {6, 2}});
   REQUIRE(segs.size() == 1);
   CHECK(segs[0].alpha_s == Approx(10.0 / 21).epsilon(1e-12));
   CHECK(segs[0].beta_s_per_byte == Approx(4.0 / 7).epsilon(1e-12));
   CHECK(segs[0].residual_rms == Approx(std::sqrt(1.0 / 63)).epsilon(1e-12));
   CHECK(segs[0].points == 3);
   // The order of the points does not matter.
-  const auto shuffled = fit_collective(Collective::kAllGather, 2, {{6, 2}, {2, 1}, {4, 2}});
+  const auto shuffled = costmodel::fit_collective(Collective::kAllGather, 2, {{6, 2}, {2, 1}, {4, 2}});
   CHECK(shuffled[0].alpha_s == Approx(10.0 / 21).epsilon(1e-12));
 }
 
@@ -136,7 +136,7 @@ TEST_CASE("noise keeps the fit within a stated bound", "[calibrate][fit]") {
   std::uniform_real_distribution<double> u(-0.05, 0.05);
   auto pts = synthetic(Collective::kAllGather, 2, {{kInf, 10e-6, 1.0 / 5e9}});
   for (auto& p : pts) p.seconds *= 1.0 + u(gen);
-  const auto segs = fit_collective(Collective::kAllGather, 2, pts);
+  const auto segs = costmodel::fit_collective(Collective::kAllGather, 2, pts);
   REQUIRE(segs.size() == 1);
   CHECK(std::abs(segs[0].alpha_s / 10e-6 - 1) < 0.05);
   CHECK(std::abs(segs[0].beta_s_per_byte * 5e9 - 1) < 0.03);
@@ -150,7 +150,7 @@ TEST_CASE("noise above the threshold does not split a single regime", "[calibrat
   std::uniform_real_distribution<double> u(-0.3, 0.3);
   auto pts = synthetic(Collective::kAllReduce, 2, {{kInf, 10e-6, 1.0 / 5e9}});
   for (auto& p : pts) p.seconds *= 1.0 + u(gen);
-  const auto segs = fit_collective(Collective::kAllReduce, 2, pts);
+  const auto segs = costmodel::fit_collective(Collective::kAllReduce, 2, pts);
   CHECK(segs.size() == 1);
   CHECK(segs[0].residual_rms > 0.1);
 }
@@ -158,11 +158,11 @@ TEST_CASE("noise above the threshold does not split a single regime", "[calibrat
 // Times that grow faster than linearly in S (t = S^1.1 ns) have a negative best intercept; with
 // alpha held at 0 the relative fit of t = (S/2) beta is beta = sum(u) / sum(u^2), u = (S/2) / t.
 TEST_CASE("a negative intercept is clamped: alpha = 0 and beta refitted", "[calibrate][fit]") {
-  std::vector<SizePoint> pts;
+  std::vector<costmodel::SizePoint> pts;
   for (const double s : {1e3, 2e3, 4e3, 8e3}) pts.push_back({s, 1e-9 * std::pow(s, 1.1)});
-  SegmentOptions one;
+  costmodel::SegmentOptions one;
   one.max_segments = 1;
-  const auto segs = fit_collective(Collective::kAllGather, 2, pts, one);
+  const auto segs = costmodel::fit_collective(Collective::kAllGather, 2, pts, one);
   REQUIRE(segs.size() == 1);
   double su = 0, su2 = 0;
   for (const auto& p : pts) {
@@ -177,48 +177,48 @@ TEST_CASE("a negative intercept is clamped: alpha = 0 and beta refitted", "[cali
 
 TEST_CASE("a fit limited to one segment, or with too few points, keeps one pair", "[calibrate][fit]") {
   const std::vector<Truth> truth{{262144, 5e-6, 1.0 / 6e9}, {kInf, 60e-6, 1.0 / 1.2e9}};
-  SegmentOptions one;
+  costmodel::SegmentOptions one;
   one.max_segments = 1;
   const auto segs =
-      fit_collective(Collective::kAllGather, 2, synthetic(Collective::kAllGather, 2, truth), one);
+      costmodel::fit_collective(Collective::kAllGather, 2, synthetic(Collective::kAllGather, 2, truth), one);
   REQUIRE(segs.size() == 1);
   CHECK(segs[0].residual_rms > 0.1);
-  const auto five = fit_collective(Collective::kAllGather, 2,
+  const auto five = costmodel::fit_collective(Collective::kAllGather, 2,
                                    {{1e3, 1e-5}, {1e4, 2e-5}, {1e5, 9e-5}, {1e6, 2e-3}, {1e7, 2e-2}});
   CHECK(five.size() == 1);  // 5 < 2 x 3 points
 }
 
 TEST_CASE("bad collective inputs are errors", "[calibrate][fit]") {
-  CHECK_THROWS_AS(fit_collective(Collective::kAllGather, 1, {{1e3, 1e-5}, {1e4, 2e-5}}), osdp::Error);
-  CHECK_THROWS_AS(fit_collective(Collective::kAllGather, 2, {{1e3, 1e-5}}), osdp::Error);
-  CHECK_THROWS_AS(fit_collective(Collective::kAllGather, 2, {{1e3, 1e-5}, {1e4, 0}}), osdp::Error);
+  CHECK_THROWS_AS(costmodel::fit_collective(Collective::kAllGather, 1, {{1e3, 1e-5}, {1e4, 2e-5}}), osdp::Error);
+  CHECK_THROWS_AS(costmodel::fit_collective(Collective::kAllGather, 2, {{1e3, 1e-5}}), osdp::Error);
+  CHECK_THROWS_AS(costmodel::fit_collective(Collective::kAllGather, 2, {{1e3, 1e-5}, {1e4, 0}}), osdp::Error);
 }
 
-TEST_CASE("collective_model_s is the ring formula", "[calibrate][fit]") {
+TEST_CASE("costmodel::collective_model_s is the ring formula", "[calibrate][fit]") {
   // N = 4, alpha 10 us, 1 GB/s, S = 4 MB: 3 x 10 us + 3/4 x 4e6 / 1e9 s = 3.03 ms; all-reduce 6.06 ms.
-  CHECK(collective_model_s(Collective::kAllGather, 4, 10e-6, 1e-9, 4e6) == Approx(3.03e-3).epsilon(1e-12));
-  CHECK(collective_model_s(Collective::kAllReduce, 4, 10e-6, 1e-9, 4e6) == Approx(6.06e-3).epsilon(1e-12));
-  CHECK(collective_model_s(Collective::kAllReduce, 1, 10e-6, 1e-9, 4e6) == 0.0);
+  CHECK(costmodel::collective_model_s(Collective::kAllGather, 4, 10e-6, 1e-9, 4e6) == Approx(3.03e-3).epsilon(1e-12));
+  CHECK(costmodel::collective_model_s(Collective::kAllReduce, 4, 10e-6, 1e-9, 4e6) == Approx(6.06e-3).epsilon(1e-12));
+  CHECK(costmodel::collective_model_s(Collective::kAllReduce, 1, 10e-6, 1e-9, 4e6) == 0.0);
 }
 
 // Elementwise: overhead 3 us, 12 GB/s over 64 KiB .. 256 MiB.
 TEST_CASE("the elementwise fit recovers overhead and bandwidth", "[calibrate][fit]") {
-  std::vector<SizePoint> pts;
+  std::vector<costmodel::SizePoint> pts;
   for (double b = 65536; b <= 268435456; b *= 2) pts.push_back({b, 3e-6 + b / 12e9});
-  const ElementwiseFit f = fit_elementwise(pts);
+  const costmodel::ElementwiseFit f = costmodel::fit_elementwise(pts);
   CHECK(f.overhead_s == Approx(3e-6).epsilon(kExact));
   CHECK(f.bandwidth_bytes_per_s == Approx(12e9).epsilon(kExact));
   CHECK(f.residual_rms < kExact);
   CHECK(f.points == 13);
-  CHECK_THROWS_AS(fit_elementwise({{1e3, 1e-6}}), osdp::Error);
+  CHECK_THROWS_AS(costmodel::fit_elementwise({{1e3, 1e-6}}), osdp::Error);
 }
 
 namespace {
 
 // t = overhead + flops / (peak d / (d + d_half)).
-GemmPoint gemm_point(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count, double overhead,
+costmodel::GemmPoint gemm_point(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count, double overhead,
                      double peak, double d_half) {
-  GemmPoint p{m, n, k, count, 0.0};
+  costmodel::GemmPoint p{m, n, k, count, 0.0};
   const double d = static_cast<double>(std::min({m, n, k}));
   p.seconds = overhead + 2.0 * m * n * k * count / (peak * d / (d + d_half));
   return p;
@@ -228,12 +228,12 @@ GemmPoint gemm_point(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_
 
 // GEMMs: overhead 3 us, peak 90 GFLOP/s, d_half 40, memory 12 GB/s.
 TEST_CASE("the GEMM fit recovers peak and d_half", "[calibrate][fit]") {
-  std::vector<GemmPoint> pts;
+  std::vector<costmodel::GemmPoint> pts;
   for (const std::int64_t d : {64, 128, 256, 512, 1024})
     pts.push_back(gemm_point(d, d, d, 1, 3e-6, 90e9, 40));
   for (const std::int64_t k : {16, 32, 64}) pts.push_back(gemm_point(1024, 1024, k, 1, 3e-6, 90e9, 40));
   pts.push_back(gemm_point(256, 256, 64, 12, 3e-6, 90e9, 40));  // batched, like attention scores
-  const GemmFit f = fit_gemm(pts, 3e-6, 12e9);
+  const costmodel::GemmFit f = costmodel::fit_gemm(pts, 3e-6, 12e9);
   CHECK(f.peak_flops_per_s == Approx(90e9).epsilon(kExact));
   CHECK(f.half_efficiency_dim == Approx(40).epsilon(kExact));
   CHECK(f.residual_rms < kExact);
@@ -248,18 +248,18 @@ TEST_CASE("the GEMM fit recovers peak and d_half", "[calibrate][fit]") {
 // 0.43 ms of compute; larger ones more so).
 TEST_CASE("memory-bound GEMMs are left out of the compute fit", "[calibrate][fit]") {
   const double bw = 3e9;
-  std::vector<GemmPoint> pts;
+  std::vector<costmodel::GemmPoint> pts;
   for (const std::int64_t d : {256, 512, 1024, 2048}) pts.push_back(gemm_point(d, d, d, 1, 0.0, 90e9, 40));
-  GemmPoint outer{2048, 2048, 1, 1, 0.0};
+  costmodel::GemmPoint outer{2048, 2048, 1, 1, 0.0};
   outer.seconds = outer.bytes() / bw;
   pts.push_back(outer);
-  const GemmFit f = fit_gemm(pts, 0.0, bw);
+  const costmodel::GemmFit f = costmodel::fit_gemm(pts, 0.0, bw);
   CHECK(f.points_memory_bound == 1);
   CHECK(f.points_used == 4);
   CHECK(f.peak_flops_per_s == Approx(90e9).epsilon(kExact));
   CHECK(f.half_efficiency_dim == Approx(40).epsilon(kExact));
   // Without a bandwidth nothing is left out, and the fit is off.
-  const GemmFit g = fit_gemm(pts, 0.0, 0.0);
+  const costmodel::GemmFit g = costmodel::fit_gemm(pts, 0.0, 0.0);
   CHECK(g.points_memory_bound == 0);
   CHECK(g.residual_rms > 0.01);
 }
@@ -267,10 +267,10 @@ TEST_CASE("memory-bound GEMMs are left out of the compute fit", "[calibrate][fit
 TEST_CASE("a GEMM efficiency that does not fall with d gives d_half = 0", "[calibrate][fit]") {
   // Small GEMMs faster than large ones per flop: the best d_half would be negative; held at 0, the
   // peak is the relative fit of t = flops / peak: 1/peak = sum(f/t) / sum((f/t)^2).
-  std::vector<GemmPoint> pts;
+  std::vector<costmodel::GemmPoint> pts;
   for (const std::int64_t d : {64, 256, 1024}) pts.push_back(gemm_point(d, d, d, 1, 0.0, 90e9, 0));
   pts[0].seconds *= 0.8;
-  const GemmFit f = fit_gemm(pts, 0.0, 0.0);
+  const costmodel::GemmFit f = costmodel::fit_gemm(pts, 0.0, 0.0);
   double s1 = 0, s2 = 0;
   for (const auto& p : pts) {
     s1 += p.flops() / p.seconds;
@@ -278,13 +278,13 @@ TEST_CASE("a GEMM efficiency that does not fall with d gives d_half = 0", "[cali
   }
   CHECK(f.half_efficiency_dim == 0.0);
   CHECK(f.peak_flops_per_s == Approx(s2 / s1).epsilon(1e-12));
-  CHECK_THROWS_AS(fit_gemm({pts[0]}, 0.0, 0.0), osdp::Error);
+  CHECK_THROWS_AS(costmodel::fit_gemm({pts[0]}, 0.0, 0.0), osdp::Error);
 }
 
-TEST_CASE("interference is the median slowdown, at least 1", "[calibrate][fit]") {
-  CHECK(fit_interference({{1.0, 1.5}, {2.0, 2.2}, {1.0, 3.0}}) == Approx(1.5));
-  CHECK(fit_interference({{1.0, 1.2}, {1.0, 1.4}}) == Approx(1.3));
-  CHECK(fit_interference({{1.0, 0.9}}) == 1.0);
-  CHECK_THROWS_AS(fit_interference({}), osdp::Error);
-  CHECK_THROWS_AS(fit_interference({{0.0, 1.0}}), osdp::Error);
+TEST_CASE("interference is the costmodel::median slowdown, at least 1", "[calibrate][fit]") {
+  CHECK(costmodel::fit_interference({{1.0, 1.5}, {2.0, 2.2}, {1.0, 3.0}}) == Approx(1.5));
+  CHECK(costmodel::fit_interference({{1.0, 1.2}, {1.0, 1.4}}) == Approx(1.3));
+  CHECK(costmodel::fit_interference({{1.0, 0.9}}) == 1.0);
+  CHECK_THROWS_AS(costmodel::fit_interference({}), osdp::Error);
+  CHECK_THROWS_AS(costmodel::fit_interference({{0.0, 1.0}}), osdp::Error);
 }

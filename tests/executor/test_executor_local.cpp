@@ -6,9 +6,9 @@
 #include "costmodel/cost_model.hpp"
 #include "executor_fixtures.hpp"
 #include "sim/replay.hpp"
-#include "validate/cpu_device.hpp"
-#include "validate/executor.hpp"
-#include "validate/self_communicator.hpp"
+#include "validate/cpu/cpu_device.hpp"
+#include "validate/executor/executor.hpp"
+#include "validate/executor/self_communicator.hpp"
 
 using namespace osdp;
 using namespace osdp::validate;

@@ -21,10 +21,10 @@
 #include "sim/replay.hpp"
 #include "sim/schedule.hpp"
 #include "validate/backends.hpp"
-#include "validate/cpu_device.hpp"
-#include "validate/executor.hpp"
-#include "validate/mpi_backend.hpp"
-#include "validate/self_communicator.hpp"
+#include "validate/cpu/cpu_device.hpp"
+#include "validate/executor/executor.hpp"
+#include "validate/mpi/mpi_backend.hpp"
+#include "validate/executor/self_communicator.hpp"
 
 using namespace osdp;
 using namespace osdp::validate;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "costmodel/error.hpp"
-#include "validate/launch_list.hpp"
+#include "validate/executor/launch_list.hpp"
 
 using osdp::sim::Schedule;
 using osdp::sim::Stream;

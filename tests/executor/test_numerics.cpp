@@ -8,8 +8,8 @@
 #include <random>
 
 #include "executor_fixtures.hpp"
-#include "validate/cpu_device.hpp"
-#include "validate/numerics.hpp"
+#include "validate/cpu/cpu_device.hpp"
+#include "validate/executor/numerics.hpp"
 
 using namespace osdp;
 using namespace osdp::validate;

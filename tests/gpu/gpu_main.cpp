@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <string>
 
-#include "validate/cuda_device.hpp"
+#include "validate/cuda/cuda_device.hpp"
 
 int main(int argc, char** argv) {
   const std::string why = osdp::validate::cuda_unavailable_reason();

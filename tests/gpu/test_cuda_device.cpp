@@ -16,8 +16,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "validate/cpu_device.hpp"
-#include "validate/cuda_device.hpp"
+#include "validate/cpu/cpu_device.hpp"
+#include "validate/cuda/cuda_device.hpp"
 
 namespace {
 

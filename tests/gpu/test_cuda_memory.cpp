@@ -14,7 +14,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "validate/cuda_device.hpp"
+#include "validate/cuda/cuda_device.hpp"
 
 namespace {
 

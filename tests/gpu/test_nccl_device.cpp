@@ -35,10 +35,10 @@
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
 
-#include "validate/cuda_device.hpp"
-#include "validate/cuda_errors.hpp"
-#include "validate/mpi_backend.hpp"
-#include "validate/nccl_backend.hpp"
+#include "validate/cuda/cuda_device.hpp"
+#include "validate/cuda/cuda_errors.hpp"
+#include "validate/mpi/mpi_backend.hpp"
+#include "validate/cuda/nccl_backend.hpp"
 
 namespace {
 

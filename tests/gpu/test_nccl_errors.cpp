@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
 
-#include "validate/nccl_backend.hpp"
+#include "validate/cuda/nccl_backend.hpp"
 
 namespace {
 

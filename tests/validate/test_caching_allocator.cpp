@@ -10,8 +10,8 @@
 #include <string>
 
 #include "costmodel/error.hpp"
-#include "validate/backend.hpp"
-#include "validate/caching_allocator.hpp"
+#include "validate/executor/backend.hpp"
+#include "validate/executor/caching_allocator.hpp"
 
 using namespace osdp;
 using namespace osdp::validate;

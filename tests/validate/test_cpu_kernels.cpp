@@ -11,7 +11,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "validate/cpu_device.hpp"
+#include "validate/cpu/cpu_device.hpp"
 
 namespace {
 

@@ -13,7 +13,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "validate/cpu_device.hpp"
+#include "validate/cpu/cpu_device.hpp"
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include <catch2/catch.hpp>
 
 #include "costmodel/error.hpp"
-#include "validate/launcher.hpp"
+#include "validate/mpi/launcher.hpp"
 
 namespace {
 

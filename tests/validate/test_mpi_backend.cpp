@@ -18,9 +18,9 @@
 
 #include <fmt/format.h>
 
-#include "validate/cpu_device.hpp"
-#include "validate/launcher.hpp"
-#include "validate/mpi_backend.hpp"
+#include "validate/cpu/cpu_device.hpp"
+#include "validate/mpi/launcher.hpp"
+#include "validate/mpi/mpi_backend.hpp"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // ids), collectives launched on CUDA streams and tracked by an event each, and the watchdog the
 // CudaDevice polls while the host waits, so that a dead or hung peer ends as a BackendFailure naming
 // the rank and the operation, after every NCCL communicator was aborted.
-#include "validate/nccl_backend.hpp"
+#include "validate/cuda/nccl_backend.hpp"
 
 #include <sched.h>
 
@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "validate/cuda_errors.hpp"
+#include "validate/cuda/cuda_errors.hpp"
 
 namespace osdp::validate {
 

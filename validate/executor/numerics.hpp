@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "costmodel/workload.hpp"
-#include "validate/backend.hpp"
+#include "validate/executor/backend.hpp"
 
 namespace osdp::validate {
 

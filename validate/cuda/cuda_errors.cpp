@@ -1,12 +1,12 @@
 // CUDA runtime and cuBLAS error codes to osdp errors; availability and versions (see cuda_errors.hpp).
-#include "validate/cuda_errors.hpp"
+#include "validate/cuda/cuda_errors.hpp"
 
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"
-#include "validate/backend.hpp"
+#include "validate/executor/backend.hpp"
 
 namespace osdp::validate {
 

@@ -2,7 +2,7 @@
 // arithmetic in the CPU's order where the order is fixed (add_folded and sum_folded add in increasing
 // t and i; adam rounds each operation as the CPU does, with no fused multiply-add), atomics where
 // several threads add to one element (scatter_add_columns, the loss of mse_onehot).
-#include "validate/cuda_kernels.hpp"
+#include "validate/cuda/cuda_kernels.hpp"
 
 #include <algorithm>
 

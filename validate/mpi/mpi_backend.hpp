@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "validate/backend.hpp"
+#include "validate/executor/backend.hpp"
 
 namespace osdp::validate {
 

@@ -5,9 +5,9 @@
 
 #include <cuda_runtime_api.h>
 
-#include "validate/cuda_device.hpp"
-#include "validate/cuda_errors.hpp"
-#include "validate/cuda_kernels.hpp"
+#include "validate/cuda/cuda_device.hpp"
+#include "validate/cuda/cuda_errors.hpp"
+#include "validate/cuda/cuda_kernels.hpp"
 
 namespace osdp::validate {
 namespace {

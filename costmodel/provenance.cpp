@@ -1,4 +1,4 @@
-#include "experiments/provenance.hpp"
+#include "costmodel/provenance.hpp"
 
 #include <ctime>
 #include <thread>
@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-namespace osdp::experiments {
+namespace osdp::costmodel {
 
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
@@ -31,4 +31,4 @@ nlohmann::json machine(int ranks, int jobs) {
           {"jobs_per_rank", jobs}};
 }
 
-}  // namespace osdp::experiments
+}  // namespace osdp::costmodel

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "validate/cpu_device.hpp"
+#include "validate/cpu/cpu_device.hpp"
 
 namespace osdp::validate {
 

@@ -17,8 +17,8 @@
 #include <string_view>
 #include <thread>
 
-#include "validate/backend.hpp"
-#include "validate/caching_allocator.hpp"
+#include "validate/executor/backend.hpp"
+#include "validate/executor/caching_allocator.hpp"
 
 namespace osdp::validate {
 

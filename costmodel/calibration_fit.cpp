@@ -14,7 +14,7 @@
 // costmodel::Calibration: segments per collective, ComputeSpec (the elementwise overhead and bandwidth,
 // the GEMM peak and d_half, gemm_efficiency 1, bf16 = fp32 since the CPU kernels are fp32) and the
 // interference; the fit diagnostics go to the provenance under "fit".
-#include "validate/calibration_fit.hpp"
+#include "costmodel/calibration_fit.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -25,7 +25,7 @@
 
 #include "costmodel/error.hpp"
 
-namespace osdp::validate {
+namespace osdp::costmodel {
 namespace {
 
 using costmodel::Collective;
@@ -466,4 +466,4 @@ std::string measurements_csv(const CalibrationRun& run) {
   return out;
 }
 
-}  // namespace osdp::validate
+}  // namespace osdp::costmodel

@@ -1,4 +1,4 @@
-#include "validate/numerics.hpp"
+#include "validate/executor/numerics.hpp"
 
 #include <algorithm>
 #include <cmath>

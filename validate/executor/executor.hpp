@@ -18,9 +18,9 @@
 #include "costmodel/plan.hpp"
 #include "costmodel/workload.hpp"
 #include "sim/schedule.hpp"
-#include "validate/backend.hpp"
-#include "validate/launch_list.hpp"
-#include "validate/numerics.hpp"
+#include "validate/executor/backend.hpp"
+#include "validate/executor/launch_list.hpp"
+#include "validate/executor/numerics.hpp"
 
 namespace osdp::validate {
 

@@ -1,4 +1,4 @@
-#include "validate/caching_allocator.hpp"
+#include "validate/executor/caching_allocator.hpp"
 
 #include <algorithm>
 #include <utility>
@@ -7,7 +7,7 @@
 
 #include "costmodel/error.hpp"
 #include "costmodel/units.hpp"
-#include "validate/backend.hpp"
+#include "validate/executor/backend.hpp"
 
 namespace osdp::validate {
 

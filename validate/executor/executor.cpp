@@ -1,4 +1,4 @@
-#include "validate/executor.hpp"
+#include "validate/executor/executor.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -20,8 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodel/model.hpp"
-#include "validate/backend.hpp"
-#include "validate/calibration_fit.hpp"
+#include "validate/executor/backend.hpp"
+#include "costmodel/calibration_fit.hpp"
 
 namespace osdp::validate {
 
@@ -47,7 +47,7 @@ struct CalibrateOptions {
   double max_bytes = 256.0 * 1024 * 1024;      // ... to
   int steps_per_doubling = 2;                  // sizes per factor 2 (1 = powers of two)
   int warmup = 1;                              // untimed batches before each fast point
-  int repeats = 7;                             // timed batches per point (median of the max over ranks)
+  int repeats = 7;                             // timed batches per point (costmodel::median of the max over ranks)
   double large_s = 0.02;                       // points whose one operation takes at least this long ...
   int large_repeats = 5;                       // ... are timed this many times, with no warm-up batch
   double batch_target_s = 2e-3;                // a timed batch lasts at least this long (up to 1000 ops)
@@ -58,7 +58,7 @@ struct CalibrateOptions {
   double overlap_bytes = 64.0 * 1024 * 1024;  // the all-gathers' buffer S
   bool quick = false;                         // set by quick_options(): small sizes, few repeats
   GemmMath gemm_math = GemmMath::kFp32;       // how the GEMM sweeps multiply (validate --gemm alike)
-  SegmentOptions segments;
+  costmodel::SegmentOptions segments;
   std::string tool_version;                                    // recorded in the provenance
   nlohmann::json extra_provenance = nlohmann::json::object();  // merged into the provenance
 
@@ -81,7 +81,7 @@ using ProgressFn = std::function<void(const CalibrationProgress&)>;
 // Runs every sweep on every rank (all ranks must call it with the same options) and fits. `progress`
 // is called on rank 0 only. Device memory comes from Device::allocate and is freed before it returns.
 // Throws BackendFailure when the backend fails, osdp::Error when a fit is impossible.
-CalibrationRun run_calibration(Device& device, Communicator& comm, const CalibrateOptions& options,
+costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, const CalibrateOptions& options,
                                const ProgressFn& progress = {});
 
 }  // namespace osdp::validate

@@ -3,7 +3,7 @@
 // cuda_kernels.cu for the rest. GEMM: a row-major m x n matrix (leading dimension ld) is the
 // column-major n x m matrix of its transpose, so C = op(A) op(B) runs as C^T = op(B)^T op(A)^T on
 // cuBLAS: B in A's place and A in B's, m and n swapped, the transposes and leading dimensions kept.
-#include "validate/cuda_device.hpp"
+#include "validate/cuda/cuda_device.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -17,8 +17,8 @@
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"
-#include "validate/cuda_errors.hpp"
-#include "validate/cuda_kernels.hpp"
+#include "validate/cuda/cuda_errors.hpp"
+#include "validate/cuda/cuda_kernels.hpp"
 
 namespace osdp::validate {
 

@@ -1,4 +1,4 @@
-#include "validate/validation.hpp"
+#include "experiments/measured.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -18,14 +18,14 @@
 #include "experiments/sweep.hpp"
 #include "search/report.hpp"
 #include "sim/replay.hpp"
-#include "validate/calibration_fit.hpp"
-#include "validate/executor.hpp"
+#include "costmodel/calibration_fit.hpp"
+#include "validate/executor/executor.hpp"
 
 #ifndef OSDP_PLOT_SCRIPT
 #define OSDP_PLOT_SCRIPT ""
 #endif
 
-namespace osdp::validate {
+namespace osdp::experiments {
 namespace {
 
 // The finished rows of an earlier run (rows.jsonl), by key.
@@ -49,7 +49,7 @@ std::map<std::string, ValidationRow> finished_rows(const std::string& path) {
 
 // Rank 0's tasks in the last timed step beside the simulator's: where a prediction goes wrong.
 void write_task_csv(const std::string& path, const sim::Replay& replay,
-                    const std::vector<TaskTiming>& measured) {
+                    const std::vector<validate::TaskTiming>& measured) {
   std::vector<double> predicted(replay.schedule.tasks.size(), 0.0);
   for (const auto& rec : replay.result.tasks)
     if (rec.rank == 0) predicted[static_cast<std::size_t>(rec.task)] = sim::to_seconds(rec.end - rec.start);
@@ -67,7 +67,7 @@ void write_task_csv(const std::string& path, const sim::Replay& replay,
 // One unit being measured: its prediction, and (when a plan fits) its device and executor.
 class Running {
  public:
-  Running(const experiments::Unit& u, const experiments::PlannedUnit& p, Communicator& comm,
+  Running(const experiments::Unit& u, const experiments::PlannedUnit& p, validate::Communicator& comm,
           const DeviceFactory& make_device, const ValidationOptions& o)
       : unit_(u), comm_(comm), o_(o) {
     row_.index = u.index;
@@ -94,11 +94,11 @@ class Running {
     row_.predicted_time_s = sim::to_seconds(replay_.result.iteration);
     row_.predicted_peak_bytes = replay_.result.peak_rank().peak_bytes - replay_.result.reserve_bytes;
     dev_ = make_device(plan_);
-    ExecutorOptions xo;
+    validate::ExecutorOptions xo;
     xo.record_tasks = o.tasks;
     xo.gemm_math = o.gemm_math;
     naming_the_plan(
-        [&] { executor_ = std::make_unique<Executor>(*dev_, comm, workload_, plan_, replay_.schedule, xo); });
+        [&] { executor_ = std::make_unique<validate::Executor>(*dev_, comm, workload_, plan_, replay_.schedule, xo); });
   }
 
   bool feasible() const { return row_.feasible; }
@@ -116,8 +116,8 @@ class Running {
   void naming_the_plan(F&& work) {
     try {
       work();
-    } catch (const OutOfMemory& e) {
-      throw OutOfMemory(fmt::format("plan {} of unit {} ({}, micro-batch {}, {}): {}", row_.strategy,
+    } catch (const validate::OutOfMemory& e) {
+      throw validate::OutOfMemory(fmt::format("plan {} of unit {} ({}, micro-batch {}, {}): {}", row_.strategy,
                                     unit_.index, row_.model, plan_.batch_size, row_.plan_summary, e.what()));
     }
   }
@@ -139,7 +139,7 @@ class Running {
     }
     executor_.reset();
     dev_.reset();
-    row_.measured_time_s = median(row_.steps_s);
+    row_.measured_time_s = costmodel::median(row_.steps_s);
     row_.measured_min_s = *std::min_element(row_.steps_s.begin(), row_.steps_s.end());
     row_.measured_max_s = *std::max_element(row_.steps_s.begin(), row_.steps_s.end());
     row_.time_error = (row_.measured_time_s - row_.predicted_time_s) / row_.predicted_time_s;
@@ -149,15 +149,15 @@ class Running {
 
  private:
   const experiments::Unit& unit_;
-  Communicator& comm_;
+  validate::Communicator& comm_;
   const ValidationOptions& o_;
   ValidationRow row_;
   costmodel::Plan plan_;
   costmodel::Workload workload_;
   sim::Replay replay_;
-  std::unique_ptr<Device> dev_;
-  std::unique_ptr<Executor> executor_;
-  StepStats last_;
+  std::unique_ptr<validate::Device> dev_;
+  std::unique_ptr<validate::Executor> executor_;
+  validate::StepStats last_;
   double peak_ = 0;
 };
 
@@ -239,9 +239,9 @@ ValidationSummary summarize(const std::vector<ValidationRow>& rows, const experi
       s.failures.push_back(fmt::format("{} {} b={}: peak memory off by {:+.2f}% (tolerance {:.2f}%)", r.model,
                                        r.strategy, r.batch, 100 * r.memory_error, 100 * spec.memory_max));
   }
-  s.median_abs_time_error = errs.empty() ? 0.0 : median(errs);
+  s.median_abs_time_error = errs.empty() ? 0.0 : costmodel::median(errs);
   if (s.plans > 0 && s.median_abs_time_error > spec.time_median)
-    s.failures.push_back(fmt::format("median step-time error {:.1f}% (tolerance {:.1f}%)",
+    s.failures.push_back(fmt::format("costmodel::median step-time error {:.1f}% (tolerance {:.1f}%)",
                                      100 * s.median_abs_time_error, 100 * spec.time_median));
   if (s.plans == 0) s.failures.push_back("no plan of the experiment fits: nothing was measured");
   for (const auto& check : spec.speedups) {
@@ -270,7 +270,7 @@ ValidationSummary summarize(const std::vector<ValidationRow>& rows, const experi
   return s;
 }
 
-std::vector<ValidationRow> run_validation(const experiments::Experiment& e, Communicator& comm,
+std::vector<ValidationRow> run_validation(const experiments::Experiment& e, validate::Communicator& comm,
                                           const DeviceFactory& make_device, const ValidationOptions& o) {
   const bool root = comm.rank() == 0;
   const std::string rows_path = o.out_dir + "/rows.jsonl";
@@ -413,4 +413,4 @@ std::string write_validation_outputs(const std::string& dir, const experiments::
   return "";
 }
 
-}  // namespace osdp::validate
+}  // namespace osdp::experiments

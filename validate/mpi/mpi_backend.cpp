@@ -1,7 +1,7 @@
 // The mpi backend's communicator: nonblocking MPI collectives polled with MPI_Test (and
 // sched_yield) until done or until the timeout, so a dead or hung peer becomes a BackendFailure
 // naming the rank and the operation instead of a job that hangs.
-#include "validate/mpi_backend.hpp"
+#include "validate/mpi/mpi_backend.hpp"
 
 #include <sched.h>
 

@@ -1,6 +1,6 @@
 // Relaunching this executable under mpirun: posix_spawn with the caller's stdio, then waitpid,
 // forwarding SIGINT/SIGTERM to the child meanwhile.
-#include "validate/launcher.hpp"
+#include "validate/mpi/launcher.hpp"
 
 #include <signal.h>
 #include <spawn.h>

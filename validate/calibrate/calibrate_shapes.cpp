@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "costmodel/workload.hpp"
-#include "validate/calibrate.hpp"
+#include "validate/calibrate/calibrate.hpp"
 
 namespace osdp::validate {
 namespace {

@@ -24,7 +24,7 @@
 
 #include "costmodel/calibration.hpp"
 
-namespace osdp::validate {
+namespace osdp::costmodel {
 
 // One measured size: bytes (for a collective the full buffer S; for an elementwise kernel the bytes
 // moved) and its time.
@@ -163,4 +163,4 @@ void fit_measurements(CalibrationRun& run, const std::string& name, const Segmen
 nlohmann::json calibration_file_json(const CalibrationRun& run);
 std::string measurements_csv(const CalibrationRun& run);
 
-}  // namespace osdp::validate
+}  // namespace osdp::costmodel

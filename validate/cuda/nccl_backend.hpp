@@ -32,9 +32,9 @@
 #include <string_view>
 #include <vector>
 
-#include "validate/backend.hpp"
-#include "validate/cuda_device.hpp"
-#include "validate/mpi_backend.hpp"
+#include "validate/executor/backend.hpp"
+#include "validate/cuda/cuda_device.hpp"
+#include "validate/mpi/mpi_backend.hpp"
 
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
 #error "the nccl backend needs NCCL 2.14 or later (nonblocking communicators, ncclCommFinalize)"

@@ -19,9 +19,9 @@
 #include "costmodel/calibration.hpp"
 #include "costmodel/plan.hpp"
 #include "experiments/experiment.hpp"
-#include "validate/backend.hpp"
+#include "validate/executor/backend.hpp"
 
-namespace osdp::validate {
+namespace osdp::experiments {
 
 struct ValidationRow {
   int index = 0;
@@ -57,7 +57,7 @@ struct ValidationSummary {
 };
 ValidationSummary summarize(const std::vector<ValidationRow>& rows, const experiments::ValidationSpec& spec);
 
-using DeviceFactory = std::function<std::unique_ptr<Device>(const costmodel::Plan&)>;
+using DeviceFactory = std::function<std::unique_ptr<validate::Device>(const costmodel::Plan&)>;
 using Progress = std::function<void(const std::string&)>;
 
 struct ValidationOptions {
@@ -65,13 +65,13 @@ struct ValidationOptions {
   std::string out_dir;
   bool resume = false;
   bool tasks = false;  // OUT/tasks/UNIT.csv: every task's predicted and measured time (rank 0, last step)
-  GemmMath gemm_math = GemmMath::kFp32;  // see ExecutorOptions::gemm_math
+  validate::GemmMath gemm_math = validate::GemmMath::kFp32;  // see validate::ExecutorOptions::gemm_math
   Progress progress;                     // called on rank 0
 };
 
 // Collective: every rank runs every plan. Returns the rows (rank 0 has them all; the outputs are
 // written by rank 0).
-std::vector<ValidationRow> run_validation(const experiments::Experiment& e, Communicator& comm,
+std::vector<ValidationRow> run_validation(const experiments::Experiment& e, validate::Communicator& comm,
                                           const DeviceFactory& make_device, const ValidationOptions& options);
 
 // Rank 0: validation.csv and summary.json in `dir`, then the plot (returns a note when it could not
@@ -80,4 +80,4 @@ std::string write_validation_outputs(const std::string& dir, const experiments::
                                      const std::vector<ValidationRow>& rows, const ValidationSummary& summary,
                                      const nlohmann::json& provenance);
 
-}  // namespace osdp::validate
+}  // namespace osdp::experiments

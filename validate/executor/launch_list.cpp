@@ -1,4 +1,4 @@
-#include "validate/launch_list.hpp"
+#include "validate/executor/launch_list.hpp"
 
 #include <map>
 

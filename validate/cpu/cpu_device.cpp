@@ -1,7 +1,7 @@
 // The CPU device: a caching, tracking allocator and the kernels with Eigen (streams: cpu_stream.cpp)
 // (row-major maps with strides, one thread). GEMM is C = alpha op(A) op(B) + beta C with BLAS's
 // convention that beta = 0 ignores C (NaN included) and alpha = 0 (or k = 0) ignores A and B.
-#include "validate/cpu_device.hpp"
+#include "validate/cpu/cpu_device.hpp"
 
 // GCC 12 reports false maybe-uninitialized warnings inside its own AVX-512 intrinsics when Eigen is
 // built with -march=native (GCC bug 105593, fixed in GCC 13).

@@ -12,7 +12,7 @@
 //   gemm: Device::gemm [m x k] x [k x n] x count; kernel_s, t = overhead + flops / (peak d/(d + d_half)).
 //   overlap: GEMMs alone, then with all-gathers of overlap_bytes running on the comm stream for the
 //     whole batch; interference = median of with / alone.
-#include "validate/calibrate.hpp"
+#include "validate/calibrate/calibrate.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -27,7 +27,7 @@
 
 #include "costmodel/units.hpp"
 #include "costmodel/workload.hpp"
-#include "experiments/provenance.hpp"
+#include "costmodel/provenance.hpp"
 
 namespace osdp::validate {
 namespace {
@@ -95,11 +95,11 @@ class Sweeper {
   // One point: single operations first (the first one warms up; a fast one is timed again, and that
   // time, the same on every rank, sets the batch size), warm-up batches for fast points, then the
   // timed repetitions (fewer for slow points).
-  Measurement point(Stream& s, const std::function<void()>& op) {
+  costmodel::Measurement point(Stream& s, const std::function<void()>& op) {
     double estimate = batch(s, op, 1);
     const bool slow = estimate >= o_.large_s;
     if (!slow) estimate = batch(s, op, 1);
-    Measurement m;
+    costmodel::Measurement m;
     m.batch =
         static_cast<int>(std::clamp(std::ceil(o_.batch_target_s / std::max(estimate, 1e-9)), 1.0, 1000.0));
     if (!slow)
@@ -107,7 +107,7 @@ class Sweeper {
     m.repeats = std::max(1, slow ? std::min(o_.large_repeats, o_.repeats) : o_.repeats);
     std::vector<double> t;
     for (int r = 0; r < m.repeats; ++r) t.push_back(batch(s, op, m.batch));
-    m.seconds = median(t);
+    m.seconds = costmodel::median(t);
     m.min_s = *std::min_element(t.begin(), t.end());
     m.max_s = *std::max_element(t.begin(), t.end());
     return m;
@@ -142,7 +142,7 @@ std::size_t cold_slots(double bytes_per_op, std::size_t capacity_elems, std::siz
   return std::max<std::size_t>(1, std::min(want, fit));
 }
 
-void sweep_collectives(Sweeper& sw, std::vector<Measurement>& out) {
+void sweep_collectives(Sweeper& sw, std::vector<costmodel::Measurement>& out) {
   Device& dev = sw.dev_;
   Communicator& comm = sw.comm_;
   const int n = comm.size();
@@ -182,8 +182,8 @@ void sweep_collectives(Sweeper& sw, std::vector<Measurement>& out) {
           const std::size_t k = next++ % slots;
           comm.all_reduce(s, full.get() + k * e * n, e * n, "calibrate all-reduce");
         };
-      Measurement m = sw.point(s, op);
-      m.sweep = sweep_name(c);
+      costmodel::Measurement m = sw.point(s, op);
+      m.sweep = costmodel::sweep_name(c);
       m.bytes = bytes;
       out.push_back(m);
       sw.report(m.sweep, costmodel::format_bytes(bytes), m.seconds);
@@ -191,7 +191,7 @@ void sweep_collectives(Sweeper& sw, std::vector<Measurement>& out) {
   }
 }
 
-void sweep_kernels(Sweeper& sw, std::vector<Measurement>& out) {
+void sweep_kernels(Sweeper& sw, std::vector<costmodel::Measurement>& out) {
   Device& dev = sw.dev_;
   Stream& s = dev.compute_stream();
   const std::vector<double> touch = kernel_sizes(sw.o_, 8.0);
@@ -203,15 +203,15 @@ void sweep_kernels(Sweeper& sw, std::vector<Measurement>& out) {
       const auto n = static_cast<std::size_t>(bytes / 8);
       const std::size_t slots = cold_slots(bytes / 2, capacity, n);
       std::size_t next = 0;
-      Measurement m = sw.point(s, [&, n, slots] { dev.touch(s, y.get() + (next++ % slots) * n, n); });
+      costmodel::Measurement m = sw.point(s, [&, n, slots] { dev.touch(s, y.get() + (next++ % slots) * n, n); });
       m.sweep = "elementwise";
       m.bytes = bytes;
       out.push_back(m);
       sw.report(m.sweep, costmodel::format_bytes(bytes), m.seconds);
     }
   }
-  const std::vector<double> adam = kernel_sizes(sw.o_, kAdamBytesPerParam);
-  const auto max_n = static_cast<std::size_t>(adam.back() / kAdamBytesPerParam);
+  const std::vector<double> adam = kernel_sizes(sw.o_, costmodel::kAdamBytesPerParam);
+  const auto max_n = static_cast<std::size_t>(adam.back() / costmodel::kAdamBytesPerParam);
   Buffer w(dev, max_n, "calibrate: adam w"), g(dev, max_n, "calibrate: adam g"),
       m1(dev, max_n, "calibrate: adam m"), v(dev, max_n, "calibrate: adam v");
   w.fill(0.1f);
@@ -219,10 +219,10 @@ void sweep_kernels(Sweeper& sw, std::vector<Measurement>& out) {
   m1.fill(0.0f);
   v.fill(0.0f);
   for (const double bytes : adam) {
-    const auto n = static_cast<std::size_t>(bytes / kAdamBytesPerParam);
+    const auto n = static_cast<std::size_t>(bytes / costmodel::kAdamBytesPerParam);
     const std::size_t slots = cold_slots(bytes, max_n, n);
     std::size_t next = 0;
-    Measurement m = sw.point(s, [&, n, slots] {
+    costmodel::Measurement m = sw.point(s, [&, n, slots] {
       const std::size_t o = (next++ % slots) * n;
       dev.adam(s, w.get() + o, g.get() + o, m1.get() + o, v.get() + o, n, AdamParams{});
     });
@@ -267,21 +267,21 @@ std::string shape_label(const GemmShape& sh) {
                       : fmt::format("{}x{}x{}", sh.m, sh.n, sh.k);
 }
 
-Measurement gemm_measurement(const GemmShape& sh, const Measurement& m, const char* sweep) {
-  Measurement r = m;
+costmodel::Measurement gemm_measurement(const GemmShape& sh, const costmodel::Measurement& m, const char* sweep) {
+  costmodel::Measurement r = m;
   r.sweep = sweep;
   r.m = sh.m, r.n = sh.n, r.k = sh.k, r.count = sh.count;
-  r.bytes = GemmPoint{sh.m, sh.n, sh.k, sh.count, 0}.bytes();
+  r.bytes = costmodel::GemmPoint{sh.m, sh.n, sh.k, sh.count, 0}.bytes();
   return r;
 }
 
-void sweep_gemms(Sweeper& sw, const std::vector<GemmShape>& shapes, std::vector<Measurement>& out) {
+void sweep_gemms(Sweeper& sw, const std::vector<GemmShape>& shapes, std::vector<costmodel::Measurement>& out) {
   Device& dev = sw.dev_;
   Stream& s = dev.compute_stream();
   for (const GemmShape& sh : shapes) {
-    const double bytes = GemmPoint{sh.m, sh.n, sh.k, sh.count, 0}.bytes();
+    const double bytes = costmodel::GemmPoint{sh.m, sh.n, sh.k, sh.count, 0}.bytes();
     GemmOperands op(dev, sh, sw.o_.gemm_math, cold_slots(bytes, 16, 1));
-    const Measurement m = gemm_measurement(sh, sw.point(s, [&] { dev.gemm(s, op.next()); }), "gemm");
+    const costmodel::Measurement m = gemm_measurement(sh, sw.point(s, [&] { dev.gemm(s, op.next()); }), "gemm");
     out.push_back(m);
     sw.report(m.sweep, shape_label(sh), m.seconds);
   }
@@ -290,7 +290,7 @@ void sweep_gemms(Sweeper& sw, const std::vector<GemmShape>& shapes, std::vector<
 // GEMMs alone, then beside enough all-gathers on the comm stream to cover the whole batch (checked on
 // every rank; the all-gather count doubles and the repetition is redone, up to 3 times, if one rank's
 // were too few).
-void sweep_overlap(Sweeper& sw, const std::vector<GemmShape>& shapes, std::vector<Measurement>& out) {
+void sweep_overlap(Sweeper& sw, const std::vector<GemmShape>& shapes, std::vector<costmodel::Measurement>& out) {
   Device& dev = sw.dev_;
   Communicator& comm = sw.comm_;
   const int n = comm.size();
@@ -305,7 +305,7 @@ void sweep_overlap(Sweeper& sw, const std::vector<GemmShape>& shapes, std::vecto
   for (const GemmShape& sh : shapes) {
     GemmOperands op(dev, sh, sw.o_.gemm_math);
     auto gemm = [&] { dev.gemm(ps, op.g); };
-    Measurement m = gemm_measurement(sh, sw.point(ps, gemm), "overlap");
+    costmodel::Measurement m = gemm_measurement(sh, sw.point(ps, gemm), "overlap");
     const int iters = static_cast<int>(
         std::clamp(std::ceil(std::max(sw.o_.batch_target_s, 3 * t_ag) / m.seconds), 1.0, 1000.0));
     int n_ag = static_cast<int>(std::ceil(2.5 * iters * m.seconds / t_ag)) + 1;
@@ -339,7 +339,7 @@ void sweep_overlap(Sweeper& sw, const std::vector<GemmShape>& shapes, std::vecto
       }
       if (r++ >= 0) t.push_back(with);
     }
-    m.with_comm_s = median(t);
+    m.with_comm_s = costmodel::median(t);
     out.push_back(m);
     sw.report(m.sweep, shape_label(sh), m.with_comm_s);
   }
@@ -362,7 +362,7 @@ std::string compiler() {
 
 }  // namespace
 
-CalibrationRun run_calibration(Device& device, Communicator& comm, const CalibrateOptions& o,
+costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, const CalibrateOptions& o,
                                const ProgressFn& progress) {
   const auto start = std::chrono::steady_clock::now();
   const int world = comm.size();
@@ -374,21 +374,21 @@ CalibrationRun run_calibration(Device& device, Communicator& comm, const Calibra
                                                                      : o.overlap_shapes;
   const int total =
       static_cast<int>((world >= 2 ? 3 * collective_sizes(o, world).size() : 0) + kernel_sizes(o, 8).size() +
-                       kernel_sizes(o, kAdamBytesPerParam).size() + gemms.size() + overlaps.size());
+                       kernel_sizes(o, costmodel::kAdamBytesPerParam).size() + gemms.size() + overlaps.size());
   Sweeper sw(device, comm, o, progress, total);
-  CalibrationRun run;
+  costmodel::CalibrationRun run;
   run.world = world;
   if (world >= 2) sweep_collectives(sw, run.measurements);
   sweep_kernels(sw, run.measurements);
   sweep_gemms(sw, gemms, run.measurements);
   if (!overlaps.empty()) sweep_overlap(sw, overlaps, run.measurements);
-  fit_measurements(run, o.name, o.segments);
+  costmodel::fit_measurements(run, o.name, o.segments);
   run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   nlohmann::json& p = run.calibration.provenance;
-  const nlohmann::json machine = experiments::machine(world, 1);
+  const nlohmann::json machine = costmodel::machine(world, 1);
   p["host"] = machine["hostname"];
-  p["date"] = experiments::utc_now();
+  p["date"] = costmodel::utc_now();
   p["machine"] = machine;
   p["backend"] = comm.backend();
   p["backend_version"] = comm.version();
