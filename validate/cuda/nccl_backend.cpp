@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "validate/cuda/cuda_errors.hpp"
+#include "validate/mpi/mpi_check.hpp"
 
 namespace osdp::validate {
 
@@ -28,14 +29,6 @@ bool mpi_running() {
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   return initialized != 0 && finalized == 0;
-}
-
-void check_mpi(int code, std::string_view call, std::string_view what, int rank) {
-  if (code == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING] = {};
-  int len = 0;
-  MPI_Error_string(code, text, &len);
-  throw BackendFailure(fmt::format("rank {}: {} failed in {}: {}", rank, call, what, text));
 }
 
 // NCCL's last error message (process-wide; ncclGetLastError ignores its argument), trimmed.

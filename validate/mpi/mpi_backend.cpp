@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "costmodel/units.hpp"
+#include "validate/mpi/mpi_check.hpp"
 
 namespace osdp::validate {
 
@@ -148,10 +149,10 @@ FaultSpec parse_fault_spec(std::string_view text) {
 MpiCommunicator::MpiCommunicator(MpiCommunicatorOptions options) : options_(std::move(options)) {
   if (!mpi_running()) throw Error("MpiCommunicator: MPI is not running (create an MpiSession first)");
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-  check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup", "creating the communicator");
-  check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler",
-        "creating the communicator");
-  check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size", "creating the communicator");
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup", "creating the communicator", rank_);
+  check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler",
+            "creating the communicator", rank_);
+  check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size", "creating the communicator", rank_);
   if (!options_.fault) {
     const char* env = std::getenv("OSDP_INJECT_FAULT");
     if (env != nullptr && *env != '\0') options_.fault = parse_fault_spec(env);
@@ -172,14 +173,6 @@ std::string MpiCommunicator::version() const {
   line = line.substr(0, line.find('\n'));
   while (!line.empty() && (line.back() == ' ' || line.back() == '\r' || line.back() == '\0')) line.pop_back();
   return line;
-}
-
-void MpiCommunicator::check(int code, const std::string& call, const std::string& what) const {
-  if (code == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING] = {};
-  int len = 0;
-  MPI_Error_string(code, text, &len);
-  throw BackendFailure(fmt::format("rank {}: {} failed in {}: {}", rank_, call, what, text));
 }
 
 int MpiCommunicator::count(std::size_t elems, const std::string& what) const {
@@ -227,7 +220,7 @@ void MpiCommunicator::complete(MPI_Request& request, const std::string& what, st
                                            std::chrono::duration<double>(options_.timeout_s));
   for (;;) {
     int done = 0;
-    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", what);
+    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", what, rank_);
     if (done != 0) return;
     if (Clock::now() >= deadline) {
       timed_out_ = what;
@@ -247,7 +240,8 @@ void MpiCommunicator::all_gather(Stream& /*s*/, const float* shard, float* full,
   const std::size_t offset = static_cast<std::size_t>(rank_) * shard_elems;
   const void* send = shard == full + offset ? MPI_IN_PLACE : static_cast<const void*>(shard);
   MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Iallgather(send, n, MPI_FLOAT, full, n, MPI_FLOAT, comm_, &request), "MPI_Iallgather", what);
+  check_mpi(MPI_Iallgather(send, n, MPI_FLOAT, full, n, MPI_FLOAT, comm_, &request), "MPI_Iallgather", what,
+            rank_);
   complete(request, what, shard_elems * static_cast<std::size_t>(size_) * sizeof(float));
 }
 
@@ -257,8 +251,8 @@ void MpiCommunicator::reduce_scatter(Stream& /*s*/, const float* full, float* sh
   begin(what);
   const int n = count(shard_elems, what);
   MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Ireduce_scatter_block(full, shard, n, MPI_FLOAT, MPI_SUM, comm_, &request),
-        "MPI_Ireduce_scatter_block", what);
+  check_mpi(MPI_Ireduce_scatter_block(full, shard, n, MPI_FLOAT, MPI_SUM, comm_, &request),
+            "MPI_Ireduce_scatter_block", what, rank_);
   complete(request, what, shard_elems * static_cast<std::size_t>(size_) * sizeof(float));
 }
 
@@ -267,7 +261,8 @@ void MpiCommunicator::all_reduce(Stream& /*s*/, float* buf, std::size_t elems, c
   begin(what);
   const int n = count(elems, what);
   MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, comm_, &request), "MPI_Iallreduce", what);
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, comm_, &request), "MPI_Iallreduce", what,
+            rank_);
   complete(request, what, elems * sizeof(float));
 }
 
@@ -275,7 +270,7 @@ void MpiCommunicator::barrier(const std::string& what) {
   std::lock_guard lock(mutex_);
   begin(what);
   MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier", what);
+  check_mpi(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier", what, rank_);
   complete(request, what, 0);
 }
 
@@ -284,7 +279,7 @@ double MpiCommunicator::reduce_double(double x, MPI_Op op, const std::string& wh
   begin(what);
   double result = 0.0;
   MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Iallreduce(&x, &result, 1, MPI_DOUBLE, op, comm_, &request), "MPI_Iallreduce", what);
+  check_mpi(MPI_Iallreduce(&x, &result, 1, MPI_DOUBLE, op, comm_, &request), "MPI_Iallreduce", what, rank_);
   complete(request, what, sizeof(double));
   return result;
 }
@@ -303,8 +298,8 @@ std::vector<double> MpiCommunicator::all_values(double x) {
   begin(what);
   std::vector<double> values(static_cast<std::size_t>(size_));
   MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Iallgather(&x, 1, MPI_DOUBLE, values.data(), 1, MPI_DOUBLE, comm_, &request), "MPI_Iallgather",
-        what);
+  check_mpi(MPI_Iallgather(&x, 1, MPI_DOUBLE, values.data(), 1, MPI_DOUBLE, comm_, &request),
+            "MPI_Iallgather", what, rank_);
   complete(request, what, values.size() * sizeof(double));
   return values;
 }

@@ -106,7 +106,6 @@ class MpiCommunicator final : public Communicator {
   // configured fault if `what` matches.
   void begin(const std::string& what) const;
   int count(std::size_t elems, const std::string& what) const;
-  void check(int code, const std::string& call, const std::string& what) const;
   // Polls `request` until done; BackendFailure past the timeout.
   void complete(MPI_Request& request, const std::string& what, std::size_t bytes);
   double reduce_double(double x, MPI_Op op, const std::string& what);
