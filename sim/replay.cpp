@@ -9,7 +9,10 @@
 namespace osdp::sim {
 
 Replay replay_plan(const costmodel::Plan& plan, SimOptions options) {
-  const costmodel::Workload w = costmodel::lower(plan.model);
+  return replay_plan(plan, costmodel::lower(plan.model), options);
+}
+
+Replay replay_plan(const costmodel::Plan& plan, const costmodel::Workload& w, SimOptions options) {
   costmodel::CostOptions cost_options = plan.cost_options;
   cost_options.prefetch = plan.prefetch;
   const costmodel::Calibration* cal = plan.calibration ? &*plan.calibration : nullptr;

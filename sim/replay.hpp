@@ -4,6 +4,7 @@
 #pragma once
 
 #include "costmodel/plan.hpp"
+#include "costmodel/workload.hpp"
 #include "sim/engine.hpp"
 #include "sim/schedule.hpp"
 
@@ -20,7 +21,9 @@ struct Replay {
 };
 
 // `options.overlap` and `options.interference` are taken from the cluster and calibration; the rest
-// is the caller's.
+// is the caller's. The first form lowers the plan's model; the second takes its lowering
+// (costmodel::lower(plan.model)) from a caller that has it already.
 Replay replay_plan(const costmodel::Plan& plan, SimOptions options);
+Replay replay_plan(const costmodel::Plan& plan, const costmodel::Workload& workload, SimOptions options);
 
 }  // namespace osdp::sim
