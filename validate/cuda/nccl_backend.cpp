@@ -51,14 +51,6 @@ struct GroupComm {
   }
 };
 
-NcclOptions resolve_fault(NcclOptions options) {
-  if (!options.fault) {
-    const char* env = std::getenv("OSDP_INJECT_FAULT");
-    if (env != nullptr && *env != '\0') options.fault = parse_fault_spec(env);
-  }
-  return options;
-}
-
 }  // namespace
 
 // ---- error mapping ---------------------------------------------------------------------------
@@ -122,9 +114,10 @@ int local_rank_of_world() {
 // ---- the communicator ------------------------------------------------------------------------
 
 NcclCommunicator::NcclCommunicator(int cuda_device, NcclOptions options)
-    : options_(resolve_fault(std::move(options))),
+    : options_(std::move(options)),
       host_(MpiCommunicatorOptions{options_.timeout_s, options_.fault}),
       cuda_device_(cuda_device) {
+  options_.fault = host_.fault();  // the given fault, or the one OSDP_INJECT_FAULT set (read there)
   rank_ = host_.rank();
   size_ = host_.size();
   int current = -1;

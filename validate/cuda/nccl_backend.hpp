@@ -12,8 +12,8 @@
 //   communicator and throw. The caller installs it: device.set_watchdog(&communicator).
 //
 // Fault injection (tests): NcclOptions::fault, or OSDP_INJECT_FAULT when unset (the syntax of
-// mpi_backend.hpp). On the matching rank, for every collective whose `what` contains the substring:
-// kind=hang skips launching it (the peers hang inside NCCL until their watchdog's timeout aborts
+// mpi_backend.hpp, parsed there once). On the matching rank, for every collective whose `what` contains the
+// substring: kind=hang skips launching it (the peers hang inside NCCL until their watchdog's timeout aborts
 // them), kind=exit prints a line and _Exit(17), kind=delay sleeps and then launches it. Host-side
 // operations (barrier, reductions) go through an MpiCommunicator holding the same fault.
 #pragma once
@@ -32,8 +32,8 @@
 #include <string_view>
 #include <vector>
 
-#include "validate/executor/backend.hpp"
 #include "validate/cuda/cuda_device.hpp"
+#include "validate/executor/backend.hpp"
 #include "validate/mpi/mpi_backend.hpp"
 
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
@@ -65,7 +65,8 @@ std::string format_nccl_version(int code);
 
 struct NcclOptions {
   double timeout_s = 120.0;  // creating the communicators, launching a collective, finalizing; host-side ops
-  std::optional<FaultSpec> fault;  // when unset, read from OSDP_INJECT_FAULT (if that is set)
+  // When unset: the host communicator's, which reads OSDP_INJECT_FAULT (MpiCommunicatorOptions).
+  std::optional<FaultSpec> fault;
 };
 
 enum class CommGroup { kWorld, kIntraNode, kInterNode };
