@@ -9,35 +9,22 @@
 #include "costmodel/units.hpp"
 #include "costmodel/workload.hpp"
 #include "osdp_version.hpp"
-#ifdef OSDP_HAVE_CUDA_BACKEND
-#include "validate/cuda/cuda_device.hpp"
-#endif
-#ifdef OSDP_HAVE_NCCL_BACKEND
-#include "validate/cuda/nccl_backend.hpp"
-#endif
+#include "validate/backends.hpp"
 
 namespace osdp::cli {
 
 // What is compiled in, and for CUDA and NCCL also what this machine has at run time (the libraries
-// found, the driver, the GPUs), so that a cluster's `osdp --version` says whether --backend nccl can run.
+// found, the driver, the GPUs), so that a cluster's `osdp --version` says whether --backend nccl can
+// run. The CUDA and NCCL lines come from the nccl backend's module, the one command besides a GPU
+// job that loads it.
 std::string version_string() {
-  std::string backends = "mpi";
   std::string cuda = "not compiled in", nccl = "not compiled in";
-#ifdef OSDP_HAVE_CUDA_BACKEND
-  const validate::CudaVersions v = validate::cuda_versions();
-  const std::string why = validate::cuda_unavailable_reason();
-  cuda = fmt::format("compiled in (toolkit {}); runtime {}, cuBLAS {}, driver {}; {}", OSDP_CUDA_VERSION,
-                     validate::format_cuda_version(v.runtime), validate::format_cublas_version(v.cublas),
-                     v.driver == 0 ? std::string("none") : validate::format_cuda_version(v.driver),
-                     why.empty() ? fmt::format("{} GPU(s)", validate::cuda_device_count()) : why);
-#endif
-#ifdef OSDP_HAVE_NCCL_BACKEND
-  int nccl_runtime = 0;
-  if (ncclGetVersion(&nccl_runtime) != ncclSuccess) nccl_runtime = 0;
-  nccl = fmt::format("compiled in ({}); library {}", validate::format_nccl_version(NCCL_VERSION_CODE),
-                     nccl_runtime == 0 ? std::string("?") : validate::format_nccl_version(nccl_runtime));
-  backends += ", nccl";
-#endif
+  for (const auto& [key, text] : validate::module_versions()) {
+    if (key == "CUDA") cuda = text;
+    if (key == "NCCL") nccl = text;
+  }
+  std::string backends;
+  for (const std::string& b : validate::compiled_backends()) backends += (backends.empty() ? "" : ", ") + b;
   if (std::string(OSDP_HAVE_MPI_STR) != "ON") backends = "none (built without MPI)";
   return fmt::format("osdp {} (commit {})\nMPI: {}\nCUDA: {}\nNCCL: {}\nbackends: {}", OSDP_VERSION,
                      OSDP_GIT_HASH, std::string(OSDP_HAVE_MPI_STR) == "ON" ? "yes" : "no", cuda, nccl,
