@@ -1,6 +1,7 @@
 #include "costmodel/calibration.hpp"
 
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -48,18 +49,6 @@ nlohmann::json segments_json(const std::vector<Segment>& segs) {
 
 }  // namespace
 
-const char* to_string(Collective c) {
-  switch (c) {
-    case Collective::kAllGather:
-      return "allgather";
-    case Collective::kReduceScatter:
-      return "reducescatter";
-    case Collective::kAllReduce:
-      return "allreduce";
-  }
-  return "?";
-}
-
 const std::vector<Segment>& Calibration::segments(Collective c) const {
   switch (c) {
     case Collective::kAllGather:
@@ -70,6 +59,10 @@ const std::vector<Segment>& Calibration::segments(Collective c) const {
       return allreduce;
   }
   return allgather;
+}
+
+std::vector<Segment>& Calibration::segments(Collective c) {
+  return const_cast<std::vector<Segment>&>(std::as_const(*this).segments(c));
 }
 
 Calibration read_calibration(const nlohmann::json& doc, const std::string& file, const ComputeSpec& base,
@@ -83,9 +76,7 @@ Calibration read_calibration(const nlohmann::json& doc, const std::string& file,
     cal.provenance = *p;
   }
   if (auto c = r.object_if("collectives")) {
-    cal.allgather = read_segments(*c, "allgather");
-    cal.reducescatter = read_segments(*c, "reducescatter");
-    cal.allreduce = read_segments(*c, "allreduce");
+    for (const CollectiveKind& k : kCollectives) cal.segments(k.kind) = read_segments(*c, k.key);
     c->finish();
   }
   if (auto c = r.object_if("compute")) {
@@ -118,9 +109,8 @@ nlohmann::json to_json(const Calibration& cal) {
   j["name"] = cal.name;
   j["provenance"] = cal.provenance;
   nlohmann::json c = nlohmann::json::object();
-  if (!cal.allgather.empty()) c["allgather"] = segments_json(cal.allgather);
-  if (!cal.reducescatter.empty()) c["reducescatter"] = segments_json(cal.reducescatter);
-  if (!cal.allreduce.empty()) c["allreduce"] = segments_json(cal.allreduce);
+  for (const CollectiveKind& k : kCollectives)
+    if (!cal.segments(k.kind).empty()) c[k.key] = segments_json(cal.segments(k.kind));
   j["collectives"] = c;
   if (cal.compute) j["compute"] = compute_json(*cal.compute);
   if (cal.interference) j["overlap"] = {{"interference", *cal.interference}};

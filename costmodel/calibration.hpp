@@ -11,14 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodel/cluster.hpp"
+#include "costmodel/collective.hpp"
 
 namespace osdp::costmodel {
 
-enum class Collective { kAllGather, kReduceScatter, kAllReduce };
-const char* to_string(Collective c);
-
-// Ring time of one collective on a buffer of `bytes` (the full gathered/reduced buffer S):
-//   all-gather and reduce-scatter: (N-1) alpha + (N-1)/N S beta; all-reduce: twice that.
+// Fitted alpha and beta of one collective for buffers S (full gathered/reduced buffer) up to a size,
+// priced by the ring formula of costmodel/collective.hpp.
 struct Segment {
   double up_to_bytes;  // this segment covers sizes <= up_to_bytes (the last one: infinity)
   double alpha_s;
@@ -42,6 +40,7 @@ struct Calibration {
   std::vector<GemmTime> gemm_times;
 
   const std::vector<Segment>& segments(Collective c) const;
+  std::vector<Segment>& segments(Collective c);
 };
 
 // `base_compute` supplies the values a calibration's compute block leaves out.

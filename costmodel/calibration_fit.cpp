@@ -45,9 +45,6 @@ Eigen::Index checked_rows(std::size_t n) {
   return static_cast<Eigen::Index>(n);
 }
 
-constexpr std::array<Collective, 3> kCollectives{Collective::kAllGather, Collective::kReduceScatter,
-                                                 Collective::kAllReduce};
-
 struct Fit2 {
   double c0 = 0, c1 = 0;
   double sse = kInf;
@@ -110,11 +107,9 @@ void check_points(const std::vector<SizePoint>& points, const char* what) {
                               p.bytes, p.seconds));
 }
 
-double factor(Collective c) {
-  return c == Collective::kAllReduce ? 2.0 : 1.0;
-}
-
-// The relative-error system of one collective on points [i, j): rows (A(N-1)/t, A(N-1)/N S/t), rhs 1.
+// The relative-error system of one collective on points [i, j): t = K alpha + F S beta with K the
+// ring steps A(N-1) and F the bus bandwidth factor A(N-1)/N (costmodel/collective.hpp); rows
+// (K/t, F S/t), rhs 1.
 struct CollectiveSystem {
   Collective c;
   int world;
@@ -123,11 +118,12 @@ struct CollectiveSystem {
   Fit2 fit(std::size_t i, std::size_t j) const {
     const Eigen::Index rows = checked_rows(j - i);
     Rows2 x(rows, 2);
-    const double a = factor(c) * (world - 1);
+    const double steps = ring_steps(c, world);
+    const double bus = bus_bandwidth_factor(c, world);
     for (Eigen::Index r = 0; r < rows; ++r) {
       const SizePoint& p = pts[i + static_cast<std::size_t>(r)];
-      x(r, 0) = a / p.seconds;
-      x(r, 1) = a / world * p.bytes / p.seconds;
+      x(r, 0) = steps / p.seconds;
+      x(r, 1) = bus * p.bytes / p.seconds;
     }
     return nnls2(x, Column::Ones(rows));
   }
@@ -218,9 +214,7 @@ std::vector<SizePoint> size_points(const std::vector<Measurement>& ms, const std
 }  // namespace
 
 double collective_model_s(Collective c, int world, double alpha_s, double beta_s_per_byte, double bytes) {
-  if (world <= 1) return 0.0;
-  const double n = world;
-  return factor(c) * ((n - 1) * alpha_s + (n - 1) / n * bytes * beta_s_per_byte);
+  return CollectiveOp{c, bytes, world}.ring_s(alpha_s, beta_s_per_byte);
 }
 
 std::vector<FitSegment> fit_collective(Collective c, int world, std::vector<SizePoint> points,
@@ -362,25 +356,14 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
-const char* sweep_name(Collective c) {
-  switch (c) {
-    case Collective::kAllGather:
-      return "all-gather";
-    case Collective::kReduceScatter:
-      return "reduce-scatter";
-    case Collective::kAllReduce:
-      return "all-reduce";
-  }
-  return "?";
-}
-
 void fit_measurements(CalibrationRun& run, const std::string& name, const SegmentOptions& segments) {
   costmodel::Calibration& cal = run.calibration;
   cal.name = name;
   nlohmann::json fit = nlohmann::json::object();
-  for (const Collective c : kCollectives) {
+  for (const CollectiveKind& k : kCollectives) {
+    const Collective c = k.kind;
     auto& segs = run.collectives[static_cast<std::size_t>(c)];
-    const auto pts = size_points(run.measurements, sweep_name(c));
+    const auto pts = size_points(run.measurements, k.name);
     segs = run.world >= 2 && !pts.empty() ? fit_collective(c, run.world, pts, segments)
                                           : std::vector<FitSegment>{};
     for (const FitSegment& seg : segs)
@@ -388,16 +371,14 @@ void fit_measurements(CalibrationRun& run, const std::string& name, const Segmen
         throw Error(fmt::format(
             "{}: the segment from {} B has alpha = {:.3g} s, more than a calibration file holds (1 s); the "
             "measurements are too noisy to fit (is the machine busy?)",
-            sweep_name(c), seg.from_bytes, seg.alpha_s));
+            k.name, seg.from_bytes, seg.alpha_s));
     std::vector<costmodel::Segment> file = to_segments(segs);
     for (auto& s : file) s.beta_s_per_byte = std::max(s.beta_s_per_byte, 1.0 / kMaxBandwidth);
-    (c == Collective::kAllGather       ? cal.allgather
-     : c == Collective::kReduceScatter ? cal.reducescatter
-                                       : cal.allreduce) = file;
+    cal.segments(c) = file;
     nlohmann::json a = nlohmann::json::array();
     for (const auto& s : segs)
       a.push_back({{"from", s.from_bytes}, {"points", s.points}, {"residual_rms", s.residual_rms}});
-    if (!segs.empty()) fit[costmodel::to_string(c)] = a;
+    if (!segs.empty()) fit[k.key] = a;
   }
   run.elementwise = fit_elementwise(size_points(run.measurements, "elementwise"));
   // The optimizer streams each operator's shard (megabytes, not cache-resident): its rate is fitted on
@@ -447,9 +428,9 @@ void fit_measurements(CalibrationRun& run, const std::string& name, const Segmen
 
 nlohmann::json calibration_file_json(const CalibrationRun& run) {
   nlohmann::json j = costmodel::to_json(run.calibration);
-  for (const Collective c : kCollectives) {
-    const auto& segs = run.collectives[static_cast<std::size_t>(c)];
-    const char* key = costmodel::to_string(c);
+  for (const CollectiveKind& k : kCollectives) {
+    const auto& segs = run.collectives[static_cast<std::size_t>(k.kind)];
+    const char* key = k.key;
     if (segs.empty() || !j["collectives"].contains(key)) continue;
     auto& arr = j["collectives"][key];
     for (std::size_t i = 0; i < segs.size() && i < arr.size(); ++i)

@@ -1,8 +1,9 @@
 // Least-squares fits of calibration measurements to the cost model's coefficients, and the
 // calibration file made from them (pure math and JSON: no backend, no MPI).
 //
-// Collectives (costmodel/cost_model.cpp collective_s), S the full gathered/reduced buffer:
-//   t = A (N-1) alpha + A (N-1)/N S beta,   A = 2 for all-reduce, 1 for all-gather and reduce-scatter.
+// Collectives (the ring formula of costmodel/collective.hpp, as collective_s prices it), S the full
+// gathered/reduced buffer: t = K alpha + F S beta, K the ring steps A (N-1) and F the bus bandwidth
+// factor A (N-1)/N, A the ring passes (2 for all-reduce, 1 for all-gather and reduce-scatter).
 // Compute (costmodel/cluster.hpp ComputeSpec, gemm_efficiency = 1), d = min(m, n, k):
 //   elementwise  t = overhead + bytes / bandwidth
 //   GEMM         t = overhead + flops / (peak d / (d + d_half)) = overhead + flops / peak + flops d_half /
@@ -127,12 +128,9 @@ constexpr int kAdamBytesPerParam = 28;
 // hold bandwidths; so is an elementwise bandwidth above it.
 constexpr double kMaxBandwidth = 1e15;
 
-// The name of a collective's sweep: "all-gather", "reduce-scatter", "all-reduce".
-const char* sweep_name(costmodel::Collective c);
-
 // One measured point, as the sibling CSV lists it.
 struct Measurement {
-  // "all-gather", "reduce-scatter", "all-reduce", "elementwise", "adam", "gemm" or "overlap"
+  // A collective's name (costmodel::name_of: "all-gather", ...), "elementwise", "adam", "gemm" or "overlap"
   std::string sweep;
   double bytes = 0;  // collectives: S; elementwise and adam: bytes moved; gemm: the model's bytes
   std::int64_t m = 0, n = 0, k = 0, count = 0;  // GEMMs (overlap: the GEMM timed)
@@ -144,7 +142,7 @@ struct Measurement {
 
 struct CalibrationRun {
   std::vector<Measurement> measurements;
-  std::array<std::vector<FitSegment>, 3> collectives;  // indexed by costmodel::Collective
+  std::array<std::vector<FitSegment>, kCollectives.size()> collectives;  // indexed by costmodel::Collective
   ElementwiseFit elementwise, adam;
   GemmFit gemm;
   std::optional<double> interference;  // none without a separate comm stream

@@ -50,9 +50,7 @@ CostModel::LinkChoice CostModel::link_for(Collective c, double bytes) const {
 double CostModel::collective_s(Collective c, double bytes) const {
   if (world_ <= 1 || bytes <= 0) return 0.0;
   const LinkChoice l = link_for(c, bytes);
-  const double n = world_;
-  const double one = (n - 1) * l.alpha_s + (n - 1) / n * bytes * l.beta_s_per_byte;
-  return c == Collective::kAllReduce ? 2 * one : one;
+  return CollectiveOp{c, bytes, world_}.ring_s(l.alpha_s, l.beta_s_per_byte);
 }
 
 double CostModel::kernel_s(const Kernel& k, int batch) const {

@@ -3,7 +3,7 @@
 // Notation: N ranks, P parameters of the operator, n slices of which k are ZDP, slice size
 // Ps = ceil(P / n), w/g/o bytes per gathered weight/gradient/optimizer state, b micro-batch.
 // Collectives are rings over N ranks on the bottleneck link (or on the calibrated segment for the
-// buffer size S, the full gathered or reduced buffer):
+// buffer size S, the full gathered or reduced buffer), priced by costmodel/collective.hpp:
 //   all-gather(S) = reduce-scatter(S) = (N-1) alpha + (N-1)/N S beta;  all-reduce(S) = twice that.
 // Communication of a choice:
 //   forward:  n all-gathers of w Ps (every slice is gathered once for forward)
@@ -44,6 +44,7 @@
 #include "costmodel/calibration.hpp"
 #include "costmodel/choice.hpp"
 #include "costmodel/cluster.hpp"
+#include "costmodel/collective.hpp"
 #include "costmodel/workload.hpp"
 
 namespace osdp::costmodel {

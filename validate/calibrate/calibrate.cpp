@@ -2,8 +2,9 @@
 // file are in calibration_fit.cpp.
 //
 // What each sweep times, and what the cost model prices it with:
-//   collectives: all_gather / reduce_scatter / all_reduce of a full buffer S (S/N per rank) on the
-//     comm stream; collective_s, t = A (N-1) alpha + A (N-1)/N S beta.
+//   collectives: each of costmodel::kCollectives (all_gather / reduce_scatter / all_reduce) of a full
+//     buffer S (S/N per rank) on the comm stream; collective_s, t = A (N-1) alpha + A (N-1)/N S beta
+//     (costmodel/collective.hpp).
 //   elementwise: Device::touch of S/8 floats (read and write each: 8 bytes moved per element, as the
 //     executor spends an IR elementwise kernel of S bytes); kernel_s, t = overhead + S / bandwidth.
 //   adam: Device::adam on n parameters; optimizer_s prices 2 (w + o) + g = 28 B per fp32 parameter,
@@ -25,16 +26,14 @@
 #include <fmt/format.h>
 #include <Eigen/Core>
 
+#include "costmodel/provenance.hpp"
 #include "costmodel/units.hpp"
 #include "costmodel/workload.hpp"
-#include "costmodel/provenance.hpp"
 
 namespace osdp::validate {
 namespace {
 
 using costmodel::Collective;
-constexpr std::array<Collective, 3> kCollectives{Collective::kAllGather, Collective::kReduceScatter,
-                                                 Collective::kAllReduce};
 
 // Device memory for the duration of a scope.
 class Buffer {
@@ -142,6 +141,23 @@ std::size_t cold_slots(double bytes_per_op, std::size_t capacity_elems, std::siz
   return std::max<std::size_t>(1, std::min(want, fit));
 }
 
+// One collective of `e` floats per rank: all-gather shard -> full, reduce-scatter full -> shard,
+// all-reduce of full (N e floats) in place.
+void run_collective(Communicator& comm, Stream& s, Collective c, float* shard, float* full, std::size_t e,
+                    const std::string& what) {
+  switch (c) {
+    case Collective::kAllGather:
+      comm.all_gather(s, shard, full, e, what);
+      return;
+    case Collective::kReduceScatter:
+      comm.reduce_scatter(s, full, shard, e, what);
+      return;
+    case Collective::kAllReduce:
+      comm.all_reduce(s, full, e * static_cast<std::size_t>(comm.size()), what);
+      return;
+  }
+}
+
 void sweep_collectives(Sweeper& sw, std::vector<costmodel::Measurement>& out) {
   Device& dev = sw.dev_;
   Communicator& comm = sw.comm_;
@@ -161,29 +177,18 @@ void sweep_collectives(Sweeper& sw, std::vector<costmodel::Measurement>& out) {
     }
   });
   s.synchronize();
-  for (const Collective c : kCollectives) {
+  for (const costmodel::CollectiveKind& kind : costmodel::kCollectives) {
+    const Collective c = kind.kind;
+    const std::string what = fmt::format("calibrate {}", kind.name);
     for (const double bytes : all) {
       const auto e = static_cast<std::size_t>(bytes / 4 / n);
       const std::size_t slots = cold_slots(bytes, max_elems / n, e);
       std::size_t next = 0;
-      std::function<void()> op;
-      if (c == Collective::kAllGather)
-        op = [&, e, slots] {
-          const std::size_t k = next++ % slots;
-          comm.all_gather(s, shard.get() + k * e, full.get() + k * e * n, e, "calibrate all-gather");
-        };
-      else if (c == Collective::kReduceScatter)
-        op = [&, e, slots] {
-          const std::size_t k = next++ % slots;
-          comm.reduce_scatter(s, full.get() + k * e * n, shard.get() + k * e, e, "calibrate reduce-scatter");
-        };
-      else
-        op = [&, e, slots] {
-          const std::size_t k = next++ % slots;
-          comm.all_reduce(s, full.get() + k * e * n, e * n, "calibrate all-reduce");
-        };
-      costmodel::Measurement m = sw.point(s, op);
-      m.sweep = costmodel::sweep_name(c);
+      costmodel::Measurement m = sw.point(s, [&, e, slots] {
+        const std::size_t k = next++ % slots;
+        run_collective(comm, s, c, shard.get() + k * e, full.get() + k * e * n, e, what);
+      });
+      m.sweep = kind.name;
       m.bytes = bytes;
       out.push_back(m);
       sw.report(m.sweep, costmodel::format_bytes(bytes), m.seconds);
@@ -203,7 +208,8 @@ void sweep_kernels(Sweeper& sw, std::vector<costmodel::Measurement>& out) {
       const auto n = static_cast<std::size_t>(bytes / 8);
       const std::size_t slots = cold_slots(bytes / 2, capacity, n);
       std::size_t next = 0;
-      costmodel::Measurement m = sw.point(s, [&, n, slots] { dev.touch(s, y.get() + (next++ % slots) * n, n); });
+      costmodel::Measurement m =
+          sw.point(s, [&, n, slots] { dev.touch(s, y.get() + (next++ % slots) * n, n); });
       m.sweep = "elementwise";
       m.bytes = bytes;
       out.push_back(m);
@@ -267,7 +273,8 @@ std::string shape_label(const GemmShape& sh) {
                       : fmt::format("{}x{}x{}", sh.m, sh.n, sh.k);
 }
 
-costmodel::Measurement gemm_measurement(const GemmShape& sh, const costmodel::Measurement& m, const char* sweep) {
+costmodel::Measurement gemm_measurement(const GemmShape& sh, const costmodel::Measurement& m,
+                                        const char* sweep) {
   costmodel::Measurement r = m;
   r.sweep = sweep;
   r.m = sh.m, r.n = sh.n, r.k = sh.k, r.count = sh.count;
@@ -275,13 +282,15 @@ costmodel::Measurement gemm_measurement(const GemmShape& sh, const costmodel::Me
   return r;
 }
 
-void sweep_gemms(Sweeper& sw, const std::vector<GemmShape>& shapes, std::vector<costmodel::Measurement>& out) {
+void sweep_gemms(Sweeper& sw, const std::vector<GemmShape>& shapes,
+                 std::vector<costmodel::Measurement>& out) {
   Device& dev = sw.dev_;
   Stream& s = dev.compute_stream();
   for (const GemmShape& sh : shapes) {
     const double bytes = costmodel::GemmPoint{sh.m, sh.n, sh.k, sh.count, 0}.bytes();
     GemmOperands op(dev, sh, sw.o_.gemm_math, cold_slots(bytes, 16, 1));
-    const costmodel::Measurement m = gemm_measurement(sh, sw.point(s, [&] { dev.gemm(s, op.next()); }), "gemm");
+    const costmodel::Measurement m =
+        gemm_measurement(sh, sw.point(s, [&] { dev.gemm(s, op.next()); }), "gemm");
     out.push_back(m);
     sw.report(m.sweep, shape_label(sh), m.seconds);
   }
@@ -290,7 +299,8 @@ void sweep_gemms(Sweeper& sw, const std::vector<GemmShape>& shapes, std::vector<
 // GEMMs alone, then beside enough all-gathers on the comm stream to cover the whole batch (checked on
 // every rank; the all-gather count doubles and the repetition is redone, up to 3 times, if one rank's
 // were too few).
-void sweep_overlap(Sweeper& sw, const std::vector<GemmShape>& shapes, std::vector<costmodel::Measurement>& out) {
+void sweep_overlap(Sweeper& sw, const std::vector<GemmShape>& shapes,
+                   std::vector<costmodel::Measurement>& out) {
   Device& dev = sw.dev_;
   Communicator& comm = sw.comm_;
   const int n = comm.size();
@@ -363,7 +373,7 @@ std::string compiler() {
 }  // namespace
 
 costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, const CalibrateOptions& o,
-                               const ProgressFn& progress) {
+                                          const ProgressFn& progress) {
   const auto start = std::chrono::steady_clock::now();
   const int world = comm.size();
   const bool comm_thread = &device.comm_stream() != &device.compute_stream();
@@ -373,8 +383,9 @@ costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, co
                                           : o.overlap_shapes.empty() ? default_overlap_shapes(o.quick)
                                                                      : o.overlap_shapes;
   const int total =
-      static_cast<int>((world >= 2 ? 3 * collective_sizes(o, world).size() : 0) + kernel_sizes(o, 8).size() +
-                       kernel_sizes(o, costmodel::kAdamBytesPerParam).size() + gemms.size() + overlaps.size());
+      static_cast<int>((world >= 2 ? costmodel::kCollectives.size() * collective_sizes(o, world).size() : 0) +
+                       kernel_sizes(o, 8).size() + kernel_sizes(o, costmodel::kAdamBytesPerParam).size() +
+                       gemms.size() + overlaps.size());
   Sweeper sw(device, comm, o, progress, total);
   costmodel::CalibrationRun run;
   run.world = world;
