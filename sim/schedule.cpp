@@ -12,54 +12,6 @@ using costmodel::Choice;
 using costmodel::Kernel;
 using costmodel::Operator;
 
-const char* to_string(TaskKind k) {
-  switch (k) {
-    case TaskKind::kForward:
-      return "forward";
-    case TaskKind::kRecompute:
-      return "recompute";
-    case TaskKind::kBackward:
-      return "backward";
-    case TaskKind::kOptimizer:
-      return "optimizer";
-    case TaskKind::kAllGather:
-      return "allgather";
-    case TaskKind::kReduceScatter:
-      return "reducescatter";
-    case TaskKind::kAllReduce:
-      return "allreduce";
-  }
-  return "?";
-}
-
-const char* to_string(MemoryCategory c) {
-  switch (c) {
-    case MemoryCategory::kShard:
-      return "shards";
-    case MemoryCategory::kOptimizer:
-      return "optimizer";
-    case MemoryCategory::kGatheredWeight:
-      return "gathered_weights";
-    case MemoryCategory::kGradient:
-      return "gradients";
-    case MemoryCategory::kActivation:
-      return "activations";
-    case MemoryCategory::kWorkspace:
-      return "workspace";
-  }
-  return "?";
-}
-
-bool is_collective(TaskKind k) {
-  return k == TaskKind::kAllGather || k == TaskKind::kReduceScatter || k == TaskKind::kAllReduce;
-}
-
-costmodel::Collective collective_of(TaskKind k) {
-  return k == TaskKind::kAllGather       ? costmodel::Collective::kAllGather
-         : k == TaskKind::kReduceScatter ? costmodel::Collective::kReduceScatter
-                                         : costmodel::Collective::kAllReduce;
-}
-
 std::vector<std::vector<int>> Schedule::dependents() const {
   std::vector<std::vector<int>> out(tasks.size());
   for (std::size_t t = 0; t < tasks.size(); ++t)
@@ -127,8 +79,9 @@ class Builder {
   }
   const std::string& name(int u) const { return w_.operators[u].name; }
 
-  int buffer(std::string name, double bytes, MemoryCategory c) {
-    s_.buffers.push_back({std::move(name), bytes, c});
+  // A buffer of operator u; its name is for traces only, its role says what it holds.
+  int buffer(std::string name, double bytes, BufferRole role, int u, int slice = 0, int site = 0) {
+    s_.buffers.push_back({std::move(name), bytes, category_of(role), role, u, slice, site});
     return static_cast<int>(s_.buffers.size()) - 1;
   }
 
@@ -146,8 +99,8 @@ class Builder {
     const auto& B = w_.bytes;
     for (int u = 0; u < static_cast<int>(w_.operators.size()); ++u) {
       const double e = shard_params(u);
-      s_.resident.push_back(buffer(name(u) + ".states", (B.weight + B.gradient) * e, MemoryCategory::kShard));
-      s_.resident.push_back(buffer(name(u) + ".adam", B.optimizer * e, MemoryCategory::kOptimizer));
+      s_.resident.push_back(buffer(name(u) + ".states", (B.weight + B.gradient) * e, BufferRole::kStates, u));
+      s_.resident.push_back(buffer(name(u) + ".adam", B.optimizer * e, BufferRole::kAdam, u));
     }
   }
 
@@ -186,7 +139,7 @@ class Builder {
     const char* purpose =
         forward_phase_ ? (site == 1 ? "head." : "") : (nd.for_recompute ? "recompute." : "bwd.");
     const int buf = buffer(fmt::format("{}.{}w{}", name(u), purpose, nd.slice),
-                           w_.bytes.weight * slice_params(u), MemoryCategory::kGatheredWeight);
+                           w_.bytes.weight * slice_params(u), BufferRole::kGatheredWeight, u, nd.slice, site);
     Task t;
     t.name = fmt::format("{}.{}allgather{}", name(u), purpose, nd.slice);
     t.kind = TaskKind::kAllGather;
@@ -277,13 +230,13 @@ class Builder {
       const int t = compute_task(TaskKind::kForward, u, st.site, j, slice_duration(u, st.site, true), deps);
       if (j == 0 && st.site == 0) {
         const double saved = checkpointed(u) ? op.input_bytes_per_sample : op.saved_bytes_per_sample;
-        act_[u] = buffer(name(u) + ".activations", b * saved, MemoryCategory::kActivation);
+        act_[u] = buffer(name(u) + ".activations", b * saved, BufferRole::kActivations, u);
         s_.tasks[t].allocs.push_back(act_[u]);
         // A checkpointed operator still computes its internals; they live through its forward only.
         if (checkpointed(u)) {
           scratch = buffer(name(u) + ".forward.scratch",
                            b * (op.saved_bytes_per_sample - op.input_bytes_per_sample),
-                           MemoryCategory::kActivation);
+                           BufferRole::kForwardScratch, u);
           s_.tasks[t].allocs.push_back(scratch);
         }
       }
@@ -323,15 +276,15 @@ class Builder {
     const double grad_slice = B.gradient * slice_params(u);
 
     if (tied && st.site == 1) {  // the LM head's backward: weights still gathered, no gathers
-      const int head_workspace =
-          buffer(name(u) + ".head.workspace", b * op.workspace_bytes_per_sample, MemoryCategory::kWorkspace);
+      const int head_workspace = buffer(name(u) + ".head.workspace", b * op.workspace_bytes_per_sample,
+                                        BufferRole::kWorkspace, u, 0, 1);
       for (int j = 0; j < n; ++j) {
         const int t = compute_task(TaskKind::kBackward, u, 1, j, slice_duration(u, 1, false), {});
         if (j == 0) {
           s_.tasks[t].allocs = {head_workspace};
           if (!choice(u).replicate) {  // REPLICATE keeps its full gradient among its states
             tied_grad_[u] = buffer(name(u) + ".grad", B.gradient * static_cast<double>(op.parameters()),
-                                   MemoryCategory::kGradient);
+                                   BufferRole::kTiedGradient, u);
             s_.tasks[t].allocs.push_back(tied_grad_[u]);
           }
         }
@@ -367,7 +320,7 @@ class Builder {
         if (j == 0) {
           recompute_acts =
               buffer(name(u) + ".recomputed", b * (op.saved_bytes_per_sample - op.input_bytes_per_sample),
-                     MemoryCategory::kActivation);
+                     BufferRole::kRecomputed, u);
           s_.tasks[t].allocs.push_back(recompute_acts);
         }
         s_.tasks[t].frees = frees;
@@ -376,7 +329,7 @@ class Builder {
     }
 
     const int workspace =
-        buffer(name(u) + ".workspace", b * op.workspace_bytes_per_sample, MemoryCategory::kWorkspace);
+        buffer(name(u) + ".workspace", b * op.workspace_bytes_per_sample, BufferRole::kWorkspace, u);
     for (int j = 0; j < n; ++j) {
       std::vector<int> deps;
       int gathered = -1;
@@ -396,7 +349,7 @@ class Builder {
       if (j == 0) task.allocs.push_back(workspace);
       int grad = -1;
       if (!choice(u).replicate && !tied) {
-        grad = buffer(fmt::format("{}.grad{}", name(u), j), grad_slice, MemoryCategory::kGradient);
+        grad = buffer(fmt::format("{}.grad{}", name(u), j), grad_slice, BufferRole::kGradient, u, j);
         task.allocs.push_back(grad);
       }
       if (gathered >= 0) task.frees.push_back(gathered);

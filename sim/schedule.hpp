@@ -40,11 +40,34 @@ const char* to_string(MemoryCategory c);
 bool is_collective(TaskKind k);
 // The collective a collective task runs (is_collective(k) must hold).
 costmodel::Collective collective_of(TaskKind k);
+// The collective task that runs collective `c`.
+TaskKind task_kind_of(costmodel::Collective c);
+
+// What a buffer is for. Whoever runs the schedule finds a buffer by its role, operator, slice and
+// site, never by its name (names are for traces and messages only).
+enum class BufferRole {
+  kStates,          // resident: the operator's weight and gradient shards ((w + g) per element)
+  kAdam,            // resident: its optimizer states (o per element)
+  kGatheredWeight,  // a slice's full weights, gathered (site 1: at the LM head), freed when done
+  kActivations,     // saved by the forward for the backward (checkpointed: the input only)
+  kForwardScratch,  // a checkpointed operator's internals, alive through its forward only
+  kRecomputed,      // a checkpointed operator's internals, recomputed for its backward
+  kWorkspace,       // backward scratch (site 1: of a tied embedding's LM head)
+  kGradient,        // a slice's full gradient, from its backward to the end of its reduce-scatter
+  kTiedGradient,    // a tied embedding's full gradient (every slice), from the head's backward on
+};
+const char* to_string(BufferRole r);
+// The memory category a buffer of role `r` is counted in.
+MemoryCategory category_of(BufferRole r);
 
 struct Buffer {
-  std::string name;
+  std::string name;  // for traces and messages
   double bytes = 0;
-  MemoryCategory category = MemoryCategory::kActivation;
+  MemoryCategory category = MemoryCategory::kActivation;  // category_of(role)
+  BufferRole role = BufferRole::kActivations;
+  int op = -1;    // operator index in the workload
+  int slice = 0;  // gathered weights and gradients: the slice; else 0
+  int site = 0;   // 0: the operator's place; 1: the LM head's place (tied embedding)
 };
 
 struct Task {

@@ -12,7 +12,7 @@ namespace osdp::validate {
 
 using costmodel::Operator;
 using costmodel::OperatorKind;
-using sim::MemoryCategory;
+using sim::BufferRole;
 using sim::TaskKind;
 using I = std::int64_t;
 
@@ -77,7 +77,8 @@ Executor::~Executor() {
   dev_.deallocate(loss_);
 }
 
-// Which buffers each task reads and writes, found by walking the schedule in issue order.
+// Which buffers each task reads and writes, found by walking the schedule in issue order: a buffer
+// is known by its role, operator and slice (sim::Buffer), never by its name.
 void Executor::resolve() {
   const auto& tasks = sched_.tasks;
   tasks_.assign(tasks.size(), TaskPlan{});
@@ -116,33 +117,49 @@ void Executor::resolve() {
     const Operator& op = w_.operators[static_cast<std::size_t>(u)];
     const OperatorLayout& L = layout_[static_cast<std::size_t>(u)];
     for (const int b : task.allocs) {
-      const std::string& name = sched_.buffers[static_cast<std::size_t>(b)].name;
-      const auto cat = sched_.buffers[static_cast<std::size_t>(b)].category;
-      if (name == op.name + ".activations") {
-        act[static_cast<std::size_t>(u)] = b;
-        const bool ckpt = plan_.operators[static_cast<std::size_t>(u)].choice.checkpoint && op.checkpointable;
-        need(b, input_floats(op, shape_) + (ckpt ? 0 : internal_floats(op, L.slices, shape_)),
-             "saved activations");
-      } else if (name == op.name + ".forward.scratch") {
-        scratch[static_cast<std::size_t>(u)] = b;
-        need(b, internal_floats(op, L.slices, shape_), "checkpointed forward");
-      } else if (name == op.name + ".recomputed") {
-        recomputed[static_cast<std::size_t>(u)] = b;
-        need(b, internal_floats(op, L.slices, shape_), "recomputed activations");
-      } else if (name == op.name + ".workspace") {
-        workspace[static_cast<std::size_t>(u)] = b;
-        need(b, workspace_floats(op, L.slices, shape_), "backward workspace");
-      } else if (name == op.name + ".grad") {
-        tied_grad[static_cast<std::size_t>(u)] = b;
-        pad_to(b, L.slices * L.padded_elems);
-      } else if (cat == MemoryCategory::kGradient) {
-        p.grad = b;
-        pad_to(b, L.padded_elems);
-      } else if (cat == MemoryCategory::kGatheredWeight) {
-        pad_to(b, L.padded_elems);
-        live[{u, task.slice}].push_back(b);
-        gathered_of[b] = {u, task.slice};
-        p.weights = b;
+      const sim::Buffer& buf = sched_.buffers[static_cast<std::size_t>(b)];
+      if (buf.op != u)
+        throw Error(fmt::format("executor: task {} (operator {}) allocates {}, a buffer of operator {}",
+                                task.name, u, buf.name, buf.op));
+      switch (buf.role) {
+        case BufferRole::kActivations: {
+          act[static_cast<std::size_t>(u)] = b;
+          const bool ckpt =
+              plan_.operators[static_cast<std::size_t>(u)].choice.checkpoint && op.checkpointable;
+          need(b, input_floats(op, shape_) + (ckpt ? 0 : internal_floats(op, L.slices, shape_)),
+               "saved activations");
+          break;
+        }
+        case BufferRole::kForwardScratch:
+          scratch[static_cast<std::size_t>(u)] = b;
+          need(b, internal_floats(op, L.slices, shape_), "checkpointed forward");
+          break;
+        case BufferRole::kRecomputed:
+          recomputed[static_cast<std::size_t>(u)] = b;
+          need(b, internal_floats(op, L.slices, shape_), "recomputed activations");
+          break;
+        case BufferRole::kWorkspace:
+          if (buf.site != 0) break;  // the LM head's: no kernel of a head's backward needs scratch
+          workspace[static_cast<std::size_t>(u)] = b;
+          need(b, workspace_floats(op, L.slices, shape_), "backward workspace");
+          break;
+        case BufferRole::kTiedGradient:
+          tied_grad[static_cast<std::size_t>(u)] = b;
+          pad_to(b, L.slices * L.padded_elems);
+          break;
+        case BufferRole::kGradient:
+          p.grad = b;
+          pad_to(b, L.padded_elems);
+          break;
+        case BufferRole::kGatheredWeight:
+          pad_to(b, L.padded_elems);
+          live[{u, buf.slice}].push_back(b);
+          gathered_of[b] = {u, buf.slice};
+          p.weights = b;
+          break;
+        case BufferRole::kStates:
+        case BufferRole::kAdam:
+          throw Error(fmt::format("executor: task {} allocates {}, a resident buffer", task.name, buf.name));
       }
     }
     const bool compute = task.stream == sim::Stream::kCompute;
@@ -173,9 +190,10 @@ void Executor::resolve() {
           throw Error(fmt::format("executor: task {} has no gathered weights", task.name));
       }
     } else if (task.kind == TaskKind::kReduceScatter) {
-      if (!task.frees.empty() && tied_grad[static_cast<std::size_t>(u)] != task.frees.front()) {
-        p.grad = task.frees.front();
-      } else {
+      // A slice's gradient is freed by its reduce-scatter; a tied gradient's slices are reduced in place.
+      for (const int b : task.frees)
+        if (sched_.buffers[static_cast<std::size_t>(b)].role == BufferRole::kGradient) p.grad = b;
+      if (p.grad < 0) {
         p.grad = tied_grad[static_cast<std::size_t>(u)];
         p.grad_offset = task.slice * L.padded_elems;
       }
@@ -196,21 +214,25 @@ void Executor::allocate_resident() {
   adam_.assign(ops, -1);
   for (const int b : sched_.resident) {
     const auto& buf = sched_.buffers[static_cast<std::size_t>(b)];
-    for (std::size_t u = 0; u < ops; ++u) {
-      const I c = layout_[u].slices * layout_[u].shard_elems;
-      if (buf.name == w_.operators[u].name + ".states")
-        states_[u] = b;
-      else if (buf.name == w_.operators[u].name + ".adam")
-        adam_[u] = b;
-      else
-        continue;
-      const std::size_t bytes = floats_bytes(2 * c);
-      if (bytes > alloc_bytes_[static_cast<std::size_t>(b)]) {
-        padding_bytes_ += bytes - alloc_bytes_[static_cast<std::size_t>(b)];
-        alloc_bytes_[static_cast<std::size_t>(b)] = bytes;
-      }
+    if (buf.op < 0 || static_cast<std::size_t>(buf.op) >= ops)
+      throw Error(fmt::format("executor: resident buffer {} has no operator", buf.name));
+    const auto u = static_cast<std::size_t>(buf.op);
+    if (buf.role == BufferRole::kStates)
+      states_[u] = b;
+    else if (buf.role == BufferRole::kAdam)
+      adam_[u] = b;
+    else
+      continue;
+    const I c = layout_[u].slices * layout_[u].shard_elems;
+    const std::size_t bytes = floats_bytes(2 * c);
+    if (bytes > alloc_bytes_[static_cast<std::size_t>(b)]) {
+      padding_bytes_ += bytes - alloc_bytes_[static_cast<std::size_t>(b)];
+      alloc_bytes_[static_cast<std::size_t>(b)] = bytes;
     }
   }
+  for (std::size_t u = 0; u < ops; ++u)
+    if (states_[u] < 0 || adam_[u] < 0)
+      throw Error(fmt::format("executor: the schedule has no resident states of {}", w_.operators[u].name));
   for (std::size_t u = 0; u < ops; ++u) {
     const OperatorLayout& L = layout_[u];
     const I c = L.slices * L.shard_elems;
@@ -310,8 +332,7 @@ void Executor::run_task(int t) {
     mem_[static_cast<std::size_t>(b)] = dev_.allocate(alloc_bytes_[static_cast<std::size_t>(b)],
                                                       sched_.buffers[static_cast<std::size_t>(b)].name);
     // A tied gradient collects the head's and the lookup's contributions: it starts at zero.
-    if (task.op >= 0 && sched_.buffers[static_cast<std::size_t>(b)].name ==
-                            w_.operators[static_cast<std::size_t>(task.op)].name + ".grad")
+    if (sched_.buffers[static_cast<std::size_t>(b)].role == BufferRole::kTiedGradient)
       dev_.fill(dev_.compute_stream(), mem_[static_cast<std::size_t>(b)],
                 alloc_bytes_[static_cast<std::size_t>(b)] / sizeof(float), 0.0f);
   }
@@ -335,11 +356,9 @@ void Executor::run_collective(int t) {
   const I c = L.slices * L.shard_elems;
   float* st = buffer(states_[u]);
   Stream& s = dev_.comm_stream();
-  const char* op = task.kind == TaskKind::kAllGather       ? "all-gather"
-                   : task.kind == TaskKind::kReduceScatter ? "reduce-scatter"
-                                                           : "all-reduce";
   const std::string what =
-      fmt::format("{} of {} slice {} (task {})", op, w_.operators[u].name, task.slice, task.name);
+      fmt::format("{} of {} slice {} (task {})", costmodel::name_of(sim::collective_of(task.kind)),
+                  w_.operators[u].name, task.slice, task.name);
   switch (task.kind) {
     case TaskKind::kAllGather:
       comm_.all_gather(s, st + task.slice * L.shard_elems, buffer(p.weights),
