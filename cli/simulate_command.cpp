@@ -3,8 +3,11 @@
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.hpp"
 #include "costmodel/error.hpp"
@@ -190,27 +193,28 @@ int run_collective(const CollectiveArgs& a) {
         parse_option(a.inter_bandwidth, UnitKind::kBytesPerSecond, "--inter-bandwidth", false)};
   const double bytes = parse_option(a.bytes, UnitKind::kBytes, "--bytes", true);
 
-  const bool allreduce = a.op == "allreduce";
-  const sim::TaskKind kind = a.op == "allgather"       ? sim::TaskKind::kAllGather
-                             : a.op == "reducescatter" ? sim::TaskKind::kReduceScatter
-                                                       : sim::TaskKind::kAllReduce;
-  // Closed form (sim/engine.hpp): every rank sends one chunk S/N per step over its outgoing link;
-  // all-gather and reduce-scatter take N - 1 steps, all-reduce 2(N - 1). Every step waits for the
-  // predecessor's previous step, so the ring advances at the pace of its slowest link:
+  const auto collective = costmodel::collective_from_string(a.op);
+  if (!collective) throw UsageError(fmt::format("no collective is called \"{}\"", a.op));
+  const costmodel::CollectiveOp op{*collective, bytes, n};
+  const int passes = costmodel::describe(op.kind).passes;
+  // Closed form (sim/engine.hpp, costmodel/collective.hpp): every rank sends one chunk S/N per step
+  // over its outgoing link; all-gather and reduce-scatter take N - 1 steps, all-reduce 2(N - 1). Every
+  // step waits for the predecessor's previous step, so the ring advances at the pace of its slowest link:
   //   t = steps (alpha + S/N beta) on the bottleneck link (the inter-node link when it is slower).
-  const int steps = (allreduce ? 2 : 1) * (n - 1);
-  const double chunk = bytes / n;
+  const int steps = op.steps();
+  const double chunk = op.chunk_bytes();
   double step_s = 0;
-  if (cluster.devices_per_node > 1) step_s = cluster.intra.alpha_s + chunk * cluster.intra.beta_s_per_byte();
+  if (cluster.devices_per_node > 1)
+    step_s = op.step_s(cluster.intra.alpha_s, cluster.intra.beta_s_per_byte());
   if (cluster.inter)
-    step_s = std::max(step_s, cluster.inter->alpha_s + chunk * cluster.inter->beta_s_per_byte());
+    step_s = std::max(step_s, op.step_s(cluster.inter->alpha_s, cluster.inter->beta_s_per_byte()));
   const double closed_form_s = steps * step_s;
 
   sim::Schedule schedule;
   schedule.world_size = n;
   sim::Task task;
   task.name = a.op;
-  task.kind = kind;
+  task.kind = sim::task_kind_of(op.kind);
   task.stream = sim::Stream::kComm;
   task.bytes = bytes;
   schedule.tasks.push_back(task);
@@ -220,7 +224,7 @@ int run_collective(const CollectiveArgs& a) {
   const double simulated_s = sim::to_seconds(r.iteration);
   // nccl-tests' bus bandwidth: algorithm bandwidth S / t times (N-1)/N, or 2(N-1)/N for all-reduce.
   const double algbw = simulated_s > 0 ? bytes / simulated_s : 0.0;
-  const double busbw = algbw * (allreduce ? 2.0 : 1.0) * (n - 1) / n;
+  const double busbw = op.bus_bandwidth(simulated_s);
 
   if (a.json) {
     nlohmann::json j{{"collective", a.op},
@@ -243,7 +247,7 @@ int run_collective(const CollectiveArgs& a) {
                            format_bytes(bytes), n, a.nodes, a.nodes == 1 ? "" : "s", steps,
                            format_bytes(chunk))
             << fmt::format("  closed form    {}  ({}(N-1) (alpha + S/N beta) on the slowest link)\n",
-                           format_seconds(closed_form_s), allreduce ? "2 " : "")
+                           format_seconds(closed_form_s), passes > 1 ? fmt::format("{} ", passes) : "")
             << fmt::format("  simulated      {}  ({:+.3g} s apart; {} events)\n", format_seconds(simulated_s),
                            simulated_s - closed_form_s, r.events)
             << fmt::format("  bus bandwidth  {} (algorithm bandwidth {})\n",
@@ -282,9 +286,11 @@ Action add_collective_command(CLI::App& app) {
   app.description(
       "Price one ring collective: the closed form (N-1)(alpha + S/N beta), twice for all-reduce, on the\n"
       "slowest link, beside the simulator's step-by-step time.");
-  app.add_option("collective", a->op, "allgather | reducescatter | allreduce")
+  std::vector<std::string> keys;
+  for (const costmodel::CollectiveKind& k : costmodel::kCollectives) keys.emplace_back(k.key);
+  app.add_option("collective", a->op, fmt::format("{}", fmt::join(keys, " | ")))
       ->required()
-      ->check(CLI::IsMember({"allgather", "reducescatter", "allreduce"}));
+      ->check(CLI::IsMember(keys));
   app.add_option("--ranks", a->ranks, "Ranks in the ring (N)")->required()->check(CLI::Range(1, 1 << 16));
   app.add_option("--bytes", a->bytes, "The full buffer S (gathered or reduced), e.g. 1GiB or 100MB")
       ->required();

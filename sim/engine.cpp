@@ -182,7 +182,7 @@ class Engine {
     const Task& task = s_.tasks[t];
     const std::vector<Tick>& s = entry_[t];
     const int R = ranks_;
-    const int steps = world_ <= 1 ? 0 : (task.kind == TaskKind::kAllReduce ? 2 : 1) * (world_ - 1);
+    const int steps = costmodel::ring_steps(collective_of(task.kind), world_);
     step_.resize(R);
     for (int r = 0; r < R; ++r) step_[r] = net_.step_ticks(task.kind, task.bytes, world_, r);
     sent_.resize(R);
