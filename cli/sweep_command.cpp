@@ -21,7 +21,7 @@ constexpr int kExitInterrupted = 130;  // 128 + SIGINT, as a shell reports a Ctr
 struct SweepArgs {
   std::string file, out;
   int jobs = 1;
-  bool resume = false, quiet = false;
+  bool resume = false, force = false, quiet = false;
 };
 
 // Test hook: OSDP_SWEEP_TEST_DELAY_MS=N makes each unit sleep N ms first, so that the tests can
@@ -46,6 +46,7 @@ int run_sweep_command(const SweepArgs& a) {
   o.out_dir = a.out;
   o.jobs = a.jobs;
   o.resume = a.resume;
+  o.force = a.force;
   o.progress = !a.quiet;
   o.unit_delay_ms = test_delay_ms();
   o.tool_version = OSDP_VERSION;
@@ -81,7 +82,9 @@ Action add_sweep_command(CLI::App& app) {
   auto a = std::make_shared<SweepArgs>();
   app.description(
       "Run every configuration and strategy of an experiment file (the Cartesian product of its axes).\n"
-      "Each finished unit is appended to DIR/rows.jsonl at once; at the end DIR/results.csv (one line per\n"
+      "Each finished unit is appended to DIR/rows.jsonl at once (fsync'd; DIR is locked while the sweep\n"
+      "runs, and finished rows are never overwritten without --resume or --force); at the end\n"
+      "DIR/results.csv (one line per\n"
       "unit and evaluator), DIR/candidates.csv and DIR/summary.json (provenance) are written.\n"
       "Under `mpirun -np K osdp sweep FILE` the units are divided among the ranks; rank 0 writes.\n"
       "Exit codes: 0 done; 2 bad input or usage, or some units failed (their messages are printed and in\n"
@@ -92,9 +95,13 @@ Action add_sweep_command(CLI::App& app) {
   app.add_option("--jobs,-j", a->jobs, "Units run at once, in threads (per MPI rank)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  app.add_flag(
+  CLI::Option* resume = app.add_flag(
       "--resume", a->resume,
       "Continue an interrupted sweep: keep the rows in DIR/rows.jsonl and run only the missing units");
+  app.add_flag("--force", a->force,
+               "Start again in a DIR that holds finished rows: delete its rows.jsonl and results first "
+               "(without --resume or --force such a DIR is refused)")
+      ->excludes(resume);
   app.add_flag("--quiet,-q", a->quiet, "No progress line (it is shown only on a terminal anyway)");
   return [a]() { return run_sweep_command(*a); };
 }

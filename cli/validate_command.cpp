@@ -1,8 +1,11 @@
 // osdp validate: run every plan of an experiment for real and hold the prediction to the
 // experiment's tolerances (validate/validation.hpp does the work). Outside mpirun it relaunches
 // itself under mpirun; inside, every rank runs every plan and rank 0 writes the results.
+#include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -11,8 +14,9 @@
 #include "costmodel/catalog.hpp"
 #include "costmodel/error.hpp"
 #include "costmodel/provenance.hpp"
-#include "osdp_version.hpp"
 #include "experiments/measured.hpp"
+#include "experiments/results_dir.hpp"
+#include "osdp_version.hpp"
 #ifdef OSDP_HAVE_MPI_BACKEND
 #include "validate/backends.hpp"
 #include "validate/mpi/mpi_backend.hpp"
@@ -25,21 +29,50 @@ constexpr int kExitTolerance = 5;  // a measured error passed the experiment's t
 
 struct ValidateArgs {
   std::string file, backend = "mpi", calibration, out, mpirun_args, gemm = "fp32";
-  std::vector<std::string> np;
+  std::vector<std::string> plans, np;
+  std::optional<int> warmup, iterations;
   double timeout_s = 120;
-  bool resume = false, quiet = false, tasks = false;
+  bool resume = false, force = false, quiet = false, tasks = false;
 };
 
 std::vector<std::string> child_args(const ValidateArgs& a, int np) {
-  std::vector<std::string> r{
-      "validate", a.file, "--backend",        a.backend,   "--gemm",
-      a.gemm,     "--np", std::to_string(np), "--timeout", fmt::format("{}", a.timeout_s)};
+  std::vector<std::string> r{"validate"};
+  if (!a.file.empty()) r.push_back(a.file);
+  for (const auto& p : a.plans) r.insert(r.end(), {"--plan", p});
+  r.insert(r.end(), {"--backend", a.backend, "--gemm", a.gemm, "--np", std::to_string(np), "--timeout",
+                     fmt::format("{}", a.timeout_s)});
   if (!a.calibration.empty()) r.insert(r.end(), {"--calibration", a.calibration});
   if (!a.out.empty()) r.insert(r.end(), {"--out", a.out});
+  if (a.warmup) r.insert(r.end(), {"--warmup", std::to_string(*a.warmup)});
+  if (a.iterations) r.insert(r.end(), {"--iterations", std::to_string(*a.iterations)});
   if (a.resume) r.push_back("--resume");
+  if (a.force) r.push_back("--force");
   if (a.tasks) r.push_back("--tasks");
   if (a.quiet) r.push_back("--quiet");
   return r;
+}
+
+// Test hook: OSDP_VALIDATE_TEST_DELAY_MS=N makes each group of plans wait N ms first, so that the
+// tests can kill a validation part-way. Not meant for anything else.
+int test_delay_ms() {
+  const char* s = std::getenv("OSDP_VALIDATE_TEST_DELAY_MS");
+  return s ? std::max(0, std::atoi(s)) : 0;
+}
+
+// What the command runs: the units of an experiment, or plan files as they are. Reads and checks
+// every input (bad input fails here, before any rank starts).
+experiments::MeasuredJob make_job(const ValidateArgs& a) {
+  if (a.file.empty() == a.plans.empty())
+    throw UsageError("give an experiment file or --plan FILE (one or more), not both");
+  if (!a.plans.empty() && !a.calibration.empty())
+    throw UsageError(
+        "--calibration re-plans the units of an experiment; a plan file carries its own calibration");
+  experiments::MeasuredJob job = a.file.empty()
+                                     ? experiments::measured_job(a.plans, experiments::ValidationSpec{})
+                                     : experiments::measured_job(experiments::load_experiment(a.file));
+  if (a.warmup) job.validation.warmup = *a.warmup;
+  if (a.iterations) job.validation.iterations = *a.iterations;
+  return job;
 }
 
 #ifdef OSDP_HAVE_MPI_BACKEND
@@ -58,25 +91,28 @@ int run_ranks(const ValidateArgs& a, int np) {
   try {
     if (np > 0 && comm.size() != np)
       throw UsageError(fmt::format("-np {} but mpirun started {} ranks", np, comm.size()));
-    const experiments::Experiment e = experiments::load_experiment(a.file);
+    const experiments::MeasuredJob job = make_job(a);
     experiments::ValidationOptions o;
     if (!a.calibration.empty()) {
-      const costmodel::ClusterSpec base = costmodel::load_cluster(e.base.cluster);
-      o.calibration = costmodel::load_calibration(a.calibration, base.compute);
+      const experiments::Experiment e = experiments::load_experiment(a.file);
+      o.calibration =
+          costmodel::load_calibration(a.calibration, costmodel::load_cluster(e.base.cluster).compute);
     }
-    o.out_dir = a.out.empty() ? e.output : a.out;
+    o.out_dir = a.out.empty() ? job.output : a.out;
     o.resume = a.resume;
+    o.force = a.force;
     o.tasks = a.tasks;
     o.gemm_math = gemm_math(a.gemm);
+    o.group_delay_ms = test_delay_ms();
     if (!a.quiet)
       o.progress = [](const std::string& line) { std::cerr << "validate: " << line << std::endl; };
     // prefetch 0 overlaps nothing: one stream runs both (on the CPU, no hand-offs between threads).
     const experiments::DeviceFactory make_device = [&backend](const costmodel::Plan& plan) {
       return backend->make_device(plan.cluster.overlap.enabled && plan.prefetch > 0);
     };
-    const auto rows = experiments::run_validation(e, comm, make_device, o);
+    const auto rows = experiments::run_measured(job, comm, make_device, o);
     if (!root) return kExitOk;
-    const experiments::ValidationSummary s = experiments::summarize(rows, e.validation);
+    const experiments::ValidationSummary s = experiments::summarize(rows, job.validation);
     nlohmann::json prov = costmodel::machine(comm.size(), 1);
     prov["date"] = costmodel::utc_now();
     prov["tool"] = fmt::format("osdp {} ({})", OSDP_VERSION, OSDP_GIT_HASH);
@@ -84,12 +120,14 @@ int run_ranks(const ValidateArgs& a, int np) {
     prov["backend_version"] = comm.version();
     prov["device"] = backend->device_name();
     prov["gemm"] = a.gemm;
-    prov["calibration"] = o.calibration ? o.calibration->name : std::string("(the clusters' own)");
-    const std::string plot = experiments::write_validation_outputs(o.out_dir, e, rows, s, prov);
+    prov["calibration"] = o.calibration     ? o.calibration->name
+                          : a.plans.empty() ? std::string("(the clusters' own)")
+                                            : std::string("(the plan files' own)");
+    const std::string plot = experiments::write_validation_outputs(o.out_dir, job, rows, s, prov);
     std::cout << fmt::format(
         "osdp validate: {}: {} plans on {} ranks; step time |error| median {:.1f}%, max {:.1f}%;"
         " peak memory |error| max {:.2f}%\n",
-        e.name, s.plans, comm.size(), 100 * s.median_abs_time_error, 100 * s.max_abs_time_error,
+        job.name, s.plans, comm.size(), 100 * s.median_abs_time_error, 100 * s.max_abs_time_error,
         100 * s.max_abs_memory_error);
     for (const auto& x : s.speedups)
       std::cout << fmt::format("  speedup {} over {}: predicted {:.3f}x, measured {:.3f}x ({:+.1f}%)\n",
@@ -114,7 +152,13 @@ int run_validate(const ValidateArgs& a) {
   (void)gemm_math(a.gemm);
   const int np = parse_np(a.np);
   check_backend(a.backend);
-  (void)experiments::load_experiment(a.file);  // bad input is reported before any rank starts
+  // Bad input, and units for another world size, are reported before any rank starts.
+  const experiments::MeasuredJob job = make_job(a);
+  if (np > 0) experiments::check_world_size(job, np);
+  if (const std::string why =
+          experiments::ResultsDir::refusal(a.out.empty() ? job.output : a.out, {a.resume, a.force, {}});
+      !why.empty())
+    throw UsageError(why);
 #ifdef OSDP_HAVE_MPI_BACKEND
   return launch_or_run("validate", np, child_args(a, np), a.mpirun_args, [&] { return run_ranks(a, np); });
 #else
@@ -127,19 +171,32 @@ int run_validate(const ValidateArgs& a) {
 Action add_validate_command(CLI::App& app) {
   auto a = std::make_shared<ValidateArgs>();
   app.description(
-      "Run every plan of an experiment for real and compare it with the prediction.\n"
-      "For each unit of EXPERIMENT the search picks a plan (with --calibration, or the cluster's own\n"
-      "calibration); the simulator predicts its step time and peak memory; the plan then runs on the\n"
-      "backend: `validation.warmup` steps, then `validation.iterations` timed ones (each the slowest rank's\n"
-      "time); the median is compared. Real arithmetic on real data, the schedule's buffers allocated\n"
-      "through a tracking allocator (peak less the executor's own fixed buffers).\n"
-      "The strategies of one configuration run side by side, their steps interleaved. Writes\n"
-      "OUT/rows.jsonl as each configuration's plans finish (--resume goes on after an interruption),\n"
-      "then OUT/validation.csv, OUT/summary.json and OUT/predicted_vs_measured.png.\n"
-      "Run it as `osdp validate EXPERIMENT -np N`: it starts itself under mpirun.\n"
+      "Run plans for real and compare each with the simulator's prediction.\n"
+      "  osdp validate EXPERIMENT -np N          every unit of an experiment file: the search picks each\n"
+      "                                          plan (with --calibration, or the cluster's own "
+      "calibration)\n"
+      "  osdp validate --plan a.json [--plan b.json ...] -np N\n"
+      "                                          plan files from `osdp plan --out`, run as they are\n"
+      "The simulator predicts each plan's step time and peak memory; the plan then runs on the backend:\n"
+      "warm-up steps, then timed ones (each the slowest rank's time); the median is compared. Real\n"
+      "arithmetic on real data, the schedule's buffers allocated through a tracking allocator (peak less\n"
+      "the executor's own fixed buffers). The plans of one configuration (or all plan files) run side by\n"
+      "side, their steps interleaved. A plan for another world size than the job's is refused before\n"
+      "anything runs. Rows go to OUT/rows.jsonl as each group finishes (fsync'd; OUT is locked while the\n"
+      "job runs; finished rows are never overwritten without --resume or --force), then\n"
+      "OUT/validation.csv, OUT/summary.json and OUT/predicted_vs_measured.png.\n"
+      "It starts itself under mpirun when given -np N.\n"
       "Exit codes: 0 within tolerance; 2 bad input; 4 a rank failed or timed out (the job is aborted);\n"
-      "5 an error passed the experiment's tolerance.");
-  app.add_option("experiment", a->file, "Experiment file with a \"validation\" block")->required();
+      "5 an error passed the tolerance (the experiment's \"validation\" block; for plan files 5% median,\n"
+      "10% largest step-time error, 1% peak memory).");
+  app.add_option("experiment", a->file, "Experiment file with a \"validation\" block");
+  app.add_option("--plan", a->plans, "A plan file (osdp plan --out) to run as it is; repeat for more")
+      ->take_all()
+      ->allow_extra_args(false);
+  app.add_option("--warmup", a->warmup, "Warm-up steps per plan (default: the experiment's, or 2)")
+      ->check(CLI::Range(0, 1000));
+  app.add_option("--iterations", a->iterations, "Timed steps per plan (default: the experiment's, or 5)")
+      ->check(CLI::Range(1, 100000));
   app.add_option(
          "--backend", a->backend,
          "mpi (CPU ranks, Open MPI) or nccl (one GPU per rank: CUDA, cuBLAS, NCCL; see osdp --version)")
@@ -148,7 +205,11 @@ Action add_validate_command(CLI::App& app) {
   app.add_option("--calibration", a->calibration,
                  "Calibration file (from osdp calibrate) to predict with, instead of the clusters' own");
   app.add_option("--out", a->out, "Results directory (default: the experiment's \"output\")");
-  app.add_flag("--resume", a->resume, "Keep the plans already in OUT/rows.jsonl and run the rest");
+  CLI::Option* resume =
+      app.add_flag("--resume", a->resume, "Keep the plans already in OUT/rows.jsonl and run the rest");
+  app.add_flag("--force", a->force,
+               "Start again in an OUT that holds finished rows: delete its rows.jsonl and results first")
+      ->excludes(resume);
   app.add_option("--mpirun-args", a->mpirun_args, "Extra mpirun arguments, e.g. \"--mca btl self,vader\"");
   app.add_option("--timeout", a->timeout_s, "Seconds before a collective that does not finish fails the job")
       ->capture_default_str();

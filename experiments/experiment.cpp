@@ -164,9 +164,9 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
     if (!ev->is_array() || ev->empty()) bad(file, "/evaluators", "expected a non-empty array");
     for (std::size_t i = 0; i < ev->size(); ++i) {
       const auto& v = (*ev)[i];
-      if (!v.is_string() || (v != "analytic" && v != "sim"))
+      if (!v.is_string() || (v != "analytic" && v != "sim" && v != "measured"))
         bad(file, "/evaluators/" + std::to_string(i),
-            fmt::format("expected \"analytic\" or \"sim\", got {}", v.dump()));
+            fmt::format("expected \"analytic\", \"sim\" or \"measured\", got {}", v.dump()));
       e.evaluators.push_back(v.get<std::string>());
     }
   } else {

@@ -71,9 +71,10 @@ struct Experiment {
   Config base;
   std::vector<std::pair<std::string, std::vector<nlohmann::json>>> axes;  // in file order
   std::vector<StrategyConfig> strategies;
-  std::string baseline;                 // a strategy label, or empty
-  std::vector<std::string> evaluators;  // analytic | sim
-  std::string output;                   // results directory (relative to the working directory)
+  std::string baseline;  // a strategy label, or empty
+  // analytic | sim (osdp sweep) | measured (osdp validate: the plan run for real on ranks)
+  std::vector<std::string> evaluators;
+  std::string output;  // results directory (relative to the working directory)
   ValidationSpec validation;
   nlohmann::json source;  // the file as read (recorded with the results)
 };

@@ -1,50 +1,38 @@
 #include "experiments/measured.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
+#include <chrono>
+#include <cstdint>
+#include <exception>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
+#include "costmodel/calibration_fit.hpp"
+#include "costmodel/catalog.hpp"
 #include "costmodel/error.hpp"
 #include "costmodel/files.hpp"
+#include "costmodel/json_reader.hpp"
 #include "costmodel/units.hpp"
-#include "experiments/run.hpp"
+#include "experiments/results_dir.hpp"
 #include "experiments/sweep.hpp"
 #include "search/report.hpp"
 #include "sim/replay.hpp"
-#include "costmodel/calibration_fit.hpp"
 #include "validate/executor/executor.hpp"
-
-#ifndef OSDP_PLOT_SCRIPT
-#define OSDP_PLOT_SCRIPT ""
-#endif
 
 namespace osdp::experiments {
 namespace {
 
-// The finished rows of an earlier run (rows.jsonl), by key.
-std::map<std::string, ValidationRow> finished_rows(const std::string& path) {
-  std::map<std::string, ValidationRow> out;
-  std::ifstream in(path);
-  std::string line;
-  int n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.empty()) continue;
-    try {
-      const ValidationRow r = row_from_json(nlohmann::json::parse(line));
-      out[r.key] = r;
-    } catch (const std::exception&) {
-      // A line cut short by an interruption: that plan runs again.
-    }
+// FNV-1a, 64 bits: a plan file's identity for --resume does not depend on the standard library.
+std::uint64_t fnv1a(const std::string& s) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (const unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
   }
-  return out;
+  return h;
 }
 
 // Rank 0's tasks in the last timed step beside the simulator's: where a prediction goes wrong.
@@ -56,49 +44,92 @@ void write_task_csv(const std::string& path, const sim::Replay& replay,
   std::string csv = "task,kind,stream,op,slice,predicted_s,measured_s,measured_start_s\n";
   for (std::size_t t = 0; t < replay.schedule.tasks.size() && t < measured.size(); ++t) {
     const sim::Task& task = replay.schedule.tasks[t];
-    csv += fmt::format("{},{},{},{},{},{:.6g},{:.6g},{:.6g}\n", experiments::csv_field(task.name),
-                       sim::to_string(task.kind), task.stream == sim::Stream::kComm ? "comm" : "compute",
-                       task.op, task.slice, predicted[t], measured[t].end_s - measured[t].start_s,
-                       measured[t].start_s);
+    csv +=
+        fmt::format("{},{},{},{},{},{:.6g},{:.6g},{:.6g}\n", csv_field(task.name), sim::to_string(task.kind),
+                    task.stream == sim::Stream::kComm ? "comm" : "compute", task.op, task.slice, predicted[t],
+                    measured[t].end_s - measured[t].start_s, measured[t].start_s);
   }
   costmodel::write_file_atomic(path, csv);
 }
 
-// One unit being measured: its prediction, and (when a plan fits) its device and executor.
+// An item made ready to run: the row so far, and (when a plan fits) the plan and its lowering.
+struct Prepared {
+  UnitResult row;
+  std::optional<costmodel::Plan> plan;
+  costmodel::Workload workload;
+};
+
+Prepared prepare(const MeasuredItem& item, const ValidationOptions& o) {
+  Prepared p;
+  UnitResult& r = p.row;
+  r.index = item.index;
+  r.key = item.key;
+  r.strategy = item.label;
+  if (item.unit) {  // searched, as the sweep does
+    PlannedUnit u = plan_unit(*item.unit, o.calibration);
+    r.model = u.model.name;
+    r.cluster = u.cluster.name;
+    r.world_size = u.cluster.world_size();
+    r.memory_limit_bytes = u.search.memory_limit_bytes;
+    r.feasible = u.plan.has_value();
+    r.batch_size = u.result.batch;
+    r.min_fit_bytes = r.feasible ? 0 : u.result.min_fit_bytes;
+    for (const auto& c : u.result.candidates)
+      if (c.feasible) r.candidates.push_back({c.batch, c.time_s, c.peak_bytes, c.throughput});
+    p.plan = std::move(u.plan);
+    p.workload = std::move(u.workload);
+    if (r.feasible)
+      for (const auto& line : search::summarize_choices(p.workload, u.result.choices))
+        r.plan_summary += (r.plan_summary.empty() ? "" : "; ") + line;
+  } else {  // a plan file, as it is
+    const costmodel::Plan& plan = *item.plan;
+    r.model = plan.model.name;
+    r.cluster = plan.cluster.name;
+    r.world_size = plan.cluster.world_size();
+    r.memory_limit_bytes = plan.memory_limit_bytes;
+    r.feasible = true;
+    r.batch_size = plan.batch_size;
+    p.plan = plan;
+    p.workload = costmodel::lower(plan.model);
+    std::vector<costmodel::Choice> choices;
+    for (const auto& op : plan.operators) choices.push_back(op.choice);
+    for (const auto& line : search::summarize_choices(p.workload, choices))
+      r.plan_summary += (r.plan_summary.empty() ? "" : "; ") + line;
+  }
+  return p;
+}
+
+// One plan being measured: its prediction, and (when a plan fits) its device and executor.
 class Running {
  public:
-  Running(const experiments::Unit& u, const experiments::PlannedUnit& p, validate::Communicator& comm,
+  Running(const MeasuredItem& item, Prepared prepared, validate::Communicator& comm,
           const DeviceFactory& make_device, const ValidationOptions& o)
-      : unit_(u), comm_(comm), o_(o) {
-    row_.index = u.index;
-    row_.key = u.key();
-    row_.config = experiments::to_json(u.config).dump();
-    row_.model = p.model.name;
-    row_.strategy = u.strategy.label;
-    row_.world_size = p.cluster.world_size();
-    row_.memory_limit_bytes = p.search.memory_limit_bytes;
-    row_.feasible = p.plan.has_value();
-    if (!p.plan) return;
-    plan_ = *p.plan;
-    workload_ = p.workload;
-    row_.batch = plan_.batch_size;
-    row_.prefetch = plan_.prefetch;
-    std::string summary;
-    for (const auto& line : search::summarize_choices(p.workload, p.result.choices))
-      summary += (summary.empty() ? "" : "; ") + line;
-    row_.plan_summary = summary;
+      : item_(item), comm_(comm), o_(o), row_(std::move(prepared.row)) {
+    measurement_.group = item.group;
+    if (!prepared.plan) {
+      for (const auto& ev : measured_evaluators()) row_.evaluations.push_back({ev, false, 0, 0, 0});
+      return;
+    }
+    plan_ = std::move(*prepared.plan);
+    workload_ = std::move(prepared.workload);
+    measurement_.prefetch = plan_.prefetch;
     sim::SimOptions so;
     so.record_tasks = o.tasks;
-    replay_ = sim::replay_plan(plan_, so);
-    row_.analytic_time_s = replay_.analytic_time_s;
-    row_.predicted_time_s = sim::to_seconds(replay_.result.iteration);
-    row_.predicted_peak_bytes = replay_.result.peak_rank().peak_bytes - replay_.result.reserve_bytes;
+    replay_ = sim::replay_plan(plan_, workload_, so);
+    const double world_batch = static_cast<double>(row_.world_size) * plan_.batch_size;
+    const double sim_time = sim::to_seconds(replay_.result.iteration);
+    const double sim_peak = replay_.result.peak_rank().peak_bytes;
+    row_.evaluations.push_back({"analytic", true, world_batch / replay_.analytic_time_s,
+                                replay_.analytic_time_s, replay_.analytic_peak_bytes});
+    row_.evaluations.push_back({"sim", true, world_batch / sim_time, sim_time, sim_peak});
+    measurement_.predicted_peak_bytes = sim_peak - replay_.result.reserve_bytes;
     dev_ = make_device(plan_);
     validate::ExecutorOptions xo;
     xo.record_tasks = o.tasks;
     xo.gemm_math = o.gemm_math;
-    naming_the_plan(
-        [&] { executor_ = std::make_unique<validate::Executor>(*dev_, comm, workload_, plan_, replay_.schedule, xo); });
+    naming_the_plan([&] {
+      executor_ = std::make_unique<validate::Executor>(*dev_, comm, workload_, plan_, replay_.schedule, xo);
+    });
   }
 
   bool feasible() const { return row_.feasible; }
@@ -107,7 +138,7 @@ class Running {
   }
   void timed_step() {
     naming_the_plan([&] { last_ = executor_->step(); });
-    row_.steps_s.push_back(comm_.max_over_ranks(last_.seconds));
+    measurement_.steps_s.push_back(comm_.max_over_ranks(last_.seconds));
     peak_ = std::max(peak_, static_cast<double>(last_.peak_bytes - last_.baseline_bytes));
   }
 
@@ -117,41 +148,52 @@ class Running {
     try {
       work();
     } catch (const validate::OutOfMemory& e) {
-      throw validate::OutOfMemory(fmt::format("plan {} of unit {} ({}, micro-batch {}, {}): {}", row_.strategy,
-                                    unit_.index, row_.model, plan_.batch_size, row_.plan_summary, e.what()));
+      throw validate::OutOfMemory(fmt::format("plan {} of {} ({}, micro-batch {}, {}): {}", row_.strategy,
+                                              item_.origin, row_.model, plan_.batch_size, row_.plan_summary,
+                                              e.what()));
     }
   }
 
-  ValidationRow finish() {
-    if (!row_.feasible) return row_;
-    row_.measured_peak_bytes = comm_.max_over_ranks(peak_);
-    row_.baseline_bytes = static_cast<double>(last_.baseline_bytes);
-    row_.padding_bytes = static_cast<double>(last_.padding_bytes);
+  UnitResult finish() {
+    Measurement& m = measurement_;
+    if (!row_.feasible) {
+      row_.measurement = std::move(m);
+      return row_;
+    }
+    m.peak_bytes = comm_.max_over_ranks(peak_);
+    m.baseline_bytes = static_cast<double>(last_.baseline_bytes);
+    m.padding_bytes = static_cast<double>(last_.padding_bytes);
     // The driver's view (GPUs; 0 on the CPU): the least free memory of any rank, the first's total.
-    row_.device_free_bytes = -comm_.max_over_ranks(-static_cast<double>(last_.device_free_bytes));
-    row_.device_total_bytes = static_cast<double>(last_.device_total_bytes);
-    row_.loss = last_.loss;
+    m.device_free_bytes = -comm_.max_over_ranks(-static_cast<double>(last_.device_free_bytes));
+    m.device_total_bytes = static_cast<double>(last_.device_total_bytes);
+    m.loss = last_.loss;
     if (o_.tasks && comm_.rank() == 0) {
       std::filesystem::create_directories(o_.out_dir + "/tasks");
-      write_task_csv(fmt::format("{}/tasks/{}-{}-b{}.csv", o_.out_dir, unit_.index, unit_.strategy.label,
-                                 plan_.batch_size),
-                     replay_, last_.tasks);
+      write_task_csv(
+          fmt::format("{}/tasks/{}-{}-b{}.csv", o_.out_dir, row_.index, row_.strategy, plan_.batch_size),
+          replay_, last_.tasks);
     }
     executor_.reset();
     dev_.reset();
-    row_.measured_time_s = costmodel::median(row_.steps_s);
-    row_.measured_min_s = *std::min_element(row_.steps_s.begin(), row_.steps_s.end());
-    row_.measured_max_s = *std::max_element(row_.steps_s.begin(), row_.steps_s.end());
-    row_.time_error = (row_.measured_time_s - row_.predicted_time_s) / row_.predicted_time_s;
-    row_.memory_error = (row_.measured_peak_bytes - row_.predicted_peak_bytes) / row_.predicted_peak_bytes;
+    const double time = costmodel::median(m.steps_s);
+    m.min_s = *std::min_element(m.steps_s.begin(), m.steps_s.end());
+    m.max_s = *std::max_element(m.steps_s.begin(), m.steps_s.end());
+    const Evaluation& sim = row_.evaluations.back();
+    m.time_error = (time - sim.time_s) / sim.time_s;
+    m.memory_error = (m.peak_bytes - m.predicted_peak_bytes) / m.predicted_peak_bytes;
+    // Counted as the other evaluators count peaks: the cluster's reserve included.
+    row_.evaluations.push_back({"measured", true, sim.throughput * sim.time_s / time, time,
+                                m.peak_bytes + (sim.peak_bytes - m.predicted_peak_bytes)});
+    row_.measurement = std::move(measurement_);
     return row_;
   }
 
  private:
-  const experiments::Unit& unit_;
+  const MeasuredItem& item_;
   validate::Communicator& comm_;
   const ValidationOptions& o_;
-  ValidationRow row_;
+  UnitResult row_;
+  Measurement measurement_;
   costmodel::Plan plan_;
   costmodel::Workload workload_;
   sim::Replay replay_;
@@ -161,179 +203,157 @@ class Running {
   double peak_ = 0;
 };
 
-}  // namespace
-
-nlohmann::json to_json(const ValidationRow& r) {
-  return {{"index", r.index},
-          {"key", r.key},
-          {"config", r.config},
-          {"model", r.model},
-          {"strategy", r.strategy},
-          {"plan_summary", r.plan_summary},
-          {"world_size", r.world_size},
-          {"batch_size", r.batch},
-          {"prefetch", r.prefetch},
-          {"memory_limit_bytes", r.memory_limit_bytes},
-          {"feasible", r.feasible},
-          {"analytic_time_s", r.analytic_time_s},
-          {"predicted_time_s", r.predicted_time_s},
-          {"measured_time_s", r.measured_time_s},
-          {"measured_min_s", r.measured_min_s},
-          {"measured_max_s", r.measured_max_s},
-          {"steps_s", r.steps_s},
-          {"predicted_peak_bytes", r.predicted_peak_bytes},
-          {"measured_peak_bytes", r.measured_peak_bytes},
-          {"baseline_bytes", r.baseline_bytes},
-          {"padding_bytes", r.padding_bytes},
-          {"device_free_bytes", r.device_free_bytes},
-          {"device_total_bytes", r.device_total_bytes},
-          {"time_error", r.time_error},
-          {"memory_error", r.memory_error},
-          {"loss", r.loss}};
-}
-
-ValidationRow row_from_json(const nlohmann::json& j) {
-  ValidationRow r;
-  r.index = j.at("index").get<int>();
-  r.key = j.at("key").get<std::string>();
-  r.config = j.at("config").get<std::string>();
-  r.model = j.at("model").get<std::string>();
-  r.strategy = j.at("strategy").get<std::string>();
-  r.plan_summary = j.at("plan_summary").get<std::string>();
-  r.world_size = j.at("world_size").get<int>();
-  r.batch = j.at("batch_size").get<int>();
-  r.prefetch = j.at("prefetch").get<int>();
-  r.memory_limit_bytes = j.at("memory_limit_bytes").get<double>();
-  r.feasible = j.at("feasible").get<bool>();
-  r.analytic_time_s = j.at("analytic_time_s").get<double>();
-  r.predicted_time_s = j.at("predicted_time_s").get<double>();
-  r.measured_time_s = j.at("measured_time_s").get<double>();
-  r.measured_min_s = j.at("measured_min_s").get<double>();
-  r.measured_max_s = j.at("measured_max_s").get<double>();
-  r.steps_s = j.at("steps_s").get<std::vector<double>>();
-  r.predicted_peak_bytes = j.at("predicted_peak_bytes").get<double>();
-  r.measured_peak_bytes = j.at("measured_peak_bytes").get<double>();
-  r.baseline_bytes = j.at("baseline_bytes").get<double>();
-  r.padding_bytes = j.at("padding_bytes").get<double>();
-  r.device_free_bytes = j.value("device_free_bytes", 0.0);  // absent in rows of osdp before the GPU backend
-  r.device_total_bytes = j.value("device_total_bytes", 0.0);
-  r.time_error = j.at("time_error").get<double>();
-  r.memory_error = j.at("memory_error").get<double>();
-  r.loss = j.at("loss").get<double>();
-  return r;
-}
-
-ValidationSummary summarize(const std::vector<ValidationRow>& rows, const experiments::ValidationSpec& spec) {
-  ValidationSummary s;
-  std::vector<double> errs;
-  for (const auto& r : rows) {
-    if (!r.feasible) continue;
-    ++s.plans;
-    errs.push_back(std::fabs(r.time_error));
-    s.max_abs_time_error = std::max(s.max_abs_time_error, std::fabs(r.time_error));
-    s.max_abs_memory_error = std::max(s.max_abs_memory_error, std::fabs(r.memory_error));
-    if (std::fabs(r.time_error) > spec.time_max)
-      s.failures.push_back(fmt::format("{} {} b={}: step time off by {:+.1f}% (tolerance {:.1f}%)", r.model,
-                                       r.strategy, r.batch, 100 * r.time_error, 100 * spec.time_max));
-    if (std::fabs(r.memory_error) > spec.memory_max)
-      s.failures.push_back(fmt::format("{} {} b={}: peak memory off by {:+.2f}% (tolerance {:.2f}%)", r.model,
-                                       r.strategy, r.batch, 100 * r.memory_error, 100 * spec.memory_max));
-  }
-  s.median_abs_time_error = errs.empty() ? 0.0 : costmodel::median(errs);
-  if (s.plans > 0 && s.median_abs_time_error > spec.time_median)
-    s.failures.push_back(fmt::format("costmodel::median step-time error {:.1f}% (tolerance {:.1f}%)",
-                                     100 * s.median_abs_time_error, 100 * spec.time_median));
-  if (s.plans == 0) s.failures.push_back("no plan of the experiment fits: nothing was measured");
-  for (const auto& check : spec.speedups) {
-    std::map<std::string, std::map<std::string, const ValidationRow*>> by_config;
-    for (const auto& r : rows)
-      if (r.feasible) by_config[r.config][r.strategy] = &r;
-    for (const auto& [config, strategies] : by_config) {
-      auto f = strategies.find(check.faster), t = strategies.find(check.than);
-      if (f == strategies.end() || t == strategies.end()) continue;
-      SpeedupResult x;
-      x.config = config;
-      x.faster = check.faster;
-      x.than = check.than;
-      x.predicted = t->second->predicted_time_s / f->second->predicted_time_s;
-      x.measured = t->second->measured_time_s / f->second->measured_time_s;
-      x.error = x.measured / x.predicted - 1.0;
-      x.ok = std::fabs(x.error) <= check.tolerance;
-      if (!x.ok)
-        s.failures.push_back(fmt::format(
-            "speedup of {} over {} measured {:.3f}x, predicted {:.3f}x ({:+.1f}%, "
-            "tolerance {:.1f}%) at {}",
-            x.faster, x.than, x.measured, x.predicted, 100 * x.error, 100 * check.tolerance, config));
-      s.speedups.push_back(x);
+// Rank 0 opens the results directory and reads back what is done; every rank learns whether that
+// worked (the others throw too, silently: rank 0 reports).
+std::map<std::string, UnitResult> open_results(const MeasuredJob& job, const ValidationOptions& o,
+                                               validate::Communicator& comm,
+                                               std::unique_ptr<ResultsDir>& dir) {
+  std::map<std::string, UnitResult> done;
+  std::exception_ptr error;
+  if (comm.rank() == 0) {
+    try {
+      dir = std::make_unique<ResultsDir>(
+          o.out_dir, ResultsDirOptions{
+                         o.resume, o.force, {"validation.csv", "summary.json", "predicted_vs_measured.png"}});
+      if (dir->resuming()) {
+        std::vector<std::string> keys(job.items.size());
+        for (const auto& item : job.items) keys[static_cast<std::size_t>(item.index)] = item.key;
+        const StoredRows stored = read_rows(dir->rows_path(), keys, measured_evaluators());
+        std::vector<std::string> kept;  // torn or stale lines go before new ones are appended
+        for (const auto& [index, r] : stored.rows) {
+          kept.push_back(to_json(r).dump());
+          done.emplace(r.key, r);
+        }
+        dir->keep(kept);
+      }
+    } catch (const Error&) {
+      error = std::current_exception();
     }
   }
-  return s;
+  const bool failed = comm.all_values(error ? 1.0 : 0.0).front() > 0;
+  if (error) std::rethrow_exception(error);
+  if (failed) throw UsageError("rank 0 could not open the results directory");
+  return done;
 }
 
-std::vector<ValidationRow> run_validation(const experiments::Experiment& e, validate::Communicator& comm,
-                                          const DeviceFactory& make_device, const ValidationOptions& o) {
-  const bool root = comm.rank() == 0;
-  const std::string rows_path = o.out_dir + "/rows.jsonl";
-  std::map<std::string, ValidationRow> done;
-  if (root) {
-    std::filesystem::create_directories(o.out_dir);
-    if (o.resume)
-      done = finished_rows(rows_path);
-    else
-      std::ofstream(rows_path, std::ios::trunc);
+}  // namespace
+
+const std::vector<std::string>& measured_evaluators() {
+  static const std::vector<std::string> k{"analytic", "sim", "measured"};
+  return k;
+}
+
+MeasuredJob measured_job(const Experiment& e) {
+  MeasuredJob job;
+  job.name = e.name;
+  job.output = e.output;
+  job.validation = e.validation;
+  job.source = e.source;
+  std::map<std::string, costmodel::ClusterSpec> clusters;  // each cluster file read once
+  for (Unit& u : expand(e)) {
+    MeasuredItem item;
+    item.index = u.index;
+    item.key = u.key();
+    item.group = to_json(u.config).dump();
+    item.label = u.strategy.label;
+    auto it = clusters.find(u.config.cluster);
+    if (it == clusters.end())
+      it = clusters.emplace(u.config.cluster, costmodel::load_cluster(u.config.cluster)).first;
+    item.world_size = resize(it->second, u.config.world_size).world_size();
+    item.origin =
+        fmt::format("unit {} ({}, {} on {})", u.index, u.strategy.label, u.config.model, u.config.cluster);
+    item.unit = std::move(u);
+    job.items.push_back(std::move(item));
   }
-  std::ofstream rows_out;
-  if (root) rows_out.open(rows_path, std::ios::app);
-  const std::vector<experiments::Unit> units = experiments::expand(e);
-  std::vector<ValidationRow> rows;
-  auto report = [&](const ValidationRow& row, std::size_t position) {
+  return job;
+}
+
+MeasuredJob measured_job(const std::vector<std::string>& plan_files, const ValidationSpec& validation) {
+  MeasuredJob job;
+  job.name = "plans";
+  job.output = "results/validate-plans";
+  job.validation = validation;
+  job.source = {{"plan_files", plan_files}};
+  for (std::size_t i = 0; i < plan_files.size(); ++i) {
+    const std::string& path = plan_files[i];
+    MeasuredItem item;
+    item.index = static_cast<int>(i);
+    item.plan = costmodel::read_plan(costmodel::load_json_file(path), path);
+    item.key = fmt::format("plan:{}:{:016x}", path, fnv1a(costmodel::to_json(*item.plan).dump()));
+    item.group = "plan files";
+    item.label = std::filesystem::path(path).stem().string();
+    item.origin = fmt::format("plan file {}", path);
+    item.world_size = item.plan->cluster.world_size();
+    job.items.push_back(std::move(item));
+  }
+  return job;
+}
+
+void check_world_size(const MeasuredJob& job, int ranks) {
+  for (const auto& item : job.items)
+    if (item.world_size != ranks)
+      throw UsageError(fmt::format("{}: the plan is for {} ranks, the job has {}; run it with -np {}",
+                                   item.origin, item.world_size, ranks, item.world_size));
+}
+
+std::vector<UnitResult> run_measured(const MeasuredJob& job, validate::Communicator& comm,
+                                     const DeviceFactory& make_device, const ValidationOptions& o) {
+  check_world_size(job, comm.size());
+  const bool root = comm.rank() == 0;
+  std::unique_ptr<ResultsDir> dir;
+  const std::map<std::string, UnitResult> done = open_results(job, o, comm, dir);
+  const std::size_t total = job.items.size();
+  std::vector<UnitResult> rows;
+  auto report = [&](const UnitResult& row, std::size_t position) {
     if (!root) return;
-    rows_out << to_json(row).dump() << "\n";
-    rows_out.flush();
-    if (o.progress)
-      o.progress(
-          row.feasible
-              ? fmt::format("[{}/{}] {} {} b={}: predicted {:.1f} ms, measured {:.1f} ms ({:+.1f}%); peak {} "
-                            "predicted, {} measured ({:+.2f}%)",
-                            position, units.size(), row.model, row.strategy, row.batch,
-                            1e3 * row.predicted_time_s, 1e3 * row.measured_time_s, 100 * row.time_error,
-                            costmodel::format_bytes(row.predicted_peak_bytes),
-                            costmodel::format_bytes(row.measured_peak_bytes), 100 * row.memory_error)
-              : fmt::format("[{}/{}] {} {}: no plan fits", position, units.size(), row.model, row.strategy));
+    dir->append(to_json(row).dump());
+    if (!o.progress) return;
+    const Evaluation* sim = row.evaluation("sim");
+    const Evaluation* measured = row.evaluation("measured");
+    const auto& m = row.measurement;
+    o.progress(
+        row.feasible && m
+            ? fmt::format("[{}/{}] {} {} b={}: predicted {:.1f} ms, measured {:.1f} ms ({:+.1f}%); peak {} "
+                          "predicted, {} measured ({:+.2f}%)",
+                          position, total, row.model, row.strategy, row.batch_size, 1e3 * sim->time_s,
+                          1e3 * measured->time_s, 100 * m->time_error,
+                          costmodel::format_bytes(m->predicted_peak_bytes),
+                          costmodel::format_bytes(m->peak_bytes), 100 * m->memory_error)
+            : fmt::format("[{}/{}] {} {}: no plan fits", position, total, row.model, row.strategy));
   };
-  // The strategies of one configuration run side by side, their steps interleaved, so that a machine
-  // whose speed drifts (a shared host) slows them alike and their comparison holds.
-  for (std::size_t first = 0; first < units.size();) {
+  // The plans of one group run side by side, their steps interleaved, so that a machine whose speed
+  // drifts (a shared host) slows them alike and their comparison holds.
+  for (std::size_t first = 0; first < total;) {
     std::size_t last = first;
-    while (last < units.size() &&
-           experiments::to_json(units[last].config) == experiments::to_json(units[first].config))
-      ++last;
+    while (last < total && job.items[last].group == job.items[first].group) ++last;
+    if (o.group_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.group_delay_ms));
     std::vector<std::unique_ptr<Running>> group;
     std::vector<std::size_t> positions;
     for (std::size_t i = first; i < last; ++i) {
-      const experiments::Unit& u = units[i];
-      // Rank 0 decides (it holds the results): every rank skips the same units.
-      const bool skip = comm.all_values(root && done.count(u.key()) ? 1.0 : 0.0).front() > 0;
+      const MeasuredItem& item = job.items[i];
+      // Rank 0 decides (it holds the results): every rank skips the same items.
+      const auto finished = done.find(item.key);
+      const bool skip = comm.all_values(root && finished != done.end() ? 1.0 : 0.0).front() > 0;
       if (skip) {
-        if (root) rows.push_back(done.at(u.key()));
+        if (root) rows.push_back(finished->second);
         continue;
       }
-      const experiments::PlannedUnit p = experiments::plan_unit(u, o.calibration);
+      Prepared p = prepare(item, o);
       if (root && o.progress && p.plan)
-        o.progress(fmt::format("[{}/{}] {} {} b={}: running {} + {} steps", i + 1, units.size(), p.model.name,
-                               u.strategy.label, p.plan->batch_size, e.validation.warmup,
-                               e.validation.iterations));
-      group.push_back(std::make_unique<Running>(u, p, comm, make_device, o));
+        o.progress(fmt::format("[{}/{}] {} {} b={}: running {} + {} steps", i + 1, total, p.row.model,
+                               item.label, p.plan->batch_size, job.validation.warmup,
+                               job.validation.iterations));
+      group.push_back(std::make_unique<Running>(item, std::move(p), comm, make_device, o));
       positions.push_back(i + 1);
     }
-    for (int k = 0; k < e.validation.warmup; ++k)
+    for (int k = 0; k < job.validation.warmup; ++k)
       for (auto& r : group)
         if (r->feasible()) r->warm_up();
-    for (int k = 0; k < e.validation.iterations; ++k)
+    for (int k = 0; k < job.validation.iterations; ++k)
       for (auto& r : group)
         if (r->feasible()) r->timed_step();
     for (std::size_t g = 0; g < group.size(); ++g) {
-      ValidationRow row = group[g]->finish();
+      UnitResult row = group[g]->finish();
       report(row, positions[g]);
       if (root) rows.push_back(std::move(row));
     }
@@ -341,76 +361,6 @@ std::vector<ValidationRow> run_validation(const experiments::Experiment& e, vali
   }
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
   return rows;
-}
-
-std::string write_validation_outputs(const std::string& dir, const experiments::Experiment& e,
-                                     const std::vector<ValidationRow>& rows, const ValidationSummary& s,
-                                     const nlohmann::json& provenance) {
-  std::string csv =
-      "index,model,strategy,world_size,memory_limit_bytes,feasible,batch_size,prefetch,analytic_time_s,"
-      "predicted_time_s,measured_time_s,measured_min_s,measured_max_s,time_error,predicted_peak_bytes,"
-      "measured_peak_bytes,baseline_bytes,padding_bytes,device_free_bytes,device_total_bytes,memory_error,"
-      "loss,"
-      "plan\n";
-  for (const auto& r : rows)
-    csv += fmt::format(
-        "{},{},{},{},{:.0f},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.0f},{:.0f},{:.0f},{:.0f},"
-        "{:.0f},{:.0f},{:.6g},{:.8g},{}\n",
-        r.index, experiments::csv_field(r.model), experiments::csv_field(r.strategy), r.world_size,
-        r.memory_limit_bytes, r.feasible ? "true" : "false", r.batch, r.prefetch, r.analytic_time_s,
-        r.predicted_time_s, r.measured_time_s, r.measured_min_s, r.measured_max_s, r.time_error,
-        r.predicted_peak_bytes, r.measured_peak_bytes, r.baseline_bytes, r.padding_bytes, r.device_free_bytes,
-        r.device_total_bytes, r.memory_error, r.loss, experiments::csv_field(r.plan_summary));
-  costmodel::write_file_atomic(dir + "/validation.csv", csv);
-
-  nlohmann::json speedups = nlohmann::json::array();
-  for (const auto& x : s.speedups)
-    speedups.push_back({{"config", nlohmann::json::parse(x.config)},
-                        {"faster", x.faster},
-                        {"than", x.than},
-                        {"predicted", x.predicted},
-                        {"measured", x.measured},
-                        {"error", x.error},
-                        {"ok", x.ok}});
-  nlohmann::json rows_json = nlohmann::json::array();
-  for (const auto& r : rows) rows_json.push_back(to_json(r));
-  const nlohmann::json summary = {{"kind", "osdp-validation"},
-                                  {"schema_version", 1},
-                                  {"experiment", e.source},
-                                  {"provenance", provenance},
-                                  {"tolerance",
-                                   {{"time_median", e.validation.time_median},
-                                    {"time_max", e.validation.time_max},
-                                    {"memory_max", e.validation.memory_max}}},
-                                  {"plans", s.plans},
-                                  {"median_abs_time_error", s.median_abs_time_error},
-                                  {"max_abs_time_error", s.max_abs_time_error},
-                                  {"max_abs_memory_error", s.max_abs_memory_error},
-                                  {"speedups", speedups},
-                                  {"failures", s.failures},
-                                  {"ok", s.ok()},
-                                  {"rows", rows_json}};
-  costmodel::write_file_atomic(dir + "/summary.json", summary.dump(2) + "\n");
-
-  // The plot: Python with matplotlib, when there is one.
-  const char* env_script = std::getenv("OSDP_PLOT_SCRIPT");
-  std::string script = env_script != nullptr ? env_script : OSDP_PLOT_SCRIPT;
-  if (script.empty() || !std::filesystem::exists(script))
-    return fmt::format("no plot: the script {} is not there (set OSDP_PLOT_SCRIPT)", script);
-  const char* env_python = std::getenv("OSDP_PYTHON");
-  const std::string python = env_python != nullptr                         ? env_python
-                             : std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3"
-                                                                           : "python3";
-  const std::string cmd = fmt::format("'{}' '{}' '{}/summary.json' '{}/predicted_vs_measured.png' 2>&1",
-                                      python, script, dir, dir);
-  std::FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return "no plot: could not start " + python;
-  std::string output;
-  char buf[256];
-  while (std::fgets(buf, sizeof buf, pipe) != nullptr) output += buf;
-  const int rc = pclose(pipe);
-  if (rc != 0) return fmt::format("no plot ({} exited with {}): {}", python, rc, output);
-  return "";
 }
 
 }  // namespace osdp::experiments

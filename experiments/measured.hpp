@@ -1,11 +1,15 @@
-// osdp validate: every plan of an experiment run for real on a backend and held to the simulator's
-// prediction. For each unit the search gives a plan (with the calibration given, or the cluster's);
+// The "measured" evaluator (osdp validate): every plan run for real on a backend and held to the
+// simulator's prediction. The plans come from an experiment (each unit searched, with the
+// calibration given or the cluster's) or from plan files (run as they are, no search). For each:
 // the simulator predicts its step time and peak memory; the executor runs warm-up steps, then timed
-// ones (each the slowest rank's); the median is compared with the prediction. Rows are appended to
-// OUT/rows.jsonl as the plans of each configuration finish (they run side by side, steps
-// interleaved; --resume goes on after an interruption); at the end
-// OUT/validation.csv, OUT/summary.json and, when Python with matplotlib is there,
-// OUT/predicted_vs_measured.png.
+// ones (each the slowest rank's); the median is compared with the prediction.
+//
+// Rows are experiments::UnitResult, with the evaluations "analytic", "sim" and "measured" and a
+// Measurement; they go through the sweep's results directory (experiments/results_dir.hpp: fsync'd
+// row log, directory lock, --resume, no finished row overwritten without --resume or --force) as
+// the plans of each group finish (a group — a configuration, or all plan files — runs side by side,
+// steps interleaved). At the end OUT/validation.csv, OUT/summary.json and, when Python with
+// matplotlib is there, OUT/predicted_vs_measured.png.
 #pragma once
 
 #include <functional>
@@ -19,31 +23,44 @@
 #include "costmodel/calibration.hpp"
 #include "costmodel/plan.hpp"
 #include "experiments/experiment.hpp"
+#include "experiments/run.hpp"
 #include "validate/executor/backend.hpp"
 
 namespace osdp::experiments {
 
-struct ValidationRow {
+// The evaluators of a measured row, in order.
+const std::vector<std::string>& measured_evaluators();
+
+// One plan to measure.
+struct MeasuredItem {
   int index = 0;
-  std::string key, config, model, strategy, plan_summary;
-  int world_size = 0, batch = 0, prefetch = 0;
-  double memory_limit_bytes = 0;
-  bool feasible = false;
-  double analytic_time_s = 0, predicted_time_s = 0;
-  double measured_time_s = 0, measured_min_s = 0, measured_max_s = 0;  // median, min, max of the timed steps
-  std::vector<double> steps_s;
-  double predicted_peak_bytes = 0;  // simulated, the cluster's reserve excluded
-  double measured_peak_bytes = 0;   // the largest rank's tracked peak less the executor's baseline
-  double baseline_bytes = 0, padding_bytes = 0;
-  double device_free_bytes = 0, device_total_bytes = 0;  // the driver's view after the last step (GPUs)
-  double time_error = 0, memory_error = 0;               // (measured - predicted) / predicted
-  double loss = 0;
+  std::string key;     // identity for --resume
+  std::string group;   // items of one group run side by side
+  std::string label;   // the strategy label, or the plan file's name
+  std::string origin;  // for messages: "unit 3 (fsdp, nd-48x1024 on titan-rtx-8)" or the file
+  int world_size = 0;
+  std::optional<Unit> unit;             // from an experiment: searched when it runs
+  std::optional<costmodel::Plan> plan;  // from a plan file: run as it is
 };
-nlohmann::json to_json(const ValidationRow& r);
-ValidationRow row_from_json(const nlohmann::json& j);
+
+struct MeasuredJob {
+  std::string name;    // the experiment's, or "plans"
+  std::string output;  // default results directory
+  std::vector<MeasuredItem> items;
+  ValidationSpec validation;
+  nlohmann::json source;  // recorded in summary.json: the experiment as read, or the plan files
+};
+
+// Every unit of `e` (world sizes resolved from the clusters, nothing searched yet).
+MeasuredJob measured_job(const Experiment& e);
+// The plan files, read and checked (throws InputError naming the file and pointer).
+MeasuredJob measured_job(const std::vector<std::string>& plan_files, const ValidationSpec& validation);
+
+// Throws UsageError naming the first item whose world size is not `ranks`: before anything runs.
+void check_world_size(const MeasuredJob& job, int ranks);
 
 struct SpeedupResult {
-  std::string config, faster, than;
+  std::string group, faster, than;
   double predicted = 0, measured = 0, error = 0;  // error: measured / predicted - 1
   bool ok = false;
 };
@@ -55,29 +72,32 @@ struct ValidationSummary {
   std::vector<std::string> failures;  // what passed a tolerance
   bool ok() const { return failures.empty() && plans > 0; }
 };
-ValidationSummary summarize(const std::vector<ValidationRow>& rows, const experiments::ValidationSpec& spec);
+ValidationSummary summarize(const std::vector<UnitResult>& rows, const ValidationSpec& spec);
 
 using DeviceFactory = std::function<std::unique_ptr<validate::Device>(const costmodel::Plan&)>;
 using Progress = std::function<void(const std::string&)>;
 
 struct ValidationOptions {
-  std::optional<costmodel::Calibration> calibration;  // replaces the clusters' own
+  std::optional<costmodel::Calibration> calibration;  // replaces the clusters' own (experiments only)
   std::string out_dir;
   bool resume = false;
+  bool force = false;
   bool tasks = false;  // OUT/tasks/UNIT.csv: every task's predicted and measured time (rank 0, last step)
-  validate::GemmMath gemm_math = validate::GemmMath::kFp32;  // see validate::ExecutorOptions::gemm_math
-  Progress progress;                     // called on rank 0
+  validate::GemmMath gemm_math = validate::GemmMath::kFp32;  // see ExecutorOptions::gemm_math
+  Progress progress;                                         // called on rank 0
+  int group_delay_ms = 0;  // test hook: each group waits this long first (OSDP_VALIDATE_TEST_DELAY_MS)
 };
 
-// Collective: every rank runs every plan. Returns the rows (rank 0 has them all; the outputs are
-// written by rank 0).
-std::vector<ValidationRow> run_validation(const experiments::Experiment& e, validate::Communicator& comm,
-                                          const DeviceFactory& make_device, const ValidationOptions& options);
+// Collective: every rank runs every plan. Returns the rows (rank 0 has them all; it alone writes).
+// Throws UsageError (on every rank) when the results directory refuses (finished rows without
+// resume or force) or an item's world size is not the job's.
+std::vector<UnitResult> run_measured(const MeasuredJob& job, validate::Communicator& comm,
+                                     const DeviceFactory& make_device, const ValidationOptions& options);
 
 // Rank 0: validation.csv and summary.json in `dir`, then the plot (returns a note when it could not
 // be drawn).
-std::string write_validation_outputs(const std::string& dir, const experiments::Experiment& e,
-                                     const std::vector<ValidationRow>& rows, const ValidationSummary& summary,
+std::string write_validation_outputs(const std::string& dir, const MeasuredJob& job,
+                                     const std::vector<UnitResult>& rows, const ValidationSummary& summary,
                                      const nlohmann::json& provenance);
 
 }  // namespace osdp::experiments

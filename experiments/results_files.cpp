@@ -21,7 +21,7 @@ std::string whole(double v) {
 
 }  // namespace
 
-StoredRows read_rows(const std::string& path, const std::vector<Unit>& units,
+StoredRows read_rows(const std::string& path, const std::vector<std::string>& keys,
                      const std::vector<std::string>& evaluators) {
   StoredRows out;
   std::ifstream in(path, std::ios::binary);
@@ -34,8 +34,8 @@ StoredRows read_rows(const std::string& path, const std::vector<Unit>& units,
       r = unit_result_from_json(nlohmann::json::parse(line));
     } catch (const std::exception&) {
     }
-    bool good = r && r->index >= 0 && r->index < static_cast<int>(units.size()) &&
-                r->key == units[static_cast<std::size_t>(r->index)].key() && !out.rows.count(r->index) &&
+    bool good = r && r->index >= 0 && r->index < static_cast<int>(keys.size()) &&
+                r->key == keys[static_cast<std::size_t>(r->index)] && !out.rows.count(r->index) &&
                 r->evaluations.size() == evaluators.size();
     for (std::size_t i = 0; good && i < evaluators.size(); ++i)
       good = r->evaluations[i].evaluator == evaluators[i];

@@ -111,6 +111,12 @@ UnitResult run_unit(const Unit& u, const Experiment& e) {
   return out;
 }
 
+const Evaluation* UnitResult::evaluation(const std::string& evaluator) const {
+  for (const auto& e : evaluations)
+    if (e.evaluator == evaluator) return &e;
+  return nullptr;
+}
+
 nlohmann::json to_json(const UnitResult& r) {
   nlohmann::json evs = nlohmann::json::array();
   for (const auto& e : r.evaluations)
@@ -125,19 +131,35 @@ nlohmann::json to_json(const UnitResult& r) {
                      {"iteration_time_s", c.time_s},
                      {"peak_memory_bytes", c.peak_bytes},
                      {"throughput_samples_per_s", c.throughput}});
-  return {{"index", r.index},
-          {"key", r.key},
-          {"model", r.model},
-          {"cluster", r.cluster},
-          {"strategy", r.strategy},
-          {"world_size", r.world_size},
-          {"memory_limit_bytes", r.memory_limit_bytes},
-          {"feasible", r.feasible},
-          {"batch_size", r.batch_size},
-          {"min_fit_memory_bytes", r.min_fit_bytes},
-          {"plan_summary", r.plan_summary},
-          {"evaluations", evs},
-          {"candidates", cands}};
+  nlohmann::json j{{"index", r.index},
+                   {"key", r.key},
+                   {"model", r.model},
+                   {"cluster", r.cluster},
+                   {"strategy", r.strategy},
+                   {"world_size", r.world_size},
+                   {"memory_limit_bytes", r.memory_limit_bytes},
+                   {"feasible", r.feasible},
+                   {"batch_size", r.batch_size},
+                   {"min_fit_memory_bytes", r.min_fit_bytes},
+                   {"plan_summary", r.plan_summary},
+                   {"evaluations", evs},
+                   {"candidates", cands}};
+  if (const auto& m = r.measurement)
+    j["measurement"] = {{"group", m->group},
+                        {"prefetch", m->prefetch},
+                        {"steps_s", m->steps_s},
+                        {"min_s", m->min_s},
+                        {"max_s", m->max_s},
+                        {"predicted_peak_bytes", m->predicted_peak_bytes},
+                        {"peak_bytes", m->peak_bytes},
+                        {"baseline_bytes", m->baseline_bytes},
+                        {"padding_bytes", m->padding_bytes},
+                        {"device_free_bytes", m->device_free_bytes},
+                        {"device_total_bytes", m->device_total_bytes},
+                        {"time_error", m->time_error},
+                        {"memory_error", m->memory_error},
+                        {"loss", m->loss}};
+  return j;
 }
 
 UnitResult unit_result_from_json(const nlohmann::json& j) {
@@ -162,6 +184,25 @@ UnitResult unit_result_from_json(const nlohmann::json& j) {
     r.candidates.push_back({c.at("batch_size").get<int>(), c.at("iteration_time_s").get<double>(),
                             c.at("peak_memory_bytes").get<double>(),
                             c.at("throughput_samples_per_s").get<double>()});
+  if (const auto it = j.find("measurement"); it != j.end()) {
+    const nlohmann::json& m = *it;
+    Measurement x;
+    x.group = m.at("group").get<std::string>();
+    x.prefetch = m.at("prefetch").get<int>();
+    x.steps_s = m.at("steps_s").get<std::vector<double>>();
+    x.min_s = m.at("min_s").get<double>();
+    x.max_s = m.at("max_s").get<double>();
+    x.predicted_peak_bytes = m.at("predicted_peak_bytes").get<double>();
+    x.peak_bytes = m.at("peak_bytes").get<double>();
+    x.baseline_bytes = m.at("baseline_bytes").get<double>();
+    x.padding_bytes = m.at("padding_bytes").get<double>();
+    x.device_free_bytes = m.at("device_free_bytes").get<double>();
+    x.device_total_bytes = m.at("device_total_bytes").get<double>();
+    x.time_error = m.at("time_error").get<double>();
+    x.memory_error = m.at("memory_error").get<double>();
+    x.loss = m.at("loss").get<double>();
+    r.measurement = std::move(x);
+  }
   return r;
 }
 

@@ -7,12 +7,11 @@
 // devices.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
-
-#include <optional>
 
 #include "costmodel/cluster.hpp"
 #include "costmodel/plan.hpp"
@@ -22,7 +21,7 @@
 namespace osdp::experiments {
 
 struct Evaluation {
-  std::string evaluator;  // analytic | sim
+  std::string evaluator;  // analytic | sim | measured
   bool feasible = false;
   double throughput = 0;  // samples/s over all ranks
   double time_s = 0;
@@ -32,6 +31,21 @@ struct Evaluation {
 struct Candidate {  // the best plan of one batch size (analytic)
   int batch;
   double time_s, peak_bytes, throughput;
+};
+
+// What the "measured" evaluator (osdp validate, experiments/measured.hpp) adds to a row: the plan run
+// for real, beside the simulator's prediction it is held to.
+struct Measurement {
+  std::string group;  // the plans run side by side (a configuration's JSON): speedups compare within it
+  int prefetch = 0;
+  std::vector<double> steps_s;      // each timed step: the slowest rank's time
+  double min_s = 0, max_s = 0;      // of the steps (their median is the "measured" evaluation's time)
+  double predicted_peak_bytes = 0;  // simulated, the cluster's reserve excluded
+  double peak_bytes = 0;            // the largest rank's tracked peak less the executor's baseline
+  double baseline_bytes = 0, padding_bytes = 0;
+  double device_free_bytes = 0, device_total_bytes = 0;  // the driver's view after the last step (GPUs)
+  double time_error = 0, memory_error = 0;               // (measured - predicted) / predicted
+  double loss = 0;
 };
 
 struct UnitResult {
@@ -46,6 +60,9 @@ struct UnitResult {
   std::string plan_summary;
   std::vector<Evaluation> evaluations;
   std::vector<Candidate> candidates;
+  std::optional<Measurement> measurement;  // rows of osdp validate
+
+  const Evaluation* evaluation(const std::string& evaluator) const;  // nullptr when not evaluated so
 };
 
 costmodel::ClusterSpec resize(costmodel::ClusterSpec c, int world_size);

@@ -17,9 +17,6 @@
 #include <optional>
 #include <thread>
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -27,6 +24,7 @@
 #include "costmodel/error.hpp"
 #include "costmodel/files.hpp"
 #include "costmodel/provenance.hpp"
+#include "experiments/results_dir.hpp"
 
 #if OSDP_WITH_MPI
 #include <mpi.h>
@@ -160,77 +158,6 @@ class Ranks {
   int rank_ = 0, size_ = 1;
 };
 
-// --- rows.jsonl: one line per finished unit, appended whole and fsync'd --------------------------
-
-class RowLog {
- public:
-  RowLog() = default;
-  explicit RowLog(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw InputError(path, "", "cannot open for appending");
-  }
-  ~RowLog() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  RowLog(const RowLog&) = delete;
-  RowLog& operator=(const RowLog&) = delete;
-
-  // Thread-safe: one write() of the whole line, then fsync.
-  void append(const std::string& json_line) {
-    if (fd_ < 0) return;
-    const std::string line = json_line + "\n";
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::size_t done = 0;
-    while (done < line.size()) {
-      const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw InputError(path_, "", "writing a row failed");
-      done += static_cast<std::size_t>(n);
-    }
-    ::fsync(fd_);
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  std::mutex mutex_;
-};
-
-// Holds an exclusive lock on the output directory: two sweeps never write the same rows.jsonl.
-class DirLock {
- public:
-  explicit DirLock(const std::string& dir) {
-    fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd_ < 0) throw InputError(dir, "", "cannot open the output directory");
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      ::close(fd_);
-      throw UsageError(fmt::format("{}: another sweep is writing this directory", dir));
-    }
-  }
-  ~DirLock() { ::close(fd_); }
-  DirLock(const DirLock&) = delete;
-  DirLock& operator=(const DirLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
-
-// Writes `contents` to a temporary file, fsyncs it and renames it over `path`.
-void replace_synced(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  bool good = fd >= 0;
-  if (good) good = ::write(fd, contents.data(), contents.size()) == static_cast<ssize_t>(contents.size());
-  if (good) good = ::fsync(fd) == 0;
-  if (fd >= 0) ::close(fd);
-  std::error_code ec;
-  if (good) std::filesystem::rename(tmp, path, ec);
-  if (!good || ec) {
-    std::filesystem::remove(tmp, ec);
-    throw InputError(path, "", "cannot rewrite the file");
-  }
-}
-
 // --- progress on a terminal ----------------------------------------------------------------------
 
 std::string format_duration(double s) {
@@ -300,7 +227,7 @@ Batch from_text(const std::string& s, int rank) {
 
 // Runs `todo` (unit indices) in `jobs` threads; each finished row goes to `log` at once.
 Batch run_units(const Experiment& e, const std::vector<Unit>& units, const std::vector<int>& todo,
-                const SweepOptions& o, RowLog* log, Progress& progress) {
+                const SweepOptions& o, ResultsDir* log, Progress& progress) {
   Batch out;
   std::mutex mutex;
   std::condition_variable cv;
@@ -393,7 +320,11 @@ SweepOutcome run_sweep(const Experiment& e, const SweepOptions& o) {
   const std::string started_at = costmodel::utc_now();
   const std::vector<Unit> units = expand(e);
   const std::string dir = o.out_dir.empty() ? e.output : o.out_dir;
-  const std::string rows_path = dir + "/rows.jsonl";
+  if (std::find(e.evaluators.begin(), e.evaluators.end(), "measured") != e.evaluators.end())
+    throw UsageError(fmt::format(
+        "{}: the \"measured\" evaluator runs every plan for real on ranks: use `osdp validate {} -np N` "
+        "(osdp sweep evaluates with \"analytic\" and \"sim\")",
+        e.file, e.file));
 
   Ranks ranks;
   SweepOutcome outcome;
@@ -404,30 +335,21 @@ SweepOutcome run_sweep(const Experiment& e, const SweepOptions& o) {
 
   // Rank 0 looks at the directory; every rank learns what is done (or what went wrong).
   StoredRows stored;
-  std::unique_ptr<DirLock> lock;
-  std::unique_ptr<RowLog> log;
+  std::unique_ptr<ResultsDir> log;
   std::exception_ptr setup_error;
   std::string shared;
   if (outcome.root) {
     try {
-      std::error_code ec;
-      std::filesystem::create_directories(dir, ec);
-      if (ec || !std::filesystem::is_directory(dir))
-        throw InputError(dir, "", "cannot create the output directory");
-      lock = std::make_unique<DirLock>(dir);
-      const bool exists = std::filesystem::exists(rows_path);
-      if (exists && !o.resume)
-        throw UsageError(
-            fmt::format("{} exists (an earlier sweep): pass --resume to continue it, or remove the "
-                        "directory {} to start again",
-                        rows_path, dir));
-      if (exists) {
-        stored = read_rows(rows_path, units, e.evaluators);
-        std::string kept;  // drop stale or torn lines before appending after them
-        for (const auto& [index, r] : stored.rows) kept += to_json(r).dump() + "\n";
-        replace_synced(rows_path, kept);
+      log = std::make_unique<ResultsDir>(
+          dir, ResultsDirOptions{o.resume, o.force, {"results.csv", "candidates.csv", "summary.json"}});
+      if (log->resuming()) {
+        std::vector<std::string> keys;
+        for (const auto& u : units) keys.push_back(u.key());
+        stored = read_rows(log->rows_path(), keys, e.evaluators);
+        std::vector<std::string> kept;  // drop stale or torn lines before appending after them
+        for (const auto& [index, r] : stored.rows) kept.push_back(to_json(r).dump());
+        log->keep(kept);
       }
-      log = std::make_unique<RowLog>(rows_path);
       nlohmann::json done = nlohmann::json::array();
       for (const auto& [index, r] : stored.rows) done.push_back(index);
       shared = nlohmann::json{{"done", done}}.dump();

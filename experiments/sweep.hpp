@@ -9,7 +9,8 @@
 //   candidates.csv  one line per unit and feasible batch size (the analytic best plan of each);
 //   summary.json    provenance: tool version and commit, the experiment as read, the machine, times,
 //                   failed units with their messages.
-// The three final files are written atomically once every unit is done; an interrupted sweep
+// The three final files are written atomically once every unit is done; the directory and its row
+// log are experiments/results_dir.hpp's, shared with `osdp validate`. An interrupted sweep
 // (SIGINT) lets the units in flight finish, writes none of them and says how to resume.
 //
 // MPI (when compiled in and the process was started by mpirun with more than one rank): rank r runs
@@ -28,7 +29,8 @@ namespace osdp::experiments {
 struct SweepOptions {
   std::string out_dir;       // empty: the experiment's "output"
   int jobs = 1;              // worker threads (per rank)
-  bool resume = false;       // continue from rows.jsonl (without it an existing rows.jsonl is an error)
+  bool resume = false;       // continue from rows.jsonl (without it or force, finished rows are an error)
+  bool force = false;        // start again: rows.jsonl and the final files of an earlier run are deleted
   bool progress = true;      // show progress on stderr when it is a terminal
   int unit_delay_ms = 0;     // test hook: each unit sleeps this long first (OSDP_SWEEP_TEST_DELAY_MS)
   std::string tool_version;  // recorded in summary.json
@@ -54,19 +56,22 @@ struct SweepOutcome {
   std::string error;  // not rank 0: rank 0 could not set up the directory (it reports why)
 };
 
-// Throws osdp::Error for an unusable output directory or a rows.jsonl without `resume`.
+// Throws osdp::Error for an unusable output directory, finished rows without `resume` or `force`
+// (experiments/results_dir.hpp), or an experiment whose evaluators include "measured" (that one runs
+// plans on ranks: `osdp validate`).
 SweepOutcome run_sweep(const Experiment& e, const SweepOptions& options);
 
 // --- the pieces, exposed for the tests ---------------------------------------------------------------
 
-// What rows.jsonl holds for `units`: index -> result, keeping the first line per index whose "key"
-// matches the unit at that index and whose evaluators are `evaluators`. Malformed lines (a kill -9
-// mid-write) and stale ones are counted in `dropped`. A missing file is empty.
+// What rows.jsonl holds: index -> result, keeping the first line per index whose "key" is keys[index]
+// (the unit's key at that index) and whose evaluators are `evaluators`. Malformed lines (a kill -9
+// mid-write) and stale ones are counted in `dropped`. A missing file is empty. `osdp sweep` and
+// `osdp validate` both read their rows back with it.
 struct StoredRows {
   std::map<int, UnitResult> rows;
   int dropped = 0;
 };
-StoredRows read_rows(const std::string& path, const std::vector<Unit>& units,
+StoredRows read_rows(const std::string& path, const std::vector<std::string>& keys,
                      const std::vector<std::string>& evaluators);
 
 // One CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma, quote or line break.

@@ -151,7 +151,24 @@ assert s["tool"]["version"] in args[0] and s["tool"]["git_hash"] in args[0], (s[
 
 run again "$OSDP" sweep exp.json --out A
 expect_rc "sweeping into a directory with rows.jsonl, without --resume" again 2
-contains "the message says to pass --resume or remove the directory" again.err "--resume" "A/rows.jsonl" "remove"
+contains "the message says to pass --resume or --force, or remove the directory" again.err "--resume" "--force" "A/rows.jsonl" "remove"
+cp -r A A2
+run force "$OSDP" sweep exp.json --out A2 --force
+expect_rc "--force starts again in a finished directory" force 0
+same "--force: the same results.csv as the first sweep" A/results.csv A2/results.csv
+pycheck "--force: rows.jsonl holds each unit once, summary.json counts nothing resumed" '
+rows = [json.loads(l) for l in open("A2/rows.jsonl")]
+assert sorted(r["index"] for r in rows) == list(range(8)), [r["index"] for r in rows]
+s = json.load(open("A2/summary.json"))
+assert s["units"]["resumed"] == 0 and s["units"]["ran"] == 8, s["units"]'
+run both "$OSDP" sweep exp.json --out A2 --force --resume
+expect_rc "--force with --resume is a usage error" both 2
+python3 -c "
+import json; e = json.load(open('exp.json')); e['evaluators'] = ['analytic', 'measured']
+json.dump(e, open('measured.json', 'w'))"
+run measured "$OSDP" sweep measured.json --out M
+expect_rc "an experiment with the measured evaluator" measured 2
+contains "sweep says that osdp validate runs it" measured.err "measured" "osdp validate measured.json -np N"
 
 run default "$OSDP" sweep exp.json
 expect_rc "without --out the experiment's output directory is used" default 0

@@ -15,7 +15,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # leaks at exit; the executor's memory is leak-checked by the single-process tests (test_executor).
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+BG=""
+trap '[[ -n $BG ]] && { pkill -9 -s "$BG" 2>/dev/null || true; }; rm -rf "$TMP"' EXIT
 cd "$TMP"
 
 # shellcheck source=harness.sh
@@ -79,6 +80,87 @@ run R "$OSDP" validate loose.json -np 2 --out A --resume
 expect_rc "resume of a finished run" R 0
 if grep -q "running" R.err; then not_ok "resume re-ran plans" "$(cat R.err)"; else ok "resume runs nothing again"; fi
 jcheck "resumed summary has the same 4 rows" A/summary.json 'assert j["plans"] == 4'
+
+# A re-run without --resume on a finished directory refuses and loses nothing.
+cp A/rows.jsonl rows.before; cp A/validation.csv csv.before; cp A/summary.json summary.before
+run AGAIN "$OSDP" validate loose.json -np 2 --out A
+expect_rc "a re-run into a finished directory without --resume or --force" AGAIN 2
+contains "the message names the rows and both ways on" AGAIN.err "A/rows.jsonl" "--resume" "--force"
+if cmp -s rows.before A/rows.jsonl && cmp -s csv.before A/validation.csv && cmp -s summary.before A/summary.json; then
+  ok "refused re-run: rows.jsonl, validation.csv and summary.json unchanged"
+else not_ok "the refused re-run changed the results" "$(ls -l A)"; fi
+if grep -q "running" AGAIN.err; then not_ok "the refused re-run ran plans" "$(cat AGAIN.err)"; else ok "the refusal comes before any rank runs"; fi
+run FORCE "$OSDP" validate loose.json -np 2 --out A --force --quiet
+expect_rc "--force starts again" FORCE 0
+jcheck "forced re-run: 4 rows again, each once" A/summary.json 'assert j["plans"] == 4 and len({r["key"] for r in j["rows"]}) == 4'
+run RF "$OSDP" validate loose.json -np 2 --out A --force --resume
+expect_rc "--force with --resume is a usage error" RF 2
+
+# kill -9 part-way (the whole job: launcher, mpiexec and the ranks, which Open MPI puts in process
+# groups of their own, all in the session setsid made), then --resume: the rows finished before
+# the kill stay byte for byte, and the resumed run ends with the same rows as an uninterrupted one.
+# Each group waits 3 s first (a test hook), so the kill lands while the second one waits.
+OSDP_VALIDATE_TEST_DELAY_MS=3000 setsid "$OSDP" validate loose.json -np 2 --out K --quiet >K.out 2>K.err &
+BG=$!
+for _ in $(seq 1 600); do
+  [[ -f K/rows.jsonl && $(wc -l <K/rows.jsonl) -ge 2 ]] && break
+  sleep 0.1
+done
+pkill -9 -s "$BG" 2>/dev/null || true
+wait "$BG" 2>/dev/null || true
+n=$(wc -l <K/rows.jsonl)
+if [[ $n -ge 2 && $n -lt 4 && ! -f K/summary.json ]]; then
+  ok "kill -9 left a part-done validation ($n of 4 rows, no summary.json)"
+else
+  not_ok "kill -9 did not land part-way" "$n rows" "$(ls K)" "$(cat K.err)"
+fi
+head -n 2 K/rows.jsonl >K.kept
+printf '{"index": 3, "key": "torn by a kill -9 mid-wri' >>K/rows.jsonl
+run KR "$OSDP" validate loose.json -np 2 --out K --resume --quiet
+expect_rc "--resume after kill -9 (and a torn last line)" KR 0
+if [[ "$(head -n 2 K/rows.jsonl)" == "$(cat K.kept)" ]]; then ok "the rows finished before the kill are kept byte for byte"; else not_ok "finished rows changed on resume" "$(cat K/rows.jsonl)"; fi
+run KU "$OSDP" validate loose.json -np 2 --out U --quiet
+expect_rc "the same validation, uninterrupted" KU 0
+python3 - K/summary.json U/summary.json >"$TMP/ku.out" 2>&1 <<'PY'
+import json, sys
+k, u = (json.load(open(f)) for f in sys.argv[1:3])
+same = ["index", "key", "config", "model", "strategy", "plan_summary", "world_size", "batch_size", "prefetch",
+        "feasible", "analytic_time_s", "predicted_time_s", "predicted_peak_bytes", "measured_peak_bytes"]
+assert len(k["rows"]) == len(u["rows"]) == 4, (len(k["rows"]), len(u["rows"]))
+for a, b in zip(k["rows"], u["rows"]):
+    for f in same:
+        assert a[f] == b[f], (f, a[f], b[f])
+    assert len(a["steps_s"]) == len(b["steps_s"]) == 5
+PY
+if [[ $? -eq 0 ]]; then ok "resumed after kill -9: the same rows as the uninterrupted run (all but the measured times)"; else not_ok "resumed rows differ" "$(cat "$TMP/ku.out")"; fi
+if pgrep -f "validate loose.json -np 2 --out K" >/dev/null; then not_ok "a process of the killed job survived" "$(pgrep -af 'out K')"; else ok "no process of the killed job is left"; fi
+
+# Plan files, run as they are (no search).
+"$OSDP" plan --model tiny.json --cluster cpu-2 --strategy fsdp --batch 1 --out fsdp-plan.json >/dev/null
+"$OSDP" plan --model tiny.json --cluster cpu-2 --strategy zero2 --batch 2 --out dp-plan.json >/dev/null
+"$OSDP" plan --model tiny.json --cluster titan-rtx-8 --strategy fsdp --batch 1 --out eight.json >/dev/null
+run P "$OSDP" validate --plan fsdp-plan.json --plan dp-plan.json -np 2 --out P --quiet
+if [[ $RC -eq 0 || $RC -eq 5 ]]; then ok "validate --plan runs two plan files (exit $RC: 5 is a timing verdict)"; else not_ok "validate --plan: exit $RC" "$(cat P.err)"; fi
+jcheck "plan files: one row each, as planned (strategy, batch), peak memory exact" P/summary.json '
+assert j["plans"] == 2 and [r["strategy"] for r in j["rows"]] == ["fsdp-plan", "dp-plan"], j["rows"]
+assert [r["batch_size"] for r in j["rows"]] == [1, 2]
+for r in j["rows"]:
+    assert r["measured_peak_bytes"] == r["predicted_peak_bytes"] and len(r["steps_s"]) == 5, r
+assert j["experiment"]["plan_files"] == ["fsdp-plan.json", "dp-plan.json"]
+assert j["provenance"]["calibration"] == "(the plan files\x27 own)"
+'
+run PW "$OSDP" validate --plan fsdp-plan.json --plan eight.json -np 2 --out PW
+expect_rc "a plan file for 8 ranks in a job of 2" PW 2
+contains "refused before anything runs, naming the file and both sizes" PW.err "eight.json" "8 ranks" "the job has 2"
+if [[ -e PW ]]; then not_ok "the refused job made its output directory" "$(ls PW)"; else ok "nothing ran: no output directory"; fi
+sed 's/"cluster": "cpu-2"/"cluster": "titan-rtx-8"/' loose.json >eight-units.json
+run EW "$OSDP" validate eight-units.json -np 2 --out EW
+expect_rc "an experiment whose units are for 8 ranks, in a job of 2" EW 2
+contains "names the unit" EW.err "unit 0 (fsdp, tiny.json on titan-rtx-8)" "8 ranks"
+run PB "$OSDP" validate loose.json --plan fsdp-plan.json -np 2
+expect_rc "an experiment and --plan together" PB 2
+run PC "$OSDP" validate --plan fsdp-plan.json -np 2 --calibration nothing.json
+expect_rc "--calibration with --plan" PC 2
 
 run M "$OSDP" validate missing.json -np 2
 expect_rc "a missing experiment file" M 2

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "costmodel/error.hpp"
 #include "costmodel/json_reader.hpp"
 #include "experiments/experiment.hpp"
+#include "experiments/results_dir.hpp"
 #include "experiments/run.hpp"
 #include "experiments/sweep.hpp"
 
@@ -371,6 +373,8 @@ TEST_CASE("results.csv is the same after a round trip through rows.jsonl's JSON"
 
 TEST_CASE("read_rows keeps matching rows and drops torn, stale and repeated lines", "[experiments][sweep]") {
   const auto units = expand(read_experiment(minimal(), "exp.json"));
+  std::vector<std::string> keys;
+  for (const auto& u : units) keys.push_back(u.key());
   const std::vector<std::string> evaluators{"analytic"};
   auto row = [&](int index, const std::string& key) {
     UnitResult r = result(index, "s", {ev("analytic", true, 10)});
@@ -381,7 +385,7 @@ TEST_CASE("read_rows keeps matching rows and drops torn, stale and repeated line
       (std::filesystem::temp_directory_path() / ("osdp_rows_" + std::to_string(::getpid()) + ".jsonl"))
           .string();
   SECTION("a missing file is no rows") {
-    CHECK(read_rows(path + ".none", units, evaluators).rows.empty());
+    CHECK(read_rows(path + ".none", keys, evaluators).rows.empty());
   }
   SECTION("torn last line, stale key, index out of range, repeated index, other evaluators") {
     {
@@ -394,11 +398,93 @@ TEST_CASE("read_rows keeps matching rows and drops torn, stale and repeated line
           << "\n"
           << row(0, units[0].key()).substr(0, 40);  // kill -9 mid-write
     }
-    const StoredRows stored = read_rows(path, units, evaluators);
+    const StoredRows stored = read_rows(path, keys, evaluators);
     CHECK(stored.rows.size() == 1);
     CHECK(stored.rows.count(1) == 1);
     CHECK(stored.dropped == 5);
-    CHECK(read_rows(path, units, {"analytic", "sim"}).rows.empty());  // evaluators changed: all run again
+    CHECK(read_rows(path, keys, {"analytic", "sim"}).rows.empty());  // evaluators changed: all run again
   }
   std::remove(path.c_str());
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The results directory both osdp sweep and osdp validate write through
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+TEST_CASE("ResultsDir: locked, finished rows kept unless --resume or --force", "[experiments][sweep]") {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("osdp_results_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  const std::vector<std::string> finals{"results.csv"};
+  {
+    ResultsDir d(dir, {false, false, finals});
+    CHECK_FALSE(d.resuming());
+    // A second writer of the same directory is refused while the first holds it.
+    CHECK_THROWS_AS(ResultsDir(dir, {true, false, finals}), osdp::UsageError);
+    d.append(R"({"index": 0})");
+    d.append(R"({"index": 1})");
+  }
+  std::ofstream(dir + "/results.csv") << "final\n";
+  const std::string rows = slurp(dir + "/rows.jsonl");
+  CHECK(rows == "{\"index\": 0}\n{\"index\": 1}\n");
+
+  SECTION("neither --resume nor --force: refused, nothing touched") {
+    CHECK(ResultsDir::refusal(dir, {false, false, finals}).find("--resume") != std::string::npos);
+    CHECK_THROWS_AS(ResultsDir(dir, {false, false, finals}), osdp::UsageError);
+    CHECK(slurp(dir + "/rows.jsonl") == rows);
+    CHECK(std::filesystem::exists(dir + "/results.csv"));
+  }
+  SECTION("--resume: the caller keeps what matches, then appends after it") {
+    CHECK(ResultsDir::refusal(dir, {true, false, finals}).empty());
+    ResultsDir d(dir, {true, false, finals});
+    CHECK(d.resuming());
+    d.keep({R"({"index": 1})"});
+    d.append(R"({"index": 2})");
+    CHECK(slurp(dir + "/rows.jsonl") == "{\"index\": 1}\n{\"index\": 2}\n");
+  }
+  SECTION("--force: the rows and the final files of the earlier run are deleted") {
+    ResultsDir d(dir, {false, true, finals});
+    CHECK_FALSE(d.resuming());
+    CHECK_FALSE(std::filesystem::exists(dir + "/results.csv"));
+    d.append(R"({"index": 9})");
+    CHECK(slurp(dir + "/rows.jsonl") == "{\"index\": 9}\n");
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a measured row reads back as written", "[experiments][validate]") {
+  UnitResult r =
+      result(3, "exact", {ev("analytic", true, 10), ev("sim", true, 11), ev("measured", true, 12)});
+  Measurement m;
+  m.group = R"({"batch":1})";
+  m.prefetch = 1;
+  m.steps_s = {0.5, 0.25, 0.75};
+  m.min_s = 0.25;
+  m.max_s = 0.75;
+  m.predicted_peak_bytes = 1024;
+  m.peak_bytes = 2048;
+  m.baseline_bytes = 7;
+  m.padding_bytes = 8;
+  m.time_error = 0.125;
+  m.memory_error = 1;
+  m.loss = 6.5;
+  r.measurement = m;
+  const UnitResult back = unit_result_from_json(nlohmann::json::parse(to_json(r).dump()));
+  REQUIRE(back.measurement);
+  CHECK(to_json(back) == to_json(r));
+  CHECK(back.measurement->steps_s == m.steps_s);
+  REQUIRE(back.evaluation("measured") != nullptr);
+  CHECK(back.evaluation("measured")->time_s == r.evaluation("measured")->time_s);
+  CHECK(back.evaluation("nothing") == nullptr);
+  // A sweep row has no measurement, and reads back without one.
+  UnitResult plain = result(1, "fsdp", {ev("analytic", true, 10)});
+  CHECK_FALSE(unit_result_from_json(to_json(plain)).measurement);
 }

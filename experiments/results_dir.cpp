@@ -1,0 +1,94 @@
+#include "experiments/results_dir.hpp"
+
+#include <cerrno>
+#include <filesystem>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "costmodel/error.hpp"
+#include "costmodel/files.hpp"
+
+namespace osdp::experiments {
+
+namespace {
+
+bool has_rows(const std::string& rows) {
+  std::error_code ec;
+  return std::filesystem::exists(rows, ec) && std::filesystem::file_size(rows, ec) > 0;
+}
+
+}  // namespace
+
+std::string ResultsDir::refusal(const std::string& dir, const ResultsDirOptions& o) {
+  const std::string rows = dir + "/rows.jsonl";
+  if (!has_rows(rows) || o.resume || o.force) return "";
+  return fmt::format(
+      "{} holds the finished rows of an earlier run: pass --resume to continue it, or --force to start again "
+      "(its rows are then deleted; or remove the directory {})",
+      rows, dir);
+}
+
+ResultsDir::ResultsDir(std::string dir, const ResultsDirOptions& o) : dir_(std::move(dir)) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec || !std::filesystem::is_directory(dir_))
+    throw InputError(dir_, "", "cannot create the output directory");
+  lock_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (lock_fd_ < 0) throw InputError(dir_, "", "cannot open the output directory");
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(lock_fd_);
+    throw UsageError(fmt::format("{}: another run is writing this directory", dir_));
+  }
+  const bool earlier = has_rows(rows_path());
+  if (const std::string why = refusal(dir_, o); !why.empty()) {
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    throw UsageError(why);
+  }
+  if (earlier && o.force) {
+    std::filesystem::remove(rows_path(), ec);
+    for (const auto& f : o.final_files) std::filesystem::remove(dir_ + "/" + f, ec);
+  }
+  resuming_ = earlier && o.resume && !o.force;
+  if (!resuming_) open_log();
+}
+
+ResultsDir::~ResultsDir() {
+  if (log_fd_ >= 0) ::close(log_fd_);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+void ResultsDir::open_log() {
+  log_fd_ = ::open(rows_path().c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (log_fd_ < 0) throw InputError(rows_path(), "", "cannot open for appending");
+}
+
+void ResultsDir::keep(const std::vector<std::string>& lines) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string kept;
+  for (const auto& l : lines) kept += l + "\n";
+  if (log_fd_ >= 0) ::close(log_fd_);
+  log_fd_ = -1;
+  costmodel::write_file_atomic(rows_path(), kept);
+  open_log();
+}
+
+void ResultsDir::append(const std::string& json_line) {
+  const std::string line = json_line + "\n";
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (log_fd_ < 0) open_log();
+  std::size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(log_fd_, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw InputError(rows_path(), "", "writing a row failed");
+    done += static_cast<std::size_t>(n);
+  }
+  ::fsync(log_fd_);
+}
+
+}  // namespace osdp::experiments

@@ -1,0 +1,199 @@
+// The verdict and the files of `osdp validate`: the tolerances checked over the measured rows,
+// validation.csv, summary.json and the predicted-against-measured plot (experiments/measured.hpp).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "costmodel/calibration_fit.hpp"
+#include "costmodel/files.hpp"
+#include "experiments/measured.hpp"
+#include "experiments/sweep.hpp"
+
+#ifndef OSDP_PLOT_SCRIPT
+#define OSDP_PLOT_SCRIPT ""
+#endif
+
+namespace osdp::experiments {
+namespace {
+
+// The figures of one measured row, flat, as validation.csv and summary.json list them.
+struct Flat {
+  double analytic_time_s = 0, predicted_time_s = 0, measured_time_s = 0;
+  Measurement m;
+};
+
+Flat flat(const UnitResult& r) {
+  Flat f;
+  if (r.measurement) f.m = *r.measurement;
+  if (!r.feasible) return f;
+  if (const Evaluation* e = r.evaluation("analytic")) f.analytic_time_s = e->time_s;
+  if (const Evaluation* e = r.evaluation("sim")) f.predicted_time_s = e->time_s;
+  if (const Evaluation* e = r.evaluation("measured")) f.measured_time_s = e->time_s;
+  return f;
+}
+
+// A group is a configuration's JSON (experiments) or a plain name ("plan files").
+nlohmann::json group_json(const std::string& group) {
+  if (!group.empty() && group.front() == '{') return nlohmann::json::parse(group);
+  return group;
+}
+
+nlohmann::json row_json(const UnitResult& r) {
+  const Flat f = flat(r);
+  return {{"index", r.index},
+          {"key", r.key},
+          {"config", f.m.group},
+          {"model", r.model},
+          {"strategy", r.strategy},
+          {"plan_summary", r.plan_summary},
+          {"world_size", r.world_size},
+          {"batch_size", r.batch_size},
+          {"prefetch", f.m.prefetch},
+          {"memory_limit_bytes", r.memory_limit_bytes},
+          {"feasible", r.feasible},
+          {"analytic_time_s", f.analytic_time_s},
+          {"predicted_time_s", f.predicted_time_s},
+          {"measured_time_s", f.measured_time_s},
+          {"measured_min_s", f.m.min_s},
+          {"measured_max_s", f.m.max_s},
+          {"steps_s", f.m.steps_s},
+          {"predicted_peak_bytes", f.m.predicted_peak_bytes},
+          {"measured_peak_bytes", f.m.peak_bytes},
+          {"baseline_bytes", f.m.baseline_bytes},
+          {"padding_bytes", f.m.padding_bytes},
+          {"device_free_bytes", f.m.device_free_bytes},
+          {"device_total_bytes", f.m.device_total_bytes},
+          {"time_error", f.m.time_error},
+          {"memory_error", f.m.memory_error},
+          {"loss", f.m.loss}};
+}
+
+}  // namespace
+
+ValidationSummary summarize(const std::vector<UnitResult>& rows, const ValidationSpec& spec) {
+  ValidationSummary s;
+  std::vector<double> errs;
+  for (const auto& r : rows) {
+    if (!r.feasible || !r.measurement) continue;
+    const Measurement& m = *r.measurement;
+    ++s.plans;
+    errs.push_back(std::fabs(m.time_error));
+    s.max_abs_time_error = std::max(s.max_abs_time_error, std::fabs(m.time_error));
+    s.max_abs_memory_error = std::max(s.max_abs_memory_error, std::fabs(m.memory_error));
+    if (std::fabs(m.time_error) > spec.time_max)
+      s.failures.push_back(fmt::format("{} {} b={}: step time off by {:+.1f}% (tolerance {:.1f}%)", r.model,
+                                       r.strategy, r.batch_size, 100 * m.time_error, 100 * spec.time_max));
+    if (std::fabs(m.memory_error) > spec.memory_max)
+      s.failures.push_back(fmt::format("{} {} b={}: peak memory off by {:+.2f}% (tolerance {:.2f}%)", r.model,
+                                       r.strategy, r.batch_size, 100 * m.memory_error,
+                                       100 * spec.memory_max));
+  }
+  s.median_abs_time_error = errs.empty() ? 0.0 : costmodel::median(errs);
+  if (s.plans > 0 && s.median_abs_time_error > spec.time_median)
+    s.failures.push_back(fmt::format("median step-time error {:.1f}% (tolerance {:.1f}%)",
+                                     100 * s.median_abs_time_error, 100 * spec.time_median));
+  if (s.plans == 0) s.failures.push_back("no plan fits: nothing was measured");
+  std::map<std::string, std::map<std::string, const UnitResult*>> by_group;
+  for (const auto& r : rows)
+    if (r.feasible && r.measurement) by_group[r.measurement->group][r.strategy] = &r;
+  for (const auto& check : spec.speedups) {
+    for (const auto& [group, strategies] : by_group) {
+      auto f = strategies.find(check.faster), t = strategies.find(check.than);
+      if (f == strategies.end() || t == strategies.end()) continue;
+      SpeedupResult x;
+      x.group = group;
+      x.faster = check.faster;
+      x.than = check.than;
+      x.predicted = t->second->evaluation("sim")->time_s / f->second->evaluation("sim")->time_s;
+      x.measured = t->second->evaluation("measured")->time_s / f->second->evaluation("measured")->time_s;
+      x.error = x.measured / x.predicted - 1.0;
+      x.ok = std::fabs(x.error) <= check.tolerance;
+      if (!x.ok)
+        s.failures.push_back(fmt::format(
+            "speedup of {} over {} measured {:.3f}x, predicted {:.3f}x ({:+.1f}%, "
+            "tolerance {:.1f}%) at {}",
+            x.faster, x.than, x.measured, x.predicted, 100 * x.error, 100 * check.tolerance, group));
+      s.speedups.push_back(x);
+    }
+  }
+  return s;
+}
+
+std::string write_validation_outputs(const std::string& dir, const MeasuredJob& job,
+                                     const std::vector<UnitResult>& rows, const ValidationSummary& s,
+                                     const nlohmann::json& provenance) {
+  std::string csv =
+      "index,model,strategy,world_size,memory_limit_bytes,feasible,batch_size,prefetch,analytic_time_s,"
+      "predicted_time_s,measured_time_s,measured_min_s,measured_max_s,time_error,predicted_peak_bytes,"
+      "measured_peak_bytes,baseline_bytes,padding_bytes,device_free_bytes,device_total_bytes,memory_error,"
+      "loss,"
+      "plan\n";
+  for (const auto& r : rows) {
+    const Flat f = flat(r);
+    csv += fmt::format(
+        "{},{},{},{},{:.0f},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.0f},{:.0f},{:.0f},{:.0f},"
+        "{:.0f},{:.0f},{:.6g},{:.8g},{}\n",
+        r.index, csv_field(r.model), csv_field(r.strategy), r.world_size, r.memory_limit_bytes,
+        r.feasible ? "true" : "false", r.batch_size, f.m.prefetch, f.analytic_time_s, f.predicted_time_s,
+        f.measured_time_s, f.m.min_s, f.m.max_s, f.m.time_error, f.m.predicted_peak_bytes, f.m.peak_bytes,
+        f.m.baseline_bytes, f.m.padding_bytes, f.m.device_free_bytes, f.m.device_total_bytes,
+        f.m.memory_error, f.m.loss, csv_field(r.plan_summary));
+  }
+  costmodel::write_file_atomic(dir + "/validation.csv", csv);
+
+  nlohmann::json speedups = nlohmann::json::array();
+  for (const auto& x : s.speedups)
+    speedups.push_back({{"config", group_json(x.group)},
+                        {"faster", x.faster},
+                        {"than", x.than},
+                        {"predicted", x.predicted},
+                        {"measured", x.measured},
+                        {"error", x.error},
+                        {"ok", x.ok}});
+  nlohmann::json rows_json = nlohmann::json::array();
+  for (const auto& r : rows) rows_json.push_back(row_json(r));
+  const nlohmann::json summary = {{"kind", "osdp-validation"},
+                                  {"schema_version", 1},
+                                  {"experiment", job.source},
+                                  {"provenance", provenance},
+                                  {"tolerance",
+                                   {{"time_median", job.validation.time_median},
+                                    {"time_max", job.validation.time_max},
+                                    {"memory_max", job.validation.memory_max}}},
+                                  {"plans", s.plans},
+                                  {"median_abs_time_error", s.median_abs_time_error},
+                                  {"max_abs_time_error", s.max_abs_time_error},
+                                  {"max_abs_memory_error", s.max_abs_memory_error},
+                                  {"speedups", speedups},
+                                  {"failures", s.failures},
+                                  {"ok", s.ok()},
+                                  {"rows", rows_json}};
+  costmodel::write_file_atomic(dir + "/summary.json", summary.dump(2) + "\n");
+
+  // The plot: Python with matplotlib, when there is one.
+  const char* env_script = std::getenv("OSDP_PLOT_SCRIPT");
+  std::string script = env_script != nullptr ? env_script : OSDP_PLOT_SCRIPT;
+  if (script.empty() || !std::filesystem::exists(script))
+    return fmt::format("no plot: the script {} is not there (set OSDP_PLOT_SCRIPT)", script);
+  const char* env_python = std::getenv("OSDP_PYTHON");
+  const std::string python = env_python != nullptr                         ? env_python
+                             : std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3"
+                                                                           : "python3";
+  const std::string cmd = fmt::format("'{}' '{}' '{}/summary.json' '{}/predicted_vs_measured.png' 2>&1",
+                                      python, script, dir, dir);
+  std::FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return "no plot: could not start " + python;
+  std::string output;
+  char buf[256];
+  while (std::fgets(buf, sizeof buf, pipe) != nullptr) output += buf;
+  const int rc = pclose(pipe);
+  if (rc != 0) return fmt::format("no plot ({} exited with {}): {}", python, rc, output);
+  return "";
+}
+
+}  // namespace osdp::experiments
