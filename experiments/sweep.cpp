@@ -28,6 +28,8 @@
 
 #if OSDP_WITH_MPI
 #include <mpi.h>
+
+#include "validate/mpi/mpi_check.hpp"
 #endif
 
 namespace osdp::experiments {
@@ -69,15 +71,9 @@ int launched_ranks() {  // the world size mpirun announces, 1 when not started b
 }
 
 #if OSDP_WITH_MPI
-void mpi_check(int rc, const char* call, const char* file, int line) {
-  if (rc == MPI_SUCCESS) return;
-  char msg[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, msg, &len);
-  throw Error(
-      fmt::format("{}:{}: {} failed: {}", file, line, call, std::string(msg, static_cast<std::size_t>(len))));
-}
-#define OSDP_MPI_CHECK(call) mpi_check((call), #call, __FILE__, __LINE__)
+// The one MPI check of osdp (validate/mpi/mpi_check.hpp), naming the call and this rank.
+#define OSDP_MPI_CHECK(call) \
+  validate::check_mpi((call), #call, "the sweep's division of units among ranks", rank_)
 #endif
 
 class Ranks {
