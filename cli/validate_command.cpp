@@ -196,7 +196,7 @@ Action add_validate_command(CLI::App& app) {
   app.add_option("--warmup", a->warmup, "Warm-up steps per plan (default: the experiment's, or 2)")
       ->check(CLI::Range(0, 1000));
   app.add_option("--iterations", a->iterations, "Timed steps per plan (default: the experiment's, or 5)")
-      ->check(CLI::Range(1, 100000));
+      ->check(CLI::Range(5, 100000));
   app.add_option(
          "--backend", a->backend,
          "mpi (CPU ranks, Open MPI) or nccl (one GPU per rank: CUDA, cuBLAS, NCCL; see osdp --version)")
