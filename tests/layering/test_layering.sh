@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The layering of CONTRIBUTING.md, checked on the sources (run by CTest as the test `layering`):
+#   costmodel <- search, sim <- validate <- experiments <- cli
+# and, inside validate/, the folders' own rules (validate/*/README.md).
+#   bash tests/layering/test_layering.sh [REPO_ROOT]
+set -uo pipefail
+cd "${1:-$(dirname "$0")/../..}" || exit 2
+
+passed=0
+failed=0
+# only DESC FOLDER ALLOWED_REGEX: every osdp include in FOLDER's sources names an allowed folder.
+only() {
+  local desc=$1 folder=$2 allowed=$3 bad
+  bad=$(grep -rnE '#include "[a-z_]+/' "$folder" --include='*.hpp' --include='*.cpp' --include='*.cu' |
+    grep -vE "#include \"($allowed)/" | grep -v '"osdp_version.hpp"')
+  if [[ -z $bad ]]; then
+    echo "ok - $desc"
+    passed=$((passed + 1))
+  else
+    echo "not ok - $desc"
+    printf '%s\n' "$bad" | head -n 10 | sed 's/^/#   /'
+    failed=$((failed + 1))
+  fi
+}
+# none DESC REGEX FOLDER...: no line of the folders' sources matches REGEX.
+none() {
+  local desc=$1 re=$2 bad
+  shift 2
+  bad=$(grep -rnE "$re" "$@" --include='*.hpp' --include='*.cpp' --include='*.cu')
+  if [[ -z $bad ]]; then
+    echo "ok - $desc"
+    passed=$((passed + 1))
+  else
+    echo "not ok - $desc"
+    printf '%s\n' "$bad" | head -n 10 | sed 's/^/#   /'
+    failed=$((failed + 1))
+  fi
+}
+
+only "costmodel/ includes nothing else of osdp" costmodel 'costmodel'
+only "search/ includes costmodel/ only" search 'costmodel|search'
+only "sim/ includes costmodel/ only" sim 'costmodel|sim'
+only "validate/ includes costmodel/ and sim/, never search/, experiments/ or cli/" validate 'costmodel|sim|validate'
+only "experiments/ never includes cli/" experiments 'costmodel|search|sim|validate|experiments'
+only "validate/executor/ includes no backend folder" validate/executor 'costmodel|sim|validate/executor'
+only "validate/cpu/ includes the executor's interface, not mpi/ or cuda/" validate/cpu 'costmodel|validate/executor|validate/cpu'
+only "validate/calibrate/ runs on any backend (no cpu/, mpi/ or cuda/)" validate/calibrate 'costmodel|validate/executor|validate/calibrate'
+none "no MPI or CUDA header outside validate/mpi, validate/cuda and the sweep's MPI division" \
+  '#include <(mpi|cuda|cublas|nccl)' costmodel search sim validate/executor validate/cpu validate/calibrate
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
