@@ -8,33 +8,25 @@ cd "${1:-$(dirname "$0")/../..}" || exit 2
 
 passed=0
 failed=0
-# only DESC FOLDER ALLOWED_REGEX: every osdp include in FOLDER's sources names an allowed folder.
-only() {
-  local desc=$1 folder=$2 allowed=$3 bad
-  bad=$(grep -rnE '#include "[a-z_]+/' "$folder" --include='*.hpp' --include='*.cpp' --include='*.cu' |
-    grep -vE "#include \"($allowed)/" | grep -v '"osdp_version.hpp"')
-  if [[ -z $bad ]]; then
-    echo "ok - $desc"
+# verdict DESC OFFENDING_LINES: ok when there are none.
+verdict() {
+  if [[ -z $2 ]]; then
+    echo "ok - $1"
     passed=$((passed + 1))
   else
-    echo "not ok - $desc"
-    printf '%s\n' "$bad" | head -n 10 | sed 's/^/#   /'
+    echo "not ok - $1"
+    printf '%s\n' "$2" | head -n 10 | sed 's/^/#   /'
     failed=$((failed + 1))
   fi
 }
+sources() { grep -rnE "$1" "${@:2}" --include='*.hpp' --include='*.cpp' --include='*.cu'; }
+# only DESC FOLDER ALLOWED_REGEX: every osdp include in FOLDER's sources names an allowed folder.
+only() {
+  verdict "$1" "$(sources '#include "[a-z_]+/' "$2" | grep -vE "#include \"($3)/")"
+}
 # none DESC REGEX FOLDER...: no line of the folders' sources matches REGEX.
 none() {
-  local desc=$1 re=$2 bad
-  shift 2
-  bad=$(grep -rnE "$re" "$@" --include='*.hpp' --include='*.cpp' --include='*.cu')
-  if [[ -z $bad ]]; then
-    echo "ok - $desc"
-    passed=$((passed + 1))
-  else
-    echo "not ok - $desc"
-    printf '%s\n' "$bad" | head -n 10 | sed 's/^/#   /'
-    failed=$((failed + 1))
-  fi
+  verdict "$1" "$(sources "$2" "${@:3}")"
 }
 
 only "costmodel/ includes nothing else of osdp" costmodel 'costmodel'
