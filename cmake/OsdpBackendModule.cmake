@@ -8,8 +8,8 @@
 #   program's copy or the other way round.
 # - Every symbol must resolve when it is linked (--no-undefined): a module that would fail in dlopen
 #   fails the build instead.
-# - The program checks the module's build key (OSDP_BACKEND_ABI: version, commit, compiler,
-#   sanitizers) before it calls anything else in it.
+# - The program checks the module's build key (OSDP_BACKEND_ABI, top-level CMakeLists.txt: version,
+#   compiler, sanitizers, the interface headers' hash) before it calls anything else in it.
 # - Installed modules keep the library directories they were linked against (the CUDA toolkit's) in
 #   their RUNPATH.
 function(osdp_add_backend_module target)

@@ -80,7 +80,8 @@ class BackendModule {
 inline constexpr const char* kBackendModuleEntry = "osdp_backend_module";
 using BackendModuleEntry = const BackendModule* (*)(const char* program_abi, const char** module_abi);
 
-// The build key of this program (version, commit, compiler, sanitizers), compared with the module's.
+// The build key of this program (osdp version, compiler, sanitizers, a hash of the headers that declare
+// the classes crossing the boundary), compared with the module's.
 const char* backend_module_abi();
 
 // The module of backend `name` (osdp_backend_<name>.so, looked for as above), loaded once per process
