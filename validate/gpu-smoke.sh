@@ -32,6 +32,12 @@ if ! "$OSDP" --version | grep -q '^backends:.*nccl'; then
   echo "gpu-smoke: this osdp has no nccl backend (CUDA, NCCL and MPI are needed at build time)" >&2
   exit 2
 fi
+# The nccl backend is a module next to the program (build/cli/osdp_backend_nccl.so, validate/backends.hpp):
+# --version prints the CUDA runtime's version only when it loaded.
+if ! "$OSDP" --version | grep -q '^CUDA: compiled in (toolkit .*); runtime '; then
+  echo "gpu-smoke: osdp cannot load its nccl backend module: $("$OSDP" --version | grep '^CUDA:')" >&2
+  exit 1
+fi
 GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
 if [ "${GPUS:-0}" -lt 1 ]; then
   echo "gpu-smoke: no GPU here (nvidia-smi -L lists none); $("$OSDP" --version | grep '^CUDA:')" >&2
