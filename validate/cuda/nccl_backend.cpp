@@ -4,8 +4,6 @@
 // the rank and the operation, after every NCCL communicator was aborted.
 #include "validate/cuda/nccl_backend.hpp"
 
-#include <sched.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -182,20 +180,12 @@ ncclComm_t NcclCommunicator::create_comm(MPI_Comm group_comm, const char* name, 
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Ibcast(message->data(), static_cast<int>(message->size()), MPI_BYTE, 0, group_comm, &request),
             "MPI_Ibcast", what, rank_);
-  const auto until = deadline();
-  for (;;) {
-    int done = 0;
-    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", what, rank_);
-    if (done != 0) break;
-    if (Clock::now() >= until) {
-      request_pending = true;
-      (void)message.release();
-      throw BackendFailure(
-          fmt::format("rank {}: {}: the group's rank 0 sent no unique id within {:g} s: a peer "
-                      "rank died or hung",
-                      rank_, what, options_.timeout_s));
-    }
-    sched_yield();
+  if (!mpi_wait(request, options_.timeout_s, what, rank_)) {
+    request_pending = true;
+    (void)message.release();
+    throw BackendFailure(fmt::format(
+        "rank {}: {}: the group's rank 0 sent no unique id within {:g} s: a peer rank died or hung", rank_,
+        what, options_.timeout_s));
   }
   if (!id_failure.empty()) throw BackendFailure(id_failure);
   if (message->back() != 1)

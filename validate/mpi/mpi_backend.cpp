@@ -214,22 +214,25 @@ bool injected_hang(const std::optional<FaultSpec>& fault, int rank, const std::s
   return false;
 }
 
-void MpiCommunicator::complete(MPI_Request& request, const std::string& what, std::size_t bytes) {
+bool mpi_wait(MPI_Request& request, double timeout_s, std::string_view what, int rank) {
   using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(options_.timeout_s));
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   for (;;) {
     int done = 0;
-    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", what, rank_);
-    if (done != 0) return;
-    if (Clock::now() >= deadline) {
-      timed_out_ = what;
-      throw BackendFailure(
-          fmt::format("rank {}: {} ({}) did not complete within {:g} s: a peer rank died or hung", rank_,
-                      what, costmodel::format_bytes(static_cast<double>(bytes)), options_.timeout_s));
-    }
+    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", what, rank);
+    if (done != 0) return true;
+    if (Clock::now() >= deadline) return false;
     sched_yield();
   }
+}
+
+void MpiCommunicator::complete(MPI_Request& request, const std::string& what, std::size_t bytes) {
+  if (mpi_wait(request, options_.timeout_s, what, rank_)) return;
+  timed_out_ = what;
+  throw BackendFailure(
+      fmt::format("rank {}: {} ({}) did not complete within {:g} s: a peer rank died or hung", rank_, what,
+                  costmodel::format_bytes(static_cast<double>(bytes)), options_.timeout_s));
 }
 
 void MpiCommunicator::all_gather(Stream& /*s*/, const float* shard, float* full, std::size_t shard_elems,

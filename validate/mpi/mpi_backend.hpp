@@ -65,6 +65,11 @@ FaultSpec parse_fault_spec(std::string_view text);
 // the collective, so that its peers hang in it).
 bool injected_hang(const std::optional<FaultSpec>& fault, int rank, const std::string& what);
 
+// Polls `request` with MPI_Test (its return code through check_mpi), yielding the CPU between polls,
+// until it completes (true) or `timeout_s` seconds have passed (false: it is still pending, and what
+// it reads or writes must stay allocated). Both backends wait on MPI this way.
+bool mpi_wait(MPI_Request& request, double timeout_s, std::string_view what, int rank);
+
 struct MpiCommunicatorOptions {
   double timeout_s = 60.0;         // a collective or barrier not done by then fails with BackendFailure
   std::optional<FaultSpec> fault;  // when unset, read from OSDP_INJECT_FAULT (if that is set)
