@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake git python3 python3-matplotlib libeigen3-dev libboost-graph-dev
-          nlohmann-json3-dev catch2 libopenmpi-dev openmpi-bin libcli11-dev libfmt-dev)
+          nlohmann-json3-dev catch2 libopenmpi-dev openmpi-bin libcli11-dev libfmt-dev procps)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
