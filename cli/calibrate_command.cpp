@@ -13,6 +13,7 @@
 #include "cli/commands.hpp"
 #include "cli/mpi_args.hpp"
 #include "costmodel/catalog.hpp"
+#include "costmodel/collective.hpp"
 #include "costmodel/error.hpp"
 #include "costmodel/files.hpp"
 #include "costmodel/units.hpp"
@@ -110,12 +111,11 @@ void print_summary(const costmodel::CalibrationRun& run, const std::string& path
   else
     std::cout << fmt::format("  {:<15} {:<23} {:>10} {:>12} {:>9} {:>6}\n", "collective", "sizes (S)",
                              "alpha", "bandwidth", "residual", "points");
-  const char* names[] = {"all-gather", "reduce-scatter", "all-reduce"};
-  for (std::size_t c = 0; c < 3; ++c)
-    for (const auto& s : run.collectives[c]) {
+  for (const auto& kind : costmodel::kCollectives)
+    for (const auto& s : run.collectives[static_cast<std::size_t>(kind.kind)]) {
       const std::string range = fmt::format("{} - {}", format_bytes(s.from_bytes),
                                             std::isinf(s.up_to_bytes) ? "" : format_bytes(s.up_to_bytes));
-      std::cout << fmt::format("  {:<15} {:<23} {:>10} {:>12} {:>9} {:>6}\n", names[c], range,
+      std::cout << fmt::format("  {:<15} {:<23} {:>10} {:>12} {:>9} {:>6}\n", kind.name, range,
                                format_seconds(s.alpha_s),
                                s.beta_s_per_byte > 0 ? format_bandwidth(1 / s.beta_s_per_byte) : "inf",
                                pct(s.residual_rms), s.points);
