@@ -204,7 +204,9 @@ Action add_validate_command(CLI::App& app) {
   app.add_option("-n,--np", a->np, "Number of ranks (written -np N, as for mpirun)");
   app.add_option("--calibration", a->calibration,
                  "Calibration file (from osdp calibrate) to predict with, instead of the clusters' own");
-  app.add_option("--out", a->out, "Results directory (default: the experiment's \"output\")");
+  app.add_option(
+      "--out", a->out,
+      "Results directory (default: the experiment's \"output\"; for plan files results/validate-plans)");
   CLI::Option* resume =
       app.add_flag("--resume", a->resume, "Keep the plans already in OUT/rows.jsonl and run the rest");
   app.add_flag("--force", a->force,
