@@ -6,10 +6,10 @@
 // all-reduce (costmodel::ring_steps), each moving one chunk S/N over the link leaving the rank
 // (NetworkModel). Step k of a rank starts when it has sent step k - 1 and received step k - 1 from
 // its predecessor (step 0: when it and its successor have entered the collective); the rank is done
-// when it has sent and received every step. These step events are evaluated in dependency order as a max-plus recurrence once the
-// last rank has entered the collective (no rank can finish before the last one enters, since data
-// from every rank reaches every other), which gives exactly the times a priority queue of step events
-// would, at a fraction of the cost. A slow link or a late rank shows up where it really would.
+// when it has sent and received every step. These step events are evaluated in dependency order as a max-plus
+// recurrence once the last rank has entered the collective (no rank can finish before the last one enters,
+// since data from every rank reaches every other), which gives exactly the times a priority queue of step
+// events would, at a fraction of the cost. A slow link or a late rank shows up where it really would.
 //
 // Overlap: while a rank's comm stream runs a collective its compute runs `interference` times slower
 // (>= 1); with overlap off the two streams of a rank never run at the same time.

@@ -29,8 +29,8 @@
 
 #include "costmodel/catalog.hpp"
 #include "costmodel/cost_model.hpp"
-#include "costmodel/workload.hpp"
 #include "costmodel/provenance.hpp"
+#include "costmodel/workload.hpp"
 #include "search/report.hpp"
 #include "search/scheduler.hpp"
 #include "search/strategy.hpp"

@@ -73,8 +73,8 @@ TEST_CASE("run_calibration measures every point once, in order, and frees its me
   CpuDevice device;
   TwinCommunicator comm;
   std::vector<CalibrationProgress> seen;
-  const costmodel::CalibrationRun run = run_calibration(device, comm, small_options(),
-                                             [&](const CalibrationProgress& p) { seen.push_back(p); });
+  const costmodel::CalibrationRun run = run_calibration(
+      device, comm, small_options(), [&](const CalibrationProgress& p) { seen.push_back(p); });
 
   // 3 x 7 collective sizes + 5 touches + 5 Adam sizes + 4 GEMMs + 1 overlap shape.
   REQUIRE(run.measurements.size() == 36);
@@ -263,5 +263,6 @@ TEST_CASE("a fitted alpha above the file's 1 s limit is an error, not an unreada
     if (m.sweep == "all-gather") m.seconds += 2.0;  // t = 2 s + ... : alpha ~ 2 s on 2 ranks
     run.measurements.push_back(m);
   }
-  CHECK_THROWS_WITH(costmodel::fit_measurements(run, "slow"), Catch::Contains("alpha") && Catch::Contains("1 s"));
+  CHECK_THROWS_WITH(costmodel::fit_measurements(run, "slow"),
+                    Catch::Contains("alpha") && Catch::Contains("1 s"));
 }

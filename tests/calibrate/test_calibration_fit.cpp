@@ -11,8 +11,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "costmodel/error.hpp"
 #include "costmodel/calibration_fit.hpp"
+#include "costmodel/error.hpp"
 
 using osdp::costmodel::Collective;
 using namespace osdp;
@@ -33,7 +33,8 @@ double ring(Collective c, int n, double alpha, double beta, double s) {
 
 // Sizes 1 KiB .. 256 MiB, `steps` per doubling; times from the piecewise truth (first segment whose
 // up_to covers the size).
-std::vector<costmodel::SizePoint> synthetic(Collective c, int n, const std::vector<Truth>& truth, int steps = 2) {
+std::vector<costmodel::SizePoint> synthetic(Collective c, int n, const std::vector<Truth>& truth,
+                                            int steps = 2) {
   std::vector<costmodel::SizePoint> pts;
   for (int i = 0; i <= 18 * steps; ++i) {
     const double s = std::round(1024.0 * std::pow(2.0, static_cast<double>(i) / steps));
@@ -98,8 +99,8 @@ TEST_CASE("piecewise alpha-beta is recovered with its boundaries", "[calibrate][
 TEST_CASE("a segment boundary is found where the truth changes", "[calibrate][fit]") {
   // One change at 256 KiB (alpha 5 us -> 60 us, 6 GB/s -> 1.2 GB/s), powers of two only.
   const std::vector<Truth> truth{{262144, 5e-6, 1.0 / 6e9}, {kInf, 60e-6, 1.0 / 1.2e9}};
-  const auto segs =
-      costmodel::fit_collective(Collective::kReduceScatter, 4, synthetic(Collective::kReduceScatter, 4, truth, 1));
+  const auto segs = costmodel::fit_collective(Collective::kReduceScatter, 4,
+                                              synthetic(Collective::kReduceScatter, 4, truth, 1));
   REQUIRE(segs.size() == 2);
   CHECK(segs[0].up_to_bytes == 262144.0);
   CHECK(segs[0].points == 9);   // 1 KiB .. 256 KiB
@@ -183,21 +184,24 @@ TEST_CASE("a fit limited to one segment, or with too few points, keeps one pair"
       costmodel::fit_collective(Collective::kAllGather, 2, synthetic(Collective::kAllGather, 2, truth), one);
   REQUIRE(segs.size() == 1);
   CHECK(segs[0].residual_rms > 0.1);
-  const auto five = costmodel::fit_collective(Collective::kAllGather, 2,
-                                   {{1e3, 1e-5}, {1e4, 2e-5}, {1e5, 9e-5}, {1e6, 2e-3}, {1e7, 2e-2}});
+  const auto five = costmodel::fit_collective(
+      Collective::kAllGather, 2, {{1e3, 1e-5}, {1e4, 2e-5}, {1e5, 9e-5}, {1e6, 2e-3}, {1e7, 2e-2}});
   CHECK(five.size() == 1);  // 5 < 2 x 3 points
 }
 
 TEST_CASE("bad collective inputs are errors", "[calibrate][fit]") {
-  CHECK_THROWS_AS(costmodel::fit_collective(Collective::kAllGather, 1, {{1e3, 1e-5}, {1e4, 2e-5}}), osdp::Error);
+  CHECK_THROWS_AS(costmodel::fit_collective(Collective::kAllGather, 1, {{1e3, 1e-5}, {1e4, 2e-5}}),
+                  osdp::Error);
   CHECK_THROWS_AS(costmodel::fit_collective(Collective::kAllGather, 2, {{1e3, 1e-5}}), osdp::Error);
   CHECK_THROWS_AS(costmodel::fit_collective(Collective::kAllGather, 2, {{1e3, 1e-5}, {1e4, 0}}), osdp::Error);
 }
 
 TEST_CASE("costmodel::collective_model_s is the ring formula", "[calibrate][fit]") {
   // N = 4, alpha 10 us, 1 GB/s, S = 4 MB: 3 x 10 us + 3/4 x 4e6 / 1e9 s = 3.03 ms; all-reduce 6.06 ms.
-  CHECK(costmodel::collective_model_s(Collective::kAllGather, 4, 10e-6, 1e-9, 4e6) == Approx(3.03e-3).epsilon(1e-12));
-  CHECK(costmodel::collective_model_s(Collective::kAllReduce, 4, 10e-6, 1e-9, 4e6) == Approx(6.06e-3).epsilon(1e-12));
+  CHECK(costmodel::collective_model_s(Collective::kAllGather, 4, 10e-6, 1e-9, 4e6) ==
+        Approx(3.03e-3).epsilon(1e-12));
+  CHECK(costmodel::collective_model_s(Collective::kAllReduce, 4, 10e-6, 1e-9, 4e6) ==
+        Approx(6.06e-3).epsilon(1e-12));
   CHECK(costmodel::collective_model_s(Collective::kAllReduce, 1, 10e-6, 1e-9, 4e6) == 0.0);
 }
 
@@ -216,8 +220,8 @@ TEST_CASE("the elementwise fit recovers overhead and bandwidth", "[calibrate][fi
 namespace {
 
 // t = overhead + flops / (peak d / (d + d_half)).
-costmodel::GemmPoint gemm_point(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count, double overhead,
-                     double peak, double d_half) {
+costmodel::GemmPoint gemm_point(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count,
+                                double overhead, double peak, double d_half) {
   costmodel::GemmPoint p{m, n, k, count, 0.0};
   const double d = static_cast<double>(std::min({m, n, k}));
   p.seconds = overhead + 2.0 * m * n * k * count / (peak * d / (d + d_half));

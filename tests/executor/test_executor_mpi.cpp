@@ -23,8 +23,8 @@
 #include "validate/backends.hpp"
 #include "validate/cpu/cpu_device.hpp"
 #include "validate/executor/executor.hpp"
-#include "validate/mpi/mpi_backend.hpp"
 #include "validate/executor/self_communicator.hpp"
+#include "validate/mpi/mpi_backend.hpp"
 
 using namespace osdp;
 using namespace osdp::validate;

@@ -7,9 +7,9 @@
 #include <catch2/catch.hpp>
 
 #include "costmodel/error.hpp"
-#include "validate/executor/backend.hpp"
 #include "validate/cuda/cuda_device.hpp"
 #include "validate/cuda/cuda_errors.hpp"
+#include "validate/executor/backend.hpp"
 
 namespace {
 

@@ -37,8 +37,8 @@
 
 #include "validate/cuda/cuda_device.hpp"
 #include "validate/cuda/cuda_errors.hpp"
-#include "validate/mpi/mpi_backend.hpp"
 #include "validate/cuda/nccl_backend.hpp"
+#include "validate/mpi/mpi_backend.hpp"
 
 namespace {
 

@@ -19,9 +19,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "costmodel/calibration_fit.hpp"
 #include "costmodel/model.hpp"
 #include "validate/executor/backend.hpp"
-#include "costmodel/calibration_fit.hpp"
 
 namespace osdp::validate {
 
@@ -42,15 +42,15 @@ std::vector<GemmShape> model_gemm_shapes(const std::vector<costmodel::ModelSpec>
                                          const std::vector<int>& batches, double max_flops);
 
 struct CalibrateOptions {
-  std::string name;                            // the calibration's name
-  double min_bytes = 1024;                     // collectives: the full buffer S, from ...
-  double max_bytes = 256.0 * 1024 * 1024;      // ... to
-  int steps_per_doubling = 2;                  // sizes per factor 2 (1 = powers of two)
-  int warmup = 1;                              // untimed batches before each fast point
-  int repeats = 7;                             // timed batches per point (costmodel::median of the max over ranks)
-  double large_s = 0.02;                       // points whose one operation takes at least this long ...
-  int large_repeats = 5;                       // ... are timed this many times, with no warm-up batch
-  double batch_target_s = 2e-3;                // a timed batch lasts at least this long (up to 1000 ops)
+  std::string name;                        // the calibration's name
+  double min_bytes = 1024;                 // collectives: the full buffer S, from ...
+  double max_bytes = 256.0 * 1024 * 1024;  // ... to
+  int steps_per_doubling = 2;              // sizes per factor 2 (1 = powers of two)
+  int warmup = 1;                          // untimed batches before each fast point
+  int repeats = 7;               // timed batches per point (costmodel::median of the max over ranks)
+  double large_s = 0.02;         // points whose one operation takes at least this long ...
+  int large_repeats = 5;         // ... are timed this many times, with no warm-up batch
+  double batch_target_s = 2e-3;  // a timed batch lasts at least this long (up to 1000 ops)
   double elementwise_min_bytes = 64.0 * 1024;  // bytes moved by a touch (8 per element)
   double elementwise_max_bytes = 256.0 * 1024 * 1024;
   std::vector<GemmShape> gemm_shapes;         // empty: generic_gemm_shapes(quick)
@@ -82,6 +82,6 @@ using ProgressFn = std::function<void(const CalibrationProgress&)>;
 // is called on rank 0 only. Device memory comes from Device::allocate and is freed before it returns.
 // Throws BackendFailure when the backend fails, osdp::Error when a fit is impossible.
 costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, const CalibrateOptions& options,
-                               const ProgressFn& progress = {});
+                                          const ProgressFn& progress = {});
 
 }  // namespace osdp::validate

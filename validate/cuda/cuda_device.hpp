@@ -21,9 +21,9 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "validate/cuda/cuda_errors.hpp"  // cuda_unavailable_reason, cuda_versions
 #include "validate/executor/backend.hpp"
 #include "validate/executor/caching_allocator.hpp"
-#include "validate/cuda/cuda_errors.hpp"  // cuda_unavailable_reason, cuda_versions
 
 namespace osdp::validate {
 
