@@ -114,7 +114,7 @@ class Engine {
   void release(int r, int b, Tick now) { memory(r, b, -s_.buffers[b].bytes, now); }
   void memory(int r, int b, double delta, Tick now) {
     RankState& st = state_[r];
-    st.in_use[static_cast<int>(s_.buffers[b].category)] += delta;
+    st.in_use[static_cast<int>(s_.buffers[b].category())] += delta;
     st.total += delta;
     const double with_reserve = st.total + s_.reserve_bytes;
     RankStats& rs = stats_[r];

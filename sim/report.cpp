@@ -159,7 +159,7 @@ nlohmann::json chrome_trace(const Schedule& schedule, const SimResult& r) {
   for (std::size_t i = 0; i < order.size(); ++i) {
     const MemoryEvent& e = r.memory[order[i]];
     if (i == 0 || r.memory[order[i - 1]].rank != e.rank) in_use.fill(0);
-    in_use[static_cast<int>(schedule.buffers[e.buffer].category)] += e.delta;
+    in_use[static_cast<int>(schedule.buffers[e.buffer].category())] += e.delta;
     const bool last_of_instant = i + 1 == order.size() || r.memory[order[i + 1]].rank != e.rank ||
                                  r.memory[order[i + 1]].time != e.time;
     if (!last_of_instant) continue;
@@ -195,7 +195,7 @@ std::string memory_csv(const Schedule& schedule, const SimResult& r) {
   for (const MemoryEvent& e : r.memory) {
     const Buffer& b = schedule.buffers[e.buffer];
     out += fmt::format("{},{},{},{},{},{}\n", format_tick_seconds(e.time), e.rank, csv_field(b.name),
-                       to_string(b.category), format_number(e.delta), format_number(e.total));
+                       to_string(b.category()), format_number(e.delta), format_number(e.total));
   }
   return out;
 }

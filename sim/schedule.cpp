@@ -81,7 +81,7 @@ class Builder {
 
   // A buffer of operator u; its name is for traces only, its role says what it holds.
   int buffer(std::string name, double bytes, BufferRole role, int u, int slice = 0, int site = 0) {
-    s_.buffers.push_back({std::move(name), bytes, category_of(role), role, u, slice, site});
+    s_.buffers.push_back({std::move(name), bytes, role, u, slice, site});
     return static_cast<int>(s_.buffers.size()) - 1;
   }
 

@@ -57,17 +57,38 @@ enum class BufferRole {
   kTiedGradient,    // a tied embedding's full gradient (every slice), from the head's backward on
 };
 const char* to_string(BufferRole r);
-// The memory category a buffer of role `r` is counted in.
-MemoryCategory category_of(BufferRole r);
+// The memory category a buffer of role `r` is counted in (inline: the engine asks at every
+// allocation and free).
+constexpr MemoryCategory category_of(BufferRole r) {
+  switch (r) {
+    case BufferRole::kStates:
+      return MemoryCategory::kShard;
+    case BufferRole::kAdam:
+      return MemoryCategory::kOptimizer;
+    case BufferRole::kGatheredWeight:
+      return MemoryCategory::kGatheredWeight;
+    case BufferRole::kActivations:
+    case BufferRole::kForwardScratch:
+    case BufferRole::kRecomputed:
+      return MemoryCategory::kActivation;
+    case BufferRole::kWorkspace:
+      return MemoryCategory::kWorkspace;
+    case BufferRole::kGradient:
+    case BufferRole::kTiedGradient:
+      return MemoryCategory::kGradient;
+  }
+  return MemoryCategory::kActivation;
+}
 
 struct Buffer {
   std::string name;  // for traces and messages
   double bytes = 0;
-  MemoryCategory category = MemoryCategory::kActivation;  // category_of(role)
   BufferRole role = BufferRole::kActivations;
   int op = -1;    // operator index in the workload
   int slice = 0;  // gathered weights and gradients: the slice; else 0
   int site = 0;   // 0: the operator's place; 1: the LM head's place (tied embedding)
+
+  MemoryCategory category() const { return category_of(role); }
 };
 
 struct Task {

@@ -64,27 +64,6 @@ const char* to_string(BufferRole r) {
   return "?";
 }
 
-MemoryCategory category_of(BufferRole r) {
-  switch (r) {
-    case BufferRole::kStates:
-      return MemoryCategory::kShard;
-    case BufferRole::kAdam:
-      return MemoryCategory::kOptimizer;
-    case BufferRole::kGatheredWeight:
-      return MemoryCategory::kGatheredWeight;
-    case BufferRole::kActivations:
-    case BufferRole::kForwardScratch:
-    case BufferRole::kRecomputed:
-      return MemoryCategory::kActivation;
-    case BufferRole::kWorkspace:
-      return MemoryCategory::kWorkspace;
-    case BufferRole::kGradient:
-    case BufferRole::kTiedGradient:
-      return MemoryCategory::kGradient;
-  }
-  return MemoryCategory::kActivation;
-}
-
 bool is_collective(TaskKind k) {
   return k == TaskKind::kAllGather || k == TaskKind::kReduceScatter || k == TaskKind::kAllReduce;
 }

@@ -153,8 +153,7 @@ void check_allocations(const sim::Schedule& s) {
   for (std::size_t b = 0; b < s.buffers.size(); ++b) {
     INFO("buffer " << s.buffers[b].name);
     CHECK(allocs[b] == 1);
-    CHECK(s.buffers[b].category == expected_category(s.buffers[b].role));
-    CHECK(s.buffers[b].category == sim::category_of(s.buffers[b].role));
+    CHECK(s.buffers[b].category() == expected_category(s.buffers[b].role));
   }
 }
 
