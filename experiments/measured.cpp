@@ -18,7 +18,6 @@
 #include "costmodel/units.hpp"
 #include "experiments/results_dir.hpp"
 #include "experiments/sweep.hpp"
-#include "search/report.hpp"
 #include "sim/replay.hpp"
 #include "validate/executor/executor.hpp"
 
@@ -62,25 +61,11 @@ struct Prepared {
 Prepared prepare(const MeasuredItem& item, const ValidationOptions& o) {
   Prepared p;
   UnitResult& r = p.row;
-  r.index = item.index;
-  r.key = item.key;
-  r.strategy = item.label;
   if (item.unit) {  // searched, as the sweep does
     PlannedUnit u = plan_unit(*item.unit, o.calibration);
-    r.model = u.model.name;
-    r.cluster = u.cluster.name;
-    r.world_size = u.cluster.world_size();
-    r.memory_limit_bytes = u.search.memory_limit_bytes;
-    r.feasible = u.plan.has_value();
-    r.batch_size = u.result.batch;
-    r.min_fit_bytes = r.feasible ? 0 : u.result.min_fit_bytes;
-    for (const auto& c : u.result.candidates)
-      if (c.feasible) r.candidates.push_back({c.batch, c.time_s, c.peak_bytes, c.throughput});
+    p.row = unit_row(*item.unit, u);
     p.plan = std::move(u.plan);
     p.workload = std::move(u.workload);
-    if (r.feasible)
-      for (const auto& line : search::summarize_choices(p.workload, u.result.choices))
-        r.plan_summary += (r.plan_summary.empty() ? "" : "; ") + line;
   } else {  // a plan file, as it is
     const costmodel::Plan& plan = *item.plan;
     r.model = plan.model.name;
@@ -93,9 +78,11 @@ Prepared prepare(const MeasuredItem& item, const ValidationOptions& o) {
     p.workload = costmodel::lower(plan.model);
     std::vector<costmodel::Choice> choices;
     for (const auto& op : plan.operators) choices.push_back(op.choice);
-    for (const auto& line : search::summarize_choices(p.workload, choices))
-      r.plan_summary += (r.plan_summary.empty() ? "" : "; ") + line;
+    r.plan_summary = plan_summary(p.workload, choices);
   }
+  r.index = item.index;
+  r.key = item.key;
+  r.strategy = item.label;
   return p;
 }
 

@@ -62,33 +62,37 @@ PlannedUnit plan_unit(const Unit& u, const std::optional<costmodel::Calibration>
   return p;
 }
 
-UnitResult run_unit(const Unit& u, const Experiment& e) {
-  const PlannedUnit p = plan_unit(u);
-  const costmodel::ModelSpec& model = p.model;
-  const costmodel::ClusterSpec& cluster = p.cluster;
-  const costmodel::Workload& w = p.workload;
-  const search::SearchOptions& so = p.search;
-  const search::SearchResult& r = p.result;
+std::string plan_summary(const costmodel::Workload& w, const std::vector<costmodel::Choice>& choices) {
+  std::string summary;
+  for (const auto& line : search::summarize_choices(w, choices))
+    summary += (summary.empty() ? "" : "; ") + line;
+  return summary;
+}
 
+UnitResult unit_row(const Unit& u, const PlannedUnit& p) {
+  const search::SearchResult& r = p.result;
   UnitResult out;
   out.index = u.index;
   out.key = u.key();
-  out.model = model.name;
-  out.cluster = cluster.name;
+  out.model = p.model.name;
+  out.cluster = p.cluster.name;
   out.strategy = u.strategy.label;
-  out.world_size = cluster.world_size();
-  out.memory_limit_bytes = so.memory_limit_bytes;
+  out.world_size = p.cluster.world_size();
+  out.memory_limit_bytes = p.search.memory_limit_bytes;
   out.feasible = r.feasible;
   out.batch_size = r.batch;
   out.min_fit_bytes = r.feasible ? 0 : r.min_fit_bytes;
   for (const auto& cand : r.candidates)
     if (cand.feasible) out.candidates.push_back({cand.batch, cand.time_s, cand.peak_bytes, cand.throughput});
-  if (r.feasible) {
-    std::string summary;
-    for (const auto& line : search::summarize_choices(w, r.choices))
-      summary += (summary.empty() ? "" : "; ") + line;
-    out.plan_summary = summary;
-  }
+  if (r.feasible) out.plan_summary = plan_summary(p.workload, r.choices);
+  return out;
+}
+
+UnitResult run_unit(const Unit& u, const Experiment& e) {
+  const PlannedUnit p = plan_unit(u);
+  const costmodel::ClusterSpec& cluster = p.cluster;
+  const search::SearchResult& r = p.result;
+  UnitResult out = unit_row(u, p);
   for (const auto& ev : e.evaluators) {
     Evaluation x;
     x.evaluator = ev;

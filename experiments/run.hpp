@@ -82,6 +82,12 @@ struct PlannedUnit {
 PlannedUnit plan_unit(const Unit& unit,
                       const std::optional<costmodel::Calibration>& calibration = std::nullopt);
 
+// A searched unit's row without its evaluations: names, sizes, the batch, the candidates, the plan
+// summary. Every evaluator's row starts from it.
+UnitResult unit_row(const Unit& unit, const PlannedUnit& planned);
+// The choices per operator kind on one line ("embedding: ZDP x 1; attention: DP x 4"), for rows.
+std::string plan_summary(const costmodel::Workload& w, const std::vector<costmodel::Choice>& choices);
+
 // Throws osdp::Error for bad names or files (the sweep records those as failed rows).
 UnitResult run_unit(const Unit& unit, const Experiment& e);
 
