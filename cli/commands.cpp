@@ -1,5 +1,7 @@
 #include "cli/commands.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -17,6 +19,11 @@ namespace osdp::cli {
 // found, the driver, the GPUs), so that a cluster's `osdp --version` says whether --backend nccl can
 // run. The CUDA and NCCL lines come from the nccl backend's module, the one command besides a GPU
 // job that loads it.
+int test_delay_ms(const char* name) {
+  const char* s = std::getenv(name);
+  return s ? std::max(0, std::atoi(s)) : 0;
+}
+
 std::string version_string() {
   std::string cuda = "not compiled in", nccl = "not compiled in";
   for (const auto& [key, text] : validate::module_versions()) {

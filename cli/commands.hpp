@@ -33,6 +33,11 @@ Action add_validate_command(CLI::App& app);   // cli/validate_command.cpp
 
 std::string version_string();
 
+// Test hooks: the milliseconds in environment variable `name` (OSDP_SWEEP_TEST_DELAY_MS: each unit of
+// a sweep waits that long first; OSDP_VALIDATE_TEST_DELAY_MS: each group of plans of a validation),
+// so that the tests can interrupt a run part-way; 0 when unset. Not meant for anything else.
+int test_delay_ms(const char* name);
+
 // --- simulation of plans (cli/evaluate.cpp) --------------------------------------------------------
 
 // One batch size of `osdp plan --evaluate sim`: its best plan, priced and simulated.

@@ -1,6 +1,4 @@
 // osdp sweep: every unit of an experiment file (experiments/sweep.hpp does the work).
-#include <algorithm>
-#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -24,13 +22,6 @@ struct SweepArgs {
   bool resume = false, force = false, quiet = false;
 };
 
-// Test hook: OSDP_SWEEP_TEST_DELAY_MS=N makes each unit sleep N ms first, so that the tests can
-// interrupt a sweep of fast units part-way. Not meant for anything else.
-int test_delay_ms() {
-  const char* s = std::getenv("OSDP_SWEEP_TEST_DELAY_MS");
-  return s ? std::max(0, std::atoi(s)) : 0;
-}
-
 std::string shell_quote(const std::string& s) {
   if (s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:@+") ==
       std::string::npos)
@@ -48,7 +39,7 @@ int run_sweep_command(const SweepArgs& a) {
   o.resume = a.resume;
   o.force = a.force;
   o.progress = !a.quiet;
-  o.unit_delay_ms = test_delay_ms();
+  o.unit_delay_ms = test_delay_ms("OSDP_SWEEP_TEST_DELAY_MS");
   o.tool_version = OSDP_VERSION;
   o.git_hash = OSDP_GIT_HASH;
   const experiments::SweepOutcome r = experiments::run_sweep(e, o);

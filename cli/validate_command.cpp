@@ -1,8 +1,6 @@
 // osdp validate: run every plan of an experiment for real and hold the prediction to the
 // experiment's tolerances (validate/validation.hpp does the work). Outside mpirun it relaunches
 // itself under mpirun; inside, every rank runs every plan and rank 0 writes the results.
-#include <algorithm>
-#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -52,13 +50,6 @@ std::vector<std::string> child_args(const ValidateArgs& a, int np) {
   return r;
 }
 
-// Test hook: OSDP_VALIDATE_TEST_DELAY_MS=N makes each group of plans wait N ms first, so that the
-// tests can kill a validation part-way. Not meant for anything else.
-int test_delay_ms() {
-  const char* s = std::getenv("OSDP_VALIDATE_TEST_DELAY_MS");
-  return s ? std::max(0, std::atoi(s)) : 0;
-}
-
 // What the command runs: the units of an experiment, or plan files as they are. Reads and checks
 // every input (bad input fails here, before any rank starts).
 experiments::MeasuredJob make_job(const ValidateArgs& a) {
@@ -103,7 +94,7 @@ int run_ranks(const ValidateArgs& a, int np) {
     o.force = a.force;
     o.tasks = a.tasks;
     o.gemm_math = gemm_math(a.gemm);
-    o.group_delay_ms = test_delay_ms();
+    o.group_delay_ms = test_delay_ms("OSDP_VALIDATE_TEST_DELAY_MS");
     if (!a.quiet)
       o.progress = [](const std::string& line) { std::cerr << "validate: " << line << std::endl; };
     // prefetch 0 overlaps nothing: one stream runs both (on the CPU, no hand-offs between threads).
