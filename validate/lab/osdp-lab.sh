@@ -2,7 +2,7 @@
 # osdp-lab.sh — a communication-bound lab of N "nodes" x R ranks on one machine, for osdp calibrate
 # and osdp validate over shaped links (see validate/lab/README.md).
 #
-#   osdp-lab.sh up   --nodes N --ranks-per-node R --rate RATE [--burst B] [--latency L]
+#   osdp-lab.sh up   --nodes N --ranks-per-node R --rate RATE [--burst B] [--latency L] [--tcp-cc CC]
 #                    [--name NAME] [--subnet A.B.C.0/24] [--cluster-out FILE] [--topology pair|switch]
 #   osdp-lab.sh down [--name NAME]              remove everything the lab made (safe to repeat)
 #   osdp-lab.sh run  [up options] -- COMMAND... up, COMMAND inside node 0, down (also on Ctrl-C/error)
@@ -38,7 +38,8 @@ NAME=osdplab
 NODES=
 RPN=
 RATE=
-BURST=256kb
+BURST=32kb
+TCP_CC=
 LATENCY=50ms
 SUBNET=10.213.0.0/24
 CLUSTER_OUT=
@@ -56,6 +57,7 @@ parse_options() {
       --rate) RATE=${2:?--rate needs a value}; shift 2 ;;
       --burst) BURST=${2:?--burst needs a value}; shift 2 ;;
       --latency) LATENCY=${2:?--latency needs a value}; shift 2 ;;
+      --tcp-cc) TCP_CC=${2:?--tcp-cc needs a value}; shift 2 ;;
       --name) NAME=${2:?--name needs a value}; shift 2 ;;
       --subnet) SUBNET=${2:?--subnet needs a value}; shift 2 ;;
       --cluster-out) CLUSTER_OUT=${2:?--cluster-out needs a value}; shift 2 ;;
@@ -98,8 +100,19 @@ check_up_options() {
   [[ -n $RATE ]] || die "--rate is required (e.g. --rate 1gbit)"
   RATE_BITS=$(rate_bits "$RATE")
   ((RATE_BITS >= 8000)) || die "--rate $RATE: too slow (at least 8kbit)"
-  [[ $BURST =~ ^[0-9]+(b|kb|k|mb|m)?$ ]] || die "--burst \"$BURST\": expected e.g. 256kb (tc's sizes: b, kb, mb)"
+  [[ $BURST =~ ^[0-9]+(b|kb|k|mb|m)?$ ]] || die "--burst \"$BURST\": expected e.g. 32kb (tc's sizes: b, kb, mb)"
   [[ $LATENCY =~ ^[0-9]+(us|ms|s)$ ]] || die "--latency \"$LATENCY\": expected e.g. 50ms"
+  # TCP congestion control inside the nodes: cubic (Linux's usual) where a namespace may choose it,
+  # else reno. Not bbr: its pacing follows a bandwidth estimate that bursty collectives keep too
+  # low, and a step's collectives then ran at half the link rate in some steps and not in others.
+  local allowed
+  allowed=$(sysctl -n net.ipv4.tcp_allowed_congestion_control 2>/dev/null || true)
+  if [[ -z $TCP_CC ]]; then
+    TCP_CC=reno
+    [[ " $allowed " == *" cubic "* ]] && TCP_CC=cubic
+  fi
+  [[ " $allowed " == *" $TCP_CC "* ]] ||
+    die "--tcp-cc \"$TCP_CC\": a network namespace may only choose one of: ${allowed:-(none listed)}"
   [[ $SUBNET =~ ^([0-9]+)\.([0-9]+)\.([0-9]+)\.0/24$ ]] || die "--subnet \"$SUBNET\": expected A.B.C.0/24"
   local a=${BASH_REMATCH[1]} b=${BASH_REMATCH[2]} c=${BASH_REMATCH[3]}
   ((b <= 255 && c <= 255)) || die "--subnet $SUBNET: not an IPv4 network"
@@ -177,6 +190,7 @@ do_up() {
     echo "RATE_BITS=$RATE_BITS"
     echo "BURST=$BURST"
     echo "LATENCY=$LATENCY"
+    echo "TCP_CC=$TCP_CC"
     echo "SUBNET=$SUBNET"
     echo "TOPOLOGY=$TOPOLOGY"
   } >"$STATE/config"
@@ -196,6 +210,7 @@ do_up() {
     mkdir "/etc/netns/$ns"
     printf '%s' "$hosts" >"/etc/netns/$ns/hosts"
     ip -n "$ns" link set lo up
+    ip netns exec "$ns" sysctl -q -w net.ipv4.tcp_congestion_control="$TCP_CC" >/dev/null
   done
 
   # Links. Every interface is created inside a lab namespace (ip -n NS link add ... peer ... netns),
@@ -305,6 +320,11 @@ EOF
 mpirun_args() {
   local args="--hostfile $STATE/hostfile --mca plm_rsh_agent $STATE/rsh-agent --mca plm_rsh_no_tree_spawn 1"
   args+=" --mca btl tcp,vader,self --mca btl_tcp_if_include $SUBNET --mca oob_tcp_if_include $SUBNET"
+  # Eager sends up to 32 MiB: with Open MPI's default rendezvous, a collective's handshake rides the
+  # TCP stream behind the previous collective's tail, so an all-gather issued right after a
+  # reduce-scatter took 2-4x its time alone (validate/README.md, "The lab").
+  args+=" --mca btl_tcp_eager_limit 33554432 --mca btl_tcp_rndv_eager_limit 33554432"
+  args+=" --mca btl_tcp_max_send_size 33554432"
   args+=" --bind-to none"
   ((EUID == 0)) && args+=" --allow-run-as-root"
   echo "$args"
