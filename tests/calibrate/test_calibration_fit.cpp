@@ -113,7 +113,7 @@ TEST_CASE("a segment boundary is found where the truth changes", "[calibrate][fi
 // Normal equations [[3/2, 9/4], [9/4, 17/4]] (alpha, beta) = (2, 7/2), determinant 21/16:
 //   alpha = (2 17/4 - 9/4 7/2) / (21/16) = 10/21,  beta = (3/2 7/2 - 9/4 2) / (21/16) = 4/7.
 // Relative residuals 10/21 + 12/21 - 1 = 1/21, 5/21 + 12/21 - 1 = -4/21, 5/21 + 18/21 - 1 = 2/21;
-// RMS = sqrt((1 + 16 + 4) / 441 / 3) = sqrt(1/63) ~ 12.6%: above the 10% threshold, but three points
+// RMS = sqrt((1 + 16 + 4) / 441 / 3) = sqrt(1/63) ~ 12.6%: above the 4% threshold, but three points
 // cannot be split into segments of at least three.
 TEST_CASE("the reported residual is the relative RMS of the fit", "[calibrate][fit]") {
   const auto segs = costmodel::fit_collective(Collective::kAllGather, 2, {{2, 1}, {4, 2}, {6, 2}});
@@ -131,7 +131,7 @@ TEST_CASE("the reported residual is the relative RMS of the fit", "[calibrate][f
 // A relative fit of 37 points with noise of standard deviation 5%/sqrt(3) = 2.9% estimates beta (fixed
 // by the ~25 bandwidth-bound sizes) to about 2.9%/sqrt(25) ~ 0.6% and alpha (the ~10 latency-bound
 // sizes) to about 1%; the bounds below are 5x those. The residual is about the noise's 2.9%, under the
-// 10% threshold, so no split.
+// 4% threshold (checked below), so no split.
 TEST_CASE("noise keeps the fit within a stated bound", "[calibrate][fit]") {
   std::mt19937 gen(20261122);
   std::uniform_real_distribution<double> u(-0.05, 0.05);
@@ -146,7 +146,7 @@ TEST_CASE("noise keeps the fit within a stated bound", "[calibrate][fit]") {
 }
 
 TEST_CASE("noise above the threshold does not split a single regime", "[calibrate][fit]") {
-  // +-30% noise: residual ~17% > 10%, but no partition cuts the error by 20%.
+  // +-30% noise: residual ~17% > 4%, but no partition cuts the error by 20%.
   std::mt19937 gen(7);
   std::uniform_real_distribution<double> u(-0.3, 0.3);
   auto pts = synthetic(Collective::kAllReduce, 2, {{kInf, 10e-6, 1.0 / 5e9}});
