@@ -208,8 +208,8 @@ Action add_validate_command(CLI::App& app) {
       ->capture_default_str();
   app.add_flag(
       "--tasks", a->tasks,
-      "Also write OUT/tasks/UNIT.csv: each task of rank 0's last timed step, predicted (simulator) and "
-      "measured, to see where a prediction goes wrong");
+      "Also write OUT/tasks/UNIT.csv (rank 0) and UNIT.rankR.csv (rank R > 0): each task of the rank's "
+      "last timed step, predicted (simulator) and measured, to see where a prediction goes wrong");
   app.add_flag("--quiet", a->quiet, "No progress lines");
   app.add_option("--gemm", a->gemm,
                  "fp32, or bf16: GEMMs on bf16-rounded operands with fp32 sums (tensor cores on a GPU; "

@@ -34,12 +34,14 @@ std::uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
-// Rank 0's tasks in the last timed step beside the simulator's: where a prediction goes wrong.
+// A rank's tasks in the last timed step beside the simulator's: where a prediction goes wrong. A
+// symmetric replay simulates one period of ranks; rank r is then predicted as rank r mod period.
 void write_task_csv(const std::string& path, const sim::Replay& replay,
-                    const std::vector<validate::TaskTiming>& measured) {
+                    const std::vector<validate::TaskTiming>& measured, int rank) {
+  const int simulated = std::max(replay.result.ranks_simulated, 1);
   std::vector<double> predicted(replay.schedule.tasks.size(), 0.0);
   for (const auto& rec : replay.result.tasks)
-    if (rec.rank == 0) predicted[static_cast<std::size_t>(rec.task)] = sim::to_seconds(rec.end - rec.start);
+    if (rec.rank == rank % simulated) predicted[static_cast<std::size_t>(rec.task)] = sim::to_seconds(rec.end - rec.start);
   std::string csv = "task,kind,stream,op,slice,predicted_s,measured_s,measured_start_s\n";
   for (std::size_t t = 0; t < replay.schedule.tasks.size() && t < measured.size(); ++t) {
     const sim::Task& task = replay.schedule.tasks[t];
@@ -154,11 +156,13 @@ class Running {
     m.device_free_bytes = -comm_.max_over_ranks(-static_cast<double>(last_.device_free_bytes));
     m.device_total_bytes = static_cast<double>(last_.device_total_bytes);
     m.loss = last_.loss;
-    if (o_.tasks && comm_.rank() == 0) {
-      std::filesystem::create_directories(o_.out_dir + "/tasks");
-      write_task_csv(
-          fmt::format("{}/tasks/{}-{}-b{}.csv", o_.out_dir, row_.index, row_.strategy, plan_.batch_size),
-          replay_, last_.tasks);
+    if (o_.tasks) {  // rank 0: UNIT.csv; rank r > 0: UNIT.rankR.csv
+      if (comm_.rank() == 0) std::filesystem::create_directories(o_.out_dir + "/tasks");
+      comm_.barrier("task files");
+      const std::string rank_suffix = comm_.rank() == 0 ? "" : fmt::format(".rank{}", comm_.rank());
+      write_task_csv(fmt::format("{}/tasks/{}-{}-b{}{}.csv", o_.out_dir, row_.index, row_.strategy,
+                                 plan_.batch_size, rank_suffix),
+                     replay_, last_.tasks, comm_.rank());
     }
     executor_.reset();
     dev_.reset();
