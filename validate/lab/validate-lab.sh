@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# validate-lab.sh — the lab validation in one command: a 2 x 1 lab at RATE comes up, `osdp calibrate`
+# measures it (collectives and the experiment's models' GEMMs), `osdp validate` runs the experiment
+# with that calibration, and the lab is removed (also on Ctrl-C or error).
+#
+#   validate-lab.sh [--rate 1gbit] [--experiment experiments/lab-validate.json] [--out DIR]
+#                   [--name NAME] [--calibration FILE] [--resume]
+#
+#   --rate         the link rate (tc's units: 1gbit, 200mbit)
+#   --experiment   the experiment file (default: experiments/lab-validate.json beside this script)
+#   --out          results directory (default: results/lab-validate/RATE); the calibration goes
+#                  to OUT/calibration.json, the machine's load before and after to OUT/load.txt
+#   --calibration  use this calibration instead of measuring one (it must come from the same lab
+#                  settings)
+#   --resume       keep the plans already in OUT/rows.jsonl (osdp validate --resume); otherwise a
+#                  results directory with finished rows is started again (--force)
+#
+# Environment: OSDP (the osdp program; default: osdp on PATH), OSDP_DATA_DIR as for osdp.
+# Exit code: osdp validate's (0 within the experiment's tolerances, 5 over them), 2 bad usage,
+# 77 where network namespaces cannot be made.
+set -euo pipefail
+
+PROG=${0##*/}
+HERE=$(cd "$(dirname "$0")" && pwd)
+LAB=$HERE/osdp-lab.sh
+RATE=1gbit
+EXPERIMENT=$HERE/../../experiments/lab-validate.json
+OUT=
+NAME=labval
+CALIBRATION=
+MODE=--force
+OSDP=${OSDP:-osdp}
+
+die() {
+  echo "$PROG: $*" >&2
+  exit 2
+}
+
+while (($#)); do
+  case $1 in
+    --rate) RATE=${2:?--rate needs a value}; shift 2 ;;
+    --experiment) EXPERIMENT=${2:?--experiment needs a value}; shift 2 ;;
+    --out) OUT=${2:?--out needs a value}; shift 2 ;;
+    --name) NAME=${2:?--name needs a value}; shift 2 ;;
+    --calibration) CALIBRATION=${2:?--calibration needs a value}; shift 2 ;;
+    --resume) MODE=--resume; shift ;;
+    -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option \"$1\" (try $PROG --help)" ;;
+  esac
+done
+
+[[ -f $EXPERIMENT ]] || die "--experiment: no file $EXPERIMENT"
+OSDP=$(command -v "$OSDP") || die "no osdp program (set OSDP or put osdp on PATH)"
+[[ -n $OUT ]] || OUT=results/lab-validate/$RATE
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+EXPERIMENT=$(realpath "$EXPERIMENT")
+[[ -z $CALIBRATION ]] || CALIBRATION=$(realpath "$CALIBRATION")
+
+# The models whose GEMMs calibration times: the experiment's model axis, or its base model.
+mapfile -t MODELS < <(python3 -c '
+import json, sys
+e = json.load(open(sys.argv[1]))
+ms = e.get("axes", {}).get("model") or [e["base"]["model"]]
+print("\n".join(ms))' "$EXPERIMENT")
+MODEL_ARGS=()
+for m in "${MODELS[@]}"; do MODEL_ARGS+=(--model "$m"); done
+
+# Open MPI as root needs these; harmless otherwise.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+load() { echo "$1 $(date -u +%FT%TZ) loadavg $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/load.txt"; }
+load before
+
+# Inside node 0 of the lab (osdp-lab.sh run exports OSDP_LAB_MPIRUN_ARGS).
+inner=$(
+  cat <<'EOF'
+set -euo pipefail
+if [[ -z $CALIBRATION ]]; then
+  CALIBRATION=$OUT/calibration.json
+  "$OSDP" calibrate --backend mpi -np 2 --mpirun-args "$OSDP_LAB_MPIRUN_ARGS" "${MODEL_ARGS[@]}" \
+    --max-size 16MiB --out "$CALIBRATION"
+fi
+"$OSDP" validate "$EXPERIMENT" -np 2 --calibration "$CALIBRATION" --mpirun-args "$OSDP_LAB_MPIRUN_ARGS" \
+  --out "$OUT" --tasks $MODE
+EOF
+)
+status=0
+OSDP=$OSDP OUT=$OUT EXPERIMENT=$EXPERIMENT CALIBRATION=$CALIBRATION MODE=$MODE \
+  "$LAB" run --nodes 2 --ranks-per-node 1 --rate "$RATE" --name "$NAME" -- \
+  bash -c "MODEL_ARGS=(${MODEL_ARGS[*]}); $inner" || status=$?
+load after
+exit "$status"
