@@ -1,6 +1,7 @@
 // osdp validate: run every plan of an experiment for real and hold the prediction to the
 // experiment's tolerances (validate/validation.hpp does the work). Outside mpirun it relaunches
 // itself under mpirun; inside, every rank runs every plan and rank 0 writes the results.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -123,6 +124,11 @@ int run_ranks(const ValidateArgs& a, int np) {
     for (const auto& x : s.speedups)
       std::cout << fmt::format("  speedup {} over {}: predicted {:.3f}x, measured {:.3f}x ({:+.1f}%)\n",
                                x.faster, x.than, x.predicted, x.measured, 100 * x.error);
+    std::cout << fmt::format(
+        "  order: {} of {} pairs of plans predicted further apart than their steps spread measure in the "
+        "predicted order ({} pairs in all)\n",
+        std::count_if(s.orders.begin(), s.orders.end(), [](const auto& x) { return x.ok; }), s.orders.size(),
+        s.order_pairs);
     std::cout << fmt::format("  results in {0}/validation.csv, {0}/summary.json{1}\n", o.out_dir,
                              plot.empty() ? fmt::format(", {}/predicted_vs_measured.png", o.out_dir) : "");
     if (!plot.empty()) std::cerr << "osdp validate: " << plot << "\n";

@@ -121,6 +121,40 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
       s.speedups.push_back(x);
     }
   }
+  // The measured order of every two plans of a configuration whose predicted gap exceeds what
+  // either plan's own steps spread over.
+  for (const auto& [group, strategies] : by_group) {
+    std::vector<const UnitResult*> plans;
+    for (const auto& entry : strategies) plans.push_back(entry.second);
+    for (std::size_t i = 0; i < plans.size(); ++i)
+      for (std::size_t j = i + 1; j < plans.size(); ++j) {
+        ++s.order_pairs;
+        const UnitResult* a = plans[i];
+        const UnitResult* b = plans[j];
+        if (a->evaluation("sim")->time_s > b->evaluation("sim")->time_s) std::swap(a, b);
+        const double pa = a->evaluation("sim")->time_s, pb = b->evaluation("sim")->time_s;
+        auto spread = [](const Measurement& m) {
+          const double med = costmodel::median(m.steps_s);
+          return med > 0 ? (m.max_s - m.min_s) / med : 0.0;
+        };
+        OrderResult o;
+        o.group = group;
+        o.a = a->strategy;
+        o.b = b->strategy;
+        o.predicted_gap = pb / pa - 1.0;
+        o.spread = std::max(spread(*a->measurement), spread(*b->measurement));
+        if (!(o.predicted_gap > o.spread)) continue;
+        o.measured_a = a->evaluation("measured")->time_s;
+        o.measured_b = b->evaluation("measured")->time_s;
+        o.ok = o.measured_a < o.measured_b;
+        if (!o.ok)
+          s.failures.push_back(fmt::format(
+              "order: {} predicted {:.1f}% faster than {} (measured spread {:.1f}%) but measured {:.1f} ms "
+              "against {:.1f} ms at {}",
+              o.a, 100 * o.predicted_gap, o.b, 100 * o.spread, 1e3 * o.measured_a, 1e3 * o.measured_b, group));
+        s.orders.push_back(o);
+      }
+  }
   return s;
 }
 
@@ -155,6 +189,16 @@ std::string write_validation_outputs(const std::string& dir, const MeasuredJob& 
                         {"measured", x.measured},
                         {"error", x.error},
                         {"ok", x.ok}});
+  nlohmann::json orders = nlohmann::json::array();
+  for (const auto& o : s.orders)
+    orders.push_back({{"config", group_json(o.group)},
+                      {"faster", o.a},
+                      {"than", o.b},
+                      {"predicted_gap", o.predicted_gap},
+                      {"measured_spread", o.spread},
+                      {"measured_faster_s", o.measured_a},
+                      {"measured_than_s", o.measured_b},
+                      {"ok", o.ok}});
   nlohmann::json rows_json = nlohmann::json::array();
   for (const auto& r : rows) rows_json.push_back(row_json(r));
   const nlohmann::json summary = {{"kind", "osdp-validation"},
@@ -170,6 +214,12 @@ std::string write_validation_outputs(const std::string& dir, const MeasuredJob& 
                                   {"max_abs_time_error", s.max_abs_time_error},
                                   {"max_abs_memory_error", s.max_abs_memory_error},
                                   {"speedups", speedups},
+                                  {"order",
+                                   {{"pairs", s.order_pairs},
+                                    {"checked", s.orders.size()},
+                                    {"as_predicted", std::count_if(s.orders.begin(), s.orders.end(),
+                                                                   [](const OrderResult& o) { return o.ok; })},
+                                    {"checks", orders}}},
                                   {"failures", s.failures},
                                   {"ok", s.ok()},
                                   {"rows", rows_json}};
