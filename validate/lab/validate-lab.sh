@@ -4,7 +4,7 @@
 # with that calibration, and the lab is removed (also on Ctrl-C or error).
 #
 #   validate-lab.sh [--rate 1gbit] [--experiment experiments/lab-validate.json] [--out DIR]
-#                   [--name NAME] [--calibration FILE] [--resume]
+#                   [--name NAME] [--calibration FILE] [--resume] [-- VALIDATE-OPTIONS...]
 #
 #   --rate         the link rate (tc's units: 1gbit, 200mbit)
 #   --experiment   the experiment file (default: experiments/lab-validate.json beside this script)
@@ -14,10 +14,11 @@
 #                  settings)
 #   --resume       keep the plans already in OUT/rows.jsonl (osdp validate --resume); otherwise a
 #                  results directory with finished rows is started again (--force)
+#   -- ...         more options for osdp validate, e.g. -- --warmup 1 --iterations 5
 #
 # Environment: OSDP (the osdp program; default: osdp on PATH), OSDP_DATA_DIR as for osdp.
-# Exit code: osdp validate's (0 within the experiment's tolerances, 5 over them), 2 bad usage,
-# 77 where network namespaces cannot be made.
+# Exit code: osdp validate's (0 within the experiment's tolerances, 5 over them), 2 bad usage or
+# no right to make network namespaces (osdp-lab.sh says which).
 set -euo pipefail
 
 PROG=${0##*/}
@@ -29,6 +30,7 @@ OUT=
 NAME=labval
 CALIBRATION=
 MODE=--force
+VALIDATE_ARGS=()
 OSDP=${OSDP:-osdp}
 
 die() {
@@ -44,7 +46,8 @@ while (($#)); do
     --name) NAME=${2:?--name needs a value}; shift 2 ;;
     --calibration) CALIBRATION=${2:?--calibration needs a value}; shift 2 ;;
     --resume) MODE=--resume; shift ;;
-    -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --) shift; VALIDATE_ARGS=("$@"); break ;;
+    -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option \"$1\" (try $PROG --help)" ;;
   esac
 done
@@ -82,12 +85,12 @@ if [[ -z $CALIBRATION ]]; then
     --max-size 16MiB --out "$CALIBRATION"
 fi
 "$OSDP" validate "$EXPERIMENT" -np 2 --calibration "$CALIBRATION" --mpirun-args "$OSDP_LAB_MPIRUN_ARGS" \
-  --out "$OUT" --tasks $MODE
+  --out "$OUT" --tasks $MODE "${VALIDATE_ARGS[@]}"
 EOF
 )
 status=0
 OSDP=$OSDP OUT=$OUT EXPERIMENT=$EXPERIMENT CALIBRATION=$CALIBRATION MODE=$MODE \
   "$LAB" run --nodes 2 --ranks-per-node 1 --rate "$RATE" --name "$NAME" -- \
-  bash -c "MODEL_ARGS=(${MODEL_ARGS[*]}); $inner" || status=$?
+  bash -c "MODEL_ARGS=(${MODEL_ARGS[*]}); VALIDATE_ARGS=(${VALIDATE_ARGS[*]}); $inner" || status=$?
 load after
 exit "$status"
