@@ -3,7 +3,7 @@
 # and osdp validate over shaped links (see validate/lab/README.md).
 #
 #   osdp-lab.sh up   --nodes N --ranks-per-node R --rate RATE [--burst B] [--latency L] [--tcp-cc CC]
-#                    [--name NAME] [--subnet A.B.C.0/24] [--cluster-out FILE] [--topology pair|switch]
+#                    [--mtu M] [--name NAME] [--subnet A.B.C.0/24] [--cluster-out FILE] [--topology pair|switch]
 #   osdp-lab.sh down [--name NAME]              remove everything the lab made (safe to repeat)
 #   osdp-lab.sh run  [up options] -- COMMAND... up, COMMAND inside node 0, down (also on Ctrl-C/error)
 #   osdp-lab.sh exec [--name NAME] [--node I] -- COMMAND...   COMMAND inside node I of a lab that is up
@@ -40,6 +40,7 @@ RPN=
 RATE=
 BURST=32kb
 TCP_CC=
+MTU=9000
 LATENCY=50ms
 SUBNET=10.213.0.0/24
 CLUSTER_OUT=
@@ -58,6 +59,7 @@ parse_options() {
       --burst) BURST=${2:?--burst needs a value}; shift 2 ;;
       --latency) LATENCY=${2:?--latency needs a value}; shift 2 ;;
       --tcp-cc) TCP_CC=${2:?--tcp-cc needs a value}; shift 2 ;;
+      --mtu) MTU=${2:?--mtu needs a value}; shift 2 ;;
       --name) NAME=${2:?--name needs a value}; shift 2 ;;
       --subnet) SUBNET=${2:?--subnet needs a value}; shift 2 ;;
       --cluster-out) CLUSTER_OUT=${2:?--cluster-out needs a value}; shift 2 ;;
@@ -102,6 +104,9 @@ check_up_options() {
   ((RATE_BITS >= 8000)) || die "--rate $RATE: too slow (at least 8kbit)"
   [[ $BURST =~ ^[0-9]+(b|kb|k|mb|m)?$ ]] || die "--burst \"$BURST\": expected e.g. 32kb (tc's sizes: b, kb, mb)"
   [[ $LATENCY =~ ^[0-9]+(us|ms|s)$ ]] || die "--latency \"$LATENCY\": expected e.g. 50ms"
+  if ! [[ $MTU =~ ^[0-9]+$ ]] || ((MTU < 1280 || MTU > 65535)); then
+    die "--mtu: expected 1280 to 65535 (got \"$MTU\")"
+  fi
   # TCP congestion control inside the nodes: cubic (Linux's usual) where a namespace may choose it,
   # else reno. Not bbr: its pacing follows a bandwidth estimate that bursty collectives keep too
   # low, and a step's collectives then ran at half the link rate in some steps and not in others.
@@ -191,6 +196,7 @@ do_up() {
     echo "BURST=$BURST"
     echo "LATENCY=$LATENCY"
     echo "TCP_CC=$TCP_CC"
+    echo "MTU=$MTU"
     echo "SUBNET=$SUBNET"
     echo "TOPOLOGY=$TOPOLOGY"
   } >"$STATE/config"
@@ -220,7 +226,7 @@ do_up() {
     ip -n "$NAME-n0" link add lab0 type veth peer name lab0 netns "$NAME-n1"
     for i in 0 1; do
       ip -n "$NAME-n$i" addr add "$PREFIX.$((i + 1))/24" dev lab0
-      ip -n "$NAME-n$i" link set lab0 up
+      ip -n "$NAME-n$i" link set lab0 mtu "$MTU" up
       tc -n "$NAME-n$i" qdisc replace dev lab0 root "${shape[@]}"
     done
   else
@@ -229,10 +235,10 @@ do_up() {
     for ((i = 0; i < NODES; i++)); do
       ip -n "$NAME-sw" link add "p$i" type veth peer name lab0 netns "$NAME-n$i"
       ip -n "$NAME-sw" link set "p$i" master br0
-      ip -n "$NAME-sw" link set "p$i" up
+      ip -n "$NAME-sw" link set "p$i" mtu "$MTU" up
       tc -n "$NAME-sw" qdisc replace dev "p$i" root "${shape[@]}"
       ip -n "$NAME-n$i" addr add "$PREFIX.$((i + 1))/24" dev lab0
-      ip -n "$NAME-n$i" link set lab0 up
+      ip -n "$NAME-n$i" link set lab0 mtu "$MTU" up
       tc -n "$NAME-n$i" qdisc replace dev lab0 root "${shape[@]}"
     done
   fi
