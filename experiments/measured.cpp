@@ -41,7 +41,8 @@ void write_task_csv(const std::string& path, const sim::Replay& replay,
   const int simulated = std::max(replay.result.ranks_simulated, 1);
   std::vector<double> predicted(replay.schedule.tasks.size(), 0.0);
   for (const auto& rec : replay.result.tasks)
-    if (rec.rank == rank % simulated) predicted[static_cast<std::size_t>(rec.task)] = sim::to_seconds(rec.end - rec.start);
+    if (rec.rank == rank % simulated)
+      predicted[static_cast<std::size_t>(rec.task)] = sim::to_seconds(rec.end - rec.start);
   std::string csv = "task,kind,stream,op,slice,predicted_s,measured_s,measured_start_s\n";
   for (std::size_t t = 0; t < replay.schedule.tasks.size() && t < measured.size(); ++t) {
     const sim::Task& task = replay.schedule.tasks[t];

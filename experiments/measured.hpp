@@ -69,18 +69,18 @@ struct SpeedupResult {
 // measured spread ((max - min) / median of its timed steps): the measured order must be the
 // predicted one.
 struct OrderResult {
-  std::string group, a, b;                 // strategy labels; a predicted faster
-  double predicted_gap = 0, spread = 0;    // predicted b / a - 1; the larger measured spread
-  double measured_a = 0, measured_b = 0;   // median step times
-  bool ok = false;                         // measured_a < measured_b
+  std::string group, a, b;                // strategy labels; a predicted faster
+  double predicted_gap = 0, spread = 0;   // predicted b / a - 1; the larger measured spread
+  double measured_a = 0, measured_b = 0;  // median step times
+  bool ok = false;                        // measured_a < measured_b
 };
 
 struct ValidationSummary {
   int plans = 0;  // feasible rows
   double median_abs_time_error = 0, max_abs_time_error = 0, max_abs_memory_error = 0;
   std::vector<SpeedupResult> speedups;
-  int order_pairs = 0;               // pairs of plans within a configuration
-  std::vector<OrderResult> orders;   // the pairs whose predicted gap exceeds the measured spread
+  int order_pairs = 0;                // pairs of plans within a configuration
+  std::vector<OrderResult> orders;    // the pairs whose predicted gap exceeds the measured spread
   std::vector<std::string> failures;  // what passed a tolerance
   bool ok() const { return failures.empty() && plans > 0; }
 };

@@ -151,7 +151,8 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
           s.failures.push_back(fmt::format(
               "order: {} predicted {:.1f}% faster than {} (measured spread {:.1f}%) but measured {:.1f} ms "
               "against {:.1f} ms at {}",
-              o.a, 100 * o.predicted_gap, o.b, 100 * o.spread, 1e3 * o.measured_a, 1e3 * o.measured_b, group));
+              o.a, 100 * o.predicted_gap, o.b, 100 * o.spread, 1e3 * o.measured_a, 1e3 * o.measured_b,
+              group));
         s.orders.push_back(o);
       }
   }
@@ -201,28 +202,29 @@ std::string write_validation_outputs(const std::string& dir, const MeasuredJob& 
                       {"ok", o.ok}});
   nlohmann::json rows_json = nlohmann::json::array();
   for (const auto& r : rows) rows_json.push_back(row_json(r));
-  const nlohmann::json summary = {{"kind", "osdp-validation"},
-                                  {"schema_version", 1},
-                                  {"experiment", job.source},
-                                  {"provenance", provenance},
-                                  {"tolerance",
-                                   {{"time_median", job.validation.time_median},
-                                    {"time_max", job.validation.time_max},
-                                    {"memory_max", job.validation.memory_max}}},
-                                  {"plans", s.plans},
-                                  {"median_abs_time_error", s.median_abs_time_error},
-                                  {"max_abs_time_error", s.max_abs_time_error},
-                                  {"max_abs_memory_error", s.max_abs_memory_error},
-                                  {"speedups", speedups},
-                                  {"order",
-                                   {{"pairs", s.order_pairs},
-                                    {"checked", s.orders.size()},
-                                    {"as_predicted", std::count_if(s.orders.begin(), s.orders.end(),
-                                                                   [](const OrderResult& o) { return o.ok; })},
-                                    {"checks", orders}}},
-                                  {"failures", s.failures},
-                                  {"ok", s.ok()},
-                                  {"rows", rows_json}};
+  const nlohmann::json summary = {
+      {"kind", "osdp-validation"},
+      {"schema_version", 1},
+      {"experiment", job.source},
+      {"provenance", provenance},
+      {"tolerance",
+       {{"time_median", job.validation.time_median},
+        {"time_max", job.validation.time_max},
+        {"memory_max", job.validation.memory_max}}},
+      {"plans", s.plans},
+      {"median_abs_time_error", s.median_abs_time_error},
+      {"max_abs_time_error", s.max_abs_time_error},
+      {"max_abs_memory_error", s.max_abs_memory_error},
+      {"speedups", speedups},
+      {"order",
+       {{"pairs", s.order_pairs},
+        {"checked", s.orders.size()},
+        {"as_predicted",
+         std::count_if(s.orders.begin(), s.orders.end(), [](const OrderResult& o) { return o.ok; })},
+        {"checks", orders}}},
+      {"failures", s.failures},
+      {"ok", s.ok()},
+      {"rows", rows_json}};
   costmodel::write_file_atomic(dir + "/summary.json", summary.dump(2) + "\n");
 
   // The plot: Python with matplotlib, when there is one.

@@ -498,8 +498,9 @@ UnitResult measured_row(int index, const std::string& group, const std::string& 
   std::vector<double> sorted = steps;
   std::sort(sorted.begin(), sorted.end());
   const double med = sorted[sorted.size() / 2];
-  UnitResult r = result(index, strategy, {ev("analytic", true, 8 / pred), ev("sim", true, 8 / pred),
-                                          ev("measured", true, 8 / med)});
+  UnitResult r =
+      result(index, strategy,
+             {ev("analytic", true, 8 / pred), ev("sim", true, 8 / pred), ev("measured", true, 8 / med)});
   Measurement m;
   m.group = group;
   m.steps_s = steps;
@@ -518,10 +519,11 @@ TEST_CASE("the measured order is checked where the predicted gap exceeds the mea
   // gap 1.10 / 1.02 - 1 = 7.8% > 4.8%, measured 0.90 < 1.05: as predicted.
   // Configuration g2: d predicted 1.0 s, e 1.5 s (gap 50%), measured 2.0 and 1.0 with no spread:
   // the wrong way round, a failure naming both.
-  const std::vector<UnitResult> rows{
-      measured_row(0, "g1", "a", 1.00, {0.98, 1.00, 1.02}), measured_row(1, "g1", "b", 1.10, {1.03, 1.05, 1.08}),
-      measured_row(2, "g1", "c", 1.02, {0.882, 0.90, 0.918}), measured_row(3, "g2", "d", 1.0, {2.0, 2.0, 2.0}),
-      measured_row(4, "g2", "e", 1.5, {1.0, 1.0, 1.0})};
+  const std::vector<UnitResult> rows{measured_row(0, "g1", "a", 1.00, {0.98, 1.00, 1.02}),
+                                     measured_row(1, "g1", "b", 1.10, {1.03, 1.05, 1.08}),
+                                     measured_row(2, "g1", "c", 1.02, {0.882, 0.90, 0.918}),
+                                     measured_row(3, "g2", "d", 1.0, {2.0, 2.0, 2.0}),
+                                     measured_row(4, "g2", "e", 1.5, {1.0, 1.0, 1.0})};
   ValidationSpec spec;
   spec.time_max = 10;  // only the order is under test
   spec.time_median = 10;
