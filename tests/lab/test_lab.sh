@@ -69,6 +69,10 @@ check "up refuses a public subnet" \
   bash -c "! '$LAB' up --nodes 2 --ranks-per-node 1 --rate 1gbit --name $NAME --subnet 8.8.8.0/24 2>/dev/null"
 check "up refuses a rate without unit" \
   bash -c "! '$LAB' up --nodes 2 --ranks-per-node 1 --rate 200 --name $NAME 2>/dev/null"
+check "up refuses a burst smaller than one frame" \
+  bash -c "'$LAB' up --nodes 2 --ranks-per-node 1 --rate 1gbit --name $NAME --burst 4kb 2>&1 | grep -q 'smaller than one frame'"
+check "up refuses a congestion control a namespace may not choose" \
+  bash -c "! '$LAB' up --nodes 2 --ranks-per-node 1 --rate 1gbit --name $NAME --tcp-cc nosuchcc 2>/dev/null"
 check "nothing made by refused ups" nothing_left "$NAME"
 
 # --- up ------------------------------------------------------------------------------------------
@@ -86,6 +90,13 @@ check "up prints the calibrate and validate command lines" \
 check "each node has a tbf qdisc at ${RATE_MBIT}Mbit" bash -c \
   "tc -n $NAME-n0 qdisc show dev lab0 | grep -q 'tbf.*rate ${RATE_MBIT}Mbit' &&
    tc -n $NAME-n1 qdisc show dev lab0 | grep -q 'tbf.*rate ${RATE_MBIT}Mbit'"
+check "the links carry 9000-byte frames with a 32 KB bucket" bash -c \
+  "ip -n $NAME-n0 link show lab0 | grep -q 'mtu 9000' && ip -n $NAME-n1 link show lab0 | grep -q 'mtu 9000' &&
+   tc -n $NAME-n0 qdisc show dev lab0 | grep -q 'burst 32'"
+check "the nodes use their own TCP congestion control (not bbr)" bash -c \
+  "for n in 0 1; do cc=\$(ip netns exec $NAME-n\$n sysctl -n net.ipv4.tcp_congestion_control); [[ \$cc == cubic || \$cc == reno ]] || exit 1; done"
+check "mpirun-args send eagerly up to 32 MiB" bash -c \
+  "'$LAB' mpirun-args --name $NAME | grep -q 'btl_tcp_eager_limit 33554432'"
 check "the host's interfaces are unchanged" \
   bash -c "[[ \"\$(ip -o link | awk -F': ' '{ print \$2 }' | sort)\" == '$links_before' ]]"
 

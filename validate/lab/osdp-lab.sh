@@ -80,6 +80,16 @@ check_name() {
   STATE=$STATE_ROOT/$NAME
 }
 
+# Prints a tc size (b, k or kb = 1024 b, m or mb = 1024 kb) in bytes.
+size_bytes() {
+  [[ $1 =~ ^([0-9]+)(b|kb|k|mb|m)?$ ]] || return 1
+  case ${BASH_REMATCH[2]} in
+    kb | k) echo $((BASH_REMATCH[1] * 1024)) ;;
+    mb | m) echo $((BASH_REMATCH[1] * 1024 * 1024)) ;;
+    *) echo "${BASH_REMATCH[1]}" ;;
+  esac
+}
+
 # Prints the rate in bit/s for tc's bit rates (bit, kbit, mbit, gbit, tbit; decimal, as tc reads them).
 rate_bits() {
   local r=$1
@@ -107,6 +117,10 @@ check_up_options() {
   if ! [[ $MTU =~ ^[0-9]+$ ]] || ((MTU < 1280 || MTU > 65535)); then
     die "--mtu: expected 1280 to 65535 (got \"$MTU\")"
   fi
+  # tbf drops a frame larger than its bucket: the burst must hold one frame and its header.
+  local burst_bytes
+  burst_bytes=$(size_bytes "$BURST")
+  ((burst_bytes >= MTU + 14)) || die "--burst $BURST is smaller than one frame (--mtu $MTU): tbf would drop every full frame"
   # TCP congestion control inside the nodes: cubic (Linux's usual) where a namespace may choose it,
   # else reno. Not bbr: its pacing follows a bandwidth estimate that bursty collectives keep too
   # low, and a step's collectives then ran at half the link rate in some steps and not in others.
