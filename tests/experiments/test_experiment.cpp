@@ -20,14 +20,16 @@
 #include "costmodel/error.hpp"
 #include "costmodel/json_reader.hpp"
 #include "experiments/experiment.hpp"
-#include "experiments/measured.hpp"
 #include "experiments/results_dir.hpp"
 #include "experiments/run.hpp"
 #include "experiments/sweep.hpp"
+#include "unit_rows.hpp"
 
 using Catch::Matchers::Contains;
 using nlohmann::json;
 using namespace osdp::experiments;
+using osdp::experiments::testing::ev;
+using osdp::experiments::testing::result;
 
 namespace {
 
@@ -56,28 +58,6 @@ Caught rejected(const json& doc) {
 // Expands an experiment given as JSON text (parsed as the sweep parses files).
 std::vector<Unit> units_of(const std::string& text) {
   return expand(read_experiment(osdp::costmodel::parse_json_text(text, "exp.json"), "exp.json"));
-}
-
-Evaluation ev(const std::string& name, bool feasible, double throughput) {
-  return {name, feasible, throughput, feasible ? 8.0 / throughput : 0.0, feasible ? 1e9 : 0.0};
-}
-
-UnitResult result(int index, const std::string& strategy, std::vector<Evaluation> evs,
-                  std::string summary = "") {
-  UnitResult r;
-  r.index = index;
-  r.key = "k" + std::to_string(index);
-  r.model = "m";
-  r.cluster = "c";
-  r.strategy = strategy;
-  r.world_size = 8;
-  r.memory_limit_bytes = 8e9;
-  r.feasible = evs.front().feasible;
-  r.batch_size = r.feasible ? 4 : 0;
-  r.min_fit_bytes = r.feasible ? 0 : 9.5e9;
-  r.plan_summary = std::move(summary);
-  r.evaluations = std::move(evs);
-  return r;
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -460,94 +440,4 @@ TEST_CASE("ResultsDir: locked, finished rows kept unless --resume or --force", "
     CHECK(slurp(dir + "/rows.jsonl") == "{\"index\": 9}\n");
   }
   std::filesystem::remove_all(dir);
-}
-
-TEST_CASE("a measured row reads back as written", "[experiments][validate]") {
-  UnitResult r =
-      result(3, "exact", {ev("analytic", true, 10), ev("sim", true, 11), ev("measured", true, 12)});
-  Measurement m;
-  m.group = R"({"batch":1})";
-  m.prefetch = 1;
-  m.steps_s = {0.5, 0.25, 0.75};
-  m.min_s = 0.25;
-  m.max_s = 0.75;
-  m.predicted_peak_bytes = 1024;
-  m.peak_bytes = 2048;
-  m.baseline_bytes = 7;
-  m.padding_bytes = 8;
-  m.time_error = 0.125;
-  m.memory_error = 1;
-  m.loss = 6.5;
-  r.measurement = m;
-  const UnitResult back = unit_result_from_json(nlohmann::json::parse(to_json(r).dump()));
-  REQUIRE(back.measurement);
-  CHECK(to_json(back) == to_json(r));
-  CHECK(back.measurement->steps_s == m.steps_s);
-  REQUIRE(back.evaluation("measured") != nullptr);
-  CHECK(back.evaluation("measured")->time_s == r.evaluation("measured")->time_s);
-  CHECK(back.evaluation("nothing") == nullptr);
-  // A sweep row has no measurement, and reads back without one.
-  UnitResult plain = result(1, "fsdp", {ev("analytic", true, 10)});
-  CHECK_FALSE(unit_result_from_json(to_json(plain)).measurement);
-}
-
-// A measured row of configuration `group`: predicted (sim) `pred` s, timed steps `steps` (the
-// median is the measured time).
-UnitResult measured_row(int index, const std::string& group, const std::string& strategy, double pred,
-                        std::vector<double> steps) {
-  std::vector<double> sorted = steps;
-  std::sort(sorted.begin(), sorted.end());
-  const double med = sorted[sorted.size() / 2];
-  UnitResult r =
-      result(index, strategy,
-             {ev("analytic", true, 8 / pred), ev("sim", true, 8 / pred), ev("measured", true, 8 / med)});
-  Measurement m;
-  m.group = group;
-  m.steps_s = steps;
-  m.min_s = sorted.front();
-  m.max_s = sorted.back();
-  m.time_error = med / pred - 1;
-  r.measurement = m;
-  return r;
-}
-
-TEST_CASE("the measured order is checked where the predicted gap exceeds the measured spread",
-          "[experiments][validate]") {
-  // Configuration g1: a predicted 1.00 s, b 1.10 s, c 1.02 s; the steps of a and c spread 4%
-  // ((max - min) / median), b's 0.05 / 1.05 = 4.8%. a-b: gap 10% > 4.8%, measured 1.00 < 1.05: as
-  // predicted. a-c: gap 2% < 4%: not checked (c measures faster than a, within the noise). c-b:
-  // gap 1.10 / 1.02 - 1 = 7.8% > 4.8%, measured 0.90 < 1.05: as predicted.
-  // Configuration g2: d predicted 1.0 s, e 1.5 s (gap 50%), measured 2.0 and 1.0 with no spread:
-  // the wrong way round, a failure naming both.
-  const std::vector<UnitResult> rows{measured_row(0, "g1", "a", 1.00, {0.98, 1.00, 1.02}),
-                                     measured_row(1, "g1", "b", 1.10, {1.03, 1.05, 1.08}),
-                                     measured_row(2, "g1", "c", 1.02, {0.882, 0.90, 0.918}),
-                                     measured_row(3, "g2", "d", 1.0, {2.0, 2.0, 2.0}),
-                                     measured_row(4, "g2", "e", 1.5, {1.0, 1.0, 1.0})};
-  ValidationSpec spec;
-  spec.time_max = 10;  // only the order is under test
-  spec.time_median = 10;
-  const ValidationSummary s = summarize(rows, spec);
-  CHECK(s.order_pairs == 4);  // three in g1, one in g2
-  REQUIRE(s.orders.size() == 3);
-  int as_predicted = 0;
-  for (const auto& o : s.orders) {
-    as_predicted += o.ok;
-    CHECK(o.predicted_gap > o.spread);
-    if (o.group == "g2") {
-      CHECK(o.a == "d");
-      CHECK(o.b == "e");
-      CHECK(o.predicted_gap == Approx(0.5));
-      CHECK(o.spread == 0.0);
-      CHECK_FALSE(o.ok);
-    } else if (o.a == "a") {
-      CHECK(o.b == "b");
-      CHECK(o.predicted_gap == Approx(0.10));
-      CHECK(o.spread == Approx(0.05 / 1.05));  // b's spread, the larger
-    }
-  }
-  CHECK(as_predicted == 2);
-  REQUIRE(s.failures.size() == 1);
-  CHECK(s.failures[0].find("order: d predicted 50.0% faster than e") != std::string::npos);
-  CHECK_FALSE(s.ok());
 }
