@@ -23,7 +23,8 @@ export OSDP_DATA_DIR=${OSDP_DATA_DIR:-$ROOT/data}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Open MPI leaks by design at exit; the other MPI tests turn leak checks off for it too.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-NAME=osdprank
+NAME=rk$$
+NAME=${NAME:0:9}
 MODEL=val-nd-8x256
 
 skip() {
