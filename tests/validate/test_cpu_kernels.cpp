@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -335,4 +337,28 @@ TEST_CASE("adam is Adam with bias correction at p.step", "[device]") {
       REQUIRE(w[i] == Approx(rw[i]).margin(1e-5));
     }
   }
+}
+
+TEST_CASE("cache sizes read as sysfs writes them", "[device]") {
+  CHECK(parse_cache_size("48K\n") == 48u * 1024);
+  CHECK(parse_cache_size("491520K") == 491520u * 1024);  // a 480 MiB L3
+  CHECK(parse_cache_size("32M") == 32u * 1024 * 1024);
+  CHECK(parse_cache_size("1G") == 1024u * 1024 * 1024);
+  CHECK(parse_cache_size("4096") == 4096u);
+  CHECK(parse_cache_size("") == 0u);
+  CHECK(parse_cache_size("K") == 0u);
+  CHECK(parse_cache_size("12Q") == 0u);
+  CHECK(parse_cache_size("99999999999999999999999K") == 0u);  // overflow is "unknown", not a wrap
+}
+
+TEST_CASE("the cpu device's cache is the largest data cache sysfs lists, at least its L1", "[device]") {
+  CpuDevice d;
+  std::ifstream l1("/sys/devices/system/cpu/cpu0/cache/index0/size");
+  std::string text;
+  if (!(l1 >> text)) {
+    CHECK(d.cache_bytes() == 0u);  // no sysfs: unknown
+    return;
+  }
+  CHECK(d.cache_bytes() >= parse_cache_size(text));
+  CHECK(d.cache_bytes() > 0u);
 }

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <new>
 #include <thread>
 #include <utility>
@@ -50,6 +51,35 @@ std::string CpuDevice::name() const {
   return fmt::format("cpu (Eigen {}.{}.{}, 1 thread per stream, {})", EIGEN_WORLD_VERSION,
                      EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION,
                      comm_ ? "compute and comm streams" : "one stream");
+}
+
+std::size_t parse_cache_size(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  std::size_t value = 0, digits = 0;
+  for (; digits < text.size() && text[digits] >= '0' && text[digits] <= '9'; ++digits) {
+    if (value > (std::size_t{1} << 40)) return 0;  // no cache is a terabyte
+    value = value * 10 + static_cast<std::size_t>(text[digits] - '0');
+  }
+  if (digits == 0) return 0;
+  const std::string_view unit = text.substr(digits);
+  if (unit.empty()) return value;
+  if (unit == "K") return value << 10;
+  if (unit == "M") return value << 20;
+  if (unit == "G") return value << 30;
+  return 0;
+}
+
+std::size_t CpuDevice::cache_bytes() const {
+  std::size_t largest = 0;
+  for (int i = 0; i < 16; ++i) {
+    const std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", i);
+    std::ifstream type(dir + "type"), size(dir + "size");
+    std::string t, z;
+    if (!(type >> t) || !(size >> z)) continue;
+    if (t == "Instruction") continue;
+    largest = std::max(largest, parse_cache_size(z));
+  }
+  return largest;
 }
 
 void CpuDevice::set_timeout(double seconds) {

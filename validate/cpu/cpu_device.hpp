@@ -28,6 +28,10 @@ struct CpuDeviceOptions {
   int rank = 0;                    // names this rank in error messages
 };
 
+// A cache size as sysfs writes it ("48K", "2048K", "32M", "1G", a bare byte count), in bytes; 0
+// when the text is not one.
+std::size_t parse_cache_size(std::string_view text);
+
 namespace detail {
 // What the device, its streams and their events share (events may outlive the device).
 struct CpuContext {
@@ -96,6 +100,9 @@ class CpuDevice final : public Device {
   CpuDevice& operator=(const CpuDevice&) = delete;
 
   std::string name() const override;
+  // The largest cache of CPU 0 in sysfs (/sys/devices/system/cpu/cpu0/cache/index*/size), shared by
+  // the cores listed beside it; 0 where sysfs does not say.
+  std::size_t cache_bytes() const override;
   // Timeout of every wait on an event (stream-side and Event::synchronize), default 60 s.
   void set_timeout(double seconds);
   double timeout() const;

@@ -258,6 +258,7 @@ CudaDevice::CudaDevice(CudaDeviceOptions options) : options_(options) {
   use_device();
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, options_.device), "cudaGetDeviceProperties");
+  l2_bytes_ = prop.l2CacheSize > 0 ? static_cast<std::size_t>(prop.l2CacheSize) : 0;
   const CudaVersions v = cuda_versions();
   name_ = fmt::format(
       "{} (sm_{}{}, {:.1f} GiB, CUDA runtime {}, driver {}, cuBLAS {})", prop.name, prop.major, prop.minor,

@@ -128,6 +128,7 @@ class CudaDevice final : public Device {
 
   // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB, CUDA runtime 13.0, driver 13.0, cuBLAS 13.1.0)"
   std::string name() const override { return name_; }
+  std::size_t cache_bytes() const override { return l2_bytes_; }  // cudaDeviceProp::l2CacheSize
   // Polled on every host wait; nullptr: none. It must outlive the waits (not the device).
   void set_watchdog(CudaWatchdog* watchdog);
   void set_timeout(double seconds);  // every host wait on a stream or event
@@ -192,6 +193,7 @@ class CudaDevice final : public Device {
   const CudaDeviceOptions options_;
   std::shared_ptr<detail::CudaContext> context_;
   std::string name_;
+  std::size_t l2_bytes_ = 0;
   std::unique_ptr<CudaStream> compute_;
   std::unique_ptr<CudaStream> comm_;  // null without a comm stream
   std::unique_ptr<CachingAllocator> allocator_;

@@ -111,6 +111,9 @@ class Device {
  public:
   virtual ~Device() = default;
   virtual std::string name() const = 0;
+  // The largest cache a kernel's operands can stay in between two uses (a CPU's last-level cache, a
+  // GPU's L2), in bytes; 0 when unknown. Calibration sizes its cold working sets from it.
+  virtual std::size_t cache_bytes() const = 0;
 
   // Tracked memory. Throws OutOfMemory (naming `what` and the bytes) past the device's capacity.
   virtual float* allocate(std::size_t bytes, std::string_view what) = 0;
