@@ -3,9 +3,12 @@
 # a short calibration inside it, two plans of one model whose predicted step times differ by at
 # least 1.5x, both run by `osdp validate`: FSDP with every operator checkpointed, its parameters
 # gathered again for the recomputation and no prefetch, against the exact search with prefetch 1
-# (each all-gather issued one operator ahead); the plan predicted faster must measure faster. (At
-# 2 ranks the sharding choices alone stay under 1.5x: with Open MPI's collectives the most
-# communication a plan can have, ZDP gathered three times, is 1.5x the least, DP.) A ranking, not a tolerance: CI machines are shared, so measured times are
+# (each all-gather issued one operator ahead), at micro-batch 16; the plan predicted faster must
+# measure faster. (At 2 ranks the sharding choices alone stay under 1.5x: with Open MPI's
+# collectives the most communication a plan can have, ZDP gathered three times, is 1.5x the least,
+# DP. At batch 1 the step is nearly all communication and the two plans were predicted 1.44-1.56x
+# apart, depending on the calibration; at batch 16 the exact plan hides its gathers behind compute
+# and the gap is about 1.8x.) A ranking, not a tolerance: CI machines are shared, so measured times are
 # not held to the prediction here (experiments/lab-validate.json does that on a quiet machine).
 #
 #   tests/lab/test_lab_ranking.sh [OSDP]
@@ -26,6 +29,7 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 NAME=rk$$
 NAME=${NAME:0:9}
 MODEL=val-nd-8x256
+BATCH=${OSDP_LAB_RANK_BATCH:-16}
 
 skip() {
   echo "skipped: $*"
@@ -62,7 +66,7 @@ set -euo pipefail
 cd "$WORK"
 "$OSDP" calibrate --backend mpi -np 2 --mpirun-args "\$OSDP_LAB_MPIRUN_ARGS" --model $MODEL \
   --quick --max-size 4MiB --quiet --out cal.json
-common=(--model $MODEL --cluster lab-2x1 --calibration cal.json --batch 1)
+common=(--model $MODEL --cluster lab-2x1 --calibration cal.json --batch $BATCH)
 "$OSDP" plan "\${common[@]}" --strategy fsdp --checkpoint on --checkpoint-regather --prefetch 0 \
   --out slow.json >/dev/null
 "$OSDP" plan "\${common[@]}" --strategy exact --checkpoint off --prefetch 1 --out fast.json >/dev/null
