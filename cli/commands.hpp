@@ -33,6 +33,26 @@ Action add_validate_command(CLI::App& app);   // cli/validate_command.cpp
 
 std::string version_string();
 
+// A CLI11 check: a power of two from 1 to `max` (slice counts: an operator splits in halves).
+inline CLI::Validator PowerOfTwo(int max) {
+  return CLI::Validator(
+      [max](std::string& text) -> std::string {
+        long long v = 0;
+        try {
+          std::size_t used = 0;
+          v = std::stoll(text, &used);
+          if (used != text.size()) return "expected a power of two, got \"" + text + "\"";
+        } catch (const std::exception&) {
+          return "expected a power of two, got \"" + text + "\"";
+        }
+        if (v < 1 || v > max || (v & (v - 1)) != 0)
+          return "expected a power of two from 1 to " + std::to_string(max) +
+                 " (slices split in halves), got " + text;
+        return "";
+      },
+      "POWER OF TWO in [1 - " + std::to_string(max) + "]");
+}
+
 // Test hooks: the milliseconds in environment variable `name` (OSDP_SWEEP_TEST_DELAY_MS: each unit of
 // a sweep waits that long first; OSDP_VALIDATE_TEST_DELAY_MS: each group of plans of a validation),
 // so that the tests can interrupt a run part-way; 0 when unset. Not meant for anything else.

@@ -48,7 +48,8 @@ std::vector<EvaluatedBatch> evaluate_by_simulation(const search::PlanContext& ct
     e.analytic_throughput = r.throughput;
     e.simulated_time_s = sim::to_seconds(run.result.iteration);
     e.simulated_peak_bytes = run.result.peak_rank().peak_bytes;
-    e.simulated_throughput = e.simulated_time_s > 0 ? n * r.batch / e.simulated_time_s : 0;
+    e.simulated_throughput =
+        e.simulated_time_s > 0 ? static_cast<double>(n) * r.batch / e.simulated_time_s : 0;
     out.push_back(e);
   }
   std::sort(out.begin(), out.end(),

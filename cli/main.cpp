@@ -1,6 +1,7 @@
 // osdp: plan sharded data-parallel training (thin entry point; the work is in the libraries).
 #include <iostream>
 #include <map>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -37,9 +38,20 @@ int main(int argc, char** argv) {
       add_validate_command);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : kExitInput;
+    // The subcommand the arguments were for, as every other error of osdp names it.
+    std::string command = "osdp";
+    for (int i = 1; i < argc && command == "osdp"; ++i)
+      for (const auto& entry : actions)
+        if (entry.first->get_name() == argv[i]) command += " " + entry.first->get_name();
+    std::cerr << command << ": error: " << e.what() << "\nRun `" << command << " --help` for the options.\n";
+    return kExitInput;
   }
   if (show_version) {
     std::cout << version_string() << "\n";

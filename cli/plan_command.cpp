@@ -8,6 +8,7 @@
 #include "costmodel/catalog.hpp"
 #include "costmodel/error.hpp"
 #include "costmodel/files.hpp"
+#include "costmodel/json_reader.hpp"
 #include "costmodel/units.hpp"
 #include "osdp_version.hpp"
 #include "search/report.hpp"
@@ -34,7 +35,10 @@ long long min_fit_mib(double bytes) {
 double parse_bytes_option(const std::string& text, const char* option) {
   std::string err;
   auto v = costmodel::parse_quantity(text, costmodel::UnitKind::kBytes, &err);
-  if (!v || *v <= 0) throw UsageError(fmt::format("{}: {}", option, v ? "must be positive" : err));
+  if (!v) throw UsageError(fmt::format("{}: {}", option, err));
+  const std::string problem =
+      costmodel::bound_problem(*v, costmodel::UnitKind::kBytes, costmodel::bounds::kDeviceMemory, text);
+  if (!problem.empty()) throw UsageError(fmt::format("{}: {}", option, problem));
   return *v;
 }
 
@@ -100,6 +104,12 @@ int run_plan(const PlanArgs& a) {
                                                  : search::CheckpointPolicy::kAuto;
   opt.memory_limit_bytes =
       a.memory.empty() ? ctx.cluster.memory_bytes : parse_bytes_option(a.memory, "--memory");
+  if (opt.memory_limit_bytes > ctx.cluster.memory_bytes)
+    std::cerr << fmt::format(
+        "osdp plan: warning: --memory {} is more than the {} of a {} device in cluster {}: the plan "
+        "is for a device that large\n",
+        format_bytes(opt.memory_limit_bytes), format_bytes(ctx.cluster.memory_bytes), ctx.cluster.device_name,
+        ctx.cluster.name);
   opt.reserve_bytes = ctx.cluster.reserve_bytes;
   if (a.batch != "auto") {
     try {
@@ -149,7 +159,8 @@ int run_plan(const PlanArgs& a) {
                              ctx.cluster.name, n, ctx.cluster.device_name,
                              format_bytes(opt.memory_limit_bytes), r.strategy);
     if (r.feasible) {
-      std::cout << fmt::format("  batch size     {} per device ({} samples per step)\n", r.batch, r.batch * n)
+      std::cout << fmt::format("  batch size     {} per device ({} samples per step)\n", r.batch,
+                               static_cast<std::int64_t>(r.batch) * n)
                 << fmt::format("  throughput     {:.2f} samples/s\n", r.throughput)
                 << fmt::format("  step time      {}\n", format_seconds(r.time_s))
                 << fmt::format("  peak memory    {} of {} ({} reserve included)\n",
@@ -218,7 +229,7 @@ Action add_plan_command(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--split-max", a->split_max,
                  "Largest number of slices per operator (1, 2, 4, ...; 1: no splitting)")
-      ->check(CLI::Range(1, 64))
+      ->check(PowerOfTwo(64))
       ->capture_default_str();
   app.add_option("--checkpoint", a->checkpoint,
                  "Activation checkpointing: auto (searched per operator), on, off")

@@ -27,8 +27,8 @@ std::vector<Segment> read_segments(JsonReader& parent, std::string_view key) {
                            : s.quantity("up_to", UnitKind::kBytes, 1.0, kInf);
     if (!out.empty() && seg.up_to_bytes <= out.back().up_to_bytes)
       s.fail("up_to", "segments must be sorted by increasing \"up_to\"");
-    seg.alpha_s = s.quantity("alpha", UnitKind::kSeconds, 0.0, 1.0);
-    seg.beta_s_per_byte = 1.0 / s.quantity("bandwidth", UnitKind::kBytesPerSecond, 1.0, kInf);
+    seg.alpha_s = s.quantity("alpha", UnitKind::kSeconds, bounds::kLatency);
+    seg.beta_s_per_byte = 1.0 / s.quantity("bandwidth", UnitKind::kBytesPerSecond, bounds::kLinkBandwidth);
     s.raw("residual_rms");  // fit quality, informational
     s.finish();
     out.push_back(seg);
@@ -68,9 +68,10 @@ std::vector<Segment>& Calibration::segments(Collective c) {
 Calibration read_calibration(const nlohmann::json& doc, const std::string& file, const ComputeSpec& base,
                              const std::string& pointer) {
   JsonReader r(doc, file, pointer);
+  r.expect_kind(FileKind::kCalibration);
   r.expect_schema_version(1);
   Calibration cal;
-  cal.name = r.string("name");
+  cal.name = r.name("name");
   if (const auto* p = r.raw("provenance")) {
     if (!p->is_object()) r.fail("provenance", "expected an object (host, date, backend, versions, ...)");
     cal.provenance = *p;

@@ -13,8 +13,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 LinkSpec read_link(JsonReader r) {
   LinkSpec l;
-  l.alpha_s = r.quantity("alpha", UnitKind::kSeconds, 0.0, 1.0);
-  l.bandwidth_bytes_per_s = r.quantity("bandwidth", UnitKind::kBytesPerSecond, 1.0, kInf);
+  l.alpha_s = r.quantity("alpha", UnitKind::kSeconds, bounds::kLatency);
+  l.bandwidth_bytes_per_s = r.quantity("bandwidth", UnitKind::kBytesPerSecond, bounds::kLinkBandwidth);
   r.finish();
   return l;
 }
@@ -27,15 +27,19 @@ nlohmann::json link_json(const LinkSpec& l) {
 
 ComputeSpec read_compute_fields(JsonReader& r, const ComputeSpec& base) {
   ComputeSpec c = base;
-  c.fp32_flops_per_s = r.quantity_or("fp32_flops", UnitKind::kFlopsPerSecond, 1.0, kInf, c.fp32_flops_per_s);
-  c.bf16_flops_per_s = r.quantity_or("bf16_flops", UnitKind::kFlopsPerSecond, 1.0, kInf, c.bf16_flops_per_s);
-  c.gemm_efficiency = r.number_or("gemm_efficiency", 1e-6, 1.0, c.gemm_efficiency);
+  c.fp32_flops_per_s =
+      r.quantity_or("fp32_flops", UnitKind::kFlopsPerSecond, bounds::kFlopRate, c.fp32_flops_per_s);
+  c.bf16_flops_per_s =
+      r.quantity_or("bf16_flops", UnitKind::kFlopsPerSecond, bounds::kFlopRate, c.bf16_flops_per_s);
+  c.gemm_efficiency = r.number_or("gemm_efficiency", bounds::kGemmEfficiency, c.gemm_efficiency);
   c.gemm_half_efficiency_dim = r.number_or("gemm_half_efficiency_dim", 0.0, 1e9, c.gemm_half_efficiency_dim);
-  c.memory_bandwidth_bytes_per_s =
-      r.quantity_or("memory_bandwidth", UnitKind::kBytesPerSecond, 1.0, kInf, c.memory_bandwidth_bytes_per_s);
-  c.kernel_overhead_s = r.quantity_or("kernel_overhead", UnitKind::kSeconds, 0.0, 1.0, c.kernel_overhead_s);
-  c.optimizer_bandwidth_bytes_per_s = r.quantity_or("optimizer_bandwidth", UnitKind::kBytesPerSecond, 1.0,
-                                                    kInf, c.optimizer_bandwidth_bytes_per_s);
+  c.memory_bandwidth_bytes_per_s = r.quantity_or("memory_bandwidth", UnitKind::kBytesPerSecond,
+                                                 bounds::kMemoryBandwidth, c.memory_bandwidth_bytes_per_s);
+  c.kernel_overhead_s =
+      r.quantity_or("kernel_overhead", UnitKind::kSeconds, bounds::kKernelOverhead, c.kernel_overhead_s);
+  c.optimizer_bandwidth_bytes_per_s =
+      r.quantity_or("optimizer_bandwidth", UnitKind::kBytesPerSecond, bounds::kMemoryBandwidth,
+                    c.optimizer_bandwidth_bytes_per_s);
   return c;
 }
 
@@ -52,9 +56,10 @@ nlohmann::json compute_json(const ComputeSpec& c) {
 
 ClusterSpec read_cluster(const nlohmann::json& doc, const std::string& file, const std::string& pointer) {
   JsonReader r(doc, file, pointer);
+  r.expect_kind(FileKind::kCluster);
   r.expect_schema_version(1);
   ClusterSpec c;
-  c.name = r.string("name");
+  c.name = r.name("name");
   c.description = r.string_or("description", "");
   c.source = r.string_or("source", "");
   c.nodes = static_cast<int>(r.integer("nodes", 1, 1 << 20));
@@ -64,8 +69,8 @@ ClusterSpec read_cluster(const nlohmann::json& doc, const std::string& file, con
                                            c.nodes, c.devices_per_node, std::int64_t{1} << 24));
   {
     JsonReader d = r.object("device");
-    c.device_name = d.string("name");
-    c.memory_bytes = d.quantity("memory", UnitKind::kBytes, 1.0, kInf);
+    c.device_name = d.name("name");
+    c.memory_bytes = d.quantity("memory", UnitKind::kBytes, bounds::kDeviceMemory);
     c.reserve_bytes = d.quantity_or("reserve", UnitKind::kBytes, 0.0, c.memory_bytes, 0.0);
     c.compute = read_compute_fields(d, ComputeSpec{});
     d.finish();

@@ -1,6 +1,8 @@
 #include "costmodel/json_reader.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -29,7 +31,79 @@ std::string type_name(const nlohmann::json& v) {
   return v.type_name();
 }
 
+// Levenshtein distance, for near misses among keys (short strings only).
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// A near miss: at most 1 edit for keys up to 4 characters, 2 beyond.
+bool near_miss(std::string_view typed, std::string_view wanted) {
+  if (typed == wanted || typed.size() > 64 || wanted.size() > 64) return false;
+  return edit_distance(typed, wanted) <= (wanted.size() <= 4 ? 1u : 2u);
+}
+
+// Text safe to quote in a message: control and non-ASCII bytes as \xNN, cut at `limit` characters.
+std::string printable(std::string_view text, std::size_t limit = 40) {
+  std::string out;
+  for (const char ch : text) {
+    if (out.size() >= limit) return out + "...";
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += ch;
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string brief_json(const nlohmann::json& v) {
+  if (v.is_array()) return fmt::format("an array of {} element{}", v.size(), v.size() == 1 ? "" : "s");
+  if (v.is_object()) return fmt::format("an object with {} key{}", v.size(), v.size() == 1 ? "" : "s");
+  if (v.is_string()) return "\"" + printable(v.get_ref<const std::string&>()) + "\"";
+  return printable(v.dump());
+}
+
+std::string name_problem(std::string_view text) {
+  if (text.empty()) return "a name must not be empty";
+  if (text.size() > kMaxNameBytes)
+    return fmt::format("a name is at most {} bytes, this one has {}", kMaxNameBytes, text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f)
+      return fmt::format("a name must not contain control characters (byte 0x{:02x} at {})", c, i);
+    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (len == 0 || i + len > text.size()) return fmt::format("a name must be valid UTF-8 (byte {})", i);
+    std::uint32_t cp = len == 1 ? c : c & (0x7f >> len);
+    for (std::size_t k = 1; k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(text[i + k]);
+      if ((cc >> 6) != 2) return fmt::format("a name must be valid UTF-8 (byte {})", i + k);
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
+    if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+      return fmt::format("a name must be valid UTF-8 (byte {})", i);
+    if (cp >= 0x80 && cp < 0xa0)
+      return fmt::format("a name must not contain control characters (U+{:04X} at byte {})", cp, i);
+    if (cp == 0x200e || cp == 0x200f || cp == 0x061c || (cp >= 0x202a && cp <= 0x202e) ||
+        (cp >= 0x2066 && cp <= 0x2069))
+      return fmt::format("a name must not contain bidirectional controls (U+{:04X} at byte {})", cp, i);
+    i += len;
+  }
+  return "";
+}
 
 namespace {
 
@@ -42,10 +116,13 @@ class DuplicateKeyCheck {
     using E = nlohmann::json::parse_event_t;
     switch (event) {
       case E::object_start:
-        frames_.push_back({true, {}, ""});
-        break;
       case E::array_start:
-        frames_.push_back({false, {}, ""});
+        if (frames_.size() >= static_cast<std::size_t>(kMaxJsonDepth))
+          throw InputError(origin_, pointer(),
+                           fmt::format("nested deeper than {} levels (osdp's limit; its files nest a "
+                                       "few levels)",
+                                       kMaxJsonDepth));
+        frames_.push_back({event == E::object_start, {}, ""});
         break;
       case E::object_end:
       case E::array_end:
@@ -54,17 +131,20 @@ class DuplicateKeyCheck {
       case E::key: {
         auto& f = frames_.back();
         f.last = parsed.get<std::string>();
-        if (!f.keys.insert(f.last).second) {
-          std::string pointer;
-          for (const auto& fr : frames_) pointer += fr.is_object ? "/" + fr.last : "/-";
-          throw InputError(origin_, pointer, fmt::format("duplicate key \"{}\"", f.last));
-        }
+        if (!f.keys.insert(f.last).second)
+          throw InputError(origin_, pointer(), fmt::format("duplicate key \"{}\"", printable(f.last)));
         break;
       }
       case E::value:
         break;
     }
     return true;
+  }
+
+  std::string pointer() const {
+    std::string p;
+    for (const auto& fr : frames_) p += fr.is_object ? "/" + printable(fr.last) : "/-";
+    return p;
   }
 
  private:
@@ -80,6 +160,11 @@ class DuplicateKeyCheck {
 }  // namespace
 
 nlohmann::json parse_json_text(const std::string& text, const std::string& origin) {
+  if (text.size() > kMaxJsonBytes)
+    throw InputError(origin, "",
+                     fmt::format("{} is larger than osdp reads ({}; its files are far smaller)",
+                                 format_bytes(static_cast<double>(text.size())),
+                                 format_bytes(static_cast<double>(kMaxJsonBytes))));
   try {
     return nlohmann::json::parse(text, DuplicateKeyCheck(origin));
   } catch (const nlohmann::json::out_of_range& e) {
@@ -107,6 +192,17 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& origi
 }
 
 nlohmann::json load_json_file(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (std::filesystem::is_directory(status)) throw InputError(path, "", "is a directory, not a JSON file");
+  if (std::filesystem::exists(status) && std::filesystem::is_regular_file(status)) {
+    const auto size = std::filesystem::file_size(path, ec);
+    if (!ec && size > kMaxJsonBytes)
+      throw InputError(path, "",
+                       fmt::format("{} is larger than osdp reads ({}; its files are far smaller)",
+                                   format_bytes(static_cast<double>(size)),
+                                   format_bytes(static_cast<double>(kMaxJsonBytes))));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "", "cannot open the file for reading");
   std::ostringstream ss;
@@ -141,7 +237,13 @@ const nlohmann::json* JsonReader::find(std::string_view key) {
 
 const nlohmann::json& JsonReader::at(std::string_view key, const char* expected) {
   const nlohmann::json* v = find(key);
-  if (!v) fail(key, fmt::format("required key is missing (expected {})", expected));
+  if (!v) {
+    std::string hint;
+    for (auto it = node_.begin(); it != node_.end() && hint.empty(); ++it)
+      if (near_miss(it.key(), key))
+        hint = fmt::format("; the file has \"{}\" here: did you mean \"{}\"?", printable(it.key()), key);
+    fail(key, fmt::format("required key is missing (expected {}){}", expected, hint));
+  }
   return *v;
 }
 
@@ -207,9 +309,9 @@ double JsonReader::number_or(std::string_view key, double min, double max, doubl
 
 std::int64_t JsonReader::integer(std::string_view key, std::int64_t min, std::int64_t max) {
   const auto& v = at(key, "an integer");
-  if (!v.is_number_integer()) fail(key, fmt::format("expected an integer, got {}", v.dump()));
+  if (!v.is_number_integer()) fail(key, fmt::format("expected an integer, got {}", brief_json(v)));
   if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(max))
-    fail(key, fmt::format("expected an integer in [{}, {}], got {}", min, max, v.dump()));
+    fail(key, fmt::format("expected an integer in [{}, {}], got {}", min, max, brief_json(v)));
   const auto i = v.get<std::int64_t>();
   if (i < min || i > max) fail(key, fmt::format("expected an integer in [{}, {}], got {}", min, max, i));
   return i;
@@ -270,11 +372,133 @@ std::vector<JsonReader> JsonReader::objects(std::string_view key) {
 void JsonReader::finish() const {
   for (auto it = node_.begin(); it != node_.end(); ++it) {
     if (known_.count(it.key())) continue;
-    std::string list;
-    for (const auto& k : known_) list += (list.empty() ? "" : ", ") + k;
-    throw InputError(file_, pointer_of(it.key()),
-                     fmt::format("unknown key \"{}\" (known keys here: {})", it.key(), list));
+    std::string list, hint;
+    for (const auto& k : known_) {
+      list += (list.empty() ? "" : ", ") + k;
+      if (hint.empty() && near_miss(it.key(), k)) hint = fmt::format("did you mean \"{}\"? ", k);
+    }
+    throw InputError(
+        file_, pointer_of(printable(it.key())),
+        fmt::format("unknown key \"{}\" ({}known keys here: {})", printable(it.key()), hint, list));
   }
+}
+
+void JsonReader::expect_kind(FileKind kind) const {
+  struct Signature {
+    FileKind kind;
+    const char* name;
+    std::vector<const char*> keys;  // keys only this kind of file has at its top level
+  };
+  static const std::vector<Signature> kSignatures = {
+      {FileKind::kModel, "model", {"seq", "vocab", "hidden", "layers", "heads", "ffn", "stages"}},
+      {FileKind::kCluster, "cluster", {"devices_per_node", "nodes", "links", "device"}},
+      {FileKind::kCalibration, "calibration", {"collectives", "gemm_times", "compute"}},
+      {FileKind::kPlan,
+       "plan",
+       {"operators", "predicted", "memory_limit_bytes", "cost_model", "tool_version"}},
+      {FileKind::kExperiment, "experiment", {"strategies", "axes", "evaluators", "base", "baseline"}},
+  };
+  auto hits = [&](const Signature& sig, std::string* which) {
+    int n = 0;
+    for (const char* k : sig.keys)
+      if (node_.contains(k)) {
+        if (which && n < 2) *which += (which->empty() ? "\"" : " and \"") + std::string(k) + "\"";
+        ++n;
+      }
+    return n;
+  };
+  const Signature* wanted = nullptr;
+  for (const auto& sig : kSignatures)
+    if (sig.kind == kind) wanted = &sig;
+  if (hits(*wanted, nullptr) > 0) return;
+  const Signature* best = nullptr;
+  int best_hits = 0;
+  for (const auto& sig : kSignatures) {
+    const int n = sig.kind == kind ? 0 : hits(sig, nullptr);
+    if (n > best_hits) best = &sig, best_hits = n;
+  }
+  if (!best) return;
+  std::string which;
+  hits(*best, &which);
+  fail_here(fmt::format("this is {} {} file (it has {}), not {} {} file",
+                        best->kind == FileKind::kExperiment ? "an" : "a", best->name, which,
+                        kind == FileKind::kExperiment ? "an" : "a", wanted->name));
+}
+
+std::string JsonReader::name(std::string_view key) {
+  std::string v = string(key);
+  if (const std::string problem = name_problem(v); !problem.empty()) fail(key, problem);
+  return v;
+}
+
+std::string JsonReader::name_or(std::string_view key, std::string fallback) {
+  return has(key) ? name(key) : (known_.emplace(key), fallback);
+}
+
+namespace {
+// A bound or an offending value in a message: 3 significant digits in the largest unit that keeps
+// it at 1 or more ("1 PiB", "1 MB/s", "1e+308 B" beyond the units).
+std::string format_in(UnitKind kind, double v) {
+  struct U {
+    double scale;
+    const char* name;
+  };
+  static const std::vector<U> kBytes = {{1.0, "B"},
+                                        {1024.0, "KiB"},
+                                        {1048576.0, "MiB"},
+                                        {1073741824.0, "GiB"},
+                                        {1099511627776.0, "TiB"},
+                                        {1125899906842624.0, "PiB"}};
+  static const std::vector<U> kRate = {{1.0, "B/s"},  {1e3, "kB/s"},  {1e6, "MB/s"},
+                                       {1e9, "GB/s"}, {1e12, "TB/s"}, {1e15, "PB/s"}};
+  static const std::vector<U> kFlops = {{1.0, "FLOP/s"},   {1e6, "MFLOP/s"},  {1e9, "GFLOP/s"},
+                                        {1e12, "TFLOP/s"}, {1e15, "PFLOP/s"}, {1e18, "EFLOP/s"}};
+  static const std::vector<U> kTime = {{1e-9, "ns"}, {1e-6, "us"}, {1e-3, "ms"}, {1.0, "s"}};
+  const std::vector<U>& units = kind == UnitKind::kBytes            ? kBytes
+                                : kind == UnitKind::kBytesPerSecond ? kRate
+                                : kind == UnitKind::kFlopsPerSecond ? kFlops
+                                                                    : kTime;
+  if (v == 0.0 || !std::isfinite(v))
+    return fmt::format("{:g} {}", v, kind == UnitKind::kSeconds ? "s" : units.front().name);
+  const U* u = &units.front();
+  for (const U& c : units)
+    if (std::abs(v) >= c.scale) u = &c;
+  return fmt::format("{:.3g} {}", v / u->scale, u->name);
+}
+}  // namespace
+
+std::string bound_problem(double value, UnitKind kind, const Bound& b, std::string_view text) {
+  if (value >= b.min && value <= b.max) return "";
+  const bool bare = !text.empty() && text.find_first_not_of("0123456789.eE+-") == std::string_view::npos;
+  std::string hint = "check the unit";
+  if (bare && kind == UnitKind::kBytes && value < b.min)
+    hint = fmt::format("a plain number is bytes: did you mean \"{}GiB\"?", printable(text));
+  return fmt::format("{} must be between {} and {}, got {} ({})", b.what, format_in(kind, b.min),
+                     format_in(kind, b.max), format_in(kind, value), hint);
+}
+
+double JsonReader::quantity(std::string_view key, UnitKind kind, const Bound& b) {
+  const double d =
+      quantity(key, kind, -std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity());
+  const nlohmann::json& v = node_.at(std::string(key));
+  const std::string problem = bound_problem(d, kind, b, v.is_string() ? v.get<std::string>() : v.dump());
+  if (!problem.empty()) fail(key, problem);
+  return d;
+}
+
+double JsonReader::quantity_or(std::string_view key, UnitKind kind, const Bound& b, double fallback) {
+  return has(key) ? quantity(key, kind, b) : (known_.emplace(key), fallback);
+}
+
+double JsonReader::number(std::string_view key, const Bound& b) {
+  const double d = number(key, -std::numeric_limits<double>::max(), std::numeric_limits<double>::max());
+  if (!(d >= b.min && d <= b.max))
+    fail(key, fmt::format("{} must be between {:g} and {:g}, got {:g}", b.what, b.min, b.max, d));
+  return d;
+}
+
+double JsonReader::number_or(std::string_view key, const Bound& b, double fallback) {
+  return has(key) ? number(key, b) : (known_.emplace(key), fallback);
 }
 
 }  // namespace osdp::costmodel

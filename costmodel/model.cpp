@@ -45,9 +45,10 @@ StageSpec read_stage(JsonReader& r) {
 
 ModelSpec read_model(const nlohmann::json& doc, const std::string& file, const std::string& pointer) {
   JsonReader r(doc, file, pointer);
+  r.expect_kind(FileKind::kModel);
   r.expect_schema_version(1);
   ModelSpec m;
-  m.name = r.string("name");
+  m.name = r.name("name");
   m.description = r.string_or("description", "");
   m.family = r.choice_or("family", {"gpt"}, "gpt");
   m.seq = static_cast<int>(r.integer("seq", 1, kMaxDim));

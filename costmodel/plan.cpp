@@ -40,6 +40,7 @@ nlohmann::json to_json(const Plan& p) {
 Plan read_plan(const nlohmann::json& doc, const std::string& file) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   JsonReader r(doc, file, "");
+  r.expect_kind(FileKind::kPlan);
   r.expect_schema_version(1);
   r.choice("kind", {"osdp-plan"});
   Plan p;
@@ -69,7 +70,7 @@ Plan read_plan(const nlohmann::json& doc, const std::string& file) {
   for (std::size_t i = 0; i < ops.size(); ++i) {
     JsonReader& o = ops[i];
     OperatorPlan op;
-    op.name = o.string("name");
+    op.name = o.name("name");
     if (op.name != w.operators[i].name)
       o.fail("name", fmt::format("expected operator \"{}\" here, got \"{}\"", w.operators[i].name, op.name));
     const std::string mode = o.choice("mode", {"dp", "zdp", "mixed", "replicate"});

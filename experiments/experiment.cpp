@@ -26,11 +26,13 @@ void apply(Config& c, const std::string& key, const nlohmann::json& v, const std
            const std::string& pointer) {
   auto integer = [&](std::int64_t lo, std::int64_t hi) {
     if (!v.is_number_integer() || v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi)
-      bad(file, pointer, fmt::format("expected an integer in [{}, {}], got {}", lo, hi, v.dump()));
+      bad(file, pointer,
+          fmt::format("expected an integer in [{}, {}], got {}", lo, hi, costmodel::brief_json(v)));
     return static_cast<int>(v.get<std::int64_t>());
   };
   auto text = [&](const std::vector<std::string>& allowed) {
-    if (!v.is_string()) bad(file, pointer, fmt::format("expected a string, got {}", v.dump()));
+    if (!v.is_string())
+      bad(file, pointer, fmt::format("expected a string, got {}", costmodel::brief_json(v)));
     const std::string s = v.get<std::string>();
     if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), s) == allowed.end()) {
       std::string list;
@@ -53,17 +55,24 @@ void apply(Config& c, const std::string& key, const nlohmann::json& v, const std
     }
     std::string err;
     const auto q = costmodel::parse_quantity(c.memory, costmodel::UnitKind::kBytes, &err);
-    if (!q || *q <= 0) bad(file, pointer, q ? "expected a positive size" : err);
-  } else if (key == "split_max")
+    if (!q) bad(file, pointer, err);
+    const std::string problem =
+        costmodel::bound_problem(*q, costmodel::UnitKind::kBytes, costmodel::bounds::kDeviceMemory, c.memory);
+    if (!problem.empty()) bad(file, pointer, problem);
+  } else if (key == "split_max") {
     c.split_max = integer(1, 64);
-  else if (key == "checkpoint")
+    if ((c.split_max & (c.split_max - 1)) != 0)
+      bad(file, pointer,
+          fmt::format("expected a power of two (slices split in halves), got {}", c.split_max));
+  } else if (key == "checkpoint")
     c.checkpoint = text({"off", "on", "auto"});
   else if (key == "prefetch")
     c.prefetch = integer(0, 64);
   else if (key == "tier")
     c.tier = text({"extended", "paper"});
   else if (key == "checkpoint_regather") {
-    if (!v.is_boolean()) bad(file, pointer, fmt::format("expected true or false, got {}", v.dump()));
+    if (!v.is_boolean())
+      bad(file, pointer, fmt::format("expected true or false, got {}", costmodel::brief_json(v)));
     c.checkpoint_regather = v.get<bool>();
   } else if (key == "batch") {
     if (v.is_string() && v.get<std::string>() == "auto")
@@ -98,11 +107,12 @@ nlohmann::json to_json(const Config& c) {
 
 Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
   JsonReader r(doc, file, "");
+  r.expect_kind(costmodel::FileKind::kExperiment);
   r.expect_schema_version(1);
   Experiment e;
   e.file = file;
   e.source = doc;
-  e.name = r.string("name");
+  e.name = r.name("name");
   e.description = r.string_or("description", "");
   {
     (void)r.object("base");  // type check; the keys are read below with their own pointers
@@ -140,10 +150,13 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
   for (auto& s : r.objects("strategies")) {
     StrategyConfig sc;
     sc.strategy = s.choice("strategy", {"exact", "fsdp", "zero2", "ddp", "osdp-ref", "dfs"});
-    sc.label = s.string_or("label", sc.strategy);
-    if (s.has("split_max"))
+    sc.label = s.name_or("label", sc.strategy);
+    if (s.has("split_max")) {
       sc.split_max = static_cast<int>(s.integer("split_max", 1, 64));
-    else
+      if ((*sc.split_max & (*sc.split_max - 1)) != 0)
+        s.fail("split_max",
+               fmt::format("expected a power of two (slices split in halves), got {}", *sc.split_max));
+    } else
       s.raw("split_max");
     if (s.has("checkpoint"))
       sc.checkpoint = s.choice("checkpoint", {"off", "on", "auto"});
@@ -166,7 +179,7 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
       const auto& v = (*ev)[i];
       if (!v.is_string() || (v != "analytic" && v != "sim" && v != "measured"))
         bad(file, "/evaluators/" + std::to_string(i),
-            fmt::format("expected \"analytic\", \"sim\" or \"measured\", got {}", v.dump()));
+            fmt::format("expected \"analytic\", \"sim\" or \"measured\", got {}", costmodel::brief_json(v)));
       e.evaluators.push_back(v.get<std::string>());
     }
   } else {

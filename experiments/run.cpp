@@ -108,7 +108,7 @@ UnitResult run_unit(const Unit& u, const Experiment& e) {
       const sim::Replay replay = sim::replay_plan(*p.plan, opt);
       x.time_s = sim::to_seconds(replay.result.iteration);
       x.peak_bytes = replay.result.peak_rank().peak_bytes;
-      x.throughput = cluster.world_size() * r.batch / x.time_s;
+      x.throughput = static_cast<double>(cluster.world_size()) * r.batch / x.time_s;
     }
     out.evaluations.push_back(x);
   }

@@ -275,4 +275,75 @@ else
   not_ok "batch auto is at least as fast as every fixed batch size of its grid" "$worse"
 fi
 
+# --- hostile input: each a clear message and exit 2, never a crash -------------------------------
+
+python3 -c "d = 100000; print('{\"schema_version\": ' + '[' * d + ']' * d + '}')" >"$TMP/deep.json"
+run deep "$OSDP" plan --model "$TMP/deep.json" --cluster cpu-2
+expect_rc "a model nested 100,000 levels deep is refused, not a stack overflow" deep 2
+contains "the nesting message names the file and the limit" "$TMP/deep.err" "deep.json:" "nested deeper than 64 levels"
+
+python3 -c "
+import json, sys
+m = json.load(open(sys.argv[1])); m['hiden'] = m.pop('hidden'); json.dump(m, open(sys.argv[2], 'w'))" \
+  "$OSDP_DATA_DIR/models/val-4x384.json" "$TMP/typo.json"
+run typo "$OSDP" plan --model "$TMP/typo.json" --cluster cpu-2
+expect_rc "a misspelled key" typo 2
+contains "the misspelling is named with a did-you-mean" "$TMP/typo.err" \
+  'typo.json:/hidden: required key is missing' 'the file has "hiden" here: did you mean "hidden"?'
+
+run kind "$OSDP" plan --model "$OSDP_DATA_DIR/clusters/cpu-2.json" --cluster cpu-2
+expect_rc "a cluster file given as --model" kind 2
+contains "it is called a cluster file" "$TMP/kind.err" "this is a cluster file" "not a model file"
+
+run dir "$OSDP" simulate --plan "$TMP"
+expect_rc "a directory given as --plan" dir 2
+contains "it is called a directory" "$TMP/dir.err" "is a directory, not a JSON file"
+
+run mem8 "$OSDP" plan --model val-4x384 --cluster cpu-2 --memory 8
+expect_rc "--memory 8 (bytes) is refused" mem8 2
+contains "--memory 8 suggests a unit" "$TMP/mem8.err" "osdp plan: error: --memory:" 'did you mean "8GiB"?'
+
+run membig "$OSDP" plan --model val-4x384 --cluster cpu-2 --memory 100GiB
+expect_rc "--memory above the device's plans" membig 0
+contains "--memory above the device's memory warns" "$TMP/membig.err" "warning: --memory 100.00 GiB is more than the 4.00 GiB"
+
+run split3 "$OSDP" plan --model val-4x384 --cluster cpu-2 --split-max 3
+expect_rc "--split-max 3 is refused" split3 2
+contains "--split-max asks for a power of two" "$TMP/split3.err" "osdp plan: error: --split-max: expected a power of two"
+
+run badopt "$OSDP" sweep --no-such-option
+expect_rc "an unknown option" badopt 2
+contains "parser errors carry the command's prefix" "$TMP/badopt.err" "osdp sweep: error:" "osdp sweep --help"
+
+python3 -c "
+import json, sys
+c = json.load(open(sys.argv[1])); c['device']['memory'] = 1e308; json.dump(c, open(sys.argv[2], 'w'))
+c['device']['memory'] = '4GiB'; c['links']['intra']['bandwidth'] = 1; json.dump(c, open(sys.argv[3], 'w'))
+c['links']['intra']['bandwidth'] = '10GB/s'; c['device']['gemm_efficiency'] = 1e-6; json.dump(c, open(sys.argv[4], 'w'))
+c['device']['gemm_efficiency'] = 0.5; c['name'] = 'a\u202eb'; json.dump(c, open(sys.argv[5], 'w'))" \
+  "$OSDP_DATA_DIR/clusters/cpu-2.json" "$TMP/c-mem.json" "$TMP/c-bw.json" "$TMP/c-eff.json" "$TMP/c-bidi.json"
+for c in mem bw eff bidi; do
+  run "c$c" "$OSDP" plan --model val-4x384 --cluster "$TMP/c-$c.json"
+  expect_rc "an absurd cluster ($c) is refused" "c$c" 2
+done
+contains "device memory 1e308 B gives the range" "$TMP/cmem.err" "/device/memory: a device's memory must be between 1 MiB and 1 PiB"
+contains "a bandwidth of 1 B/s gives the range" "$TMP/cbw.err" "/links/intra/bandwidth: a link's bandwidth must be between"
+contains "gemm_efficiency 1e-6 gives the range" "$TMP/ceff.err" "/device/gemm_efficiency: a GEMM efficiency must be between 0.01 and 1"
+contains "a bidi control in a name is refused" "$TMP/cbidi.err" "/name: a name must not contain bidirectional controls"
+
+# A million ranks: samples per step is batch x 1,000,000, not an int that wrapped.
+python3 -c "
+import json, sys
+c = json.load(open(sys.argv[1])); c['name'] = 'million'; c['nodes'] = 125000; c['devices_per_node'] = 8
+c['links']['inter'] = c['links']['intra']; json.dump(c, open(sys.argv[2], 'w'))" \
+  "$OSDP_DATA_DIR/clusters/cpu-2.json" "$TMP/million.json"
+run million "$OSDP" plan --model val-4x384 --cluster "$TMP/million.json" --strategy fsdp --baseline none
+expect_rc "a plan on 1,000,000 ranks" million 0
+samples=$(sed -n 's/.*batch size *\([0-9]*\) per device (\(-*[0-9]*\) samples per step).*/\1 \2/p' "$TMP/million.out")
+if [[ -n $samples ]] && python3 -c "import sys; b, s = map(int, sys.argv[1:]); assert s == b * 1000000" $samples; then
+  ok "samples per step at 1,000,000 ranks is batch x 1,000,000 ($samples)"
+else
+  not_ok "samples per step at 1,000,000 ranks" "$(head -3 "$TMP/million.out")"
+fi
+
 finish

@@ -149,12 +149,12 @@ TEST_CASE("calibration: strictness", "[json]") {
   SECTION("a zero bandwidth") {
     doc["collectives"]["allgather"][1]["bandwidth"] = 0;
     pointer = "/collectives/allgather/1/bandwidth";
-    expected = "value 0 is out of range [1, inf] (base units)";
+    expected = "a link's bandwidth must be between 1 MB/s and 100 PB/s, got 0 B/s";
   }
   SECTION("a negative alpha") {
     doc["collectives"]["allgather"][0]["alpha"] = "-1us";
     pointer = "/collectives/allgather/0/alpha";
-    expected = "is out of range [0, 1] (base units)";
+    expected = "a latency must be between 0 s and 1 s, got -1 us";
   }
   const auto e = input_error([&] { read_calibration(doc, "k.json", ComputeSpec{}); });
   CHECK(e.file == "k.json");

@@ -155,12 +155,14 @@ TEST_CASE("cluster: wrong types and out-of-range values", "[json]") {
   SECTION("negative memory") {
     doc["device"]["memory"] = "-1GiB";
     pointer = "/device/memory";
-    expected = "value -1073741824 is out of range [1, inf] (base units)";  // -2^30
+    expected = "a device's memory must be between 1 MiB and 1 PiB, got -1 GiB (check the unit)";
   }
   SECTION("zero memory as a number") {
     doc["device"]["memory"] = 0;
     pointer = "/device/memory";
-    expected = "value 0 is out of range [1, inf] (base units)";
+    expected =
+        "a device's memory must be between 1 MiB and 1 PiB, got 0 B (a plain number is bytes: did you mean "
+        "\"0GiB\"?)";
   }
   SECTION("reserve larger than memory") {
     doc["device"]["reserve"] = "17GiB";  // 18253611008 > 16 GiB = 17179869184
@@ -190,12 +192,12 @@ TEST_CASE("cluster: wrong types and out-of-range values", "[json]") {
   SECTION("an alpha over one second") {
     doc["links"]["intra"]["alpha"] = "2s";
     pointer = "/links/intra/alpha";
-    expected = "value 2 is out of range [0, 1] (base units)";
+    expected = "a latency must be between 0 s and 1 s, got 2 s (check the unit)";
   }
   SECTION("efficiency above 1") {
     doc["device"]["gemm_efficiency"] = 1.5;
     pointer = "/device/gemm_efficiency";
-    expected = "expected a number in [1e-06, 1], got 1.5";
+    expected = "a GEMM efficiency must be between 0.01 and 1, got 1.5";
   }
   SECTION("interference below 1") {
     doc["overlap"]["interference"] = 0.5;
