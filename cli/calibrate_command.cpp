@@ -141,6 +141,17 @@ void print_summary(const costmodel::CalibrationRun& run, const std::string& path
         "  overlap        interference {:.2f} (compute slowdown while all-gathers run)\n", *run.interference);
   else
     std::cout << fmt::format("  overlap        {}\n", p.value("interference", "not measured"));
+  const std::vector<std::string> noisy = costmodel::noisy_fits(run);
+  if (!noisy.empty()) {
+    std::string load = "unknown";
+    if (const auto* m = p.contains("machine") ? &p["machine"] : nullptr; m && m->contains("load_average"))
+      load = fmt::format("{:.2f}", (*m)["load_average"][0].get<double>());
+    std::cerr << fmt::format(
+        "osdp calibrate: warning: {} fit{} with more than {:.0f}% residual: {} (load average {} at the "
+        "start on {} cores); a busy machine fits noise: calibrate again when it is quiet\n",
+        noisy.size(), noisy.size() == 1 ? "" : "s", 100 * costmodel::kNoisyResidual, fmt::join(noisy, ", "),
+        load, p.contains("machine") ? p["machine"].value("nproc", 0u) : 0u);
+  }
 }
 
 #ifdef OSDP_HAVE_MPI_BACKEND

@@ -14,6 +14,7 @@
 #include "costmodel/files.hpp"
 #include "costmodel/json_reader.hpp"
 #include "costmodel/units.hpp"
+#include "osdp_version.hpp"
 #include "sim/network.hpp"
 #include "sim/replay.hpp"
 #include "sim/report.hpp"
@@ -86,6 +87,26 @@ int run_simulate(const SimulateArgs& a) {
   if (!a.trace.empty())
     costmodel::write_file_atomic(a.trace, sim::chrome_trace(run.schedule, r).dump() + "\n");
   if (!a.memory_csv.empty()) costmodel::write_file_atomic(a.memory_csv, sim::memory_csv(run.schedule, r));
+
+  // A plan whose predictions this osdp's cost model does not reproduce was edited, or written by
+  // another version: say so, and by how much, rather than compare against figures of unknown origin.
+  const std::string this_version = fmt::format("{}+{}", OSDP_VERSION, OSDP_GIT_HASH);
+  if (!overridden && plan.predicted_iteration_time_s > 0) {
+    const double dt = relative(plan.predicted_iteration_time_s, run.analytic_time_s);
+    const double dm = relative(plan.predicted_peak_memory_bytes, run.analytic_peak_bytes);
+    if (std::abs(dt) > 1e-6 || std::abs(dm) > 1e-6)
+      std::cerr << fmt::format(
+          "osdp simulate: warning: {}: the plan's predictions (step {}, peak {}) are not what this osdp's "
+          "cost model gives for it (step {}, peak {}): the plan was edited or written by another "
+          "version (it says \"{}\", this is {}); the table compares against the plan's figures\n",
+          a.plan, format_seconds(plan.predicted_iteration_time_s),
+          format_bytes(plan.predicted_peak_memory_bytes), format_seconds(run.analytic_time_s),
+          format_bytes(run.analytic_peak_bytes), plan.tool_version.empty() ? "no version" : plan.tool_version,
+          this_version);
+  }
+  if (!plan.tool_version.empty() && plan.tool_version != this_version)
+    std::cerr << fmt::format("osdp simulate: note: {} was written by osdp {}, this is {}\n", a.plan,
+                             plan.tool_version, this_version);
 
   // The analytic figures: the plan's prediction, or the cost model's when the plan has none or the
   // prefetch depth was changed.

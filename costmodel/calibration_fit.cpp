@@ -24,6 +24,7 @@
 #include <Eigen/Core>
 
 #include "costmodel/error.hpp"
+#include "costmodel/units.hpp"
 
 namespace osdp::costmodel {
 namespace {
@@ -444,6 +445,23 @@ std::string measurements_csv(const CalibrationRun& run) {
   for (const auto& m : run.measurements)
     out += fmt::format("{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{},{},{:.9g}\n", m.sweep, m.bytes, m.m, m.n,
                        m.k, m.count, m.seconds, m.min_s, m.max_s, m.repeats, m.batch, m.with_comm_s);
+  return out;
+}
+
+std::vector<std::string> noisy_fits(const CalibrationRun& run, double threshold) {
+  const auto pct = [](double x) { return fmt::format("{:.1f}%", 100 * x); };
+  std::vector<std::string> out;
+  for (const auto& kind : kCollectives)
+    for (const auto& s : run.collectives[static_cast<std::size_t>(kind.kind)])
+      if (s.residual_rms > threshold)
+        out.push_back(
+            fmt::format("{} from {} ({})", kind.name, format_bytes(s.from_bytes), pct(s.residual_rms)));
+  if (run.elementwise.residual_rms > threshold)
+    out.push_back(fmt::format("elementwise ({})", pct(run.elementwise.residual_rms)));
+  if (run.adam.residual_rms > threshold) out.push_back(fmt::format("adam ({})", pct(run.adam.residual_rms)));
+  if (run.gemm.residual_rms > threshold)
+    out.push_back(fmt::format("the GEMM formula ({}; the --model shapes are priced by their measured times)",
+                              pct(run.gemm.residual_rms)));
   return out;
 }
 

@@ -158,6 +158,13 @@ struct CalibrationRun {
 // Separate from the measuring so that it can be tested without a backend.
 void fit_measurements(CalibrationRun& run, const std::string& name, const SegmentOptions& segments = {});
 
+// Fits whose relative residual exceeds this were made on a busy machine, or describe their sweep
+// badly; `osdp calibrate` warns about them.
+inline constexpr double kNoisyResidual = 0.15;
+// The fits of `run` over `threshold`, each as "all-gather from 1.00 MiB (23.0%)", in the order the
+// summary prints them (collective segments, elementwise, adam, the GEMM formula).
+std::vector<std::string> noisy_fits(const CalibrationRun& run, double threshold = kNoisyResidual);
+
 // The calibration file (costmodel::to_json plus each segment's "residual_rms"), and the raw points as
 // CSV (one header line, then one line per Measurement).
 nlohmann::json calibration_file_json(const CalibrationRun& run);

@@ -1,5 +1,6 @@
 #include "costmodel/provenance.hpp"
 
+#include <cstdlib>
 #include <ctime>
 #include <thread>
 
@@ -19,16 +20,24 @@ std::string utc_now() {
   return buf;
 }
 
+std::optional<std::array<double, 3>> load_average() {
+  std::array<double, 3> load{};
+  if (::getloadavg(load.data(), 3) != 3) return std::nullopt;
+  return load;
+}
+
 nlohmann::json machine(int ranks, int jobs) {
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
   utsname u{};
   ::uname(&u);
-  return {{"hostname", host},
-          {"nproc", std::thread::hardware_concurrency()},
-          {"os", fmt::format("{} {} {}", u.sysname, u.release, u.machine)},
-          {"mpi_ranks", ranks},
-          {"jobs_per_rank", jobs}};
+  nlohmann::json j = {{"hostname", host},
+                      {"nproc", std::thread::hardware_concurrency()},
+                      {"os", fmt::format("{} {} {}", u.sysname, u.release, u.machine)},
+                      {"mpi_ranks", ranks},
+                      {"jobs_per_rank", jobs}};
+  if (const auto load = load_average()) j["load_average"] = *load;
+  return j;
 }
 
 }  // namespace osdp::costmodel

@@ -1,6 +1,8 @@
 // Where and when a sweep ran, recorded with its results.
 #pragma once
 
+#include <array>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -8,7 +10,10 @@
 namespace osdp::costmodel {
 
 std::string utc_now();  // "2026-11-22T09:42:04Z"
-// hostname, nproc, os, and how the sweep was divided (MPI ranks, threads per rank).
+// The run queue's load over 1, 5 and 15 minutes (getloadavg); nullopt where the system does not say.
+std::optional<std::array<double, 3>> load_average();
+// hostname, nproc, os, load_average (at the call: the noise a measurement started in), and how the
+// sweep was divided (MPI ranks, threads per rank).
 nlohmann::json machine(int ranks, int jobs);
 
 }  // namespace osdp::costmodel

@@ -292,3 +292,37 @@ TEST_CASE("interference is the costmodel::median slowdown, at least 1", "[calibr
   CHECK_THROWS_AS(costmodel::fit_interference({}), osdp::Error);
   CHECK_THROWS_AS(costmodel::fit_interference({{0.0, 1.0}}), osdp::Error);
 }
+
+// Which fits `osdp calibrate` warns about: every fit over 15% residual, named with where it starts.
+TEST_CASE("fits over 15% residual are listed for the calibration's warning", "[calibrate][fit]") {
+  costmodel::CalibrationRun run;
+  auto& ag = run.collectives[static_cast<std::size_t>(Collective::kAllGather)];
+  costmodel::FitSegment quiet, busy;
+  quiet.from_bytes = 1024;
+  quiet.residual_rms = 0.15;  // at the threshold: not over it
+  busy.from_bytes = 1048576;
+  busy.residual_rms = 0.4;
+  ag = {quiet, busy};
+  run.elementwise.residual_rms = 0.151;
+  run.adam.residual_rms = 0.05;
+  run.gemm.residual_rms = 0.56;
+  const std::vector<std::string> noisy = costmodel::noisy_fits(run);
+  REQUIRE(noisy.size() == 3);
+  CHECK(noisy[0] == "all-gather from 1.0 MiB (40.0%)");
+  CHECK(noisy[1] == "elementwise (15.1%)");
+  CHECK(noisy[2] == "the GEMM formula (56.0%; the --model shapes are priced by their measured times)");
+  CHECK(costmodel::noisy_fits(run, 0.6).empty());
+}
+
+// Points with +-50% noise (a loaded machine) fit with a residual far over 15%: the warning fires on
+// what a busy machine produces, not only on hand-made fits.
+TEST_CASE("a fit of points with 50% noise is over the warning's threshold", "[calibrate][fit]") {
+  std::mt19937 gen(20261125);
+  std::uniform_real_distribution<double> u(-0.5, 0.5);
+  auto pts = synthetic(Collective::kAllGather, 2, {{kInf, 10e-6, 1.0 / 5e9}});
+  for (auto& p : pts) p.seconds *= 1.0 + u(gen);
+  costmodel::CalibrationRun run;
+  run.collectives[static_cast<std::size_t>(Collective::kAllGather)] =
+      costmodel::fit_collective(Collective::kAllGather, 2, pts);
+  CHECK_FALSE(costmodel::noisy_fits(run).empty());
+}

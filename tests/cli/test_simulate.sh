@@ -173,4 +173,18 @@ expect_rc "plan --evaluate sim (text)" eval_text 0
 contains "plan --evaluate sim (text): says which batch size wins under simulation" "$TMP/eval_text.out" \
   "under simulation batch"
 
+# A plan whose predictions were edited: simulate says so, with both figures; an unedited plan is quiet.
+run quiet "$OSDP" simulate --plan "$PLAN"
+if grep -q "warning" "$TMP/quiet.err"; then not_ok "an unedited plan simulates without a warning" "$(cat "$TMP/quiet.err")"
+else ok "an unedited plan simulates without a warning"; fi
+python3 -c "
+import json, sys
+p = json.load(open(sys.argv[1])); p['predicted']['iteration_time_s'] *= 0.5; p['tool_version'] = '0.0.1+feed'
+json.dump(p, open(sys.argv[2], 'w'))" "$PLAN" "$TMP/edited.plan.json"
+run edited "$OSDP" simulate --plan "$TMP/edited.plan.json"
+expect_rc "an edited plan still simulates" edited 0
+contains "an edited plan is named as edited or from another version, with its figures" "$TMP/edited.err" \
+  "warning: $TMP/edited.plan.json: the plan's predictions (step" "the plan was edited or written by another version" \
+  'it says "0.0.1+feed"' "note: $TMP/edited.plan.json was written by osdp 0.0.1+feed"
+
 finish

@@ -382,6 +382,7 @@ std::string compiler() {
 
 costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, const CalibrateOptions& o,
                                           const ProgressFn& progress) {
+  const auto load_at_start = costmodel::load_average();
   const auto start = std::chrono::steady_clock::now();
   const int world = comm.size();
   const bool comm_thread = &device.comm_stream() != &device.compute_stream();
@@ -409,6 +410,8 @@ costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, co
   p["host"] = machine["hostname"];
   p["date"] = costmodel::utc_now();
   p["machine"] = machine;
+  // machine.load_average: the load when the sweeps began (taken now it would hold their own load).
+  if (load_at_start) p["machine"]["load_average"] = *load_at_start;
   p["backend"] = comm.backend();
   p["backend_version"] = comm.version();
   p["device"] = device.name();
