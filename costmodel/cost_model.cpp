@@ -20,6 +20,14 @@ double prefetch_reserve_bytes(const Workload& w, int prefetch) {
   return (prefetch * w.bytes.weight + (prefetch + 1) * w.bytes.gradient) * largest;
 }
 
+namespace {
+std::vector<LinkSpec> ring_links(const ClusterSpec& cluster) {
+  if (cluster.nodes <= 1 || !cluster.inter) return {cluster.intra};
+  if (cluster.devices_per_node <= 1) return {*cluster.inter};
+  return {cluster.intra, *cluster.inter};
+}
+}  // namespace
+
 const char* to_string(Tier t) {
   return t == Tier::kPaper ? "paper" : "extended";
 }
@@ -27,7 +35,7 @@ const char* to_string(Tier t) {
 CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration, Precision precision,
                      CostOptions options)
     : world_(cluster.world_size()),
-      ring_link_(cluster.nodes > 1 && cluster.inter ? *cluster.inter : cluster.intra),
+      ring_links_(ring_links(cluster)),
       calibration_(calibration),
       compute_(calibration && calibration->compute ? *calibration->compute : cluster.compute),
       precision_(precision),
@@ -39,18 +47,17 @@ CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration,
     for (const GemmTime& t : calibration->gemm_times) gemm_times_[{t.m, t.n, t.k, t.count}] = t.seconds;
 }
 
-CostModel::LinkChoice CostModel::link_for(Collective c, double bytes) const {
-  if (calibration_) {
-    for (const Segment& s : calibration_->segments(c))
-      if (bytes <= s.up_to_bytes) return {s.alpha_s, s.beta_s_per_byte};
-  }
-  return {ring_link_.alpha_s, ring_link_.beta_s_per_byte()};
-}
-
 double CostModel::collective_s(Collective c, double bytes) const {
   if (world_ <= 1 || bytes <= 0) return 0.0;
-  const LinkChoice l = link_for(c, bytes);
-  return CollectiveOp{c, bytes, world_}.ring_s(l.alpha_s, l.beta_s_per_byte);
+  const CollectiveOp op{c, bytes, world_};
+  if (calibration_) {
+    for (const Segment& s : calibration_->segments(c))
+      if (bytes <= s.up_to_bytes) return op.ring_s(s.alpha_s, s.beta_s_per_byte);
+  }
+  double slowest = 0.0;
+  for (const LinkSpec& l : ring_links_)
+    slowest = std::max(slowest, op.ring_s(l.alpha_s, l.beta_s_per_byte()));
+  return slowest;
 }
 
 double CostModel::kernel_s(const Kernel& k, int batch) const {

@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include "costmodel/calibration.hpp"
 #include "costmodel/choice.hpp"
@@ -102,13 +103,11 @@ class CostModel {
   static double overlapped_s(double compute_s, double comm_s, double interference);
 
  private:
-  struct LinkChoice {
-    double alpha_s, beta_s_per_byte;
-  };
-  LinkChoice link_for(Collective c, double bytes) const;
-
   int world_;
-  LinkSpec ring_link_;
+  // The links a ring's steps cross: within a node (when a node holds more than one device) and
+  // between nodes (when there is more than one). Every step of a ring takes as long as its slowest
+  // step, so the ring is priced on whichever is slower for the message at hand.
+  std::vector<LinkSpec> ring_links_;
   const Calibration* calibration_;
   ComputeSpec compute_;
   Precision precision_;

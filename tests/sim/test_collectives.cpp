@@ -17,6 +17,7 @@
 
 #include "costmodel/calibration.hpp"
 #include "costmodel/cluster.hpp"
+#include "costmodel/cost_model.hpp"
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
 #include "sim/schedule.hpp"
@@ -149,6 +150,38 @@ TEST_CASE("a ring with slow links takes the closed form on the slow link", "[col
           INFO("rank " << rank << ", " << d << " ranks after a slow link");
           REQUIRE(r.ranks[rank].finish == (d <= 1 ? k * s : (d - 1) * f + (k - d + 1) * s));
         }
+      }
+    }
+  }
+}
+
+// The inverse of the case above: nodes joined by a fast link (50 GB/s) but slow inside (12 GB/s, as
+// PCIe behind NVLink-less GPUs can be). The slow steps are now every step but the node-crossing ones,
+// and the ring still goes at its slowest link: K steps on the intra-node link. The cost model prices
+// the same sum (it once priced a multi-node ring on the inter-node link alone, 21-40% short).
+TEST_CASE("a ring whose intra-node link is the slower one goes at that link, as the cost model says",
+          "[collectives]") {
+  constexpr double kIntraAlpha = 8e-6, kIntraBandwidth = 12e9, kInterAlpha = 5e-6, kInterBandwidth = 50e9;
+  for (const int per_node : {2, 4, 8}) {
+    costmodel::ClusterSpec c = cluster(2, per_node);
+    c.intra = costmodel::LinkSpec{kIntraAlpha, kIntraBandwidth};
+    c.inter = costmodel::LinkSpec{kInterAlpha, kInterBandwidth};
+    const int n = 2 * per_node;
+    const sim::RingLinks net(c, nullptr);
+    const costmodel::CostModel model(c, nullptr, costmodel::Precision::kFp32, costmodel::CostOptions{});
+    for (const double bytes : {1000003.0, 123456791.0}) {
+      for (const TaskKind kind : kKinds) {
+        INFO(sim::to_string(kind) << " of " << bytes << " B over 2 x " << per_node << " ranks");
+        const Tick k = steps(kind, n);
+        const double closed = closed_form(kind, n, kIntraAlpha, kIntraBandwidth, bytes);
+        const auto r = sim::simulate(one_collective(n, kind, bytes), net, {});
+        REQUIRE(r.iteration == k * step_ticks(n, kIntraAlpha, kIntraBandwidth, bytes));
+        REQUIRE(std::llabs(r.iteration - sim::to_ticks(closed)) <= k);
+        const costmodel::Collective ck = kind == TaskKind::kAllGather ? costmodel::Collective::kAllGather
+                                         : kind == TaskKind::kReduceScatter
+                                             ? costmodel::Collective::kReduceScatter
+                                             : costmodel::Collective::kAllReduce;
+        REQUIRE(model.collective_s(ck, bytes) == Approx(closed).epsilon(1e-12));
       }
     }
   }
