@@ -88,6 +88,11 @@ nlohmann::json result_json(const PlanContext& ctx, const costmodel::Workload& w,
     cands.push_back(cj);
   }
   j["candidates"] = cands;
+  nlohmann::json skipped = nlohmann::json::array();
+  for (const auto& range : r.skipped_ranges)
+    skipped.push_back(
+        {{"from", range.from}, {"to", range.to}, {"max_throughput_samples_per_s", range.max_throughput}});
+  j["skipped_ranges"] = skipped;
   return j;
 }
 

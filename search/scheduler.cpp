@@ -1,30 +1,51 @@
 #include "search/scheduler.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <queue>
+#include <vector>
 
 namespace osdp::search {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// Every batch size up to this one is priced and bounded on its own; above it, ranges of batch sizes
+// are bounded together and split only where the bound does not rule them out.
 constexpr int kEveryBatchUpTo = 256;
 
-}  // namespace
+// Batch sizes lo..hi and a lower bound on the step time per sample, T(b) / b, of every plan at any of
+// them. Two facts about a plan's step time T_p(b) under the cost model give it:
+//   - T_p(b) / b never rises with b: each part of the step is affine in b with a non-negative
+//     intercept (a GEMM's time is flops (d + d_half) / (peak d), which is affine in b while d grows
+//     with b and linear once it stops; elementwise passes, recomputation), constant (collectives,
+//     the optimizer), or the larger of two such parts (overlap);
+//   - a plan that fits at b fits at every smaller b (memory grows with b).
+// So for lo <= b <= hi the best plan at b, p, fits at lo and T_p(b) / b >= T_p(hi) / hi: the step
+// time per sample at any b of the range is at least the lower bound (LP relaxation) of the instance
+// with the times priced at hi and the memory at lo, divided by hi. For one batch size that is the
+// strategy's bound at b over b.
+struct Range {
+  int lo = 0, hi = 0;
+  double per_sample_s = 0;                  // lower bound on T(b) / b over the range
+  std::shared_ptr<const BatchCosts> costs;  // priced at lo (solved when the range is lo alone)
+  // Infinite bound (nothing fits at lo, hence at no b >= lo): 0.
+  double max_throughput(double n) const { return per_sample_s > 0 ? n / per_sample_s : kInf; }
+};
 
-std::vector<int> batch_grid(int b_max) {
-  std::vector<int> out;
-  for (int b = 1; b <= std::min(b_max, kEveryBatchUpTo); ++b) out.push_back(b);
-  double x = kEveryBatchUpTo;
-  while (true) {
-    x *= std::pow(2.0, 1.0 / 8.0);
-    const int b = static_cast<int>(std::lround(x));
-    if (b >= b_max) break;
-    if (b > out.back()) out.push_back(b);
-  }
-  if (out.back() < b_max) out.push_back(b_max);
-  return out;
+// `at_lo` with each choice's time replaced by its time in `at_hi` (the same choices, in order).
+BatchCosts times_of(const BatchCosts& at_lo, const BatchCosts& at_hi) {
+  BatchCosts mixed = at_lo;
+  for (std::size_t i = 0; i < mixed.ops.size(); ++i)
+    for (std::size_t j = 0; j < mixed.ops[i].costs.size(); ++j)
+      mixed.ops[i].costs[j].time_s = at_hi.ops[i].costs[j].time_s;
+  mixed.fixed_time_s = at_hi.fixed_time_s;
+  return mixed;
 }
+
+}  // namespace
 
 SearchResult run_search(const costmodel::Workload& w, const costmodel::CostModel& model,
                         const Strategy& strategy, const SearchOptions& opt) {
@@ -39,43 +60,69 @@ SearchResult run_search(const costmodel::Workload& w, const costmodel::CostModel
   res.strategy = strategy.name();
   res.memory_limit_bytes = opt.memory_limit_bytes;
 
-  std::vector<int> grid;
+  int b_max = 1;  // the largest batch size at which some plan fits (1 when none does)
   if (opt.batch) {
-    grid = {*opt.batch};
+    b_max = *opt.batch;
   } else if (fits(1)) {
     // Largest fitting batch: double, then bisect (the smallest peak grows with b).
     int lo = 1, hi = 2;
     while (hi <= opt.max_batch && fits(hi)) {
       lo = hi;
-      hi *= 2;
+      hi = hi > opt.max_batch / 2 ? opt.max_batch + 1 : hi * 2;
     }
     hi = std::min(hi, opt.max_batch + 1);
     while (hi - lo > 1) {
       const int mid = lo + (hi - lo) / 2;
       (fits(mid) ? lo : hi) = mid;
     }
-    grid = batch_grid(lo);
-  } else {
-    grid = {1};
+    b_max = lo;
   }
+  const int b_min = opt.batch ? *opt.batch : 1;
 
-  // Visit the batch sizes in order of their bound on throughput (N b / lower bound on time), so the
-  // likely winner is solved first and the others mostly stop at once at its cutoff.
+  // Best first over ranges of batch sizes, by the largest throughput their bound allows: a single
+  // batch size is solved (told the time it must beat), a wider range is split in two, each half
+  // bounded at its smallest b. The search ends when the best remaining bound cannot beat the best
+  // plan found; every batch size left is then proved no better, and the ranges say by what bound.
   const double n = model.world_size();
-  std::vector<BatchCosts> priced;
-  std::vector<std::pair<double, std::size_t>> order;  // (-bound on throughput, index in grid)
-  for (std::size_t i = 0; i < grid.size(); ++i) {
-    priced.push_back(price(grid[i]));
-    const double lb = strategy.lower_bound_s(priced.back());
-    order.emplace_back(lb > 0 ? -n * grid[i] / lb : -kInf, i);
-  }
-  std::stable_sort(order.begin(), order.end());
-  res.candidates.resize(grid.size());
+  auto bounded = [&](int lo, int hi, std::shared_ptr<const BatchCosts> at_lo) {
+    if (!at_lo) at_lo = std::make_shared<const BatchCosts>(price(lo));
+    const double per_sample = lo == hi ? strategy.lower_bound_s(*at_lo) / lo
+                                       : strategy.lower_bound_s(times_of(*at_lo, price(hi))) / hi;
+    return Range{lo, hi, per_sample, std::move(at_lo)};
+  };
+  auto worse = [&](const Range& a, const Range& b) {
+    const double ta = a.max_throughput(n), tb = b.max_throughput(n);
+    return ta != tb ? ta < tb : a.lo > b.lo;  // ties: the smaller batch size first
+  };
+  std::priority_queue<Range, std::vector<Range>, decltype(worse)> open(worse);
+  for (int b = b_min; b <= std::min(b_max, opt.batch ? b_max : kEveryBatchUpTo); ++b)
+    open.push(bounded(b, b, nullptr));
+  if (!opt.batch && b_max > kEveryBatchUpTo) open.push(bounded(kEveryBatchUpTo + 1, b_max, nullptr));
+
   double best_thr = 0;
-  for (const auto& [neg_bound, i] : order) {
-    const int b = grid[i];
-    const BatchCosts& costs = priced[i];
-    BatchCandidate& cand = res.candidates[i];
+  while (!open.empty()) {
+    const Range r = open.top();
+    open.pop();
+    if (std::isinf(r.per_sample_s) || (best_thr > 0 && r.max_throughput(n) <= best_thr)) {
+      // Neither this range nor any left can beat the best: record them as proved.
+      res.skipped_ranges.push_back({r.lo, r.hi, r.max_throughput(n)});
+      if (r.lo == r.hi) {
+        BatchCandidate cand;
+        cand.batch = r.lo;
+        cand.skipped = true;
+        res.candidates.push_back(cand);
+      }
+      continue;
+    }
+    if (r.lo < r.hi) {
+      const int mid = r.lo + (r.hi - r.lo) / 2;
+      open.push(bounded(r.lo, mid, r.costs));
+      open.push(bounded(mid + 1, r.hi, nullptr));
+      continue;
+    }
+    const int b = r.lo;
+    const BatchCosts& costs = *r.costs;
+    BatchCandidate cand;
     cand.batch = b;
     const double cutoff = best_thr > 0 ? n * b / best_thr : kInf;
     StrategyOutcome o = strategy.solve(costs, cutoff);
@@ -88,7 +135,7 @@ SearchResult run_search(const costmodel::Workload& w, const costmodel::CostModel
       cand.time_s = o.solution.time_s;
       cand.peak_bytes = o.solution.peak_bytes;
       cand.throughput = n * b / o.solution.time_s;
-      if (cand.throughput > best_thr) {
+      if (cand.throughput > best_thr || (cand.throughput == best_thr && b < res.batch)) {
         best_thr = cand.throughput;
         res.feasible = true;
         res.batch = b;
@@ -101,8 +148,18 @@ SearchResult run_search(const costmodel::Workload& w, const costmodel::CostModel
     } else if (!res.feasible && res.outcome.instance.groups.empty()) {
       res.outcome = std::move(o);
     }
+    res.candidates.push_back(cand);
   }
-  if (!res.feasible) res.min_fit_bytes = strategy.min_peak_bytes(price(opt.batch.value_or(1)));
+  std::sort(res.candidates.begin(), res.candidates.end(),
+            [](const BatchCandidate& a, const BatchCandidate& b) { return a.batch < b.batch; });
+  std::sort(res.skipped_ranges.begin(), res.skipped_ranges.end(),
+            [](const SkippedRange& a, const SkippedRange& b) { return a.from < b.from; });
+  if (!res.feasible) {
+    // What the strategy makes of the smallest batch size, for the report (--emit-costs) and the memory
+    // that would fit.
+    if (res.outcome.instance.groups.empty()) res.outcome = strategy.solve(price(b_min), kInf);
+    res.min_fit_bytes = strategy.min_peak_bytes(price(b_min));
+  }
   res.search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return res;
 }

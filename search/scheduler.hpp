@@ -3,10 +3,13 @@
 // keep the one with the highest throughput (samples per second over all ranks, N b / T) — not the
 // shortest iteration.
 //
-// Batch sizes visited: every b up to 256, then a geometric grid (ratio 2^(1/8)) up to the largest b
-// that fits, which is always visited. Batch sizes are solved in order of the throughput their lower
-// bound on time allows (exact: the LP relaxation), each told the time it must beat; one that cannot
-// beat the best found is marked skipped.
+// Exact over every batch size from 1 to the largest that fits: every b up to 256 is bounded on its
+// own, the rest in ranges. A plan's step time per sample never rises with b, and a plan that fits at
+// b fits at every smaller b, so the LP bound of the instance with times priced at a range's largest
+// b and memory at its smallest bounds the time per sample at every b of it (scheduler.cpp has the
+// argument). Best first by the throughput a bound allows: a single batch size is solved, told the
+// time it must beat; a range is split in two. The search ends when no bound left can beat the best
+// plan; what it skipped is in `skipped_ranges` with the bound that ruled it out.
 #pragma once
 
 #include <optional>
@@ -36,6 +39,12 @@ struct BatchCandidate {
   bool complete = true;
 };
 
+// Batch sizes from..to, none of which can beat the chosen plan: at most max_throughput.
+struct SkippedRange {
+  int from = 0, to = 0;
+  double max_throughput = 0;
+};
+
 struct SearchResult {
   std::string strategy;
   bool feasible = false;
@@ -43,17 +52,15 @@ struct SearchResult {
   double time_s = 0, peak_bytes = 0, throughput = 0;
   double memory_limit_bytes = 0;
   double min_fit_bytes = 0;  // the smallest memory limit under which batch 1 fits (set when infeasible)
-  std::vector<costmodel::Choice> choices;  // per operator
-  StrategyOutcome outcome;                 // of the chosen batch size (or of batch 1 when infeasible)
-  std::vector<BatchCandidate> candidates;
+  std::vector<costmodel::Choice> choices;    // per operator
+  StrategyOutcome outcome;                   // of the chosen batch size (or of batch 1 when infeasible)
+  std::vector<BatchCandidate> candidates;    // the batch sizes bounded or solved one by one, in order
+  std::vector<SkippedRange> skipped_ranges;  // in order; with candidates, every b from 1 to the largest
   double search_seconds = 0;
   bool complete = true;  // false when a bounded strategy stopped early at some batch size
 };
 
 SearchResult run_search(const costmodel::Workload& workload, const costmodel::CostModel& model,
                         const Strategy& strategy, const SearchOptions& options);
-
-// The batch sizes the scheduler visits when the largest that fits is `b_max`.
-std::vector<int> batch_grid(int b_max);
 
 }  // namespace osdp::search

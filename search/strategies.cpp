@@ -326,8 +326,10 @@ class OsdpRefStrategy : public Strategy {
 
 }  // namespace
 
-double Strategy::lower_bound_s(const BatchCosts&) const {
-  return 0.0;
+double Strategy::lower_bound_s(const BatchCosts& costs) const {
+  // Every strategy picks, per operator, one of the choices priced in its space, under the memory
+  // limit: the LP relaxation over those bounds any of its plans.
+  return lower_bound_time(to_instance(costs));
 }
 
 double Strategy::min_peak_bytes(const BatchCosts& costs) const {

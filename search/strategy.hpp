@@ -36,8 +36,9 @@ class Strategy {
   // Best selection with time below `time_cutoff_s` (a strategy may ignore the cutoff), or an
   // infeasible outcome; `bounded` marks one where selections fit but none beats the cutoff.
   virtual StrategyOutcome solve(const BatchCosts& costs, double time_cutoff_s) const = 0;
-  // A lower bound on the time of any selection that fits (infinity: none fits; 0: no bound known).
-  // The scheduler solves batch sizes in order of the throughput this bound allows.
+  // A lower bound on the time of any selection that fits (infinity: none fits). The scheduler solves
+  // batch sizes in order of the throughput this bound allows and skips those it rules out; the
+  // default is the LP relaxation over the choices the strategy priced, valid for every strategy.
   virtual double lower_bound_s(const BatchCosts& costs) const;
   // The smallest peak any selection of this strategy reaches (what memory would let it fit).
   virtual double min_peak_bytes(const BatchCosts& costs) const;
