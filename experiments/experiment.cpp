@@ -215,6 +215,20 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
     }
     v->finish();
   }
+  // A documented cap on the expansion, checked before anything is expanded: every unit is a search
+  // (and a simulation, or a run) and its row is kept, so a few kilobytes of axes could otherwise ask
+  // for tens of millions of units and the memory for all of them.
+  double units = static_cast<double>(e.strategies.size());
+  std::string product = fmt::format("{} strategies", e.strategies.size());
+  for (const auto& [key, values] : e.axes) {
+    units *= static_cast<double>(values.size());
+    product += fmt::format(" x {} {}", values.size(), key);
+  }
+  if (units > static_cast<double>(kMaxUnits))
+    r.fail_here(
+        fmt::format("expands to {:.0f} units ({}), more than osdp runs from one file ({}); split the "
+                    "experiment into several files",
+                    units, product, kMaxUnits));
   r.finish();
   if (e.base.model.empty()) bad(file, "/base/model", "required (a built-in model name or a file)");
   if (e.base.cluster.empty()) bad(file, "/base/cluster", "required (a built-in cluster name or a file)");

@@ -79,6 +79,10 @@ struct Experiment {
   nlohmann::json source;  // the file as read (recorded with the results)
 };
 
+// The most units one experiment file may expand to (the product of its axes' lengths and its number
+// of strategies); more is an input error naming the product, checked before anything is expanded.
+inline constexpr int kMaxUnits = 100000;
+
 Experiment read_experiment(const nlohmann::json& doc, const std::string& file);
 Experiment load_experiment(const std::string& path);
 

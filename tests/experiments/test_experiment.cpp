@@ -441,3 +441,24 @@ TEST_CASE("ResultsDir: locked, finished rows kept unless --resume or --force", "
   }
   std::filesystem::remove_all(dir);
 }
+
+// The cap on expansion: 2 strategies x 400 x 4 x 65 = 208,000 units from a 4 KB file is refused before
+// anything is expanded (such a file once took 19 GB in 40 s with no output); the cap itself passes.
+TEST_CASE("an experiment that expands past kMaxUnits is refused, naming the product", "[experiments]") {
+  nlohmann::json doc = minimal();
+  nlohmann::json memory = nlohmann::json::array(), prefetch = nlohmann::json::array();
+  for (int i = 1; i <= 400; ++i) memory.push_back(std::to_string(i) + "GiB");
+  for (int i = 0; i <= 64; ++i) prefetch.push_back(i);
+  doc["axes"] = {{"memory", memory}, {"split_max", {1, 2, 4, 8}}, {"prefetch", prefetch}};
+  const auto e = rejected(doc);
+  CHECK(e.pointer == "/");
+  CHECK_THAT(e.what,
+             Contains("expands to 208000 units (2 strategies x 400 memory x 65 prefetch x 4 split_max)") &&
+                 Contains("more than osdp runs from one file (100000)"));
+  // Exactly the cap: 2 strategies x 50000 memory values.
+  nlohmann::json at_cap = minimal();
+  nlohmann::json many = nlohmann::json::array();
+  for (int i = 1; i <= kMaxUnits / 2; ++i) many.push_back(std::to_string(i) + "MiB");
+  at_cap["axes"] = {{"memory", many}};
+  CHECK(read_experiment(at_cap, "exp.json").axes.size() == 1);
+}
