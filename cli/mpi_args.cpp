@@ -1,5 +1,7 @@
 #include "cli/mpi_args.hpp"
 
+#include <cstring>
+#include <iostream>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -65,7 +67,18 @@ int launch_or_run(const std::string& command, int np, const std::vector<std::str
     if (np == 0)
       throw UsageError(
           fmt::format("give the number of ranks with -np N (or start osdp {} under mpirun)", command));
-    return validate::relaunch_under_mpirun(np, child_args, split_words(mpirun_args));
+    const int rc = validate::relaunch_under_mpirun(np, child_args, split_words(mpirun_args));
+    // osdp's own codes pass through (a failing rank aborts the job with 4 and its message); anything
+    // else means a rank ended without osdp's word (a signal, an exit from a library): say so.
+    if (rc <= 6) return rc;
+    const std::string how = rc > 128 ? fmt::format("a process of the job was ended by signal {} ({})",
+                                                   rc - 128, ::strsignal(rc - 128))
+                                     : fmt::format("a rank exited with status {} without osdp's message", rc);
+    std::cerr << fmt::format(
+        "osdp {}: error: the job ended with mpirun's exit status {}: {}; Open MPI's report above names the "
+        "rank (exit 4)\n",
+        command, rc, how);
+    return 4;
   }
   return ranks();
 #else

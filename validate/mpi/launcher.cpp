@@ -1,9 +1,12 @@
-// Relaunching this executable under mpirun: posix_spawn with the caller's stdio, then waitpid,
-// forwarding SIGINT/SIGTERM to the child meanwhile.
+// Relaunching this executable under mpirun: fork and exec with the caller's stdio, then waitpid,
+// forwarding SIGINT/SIGTERM to the child meanwhile. The child asks the kernel for SIGTERM when the
+// launcher dies (PR_SET_PDEATHSIG), so that kill -9 of the launcher takes mpirun, and with it the
+// ranks, down too instead of leaving them running.
 #include "validate/mpi/launcher.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -87,22 +90,6 @@ class BlockSignals {
   sigset_t old_{};
 };
 
-class SpawnAttributes {
- public:
-  explicit SpawnAttributes(const sigset_t& mask) {
-    posix_spawnattr_init(&attr_);
-    posix_spawnattr_setsigmask(&attr_, &mask);  // the child starts with the caller's mask
-    posix_spawnattr_setflags(&attr_, POSIX_SPAWN_SETSIGMASK);
-  }
-  ~SpawnAttributes() { posix_spawnattr_destroy(&attr_); }
-  SpawnAttributes(const SpawnAttributes&) = delete;
-  SpawnAttributes& operator=(const SpawnAttributes&) = delete;
-  const posix_spawnattr_t* get() const { return &attr_; }
-
- private:
-  posix_spawnattr_t attr_{};
-};
-
 }  // namespace
 
 std::string mpirun_path() {
@@ -141,19 +128,50 @@ int relaunch_under_mpirun(int np, const std::vector<std::string>& args,
   argv.push_back(nullptr);
 
   const SignalForwarding forwarding;
+  const bool search_path = mpirun.find('/') == std::string::npos;
+  const pid_t parent = getpid();
   pid_t pid = 0;
+  int exec_error[2] = {-1, -1};  // the child reports a failed exec through this pipe (closed on exec)
+  if (pipe2(exec_error, O_CLOEXEC) != 0)
+    throw Error(fmt::format("cannot start mpirun \"{}\": pipe: {}", mpirun, std::strerror(errno)));
   {
     const BlockSignals blocked;  // a signal now waits until g_child names the child
-    const SpawnAttributes attributes(blocked.old_mask());
-    const bool search_path = mpirun.find('/') == std::string::npos;
-    const int rc = search_path
-                       ? posix_spawnp(&pid, mpirun.c_str(), nullptr, attributes.get(), argv.data(), environ)
-                       : posix_spawn(&pid, mpirun.c_str(), nullptr, attributes.get(), argv.data(), environ);
-    if (rc != 0) {
-      throw Error(fmt::format("cannot start mpirun \"{}\": {} (set OSDP_MPIRUN to the mpirun to use)", mpirun,
-                              std::strerror(rc)));
+    pid = fork();
+    if (pid == 0) {
+      // The child: only async-signal-safe calls until exec.
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent) _exit(127);  // the launcher died before the request took effect
+      sigprocmask(SIG_SETMASK, &blocked.old_mask(), nullptr);
+      if (search_path)
+        execvp(argv[0], argv.data());
+      else
+        execv(argv[0], argv.data());
+      const int error = errno;
+      ssize_t ignored = write(exec_error[1], &error, sizeof error);
+      (void)ignored;
+      _exit(127);
+    }
+    if (pid < 0) {
+      const int error = errno;
+      close(exec_error[0]);
+      close(exec_error[1]);
+      throw Error(fmt::format("cannot start mpirun \"{}\": fork: {}", mpirun, std::strerror(error)));
     }
     g_child = pid;
+  }
+  close(exec_error[1]);
+  int child_error = 0;
+  ssize_t got = 0;
+  do {
+    got = read(exec_error[0], &child_error, sizeof child_error);
+  } while (got < 0 && errno == EINTR);
+  close(exec_error[0]);
+  if (got == static_cast<ssize_t>(sizeof child_error)) {
+    int ignored_status = 0;
+    waitpid(pid, &ignored_status, 0);
+    g_child = 0;
+    throw Error(fmt::format("cannot start mpirun \"{}\": {} (set OSDP_MPIRUN to the mpirun to use)", mpirun,
+                            std::strerror(child_error)));
   }
   // Polled rather than a blocking waitpid, so a forwarded signal never waits on the wait (some
   // runtimes, ThreadSanitizer's among them, defer signal handlers until a blocking call returns).
