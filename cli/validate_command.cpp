@@ -24,7 +24,14 @@
 namespace osdp::cli {
 namespace {
 
-constexpr int kExitTolerance = 5;  // a measured error passed the experiment's tolerance
+constexpr int kExitTolerance = 5;     // a measured error passed the experiment's tolerance
+constexpr int kExitInconclusive = 6;  // the machine's own spread exceeds the time tolerance
+
+std::string load_text() {
+  const auto load = costmodel::load_average();
+  return load ? fmt::format("{:.2f} {:.2f} {:.2f}", (*load)[0], (*load)[1], (*load)[2])
+              : std::string("unknown");
+}
 
 struct ValidateArgs {
   std::string file, backend = "mpi", calibration, out, mpirun_args, gemm = "fp32";
@@ -133,6 +140,16 @@ int run_ranks(const ValidateArgs& a, int np) {
                              plot.empty() ? fmt::format(", {}/predicted_vs_measured.png", o.out_dir) : "");
     if (!plot.empty()) std::cerr << "osdp validate: " << plot << "\n";
     for (const auto& f : s.failures) std::cerr << "osdp validate: over tolerance: " << f << "\n";
+    if (s.inconclusive()) {
+      std::cerr << fmt::format(
+          "osdp validate: inconclusive: the machine's spread {:.1f}% (the median over the plans of the "
+          "slowest "
+          "less the fastest timed step) exceeds the tolerance {:.1f}%: the time errors above are not "
+          "evidence "
+          "either way; run again on a quieter machine (load average {})\n",
+          100 * s.spread, 100 * s.spread_tolerance, load_text());
+      return kExitInconclusive;
+    }
     return s.ok() ? kExitOk : kExitTolerance;
   } catch (const validate::BackendFailure& err) {
     validate::abort_job(err.what());
@@ -185,7 +202,9 @@ Action add_validate_command(CLI::App& app) {
       "It starts itself under mpirun when given -np N.\n"
       "Exit codes: 0 within tolerance; 2 bad input; 4 a rank failed or timed out (the job is aborted);\n"
       "5 an error passed the tolerance (the experiment's \"validation\" block; for plan files 5% median,\n"
-      "10% largest step-time error, 1% peak memory).");
+      "10% largest step-time error, 1% peak memory); 6 inconclusive: the machine's spread (the median over\n"
+      "the plans of the slowest less the fastest timed step, over the median step) exceeds the median\n"
+      "tolerance, so the time errors say nothing either way (a peak-memory failure is still 5).");
   app.add_option("experiment", a->file, "Experiment file with a \"validation\" block");
   app.add_option("--plan", a->plans, "A plan file (osdp plan --out) to run as it is; repeat for more")
       ->take_all()

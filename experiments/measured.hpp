@@ -82,7 +82,15 @@ struct ValidationSummary {
   int order_pairs = 0;                // pairs of plans within a configuration
   std::vector<OrderResult> orders;    // the pairs whose predicted gap exceeds the measured spread
   std::vector<std::string> failures;  // what passed a tolerance
+  bool memory_failed = false;         // a peak-memory error passed its tolerance (timing noise aside)
+  // The machine's noise: the median over the plans of (slowest - fastest timed step) / median step.
+  double spread = 0;
+  double spread_tolerance = 0;  // the median step-time tolerance it is held to
   bool ok() const { return failures.empty() && plans > 0; }
+  // Timing errors cannot be judged when the steps of one plan spread further than the tolerance:
+  // the verdict is then inconclusive (unless memory failed, which noise does not excuse).
+  bool inconclusive() const { return plans > 0 && !memory_failed && spread > spread_tolerance; }
+  const char* verdict() const { return inconclusive() ? "inconclusive" : ok() ? "pass" : "fail"; }
 };
 ValidationSummary summarize(const std::vector<UnitResult>& rows, const ValidationSpec& spec);
 

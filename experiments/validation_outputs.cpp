@@ -77,23 +77,28 @@ nlohmann::json row_json(const UnitResult& r) {
 
 ValidationSummary summarize(const std::vector<UnitResult>& rows, const ValidationSpec& spec) {
   ValidationSummary s;
-  std::vector<double> errs;
+  s.spread_tolerance = spec.time_median;
+  std::vector<double> errs, spreads;
   for (const auto& r : rows) {
     if (!r.feasible || !r.measurement) continue;
     const Measurement& m = *r.measurement;
     ++s.plans;
     errs.push_back(std::fabs(m.time_error));
+    const double med = m.steps_s.empty() ? 0.0 : costmodel::median(m.steps_s);
+    spreads.push_back(med > 0 ? (m.max_s - m.min_s) / med : 0.0);
     s.max_abs_time_error = std::max(s.max_abs_time_error, std::fabs(m.time_error));
     s.max_abs_memory_error = std::max(s.max_abs_memory_error, std::fabs(m.memory_error));
     if (std::fabs(m.time_error) > spec.time_max)
       s.failures.push_back(fmt::format("{} {} b={}: step time off by {:+.1f}% (tolerance {:.1f}%)", r.model,
                                        r.strategy, r.batch_size, 100 * m.time_error, 100 * spec.time_max));
+    if (std::fabs(m.memory_error) > spec.memory_max) s.memory_failed = true;
     if (std::fabs(m.memory_error) > spec.memory_max)
       s.failures.push_back(fmt::format("{} {} b={}: peak memory off by {:+.2f}% (tolerance {:.2f}%)", r.model,
                                        r.strategy, r.batch_size, 100 * m.memory_error,
                                        100 * spec.memory_max));
   }
   s.median_abs_time_error = errs.empty() ? 0.0 : costmodel::median(errs);
+  s.spread = spreads.empty() ? 0.0 : costmodel::median(spreads);
   if (s.plans > 0 && s.median_abs_time_error > spec.time_median)
     s.failures.push_back(fmt::format("median step-time error {:.1f}% (tolerance {:.1f}%)",
                                      100 * s.median_abs_time_error, 100 * spec.time_median));
@@ -224,6 +229,8 @@ std::string write_validation_outputs(const std::string& dir, const MeasuredJob& 
         {"checks", orders}}},
       {"failures", s.failures},
       {"ok", s.ok()},
+      {"spread", s.spread},
+      {"verdict", s.verdict()},
       {"rows", rows_json}};
   costmodel::write_file_atomic(dir + "/summary.json", summary.dump(2) + "\n");
 

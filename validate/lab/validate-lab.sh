@@ -17,7 +17,8 @@
 #   -- ...         more options for osdp validate, e.g. -- --warmup 1 --iterations 5
 #
 # Environment: OSDP (the osdp program; default: osdp on PATH), OSDP_DATA_DIR as for osdp.
-# Exit code: osdp validate's (0 within the experiment's tolerances, 5 over them), 2 bad usage or
+# Exit code: osdp validate's (0 within the experiment's tolerances, 5 over them, 6 inconclusive:
+# the machine's spread exceeds the time tolerance), 2 bad usage or
 # no right to make network namespaces (osdp-lab.sh says which).
 set -euo pipefail
 
