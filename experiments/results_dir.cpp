@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -19,6 +20,26 @@ namespace {
 bool has_rows(const std::string& rows) {
   std::error_code ec;
   return std::filesystem::exists(rows, ec) && std::filesystem::file_size(rows, ec) > 0;
+}
+
+// Removes what an interrupted write_file_atomic left: FILE.tmp.PID whose process is gone (kill -9
+// between the write and the rename). Called with the directory's lock held, so no live run of osdp
+// is writing there; a live PID (another program's file that happens to match) is left alone.
+void remove_stale_temporaries(const std::string& dir) {
+  std::error_code ec;
+  for (const std::string& d : {dir, dir + "/tasks"}) {
+    if (!std::filesystem::is_directory(d, ec)) continue;
+    for (const auto& entry : std::filesystem::directory_iterator(d, ec)) {
+      const std::string name = entry.path().filename().string();
+      const auto at = name.rfind(".tmp.");
+      if (at == std::string::npos || at + 5 >= name.size()) continue;
+      const std::string pid_text = name.substr(at + 5);
+      if (pid_text.find_first_not_of("0123456789") != std::string::npos || pid_text.size() > 9) continue;
+      const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+      if (pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH)) continue;
+      std::filesystem::remove(entry.path(), ec);
+    }
+  }
 }
 
 }  // namespace
@@ -43,6 +64,7 @@ ResultsDir::ResultsDir(std::string dir, const ResultsDirOptions& o) : dir_(std::
     ::close(lock_fd_);
     throw UsageError(fmt::format("{}: another run is writing this directory", dir_));
   }
+  remove_stale_temporaries(dir_);
   const bool earlier = has_rows(rows_path());
   if (const std::string why = refusal(dir_, o); !why.empty()) {
     ::close(lock_fd_);

@@ -194,8 +194,18 @@ else
   not_ok "kill -9 left an incomplete sweep" "$n rows" "$(ls C)"
 fi
 printf '{"index": 7, "key": "torn by a kill -9 mid-wri' >>C/rows.jsonl # a torn last line
+# What a kill -9 between a temporary write and its rename leaves (a PID no process has: 4194304 is
+# above Linux's largest), and a temporary of a live process, which is not osdp's to remove.
+echo "half" >C/results.csv.tmp.4194304
+echo "live" >"C/notes.tmp.$$"
 run C_resume "$OSDP" sweep exp.json --out C --resume
 expect_rc "--resume after kill -9 (and a torn last line)" C_resume 0
+if [[ ! -e C/results.csv.tmp.4194304 && -e "C/notes.tmp.$$" ]]; then
+  ok "--resume removes the temporary a killed run left, and only that"
+else
+  not_ok "--resume and temporaries" "$(ls C)"
+fi
+rm -f "C/notes.tmp.$$"
 same "resumed after kill -9: results.csv identical to the uninterrupted sweep" A/results.csv C/results.csv
 same "resumed after kill -9: candidates.csv identical too" A/candidates.csv C/candidates.csv
 pycheck "resumed: summary.json counts the resumed and the rerun units; rows.jsonl holds each unit once" '
