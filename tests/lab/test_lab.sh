@@ -154,8 +154,8 @@ if [[ -f $WORK/plan.json ]]; then
   rc=$?
   # 0: within tolerance; 5: the (uncalibrated) prediction is off, which is not this test's business.
   check "osdp validate -np 2 runs in the lab (exit $rc) and writes its results" \
-    bash -c "[[ $rc == 0 || $rc == 5 ]] && [[ -s '$WORK/val/validation.csv' ]]"
-  [[ $rc == 0 || $rc == 5 ]] || tail -20 "$WORK/val.txt" | sed 's/^/# /'
+    bash -c "[[ $rc == 0 || $rc == 5 || $rc == 6 ]] && [[ -s '$WORK/val/validation.csv' ]]"
+  [[ $rc == 0 || $rc == 5 || $rc == 6 ]] || tail -20 "$WORK/val.txt" | sed 's/^/# /'
 else
   not_ok "osdp validate in the lab (no plan)"
   sed 's/^/# /' "$WORK/plan.txt"
@@ -175,7 +175,7 @@ set -m
 "$LAB" run --nodes 2 --ranks-per-node 1 --rate 100mbit --name "${NAME}c" -- sleep 30 >"$WORK/run.txt" 2>&1 &
 runner=$!
 set +m
-for _ in $(seq 50); do
+for _ in $(seq 300); do  # up to 30 s: a loaded machine brings a lab up slowly
   ip netns pids "${NAME}c-n0" 2>/dev/null | grep -q . && break
   sleep 0.1
 done

@@ -476,12 +476,23 @@ do_down() {
 do_run() {
   ((${#CMD[@]})) || die "run: give the command after --"
   local cmd=("${CMD[@]}")
-  (do_up) || exit $?
-  check_name
+  # The traps first and `up` in the background, waited for: a Ctrl-C while the lab comes up is
+  # handled at once (bash runs no trap while a foreground command runs, and lets a SIGINT that only
+  # it received pass once the command ends). The EXIT trap stops an `up` still running (which then
+  # removes what it made) before removing the lab; the command's processes go with the lab.
   RUN_CHILD=
-  trap 'do_down_quiet || true' EXIT
+  UP_CHILD=
+  trap 'if [[ -n $UP_CHILD ]]; then kill -TERM "$UP_CHILD" 2>/dev/null; wait "$UP_CHILD" 2>/dev/null; fi
+        do_down_quiet || true' EXIT
   trap 'note "interrupted; removing the lab"; exit 130' INT
   trap 'exit 143' TERM
+  (do_up) &
+  UP_CHILD=$!
+  local up_rc=0
+  wait "$UP_CHILD" || up_rc=$?
+  UP_CHILD=
+  ((up_rc == 0)) || exit "$up_rc"
+  check_name
   export OSDP_LAB_NAME=$NAME OSDP_LAB_STATE=$STATE OSDP_LAB_CLUSTER=$STATE/cluster.json
   OSDP_LAB_MPIRUN_ARGS=$(source "$STATE/config" && mpirun_args)
   export OSDP_LAB_MPIRUN_ARGS
