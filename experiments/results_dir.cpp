@@ -1,5 +1,6 @@
 #include "experiments/results_dir.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 
@@ -20,6 +21,40 @@ namespace {
 bool has_rows(const std::string& rows) {
   std::error_code ec;
   return std::filesystem::exists(rows, ec) && std::filesystem::file_size(rows, ec) > 0;
+}
+
+// rows.rankR.jsonl files of `dir`, sorted.
+std::vector<std::string> rank_logs(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("rows.rank", 0) == 0 && name.size() > 15 && name.substr(name.size() - 6) == ".jsonl")
+      out.push_back(entry.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool has_any_rows(const std::string& dir) {
+  if (has_rows(dir + "/rows.jsonl")) return true;
+  for (const auto& f : rank_logs(dir))
+    if (has_rows(f)) return true;
+  return false;
+}
+
+// One write() of the whole line (retried where short or interrupted), then fsync.
+void write_line(int fd, const std::string& path, const std::string& json_line) {
+  const std::string line = json_line + "\n";
+  std::size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw InputError(path, "", "writing a row failed");
+    done += static_cast<std::size_t>(n);
+  }
+  ::fsync(fd);
 }
 
 // Removes what an interrupted write_file_atomic left: FILE.tmp.PID whose process is gone (kill -9
@@ -46,7 +81,7 @@ void remove_stale_temporaries(const std::string& dir) {
 
 std::string ResultsDir::refusal(const std::string& dir, const ResultsDirOptions& o) {
   const std::string rows = dir + "/rows.jsonl";
-  if (!has_rows(rows) || o.resume || o.force) return "";
+  if (!has_any_rows(dir) || o.resume || o.force) return "";
   return fmt::format(
       "{} holds the finished rows of an earlier run: pass --resume to continue it, or --force to start again "
       "(its rows are then deleted; or remove the directory {})",
@@ -65,7 +100,7 @@ ResultsDir::ResultsDir(std::string dir, const ResultsDirOptions& o) : dir_(std::
     throw UsageError(fmt::format("{}: another run is writing this directory", dir_));
   }
   remove_stale_temporaries(dir_);
-  const bool earlier = has_rows(rows_path());
+  const bool earlier = has_any_rows(dir_);
   if (const std::string why = refusal(dir_, o); !why.empty()) {
     ::close(lock_fd_);
     lock_fd_ = -1;
@@ -73,6 +108,7 @@ ResultsDir::ResultsDir(std::string dir, const ResultsDirOptions& o) : dir_(std::
   }
   if (earlier && o.force) {
     std::filesystem::remove(rows_path(), ec);
+    remove_rank_rows();
     for (const auto& f : o.final_files) std::filesystem::remove(dir_ + "/" + f, ec);
   }
   resuming_ = earlier && o.resume && !o.force;
@@ -100,17 +136,38 @@ void ResultsDir::keep(const std::vector<std::string>& lines) {
 }
 
 void ResultsDir::append(const std::string& json_line) {
-  const std::string line = json_line + "\n";
   std::lock_guard<std::mutex> lock(mutex_);
   if (log_fd_ < 0) open_log();
-  std::size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t n = ::write(log_fd_, line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw InputError(rows_path(), "", "writing a row failed");
-    done += static_cast<std::size_t>(n);
-  }
-  ::fsync(log_fd_);
+  write_line(log_fd_, rows_path(), json_line);
+}
+
+std::string ResultsDir::rank_rows_path(const std::string& dir, int rank) {
+  return fmt::format("{}/rows.rank{}.jsonl", dir, rank);
+}
+
+std::vector<std::string> ResultsDir::rank_rows_paths() const {
+  return rank_logs(dir_);
+}
+
+void ResultsDir::remove_rank_rows() const {
+  std::error_code ec;
+  for (const auto& f : rank_logs(dir_)) std::filesystem::remove(f, ec);
+}
+
+RowLog::RowLog(std::string path) : path_(std::move(path)) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), ec);
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw InputError(path_, "", "cannot open for appending");
+}
+
+RowLog::~RowLog() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void RowLog::append(const std::string& json_line) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  write_line(fd_, path_, json_line);
 }
 
 }  // namespace osdp::experiments

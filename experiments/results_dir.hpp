@@ -42,6 +42,12 @@ class ResultsDir {
 
   const std::string& dir() const { return dir_; }
   std::string rows_path() const { return dir_ + "/rows.jsonl"; }
+  // The row logs of an MPI sweep's other ranks (rows.rankR.jsonl), which they append to as their
+  // units finish; rank 0 folds them into rows.jsonl at the end, or on --resume after a kill.
+  static std::string rank_rows_path(const std::string& dir, int rank);
+  std::vector<std::string> rank_rows_paths() const;
+  // Removes the ranks' row logs (once their rows are in rows.jsonl).
+  void remove_rank_rows() const;
   // Whether rows.jsonl held rows when opened with resume (the caller then reads them back).
   bool resuming() const { return resuming_; }
 
@@ -56,6 +62,23 @@ class ResultsDir {
   bool resuming_ = false;
   int lock_fd_ = -1;
   int log_fd_ = -1;
+  std::mutex mutex_;
+};
+
+// An append-only row log without the directory's lock: what an MPI sweep's rank other than 0 writes
+// its finished rows to (ResultsDir::rank_rows_path), one fsync'd line per row, so that a kill -9 of
+// the job loses only the units in flight. The directory is made when missing.
+class RowLog {
+ public:
+  explicit RowLog(std::string path);
+  ~RowLog();
+  RowLog(const RowLog&) = delete;
+  RowLog& operator=(const RowLog&) = delete;
+  void append(const std::string& json_line);  // thread-safe
+
+ private:
+  std::string path_;
+  int fd_ = -1;
   std::mutex mutex_;
 };
 

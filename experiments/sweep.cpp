@@ -11,6 +11,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -223,7 +224,8 @@ Batch from_text(const std::string& s, int rank) {
 
 // Runs `todo` (unit indices) in `jobs` threads; each finished row goes to `log` at once.
 Batch run_units(const Experiment& e, const std::vector<Unit>& units, const std::vector<int>& todo,
-                const SweepOptions& o, ResultsDir* log, Progress& progress) {
+                const SweepOptions& o, const std::function<void(const std::string&)>& log,
+                Progress& progress) {
   Batch out;
   std::mutex mutex;
   std::condition_variable cv;
@@ -239,7 +241,7 @@ Batch run_units(const Experiment& e, const std::vector<Unit>& units, const std::
       std::string error;
       try {
         r = run_unit(u, e);
-        if (log) log->append(to_json(*r).dump());
+        if (log) log(to_json(*r).dump());
       } catch (const Error& ex) {
         error = ex.what();
       } catch (const std::exception& ex) {  // a bug, but one unit must not take the sweep down
@@ -342,9 +344,15 @@ SweepOutcome run_sweep(const Experiment& e, const SweepOptions& o) {
         std::vector<std::string> keys;
         for (const auto& u : units) keys.push_back(u.key());
         stored = read_rows(log->rows_path(), keys, e.evaluators);
+        // The rows other ranks of a killed MPI sweep had logged on their own.
+        for (const auto& path : log->rank_rows_paths()) {
+          StoredRows theirs = read_rows(path, keys, e.evaluators);
+          for (auto& [index, r] : theirs.rows) stored.rows.emplace(index, std::move(r));
+        }
         std::vector<std::string> kept;  // drop stale or torn lines before appending after them
         for (const auto& [index, r] : stored.rows) kept.push_back(to_json(r).dump());
         log->keep(kept);
+        log->remove_rank_rows();
       }
       nlohmann::json done = nlohmann::json::array();
       for (const auto& [index, r] : stored.rows) done.push_back(index);
@@ -375,7 +383,15 @@ SweepOutcome run_sweep(const Experiment& e, const SweepOptions& o) {
     const bool alone = ranks.size() == 1;  // under MPI rank 0 shows its own share
     Progress progress(o.progress && outcome.root, alone ? outcome.units : static_cast<int>(todo.size()),
                       alone ? outcome.resumed : 0);
-    mine = run_units(e, units, todo, o, log.get(), progress);
+    // Rank 0 appends to rows.jsonl; another rank to its own rows.rankR.jsonl beside it, so that its
+    // finished rows survive a kill -9 of the job (rank 0 folds them in at the end or on --resume).
+    std::unique_ptr<RowLog> own;
+    if (!outcome.root) own = std::make_unique<RowLog>(ResultsDir::rank_rows_path(dir, ranks.rank()));
+    const std::function<void(const std::string&)> sink = [&](const std::string& line) {
+      if (log) log->append(line);
+      if (own) own->append(line);
+    };
+    mine = run_units(e, units, todo, o, sink, progress);
   }
   const std::vector<std::string> batches = ranks.gather(ranks.size() > 1 ? to_text(mine) : std::string());
   if (!outcome.root) return outcome;
@@ -394,6 +410,7 @@ SweepOutcome run_sweep(const Experiment& e, const SweepOptions& o) {
     outcome.failed.insert(outcome.failed.end(), b.failed.begin(), b.failed.end());
     outcome.interrupted = outcome.interrupted || b.interrupted;
   }
+  log->remove_rank_rows();  // their rows are in rows.jsonl now (each append fsync'd)
   std::sort(outcome.failed.begin(), outcome.failed.end(),
             [](const FailedUnit& x, const FailedUnit& y) { return x.index < y.index; });
   outcome.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();

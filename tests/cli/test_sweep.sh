@@ -285,6 +285,33 @@ assert idx == list(range(8)), idx'
   run E2 mpirun -np 2 --oversubscribe "$OSDP" sweep exp.json --out E --resume --jobs 2
   expect_rc "mpirun -np 2 --resume of a finished sweep" E2 0
   same "mpirun -np 2 --resume: results.csv identical" A/results.csv E/results.csv
+  if [[ -e E/rows.rank1.jsonl ]]; then not_ok "a finished MPI sweep leaves rows.rank1.jsonl behind"
+  else ok "a finished MPI sweep folds rank 1's row log into rows.jsonl"; fi
+
+  # kill -9 of the whole MPI job part-way: rank 1's finished rows are on disk in its own log
+  # (rows.rank1.jsonl) as they finish, not only in its memory; --resume folds them in and runs only
+  # what no rank finished.
+  OSDP_SWEEP_TEST_DELAY_MS=400 setsid mpirun -np 2 --oversubscribe -x OSDP_SWEEP_TEST_DELAY_MS \
+    "$OSDP" sweep exp.json --out MK >MK.out 2>MK.err &
+  FB=$!
+  wait_rows MK/rows.rank1.jsonl 2 || true
+  pkill -9 -s "$FB" 2>/dev/null || true
+  wait "$FB" 2>/dev/null || true
+  r1=$(lines MK/rows.rank1.jsonl)
+  r0=$(lines MK/rows.jsonl)
+  if [[ $r1 -ge 2 && ! -f MK/results.csv ]]; then
+    ok "kill -9 of an MPI sweep: rank 1's $r1 finished rows are on disk (rank 0's: $r0)"
+  else
+    not_ok "kill -9 of an MPI sweep: rank 1's rows" "rank 1: $r1, rank 0: $r0" "$(ls MK)" "$(tail -5 MK.err)"
+  fi
+  run MK_resume "$OSDP" sweep exp.json --out MK --resume
+  expect_rc "--resume after kill -9 of an MPI sweep" MK_resume 0
+  same "resumed MPI sweep: results.csv identical to the uninterrupted sweep" A/results.csv MK/results.csv
+  pycheck "resumed MPI sweep: rank 1's rows were kept, not run again; its log is folded in" '
+s = json.load(open("MK/summary.json"))
+assert s["units"]["resumed"] >= int(args[0]), (s["units"], args[0])
+import os
+assert not os.path.exists("MK/rows.rank1.jsonl")' "$r1"
 fi
 
 # --- bad input -----------------------------------------------------------------------------------
