@@ -181,7 +181,9 @@ int run_plan(const PlanArgs& a) {
     std::cout << fmt::format("  search         {} over {} batch sizes ({} bounded out){}\n",
                              format_seconds(r.search_seconds), r.candidates.size(),
                              r.candidates.size() - static_cast<std::size_t>(visited),
-                             r.complete ? "" : ", stopped early by its node budget");
+                             r.complete ? ""
+                                        : ", stopped early by its budget (dfs: nodes; exact: DP states, "
+                                          "512 MiB): the plan is the best found, not proved optimal");
     if (base) {
       if (base->feasible)
         std::cout << fmt::format(

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <numeric>
 
@@ -177,8 +178,9 @@ std::vector<double> candidate_thresholds(const Instance& inst) {
 }
 
 // Exact Pareto DP for one threshold; returns a selection strictly better than `ub` if one exists.
+// Stops (out_of_states) once the fronts it keeps for the way back pass max_states.
 bool pareto_dp(const Restricted& r, double ub, std::vector<int>& best_sel, double& best_t,
-               std::int64_t& states) {
+               std::int64_t& states, std::size_t max_states, bool& out_of_states) {
   const std::size_t ngroups = r.cls.size();
   // The LP bound of every suffix of groups as a function of its budget: the suffix starts at each
   // class's smallest point and buys the same increments in the same order, each as many times as
@@ -213,8 +215,15 @@ bool pareto_dp(const Restricted& r, double ub, std::vector<int>& best_sel, doubl
     double p, t;
     int parent, item;
   };
-  std::vector<std::vector<State>> stages(ngroups + 1);
-  stages[0].push_back({0, 0, -1, -1});
+  // The front of the stage being extended holds p and t; earlier stages keep only how each state was
+  // reached (8 bytes a state), which is all the way back to the best selection needs.
+  struct Link {
+    std::int32_t parent, item;
+  };
+  std::vector<std::vector<Link>> history(ngroups + 1);
+  std::vector<State> prev{{0, 0, -1, -1}}, next;
+  history[0].push_back({-1, -1});
+  std::size_t kept = 1;
   const double cut = just_below(ub);
   std::vector<State> cand;
   std::vector<std::size_t> runs;
@@ -222,15 +231,14 @@ bool pareto_dp(const Restricted& r, double ub, std::vector<int>& best_sel, doubl
   for (std::size_t g = 0; g < ngroups; ++g) {
     cand.clear();
     runs.assign(1, 0);
-    const auto& prev = stages[g];
     // The previous front is sorted by p, so adding one item keeps it sorted: one run per item,
     // merged pairwise (n log c instead of sorting n c states).
     for (const auto& q : r.fronts[r.cls[g]]) {
       for (int si = 0; si < static_cast<int>(prev.size()); ++si) {
-        const State& s = prev[si];
-        const double p = s.p + q.p;
+        const State& st = prev[si];
+        const double p = st.p + q.p;
         if (p + base_p[g + 1] > r.budget) break;  // p only grows along the run
-        const double t = s.t + q.t;
+        const double t = st.t + q.t;
         const double bound = t + suffix_bound(g + 1, r.budget - p);
         if (bound >= cut) continue;
         cand.push_back({p, t, si, q.item});
@@ -251,22 +259,30 @@ bool pareto_dp(const Restricted& r, double ub, std::vector<int>& best_sel, doubl
       }
       runs = std::move(merged);
     }
-    auto& next = stages[g + 1];
+    next.clear();
     for (const auto& c : cand)
       if (next.empty() || c.t < next.back().t) next.push_back(c);
+    auto& links = history[g + 1];
+    links.reserve(next.size());
+    for (const auto& c : next) links.push_back({c.parent, c.item});
+    kept += next.size();
+    if (kept > max_states) {
+      out_of_states = true;  // the caller keeps the best selection found so far and says so
+      return false;
+    }
+    std::swap(prev, next);
   }
-  const auto& last = stages[ngroups];
   int bi = -1;
-  for (int i = 0; i < static_cast<int>(last.size()); ++i)
-    if (bi < 0 || last[i].t < last[bi].t) bi = i;
-  if (bi < 0 || last[bi].t >= cut) return false;
-  best_t = last[bi].t;
+  for (int i = 0; i < static_cast<int>(prev.size()); ++i)
+    if (bi < 0 || prev[i].t < prev[bi].t) bi = i;
+  if (bi < 0 || prev[bi].t >= cut) return false;
+  best_t = prev[bi].t;
   best_sel.assign(ngroups, 0);
   int idx = bi;
   for (std::size_t g = ngroups; g-- > 0;) {
-    const State& s = stages[g + 1][idx];
-    best_sel[g] = s.item;
-    idx = s.parent;
+    const Link& l = history[g + 1][static_cast<std::size_t>(idx)];
+    best_sel[g] = l.item;
+    idx = l.parent;
   }
   return true;
 }
@@ -282,7 +298,7 @@ double lower_bound_time(const Instance& inst) {
   return best;
 }
 
-Solution solve_exact(const Instance& inst, double time_cutoff_s) {
+Solution solve_exact(const Instance& inst, double time_cutoff_s, std::size_t max_states) {
   const Classes classes(inst);
   std::vector<Restricted> rs;
   for (double t : candidate_thresholds(inst)) {
@@ -293,6 +309,7 @@ Solution solve_exact(const Instance& inst, double time_cutoff_s) {
   double best_t = time_cutoff_s - inst.fixed_time_s;  // times exclude T0 below
   std::vector<int> best_sel;
   std::int64_t states = 0;
+  bool out_of_states = false;
   for (const Restricted& r : rs) {
     if (r.lb >= just_below(best_t)) break;
     if (r.greedy_time < best_t) {
@@ -301,19 +318,23 @@ Solution solve_exact(const Instance& inst, double time_cutoff_s) {
     }
     std::vector<int> sel;
     double t = kInf;
-    if (pareto_dp(r, best_t, sel, t, states)) {
+    bool out = false;
+    if (pareto_dp(r, best_t, sel, t, states, max_states, out)) {
       best_t = t;
       best_sel = std::move(sel);
     }
+    out_of_states = out_of_states || out;
   }
   if (best_sel.empty()) {
     Solution s;
     s.nodes = states;
-    s.bounded = !rs.empty();  // selections fit, but none beats the cutoff
+    s.bounded = !rs.empty() && !out_of_states;  // selections fit, but none beats the cutoff
+    s.complete = !out_of_states;
     return s;
   }
   Solution s = evaluate(inst, best_sel);
   s.nodes = states;
+  s.complete = !out_of_states;
   assert(s.feasible);
   return s;
 }

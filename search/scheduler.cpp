@@ -29,8 +29,11 @@ constexpr int kEveryBatchUpTo = 256;
 // strategy's bound at b over b.
 struct Range {
   int lo = 0, hi = 0;
-  double per_sample_s = 0;                  // lower bound on T(b) / b over the range
-  std::shared_ptr<const BatchCosts> costs;  // priced at lo (solved when the range is lo alone)
+  double per_sample_s = 0;  // lower bound on T(b) / b over the range
+  // Priced at lo, kept while the range is wider than one batch size (its halves reuse it); a single
+  // batch size is priced again when solved, so that the open list holds no more than a few pricings
+  // (each is as large as the model: 256 of a 20,000-layer model's took gigabytes).
+  std::shared_ptr<const BatchCosts> costs;
   // Infinite bound (nothing fits at lo, hence at no b >= lo): 0.
   double max_throughput(double n) const { return per_sample_s > 0 ? n / per_sample_s : kInf; }
 };
@@ -88,7 +91,7 @@ SearchResult run_search(const costmodel::Workload& w, const costmodel::CostModel
     if (!at_lo) at_lo = std::make_shared<const BatchCosts>(price(lo));
     const double per_sample = lo == hi ? strategy.lower_bound_s(*at_lo) / lo
                                        : strategy.lower_bound_s(times_of(*at_lo, price(hi))) / hi;
-    return Range{lo, hi, per_sample, std::move(at_lo)};
+    return Range{lo, hi, per_sample, lo < hi ? std::move(at_lo) : nullptr};
   };
   auto worse = [&](const Range& a, const Range& b) {
     const double ta = a.max_throughput(n), tb = b.max_throughput(n);
@@ -121,7 +124,7 @@ SearchResult run_search(const costmodel::Workload& w, const costmodel::CostModel
       continue;
     }
     const int b = r.lo;
-    const BatchCosts& costs = *r.costs;
+    const BatchCosts costs = r.costs ? *r.costs : price(b);
     BatchCandidate cand;
     cand.batch = b;
     const double cutoff = best_thr > 0 ? n * b / best_thr : kInf;

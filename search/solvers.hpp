@@ -15,6 +15,7 @@
 // dfs: the seed paper's depth-first search with memory and time pruning, stopped by a node budget.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 
@@ -22,9 +23,15 @@
 
 namespace osdp::search {
 
+// The most DP states solve_exact keeps for the way back to the best selection (8 bytes each:
+// 512 MiB). Past it the search keeps the best selection found so far and reports itself incomplete
+// (Solution::complete false) instead of growing without bound: a 100,000-layer model once took
+// 23 GB before the kernel killed it.
+inline constexpr std::size_t kMaxDpStates = std::size_t{64} << 20;
 // Selections taking `time_cutoff_s` or longer are of no interest (the scheduler already has a
 // better throughput); the result is then infeasible with complete = true.
-Solution solve_exact(const Instance& inst, double time_cutoff_s = std::numeric_limits<double>::infinity());
+Solution solve_exact(const Instance& inst, double time_cutoff_s = std::numeric_limits<double>::infinity(),
+                     std::size_t max_states = kMaxDpStates);
 
 // A lower bound on the time of any feasible selection (LP relaxation, best threshold); infinity
 // when nothing fits.

@@ -2,6 +2,7 @@
 // every combination) on random instances, both synthetic knapsacks and ones priced from small models.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include <catch2/catch.hpp>
@@ -140,6 +141,28 @@ TEST_CASE("dfs with an unbounded budget equals brute force; a small budget repor
   const Solution cut = search::solve_dfs(big, 10);
   REQUIRE_FALSE(cut.complete);
   REQUIRE(cut.nodes >= 10);
+}
+
+// The DP's memory budget: with room for it, the instance below is solved exactly; with a budget of a
+// few states it stops, says so (complete false), and still returns a feasible selection (the greedy
+// LP rounding) no faster than the optimum. 30 groups of 3 items whose Pareto fronts keep growing.
+TEST_CASE("exact stops at its DP-state budget, says so, and keeps a feasible plan", "[exact]") {
+  Instance big;
+  for (int g = 0; g < 30; ++g)
+    big.groups.push_back(
+        {"g",
+         {{1.0, 1.0 + 0.01 * g, 0.0}, {1.0 + 1e-3 * g, 0.5 + 0.001 * g, 0.0}, {2.0, 0.1, 0.0}},
+         nullptr});
+  big.capacity_bytes = 20.0;  // room for some groups at their fast, large items, not all
+  const Solution full = search::solve_exact(big);
+  REQUIRE(full.feasible);
+  REQUIRE(full.complete);
+  REQUIRE(full.nodes >= 30);  // at least a state per group: more than the 10 allowed below
+  const Solution cut = search::solve_exact(big, std::numeric_limits<double>::infinity(), 10);
+  REQUIRE_FALSE(cut.complete);
+  REQUIRE(cut.feasible);
+  REQUIRE(cut.peak_bytes <= big.capacity_bytes);
+  REQUIRE(cut.time_s >= full.time_s * (1 - kRel));
 }
 
 namespace {
