@@ -32,7 +32,7 @@ constexpr std::int64_t kMaxDim = 1 << 20;
 
 StageSpec read_stage(JsonReader& r) {
   StageSpec s;
-  s.layers = static_cast<int>(r.integer("layers", 1, 100000));
+  s.layers = static_cast<int>(r.integer("layers", 1, kMaxLayers));
   s.hidden = static_cast<int>(r.integer("hidden", 1, kMaxDim));
   s.heads = static_cast<int>(r.integer("heads", 1, kMaxDim));
   s.ffn = static_cast<int>(r.integer_or("ffn", 1, 4 * kMaxDim, 4LL * s.hidden));
@@ -61,9 +61,14 @@ ModelSpec read_model(const nlohmann::json& doc, const std::string& file, const s
   if (r.has("stages")) {
     if (uniform)
       r.fail("stages", "give either \"stages\" or \"layers\"/\"hidden\"/\"heads\"/\"ffn\", not both");
+    std::int64_t total = 0;
     for (auto& s : r.objects("stages")) {
       m.stages.push_back(read_stage(s));
       s.finish();
+      total += m.stages.back().layers;
+      if (total > kMaxLayers)
+        r.fail("stages", fmt::format("more than {} layers in all (reached at stage {}), more than osdp plans",
+                                     kMaxLayers, m.stages.size() - 1));
     }
   } else {
     if (!uniform)

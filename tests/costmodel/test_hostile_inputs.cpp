@@ -190,3 +190,17 @@ TEST_CASE("a plain number where a size is meant hints at the unit", "[json][host
   CHECK_THAT(bound_problem(8, UnitKind::kBytes, bounds::kDeviceMemory, "8B"), Contains("(check the unit)"));
   CHECK(bound_problem(8.0 * 1024 * 1024 * 1024, UnitKind::kBytes, bounds::kDeviceMemory, "8GiB") == "");
 }
+
+TEST_CASE("a model of more than 100,000 layers in all is refused at the stage that passes the cap",
+          "[json][hostile]") {
+  json m = model_doc();
+  m["stages"] = json::array();
+  for (int i = 0; i < 3; ++i) m["stages"].push_back({{"layers", 40000}, {"hidden", 64}, {"heads", 4}});
+  const auto e = input_error([&] { read_model(m, "m.json"); });
+  CHECK(e.pointer == "/stages");
+  CHECK(e.what ==
+        "m.json:/stages: more than 100000 layers in all (reached at stage 2), more than osdp plans");
+  // Exactly the cap reads.
+  m["stages"][2]["layers"] = 20000;
+  CHECK(read_model(m, "m.json").total_layers() == kMaxLayers);
+}
