@@ -75,6 +75,12 @@ int run_simulate(const SimulateArgs& a) {
   options.symmetric = a.ranks == "symmetric";
   options.speed = parse_stragglers(a.stragglers, world);
   if (!a.trace.empty() || !a.memory_csv.empty()) options = sim::trace_options(options);
+  // Progress on stderr about once a second, for runs that take longer (every rank of a large world).
+  options.progress = [world, &a](double fraction, double elapsed_s) {
+    std::cerr << fmt::format("osdp simulate: {}: {:.0f}% of the tasks of {} ranks after {:.0f} s{}\n", a.plan,
+                             100 * fraction, world, elapsed_s,
+                             a.ranks == "all" ? " (--ranks symmetric simulates one period of ranks)" : "");
+  };
   sim::Replay run;
   try {
     run = sim::replay_plan(plan, options);

@@ -75,10 +75,20 @@ class Engine {
       for (int b : s_.resident) alloc(r, b, 0);
       try_start(r, 0);
     }
+    auto last_report = wall;
+    const double all_tasks = static_cast<double>(ranks_) * static_cast<double>(s_.tasks.size());
     while (!queue_.empty()) {
       const Event e = queue_.top();
       queue_.pop();
       ++result_.queue_events;
+      if (opt_.progress && (result_.queue_events & 0x3fff) == 0) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last_report >= std::chrono::seconds(1)) {
+          last_report = now;
+          opt_.progress(all_tasks > 0 ? static_cast<double>(tasks_done_) / all_tasks : 1.0,
+                        std::chrono::duration<double>(now - wall).count());
+        }
+      }
       if (e.kind == kComputeDone) {
         if (e.a == state_[e.rank].version) finish_compute(e.rank, e.time);
       } else {
@@ -214,6 +224,7 @@ class Engine {
     RankState& st = state_[r];
     for (int b : s_.tasks[t].frees) release(r, b, now);
     ++st.done;
+    ++tasks_done_;
     for (int d : dependents_[t]) --deps_left(r, d);
     RankStats& rs = stats_[r];
     (s_.tasks[t].stream == Stream::kCompute ? rs.compute_busy : rs.comm_busy) += now - start;
@@ -251,6 +262,7 @@ class Engine {
   std::vector<std::vector<Tick>> entry_;
   std::vector<Tick> step_, sent_;
   std::vector<RankState> state_;
+  std::uint64_t tasks_done_ = 0;  // over all ranks, for progress
   std::vector<RankStats> stats_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
   std::uint64_t seq_ = 0;

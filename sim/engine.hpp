@@ -22,6 +22,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "sim/network.hpp"
@@ -37,6 +38,9 @@ struct SimOptions {
   std::vector<double> speed;  // per-rank compute time factor (1: nominal; 1.2: a 20% straggler); empty: all 1
   bool record_tasks = false;  // keep every task's start and end (for traces)
   int memory_rank = 0;        // the rank whose memory timeline is kept (kNoRanks: none; kAllRanks: all)
+  // Called about once a second while a simulation runs (never for one under a second), with the
+  // fraction of tasks finished over all ranks and the seconds spent: for progress on long runs.
+  std::function<void(double fraction, double elapsed_s)> progress;
   static constexpr int kNoRanks = -1;
   static constexpr int kAllRanks = -2;
 };
