@@ -1,5 +1,6 @@
 #include "cli/mpi_args.hpp"
 
+#include <csignal>
 #include <cstring>
 #include <iostream>
 #include <sstream>
@@ -68,6 +69,13 @@ int launch_or_run(const std::string& command, int np, const std::vector<std::str
       throw UsageError(
           fmt::format("give the number of ranks with -np N (or start osdp {} under mpirun)", command));
     const int rc = validate::relaunch_under_mpirun(np, child_args, split_words(mpirun_args));
+    if (const int sig = validate::forwarded_signal(); sig != 0) {
+      std::cerr << fmt::format(
+          "osdp {}: interrupted ({}); {}\n", command, sig == SIGINT ? "SIGINT" : "SIGTERM",
+          command == "validate" ? "the finished rows are kept: the same command with --resume continues"
+                                : "nothing was written");
+      return 128 + sig;
+    }
     // osdp's own codes pass through (a failing rank aborts the job with 4 and its message); anything
     // else means a rank ended without osdp's word (a signal, an exit from a library): say so.
     if (rc <= 6) return rc;

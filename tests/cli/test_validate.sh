@@ -135,6 +135,28 @@ expect_rc "a rank that exits mid-job ends the job with exit 4" DIE 4
 contains "osdp says how the job ended" DIE.err "osdp validate: error: the job ended with mpirun's exit status" \
   "rank 1: injected fault: exiting before"
 
+# Ctrl-C (SIGINT to the launcher): the job ends at once with exit 130 and osdp's word; the rows of
+# finished groups stay, and --resume continues. (Job control on, so that the background launcher does
+# not start with SIGINT ignored, as one started at a terminal would not.)
+set -m
+OSDP_VALIDATE_TEST_DELAY_MS=2000 "$OSDP" validate loose.json -np 2 --out I --quiet >I.out 2>I.err &
+IB=$!
+set +m
+for _ in $(seq 1 600); do
+  [[ -f I/rows.jsonl && $(wc -l <I/rows.jsonl) -ge 1 ]] && break
+  sleep 0.1
+done
+kill -INT "$IB" 2>/dev/null || true
+istart=$SECONDS
+irc=0
+wait "$IB" 2>/dev/null || irc=$?
+if [[ $irc -eq 130 && $((SECONDS - istart)) -le 10 ]]; then ok "SIGINT ends the job with exit 130 within 10 s"
+else not_ok "SIGINT: exit $irc after $((SECONDS - istart)) s" "$(cat I.err)"; fi
+contains "SIGINT: osdp says how to continue" I.err "osdp validate: interrupted (SIGINT)" "--resume continues"
+run IR "$OSDP" validate loose.json -np 2 --out I --resume --quiet
+expect_rc "--resume after SIGINT" IR 0
+jcheck "after SIGINT and --resume: all 4 plans, each once" I/summary.json 'assert j["plans"] == 4 and len({r["key"] for r in j["rows"]}) == 4'
+
 # kill -9 of the launcher alone: mpiexec and the ranks must not outlive it (the launcher's child asks
 # the kernel for SIGTERM when its parent dies; mpiexec then ends the ranks).
 OSDP_VALIDATE_TEST_DELAY_MS=3000 setsid "$OSDP" validate loose.json -np 2 --out L --quiet >L.out 2>L.err &

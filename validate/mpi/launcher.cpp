@@ -31,6 +31,7 @@ namespace {
 // lock-free atomic rather than state passed around.
 std::atomic<pid_t> g_child{0};
 static_assert(std::atomic<pid_t>::is_always_lock_free);
+std::atomic<int> g_forwarded{0};  // the last signal forwarded to the child (0: none)
 
 void forward_signal(int sig, siginfo_t* info, void* /*context*/) {
   // A signal typed at the terminal (SI_KERNEL) reached the child's process group already.
@@ -38,6 +39,7 @@ void forward_signal(int sig, siginfo_t* info, void* /*context*/) {
   const int saved_errno = errno;  // kill may set it; the interrupted code may be reading it
   const pid_t child = g_child.load();
   if (child > 0) kill(child, sig);
+  g_forwarded.store(sig);
   errno = saved_errno;
 }
 
@@ -91,6 +93,10 @@ class BlockSignals {
 };
 
 }  // namespace
+
+int forwarded_signal() {
+  return g_forwarded.load();
+}
 
 std::string mpirun_path() {
   const char* env = std::getenv("OSDP_MPIRUN");

@@ -20,6 +20,10 @@ std::string self_executable();
 // (which passes them to the ranks); those typed at the terminal are not, since the terminal already
 // delivered them to mpirun, which shares this process's group. Throws osdp::Error naming the path
 // when mpirun cannot be started, UsageError when np < 1.
+// The last SIGINT or SIGTERM relaunch_under_mpirun forwarded to mpirun (0: none): the job then ended
+// because it was asked to, whatever mpirun's status says.
+int forwarded_signal();
+
 int relaunch_under_mpirun(int np, const std::vector<std::string>& args,
                           const std::vector<std::string>& mpirun_args = {});
 
