@@ -6,17 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake git python3 python3-matplotlib libeigen3-dev libboost-graph-dev
           nlohmann-json3-dev catch2 libopenmpi-dev openmpi-bin libcli11-dev libfmt-dev procps)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash .ci/install-packages.sh setup "${packages[@]}"
 
 jobs=$(nproc 2>/dev/null || echo 2)
 if [ "${1:-}" = "--sanitize" ]; then

@@ -107,16 +107,22 @@ jcheck "forced re-run: 4 rows again, each once" A/summary.json 'assert j["plans"
 run RF "$OSDP" validate loose.json -np 2 --out A --force --resume
 expect_rc "--force with --resume is a usage error" RF 2
 
+# wait_rows DIR N: up to 60 s for DIR/rows.jsonl to hold N rows.
+wait_rows() {
+  for _ in $(seq 1 600); do
+    [[ -f $1/rows.jsonl && $(wc -l <"$1/rows.jsonl") -ge $2 ]] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 # kill -9 part-way (the whole job: launcher, mpiexec and the ranks, which Open MPI puts in process
 # groups of their own, all in the session setsid made), then --resume: the rows finished before
 # the kill stay byte for byte, and the resumed run ends with the same rows as an uninterrupted one.
 # Each group waits 3 s first (a test hook), so the kill lands while the second one waits.
 OSDP_VALIDATE_TEST_DELAY_MS=3000 setsid "$OSDP" validate loose.json -np 2 --out K --quiet >K.out 2>K.err &
 BG=$!
-for _ in $(seq 1 600); do
-  [[ -f K/rows.jsonl && $(wc -l <K/rows.jsonl) -ge 2 ]] && break
-  sleep 0.1
-done
+wait_rows K 2
 pkill -9 -s "$BG" 2>/dev/null || true
 wait "$BG" 2>/dev/null || true
 n=$(wc -l <K/rows.jsonl)
@@ -142,10 +148,7 @@ set -m
 OSDP_VALIDATE_TEST_DELAY_MS=2000 "$OSDP" validate loose.json -np 2 --out I --quiet >I.out 2>I.err &
 IB=$!
 set +m
-for _ in $(seq 1 600); do
-  [[ -f I/rows.jsonl && $(wc -l <I/rows.jsonl) -ge 1 ]] && break
-  sleep 0.1
-done
+wait_rows I 1
 kill -INT "$IB" 2>/dev/null || true
 istart=$SECONDS
 irc=0
@@ -161,10 +164,7 @@ jcheck "after SIGINT and --resume: all 4 plans, each once" I/summary.json 'asser
 # the kernel for SIGTERM when its parent dies; mpiexec then ends the ranks).
 OSDP_VALIDATE_TEST_DELAY_MS=3000 setsid "$OSDP" validate loose.json -np 2 --out L --quiet >L.out 2>L.err &
 LB=$!
-for _ in $(seq 1 600); do
-  [[ -f L/rows.jsonl && $(wc -l <L/rows.jsonl) -ge 1 ]] && break
-  sleep 0.1
-done
+wait_rows L 1
 kill -9 "$LB" 2>/dev/null || true
 wait "$LB" 2>/dev/null || true
 left=""

@@ -23,17 +23,7 @@ done
 case "$seconds" in ''|*[!0-9]*) echo "tests/fuzz/run.sh: --seconds wants a whole number" >&2; exit 2 ;; esac
 
 # clang and its libFuzzer runtime (Debian: clang, libclang-rt-dev).
-missing=()
-for p in clang libclang-rt-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "fuzz: installing ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash .ci/install-packages.sh fuzz clang libclang-rt-dev
 
 kinds=(model cluster calibration plan experiment)
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOSDP_BUILD_FUZZERS=ON \
