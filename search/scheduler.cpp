@@ -84,7 +84,7 @@ SearchResult run_search(const costmodel::Workload& w, const costmodel::CostModel
 
   // Best first over ranges of batch sizes, by the largest throughput their bound allows: a single
   // batch size is solved (told the time it must beat), a wider range is split in two, each half
-  // bounded at its smallest b. The search ends when the best remaining bound cannot beat the best
+  // bounded as Range says. The search ends when the best remaining bound cannot beat the best
   // plan found; every batch size left is then proved no better, and the ranges say by what bound.
   const double n = model.world_size();
   auto bounded = [&](int lo, int hi, std::shared_ptr<const BatchCosts> at_lo) {
