@@ -175,8 +175,10 @@ set -m
 "$LAB" run --nodes 2 --ranks-per-node 1 --rate 100mbit --name "${NAME}c" -- sleep 30 >"$WORK/run.txt" 2>&1 &
 runner=$!
 set +m
-for _ in $(seq 300); do  # up to 30 s: a loaded machine brings a lab up slowly
-  ip netns pids "${NAME}c-n0" 2>/dev/null | grep -q . && break
+# Up to 30 s for the command itself (sleep) to run in node 0: a loaded machine brings a lab up
+# slowly, and the lab's own set-up runs processes in node 0 too.
+for _ in $(seq 300); do
+  ip netns pids "${NAME}c-n0" 2>/dev/null | xargs -r ps -o comm= -p 2>/dev/null | grep -qx sleep && break
   sleep 0.1
 done
 mapfile -t run_pids < <(ip netns pids "${NAME}c-n0" 2>/dev/null)

@@ -482,8 +482,12 @@ do_run() {
   # removes what it made) before removing the lab; the command's processes go with the lab.
   RUN_CHILD=
   UP_CHILD=
-  trap 'if [[ -n $UP_CHILD ]]; then kill -TERM "$UP_CHILD" 2>/dev/null; wait "$UP_CHILD" 2>/dev/null; fi
-        do_down_quiet || true' EXIT
+  # (TERM is ignored while it cleans up, and the trap keeps the status it was called with.)
+  trap 'run_rc=$?
+        trap "" TERM
+        if [[ -n $UP_CHILD ]]; then kill -TERM "$UP_CHILD" 2>/dev/null; wait "$UP_CHILD" 2>/dev/null; fi
+        do_down_quiet || true
+        exit "$run_rc"' EXIT
   trap 'note "interrupted; removing the lab"; exit 130' INT
   trap 'exit 143' TERM
   (do_up) &
