@@ -143,10 +143,8 @@ int run_ranks(const ValidateArgs& a, int np) {
     if (s.inconclusive()) {
       std::cerr << fmt::format(
           "osdp validate: inconclusive: the machine's spread {:.1f}% (the median over the plans of the "
-          "slowest "
-          "less the fastest timed step) exceeds the tolerance {:.1f}%: the time errors above are not "
-          "evidence "
-          "either way; run again on a quieter machine (load average {})\n",
+          "slowest less the fastest timed step) exceeds the tolerance {:.1f}%: the time errors above are "
+          "not evidence either way; run again on a quieter machine (load average {})\n",
           100 * s.spread, 100 * s.spread_tolerance, load_text());
       return kExitInconclusive;
     }
