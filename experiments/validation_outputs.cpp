@@ -152,7 +152,11 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
         o.measured_a = a->evaluation("measured")->time_s;
         o.measured_b = b->evaluation("measured")->time_s;
         o.ok = o.measured_a < o.measured_b;
-        if (!o.ok)
+        // A reversal fails the validation only where the time tolerance itself could not explain it:
+        // two plans each allowed to be off by time_max may swap when they are predicted less than
+        // 2 time_max apart (a tolerance of 1e6 says timing is not judged at all). The check is
+        // reported in summary.json either way.
+        if (!o.ok && o.predicted_gap > 2 * spec.time_max)
           s.failures.push_back(fmt::format(
               "order: {} predicted {:.1f}% faster than {} (measured spread {:.1f}%) but measured {:.1f} ms "
               "against {:.1f} ms at {}",
