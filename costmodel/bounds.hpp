@@ -9,6 +9,10 @@
 #pragma once
 
 #include <limits>
+#include <string>
+#include <string_view>
+
+#include "costmodel/units.hpp"
 
 namespace osdp::costmodel {
 
@@ -37,5 +41,10 @@ inline constexpr Bound kGemmEfficiency{0.01, 1.0, "a GEMM efficiency"};
 // A kernel's launch overhead: 0 to 10 ms.
 inline constexpr Bound kKernelOverhead{0.0, 0.01, "a kernel overhead"};
 }  // namespace bounds
+
+// Why `value` (read from `text`, in base units of `kind`) is outside the physical bound `b`, or ""
+// when it is inside: "a device's memory must be between 1 MiB and 1 PiB, got 8 B (a plain number
+// is bytes: did you mean "8GiB"?)".
+std::string bound_problem(double value, UnitKind kind, const Bound& b, std::string_view text);
 
 }  // namespace osdp::costmodel

@@ -37,11 +37,6 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& origi
 // by their size ("an array of 3 elements"), never printed whole.
 std::string brief_json(const nlohmann::json& v);
 
-// Why `value` (read from `text`, in base units of `kind`) is outside the physical bound `b`, or ""
-// when it is inside: "a device's memory must be between 1 MiB and 1 PiB, got 8 B (a plain number
-// is bytes: did you mean "8GiB"?)".
-std::string bound_problem(double value, UnitKind kind, const Bound& b, std::string_view text);
-
 // Why `text` is not a valid name (see JsonReader::name), or "" when it is.
 std::string name_problem(std::string_view text);
 
