@@ -124,7 +124,7 @@ SearchResult run_search(const costmodel::Workload& w, const costmodel::CostModel
       continue;
     }
     const int b = r.lo;
-    const BatchCosts costs = r.costs ? *r.costs : price(b);
+    const BatchCosts costs = price(b);  // a single batch size holds no pricing (see Range)
     BatchCandidate cand;
     cand.batch = b;
     const double cutoff = best_thr > 0 ? n * b / best_thr : kInf;
