@@ -68,7 +68,8 @@ int launch_or_run(const std::string& command, int np, const std::vector<std::str
     if (np == 0)
       throw UsageError(
           fmt::format("give the number of ranks with -np N (or start osdp {} under mpirun)", command));
-    const int rc = validate::relaunch_under_mpirun(np, child_args, split_words(mpirun_args));
+    std::vector<validate::RankStatus> statuses;
+    const int rc = validate::relaunch_under_mpirun(np, child_args, split_words(mpirun_args), &statuses);
     if (const int sig = validate::forwarded_signal(); sig != 0) {
       std::cerr << fmt::format(
           "osdp {}: interrupted ({}); {}\n", command, sig == SIGINT ? "SIGINT" : "SIGTERM",
@@ -82,13 +83,16 @@ int launch_or_run(const std::string& command, int np, const std::vector<std::str
     const std::string how = rc > 128 ? fmt::format("a process of the job was ended by signal {} ({})",
                                                    rc - 128, ::strsignal(rc - 128))
                                      : fmt::format("a rank exited with status {} without osdp's message", rc);
-    std::cerr << fmt::format(
-        "osdp {}: error: the job ended with mpirun's exit status {}: {}; Open MPI's report above names the "
-        "rank (exit 4)\n",
-        command, rc, how);
+    // The ranks' status files say which rank ended first and what it was doing.
+    const std::string where = validate::describe_job_end(statuses);
+    std::cerr << fmt::format("osdp {}: error: the job ended with mpirun's exit status {}: {}; {} (exit 4)\n",
+                             command, rc, how,
+                             where.empty() ? std::string("Open MPI's report above names the rank") : where);
     return 4;
   }
-  return ranks();
+  const int rc = ranks();
+  validate::job_status_finished();
+  return rc;
 #else
   (void)command, (void)np, (void)child_args, (void)mpirun_args, (void)ranks;
   throw UsageError("this osdp was built without MPI: the mpi backend is not available");

@@ -20,6 +20,7 @@
 #include "experiments/sweep.hpp"
 #include "sim/replay.hpp"
 #include "validate/executor/executor.hpp"
+#include "validate/job_status.hpp"
 
 namespace osdp::experiments {
 namespace {
@@ -123,6 +124,8 @@ class Running {
   }
 
   bool feasible() const { return row_.feasible; }
+  const std::string& label() const { return item_.label; }
+  int batch_size() const { return plan_.batch_size; }
   void warm_up() {
     naming_the_plan([&] { executor_->step(); });
   }
@@ -338,12 +341,24 @@ std::vector<UnitResult> run_measured(const MeasuredJob& job, validate::Communica
       group.push_back(std::make_unique<Running>(item, std::move(p), comm, make_device, o));
       positions.push_back(i + 1);
     }
+    // Each step says where it is in the rank's status file, for a job that ends without osdp's word.
+    auto at = [&](std::size_t g, const char* kind, int k, int of) {
+      validate::job_status_context(fmt::format("plan {} of {} ({} b={}), {} step {} of {}", positions[g],
+                                               total, group[g]->label(), group[g]->batch_size(), kind, k + 1,
+                                               of));
+    };
     for (int k = 0; k < job.validation.warmup; ++k)
-      for (auto& r : group)
-        if (r->feasible()) r->warm_up();
+      for (std::size_t g = 0; g < group.size(); ++g)
+        if (group[g]->feasible()) {
+          at(g, "warm-up", k, job.validation.warmup);
+          group[g]->warm_up();
+        }
     for (int k = 0; k < job.validation.iterations; ++k)
-      for (auto& r : group)
-        if (r->feasible()) r->timed_step();
+      for (std::size_t g = 0; g < group.size(); ++g)
+        if (group[g]->feasible()) {
+          at(g, "timed", k, job.validation.iterations);
+          group[g]->timed_step();
+        }
     for (std::size_t g = 0; g < group.size(); ++g) {
       UnitResult row = group[g]->finish();
       report(row, positions[g]);

@@ -133,13 +133,27 @@ else
 fi
 head -n 2 K/rows.jsonl >K.kept
 
-# A rank that dies without osdp's word (an injected _Exit(17) before a collective): the job ends with
-# osdp's message and exit 4, not mpirun's bare status.
-run DIE env OSDP_INJECT_FAULT="rank=1,op=allgather,kind=exit" "$OSDP" validate loose.json -np 2 --out DIE \
-  --quiet --timeout 10 --mpirun-args "-x OSDP_INJECT_FAULT"
-expect_rc "a rank that exits mid-job ends the job with exit 4" DIE 4
-contains "osdp says how the job ended" DIE.err "osdp validate: error: the job ended with mpirun's exit status" \
-  "rank 1: injected fault: exiting before"
+# A rank that dies without osdp's word: killed by SIGKILL before a reduce-scatter (the injection's own
+# line does not name the operation), or an _Exit(17) there. The job ends with exit 4 and one osdp
+# message that names the rank that ended first, the collective it was in and the plan and step, from
+# the ranks' status files; rank 0, stopped by mpirun afterwards, is named as such.
+mkdir -p jobs  # the status directories of these jobs go here, to check that none is left
+for kind in kill exit; do
+  run "DIE$kind" env TMPDIR="$TMP/jobs" OSDP_INJECT_FAULT="rank=1,op=reduce-scatter,kind=$kind" "$OSDP" validate loose.json -np 2 \
+    --out "DIE$kind" --quiet --timeout 10 --mpirun-args "-x OSDP_INJECT_FAULT"
+  expect_rc "a rank that dies mid-job (kind=$kind) ends the job with exit 4" "DIE$kind" 4
+  line=$(grep "^osdp validate: error: the job ended with mpirun's exit status" "DIE$kind.err")
+  if [[ $line == *"rank 1 ended in "*"reduce-scatter"*"(plan "*" step "*"mpirun then stopped rank 0 (exit 4)" ]]; then
+    ok "kind=$kind: osdp's message names the rank, the collective and the step"
+  else
+    not_ok "kind=$kind: osdp's message" "$(cat "DIE$kind.err")"
+  fi
+done
+if [[ -n $(ls -A jobs) ]]; then
+  not_ok "the job status directories are removed" "$(ls -A jobs)"
+else
+  ok "the job status directories are removed"
+fi
 
 # Ctrl-C (SIGINT to the launcher): the job ends at once with exit 130 and osdp's word; the rows of
 # finished groups stay, and --resume continues. (Job control on, so that the background launcher does

@@ -2,6 +2,7 @@
 // arguments and then exits with a given status, kills itself, or waits for SIGINT.
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include "costmodel/error.hpp"
@@ -80,14 +82,91 @@ TEST_CASE("relaunch passes -np, mpirun's options, this executable and the argume
   setenv("FAKE_MPIRUN_MODE", "exit3", 1);
   const int status = relaunch_under_mpirun(4, {"validate", "--steps", "2 words"}, {"--oversubscribe"});
   CHECK(status == 3);
+  // -np N, then the ranks' status directory exported with -x (a fresh one, removed afterwards), then
+  // mpirun's options, the executable and the arguments.
+  std::vector<std::string> args = fake.args();
+  REQUIRE(args.size() == 9);
+  CHECK(args[2] == "-x");
+  const std::string prefix = std::string(kJobStatusEnv) + "=";
+  REQUIRE(args[3].rfind(prefix, 0) == 0);
+  const fs::path status_dir = args[3].substr(prefix.size());
+  CHECK(status_dir.filename().string().rfind("osdp-job-", 0) == 0);
+  CHECK_FALSE(fs::exists(status_dir));
+  args.erase(args.begin() + 2, args.begin() + 4);
   const std::vector<std::string> expected = {"-np",      "4",       "--oversubscribe", self_executable(),
                                              "validate", "--steps", "2 words"};
-  CHECK(fake.args() == expected);
+  CHECK(args == expected);
   CHECK(fs::path(self_executable()).filename() == "test_validate");
 
   setenv("FAKE_MPIRUN_MODE", "exit0", 1);
   CHECK(relaunch_under_mpirun(1, {}) == 0);
-  CHECK(fake.args() == std::vector<std::string>{"-np", "1", self_executable()});
+  args = fake.args();
+  REQUIRE(args.size() == 5);
+  args.erase(args.begin() + 2, args.begin() + 4);
+  CHECK(args == std::vector<std::string>{"-np", "1", self_executable()});
+}
+
+TEST_CASE("a rank's status file says where it was, and whether mpirun stopped it", "[launcher]") {
+  // A directory left by a launcher that is gone (kill -9) is removed when the next job's is made.
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  waitpid(gone, nullptr, 0);
+  const fs::path stale = fs::temp_directory_path() / fmt::format("osdp-job-{}-stale00", gone);
+  fs::create_directories(stale);
+  std::ofstream(stale / "rank.0") << "x";
+  const fs::path dir = make_job_status_dir();
+  CHECK_FALSE(fs::exists(stale));
+  CHECK(dir.filename().string().rfind(fmt::format("osdp-job-{}-", getpid()), 0) == 0);
+  setenv(kJobStatusEnv, dir.c_str(), 1);
+  // Each rank is a child process that records its place. Rank 0 then dies of SIGKILL, as a rank killed
+  // from outside would; rank 1 is stopped by SIGTERM, as mpirun stops the ranks that outlive a dead
+  // one; rank 2 finishes; rank 3 never starts.
+  auto child = [](int rank, int sig, bool finish) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      job_status_open(rank);
+      job_status_context(fmt::format("plan 2 of 4 (exact), timed step {} of 5", rank + 1));
+      job_status_operation("in ", fmt::format("backward reduce-scatter of layer {}", rank));
+      if (finish) {
+        job_status_finished();
+        _exit(0);
+      }
+      raise(sig);
+      _exit(99);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return status;
+  };
+  const int killed = child(0, SIGKILL, false);
+  const int stopped = child(1, SIGTERM, false);
+  child(2, 0, true);
+  unsetenv(kJobStatusEnv);
+  CHECK((WIFSIGNALED(killed) && WTERMSIG(killed) == SIGKILL));
+  CHECK((WIFSIGNALED(stopped) && WTERMSIG(stopped) == SIGTERM));  // the marker does not save it
+
+  const std::vector<RankStatus> s = read_job_status(dir, 4);
+  REQUIRE(s.size() == 4);
+  CHECK(s[0].state == RankState::kRunning);
+  CHECK(s[0].operation == "in backward reduce-scatter of layer 0");
+  CHECK(s[0].context == "plan 2 of 4 (exact), timed step 1 of 5");
+  CHECK(s[1].state == RankState::kStopped);
+  CHECK(s[2].state == RankState::kFinished);
+  CHECK(s[3].state == RankState::kMissing);
+  CHECK(describe_job_end(s) ==
+        "rank 0 ended in backward reduce-scatter of layer 0 (plan 2 of 4 (exact), timed step 1 of 5); "
+        "mpirun then stopped rank 1");
+  remove_job_status_dir(dir);
+  CHECK_FALSE(fs::exists(dir));
+
+  // Nothing to say when every rank finished or none wrote a file.
+  CHECK(describe_job_end({RankStatus{0, RankState::kFinished, "", ""}}).empty());
+  CHECK(describe_job_end({RankStatus{0, RankState::kMissing, "", ""}}).empty());
+  CHECK(describe_job_end(
+            {RankStatus{0, RankState::kRunning, "", ""}, RankStatus{1, RankState::kRunning, "", ""},
+             RankStatus{2, RankState::kStopped, "", ""}, RankStatus{3, RankState::kStopped, "", ""}}) ==
+        "rank 0 ended before its first collective; rank 1 ended before its first collective; mpirun then "
+        "stopped ranks 2 and 3");
 }
 
 TEST_CASE("relaunch returns 128 + the signal that ended mpirun", "[launcher]") {

@@ -145,6 +145,8 @@ void check_faults(Checks& checks) {
   checks.expect(spec.rank == 1 && spec.op == "all-gather layer3" && spec.kind == FaultKind::kDelay &&
                     spec.seconds == 0.5,
                 "parse_fault_spec fields");
+  checks.expect(parse_fault_spec("rank=0,op=x,kind=kill").kind == FaultKind::kKill,
+                "parse_fault_spec kind=kill");
   for (const char* bad : {"", "garbage", "rank=1,op=x", "rank=a,op=x,kind=hang", "rank=1,op=x,kind=boom",
                           "rank=1,op=x,kind=hang,foo=1", "rank=1,op=,kind=exit",
                           "rank=1,rank=2,op=x,kind=hang", "rank=1,op=x,kind=hang,seconds=2"}) {

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"
+#include "validate/job_status.hpp"
 
 extern char** environ;
 
@@ -122,10 +123,16 @@ std::string self_executable() {
 }
 
 int relaunch_under_mpirun(int np, const std::vector<std::string>& args,
-                          const std::vector<std::string>& mpirun_args) {
+                          const std::vector<std::string>& mpirun_args, std::vector<RankStatus>* statuses) {
   if (np < 1) throw UsageError(fmt::format("relaunch under mpirun: {} ranks asked, at least 1 needed", np));
   const std::string mpirun = mpirun_path();
-  std::vector<std::string> words = {mpirun, "-np", std::to_string(np)};
+  // The ranks' status files (job_status.hpp), read when the job ends and removed with the directory.
+  struct StatusDir {
+    std::string path = make_job_status_dir();
+    ~StatusDir() { remove_job_status_dir(path); }
+  } status_dir;
+  std::vector<std::string> words = {mpirun, "-np", std::to_string(np), "-x",
+                                    fmt::format("{}={}", kJobStatusEnv, status_dir.path)};
   words.insert(words.end(), mpirun_args.begin(), mpirun_args.end());
   words.push_back(self_executable());
   words.insert(words.end(), args.begin(), args.end());
@@ -193,6 +200,7 @@ int relaunch_under_mpirun(int np, const std::vector<std::string>& args,
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   g_child = 0;
+  if (statuses != nullptr) *statuses = read_job_status(status_dir.path, np);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 128;

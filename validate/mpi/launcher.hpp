@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "validate/job_status.hpp"
+
 namespace osdp::validate {
 
 // The mpirun to start: $OSDP_MPIRUN when set, else the MPIEXEC_EXECUTABLE that CMake found, else
@@ -19,12 +21,15 @@ std::string self_executable();
 // signal ended it). SIGINT and SIGTERM sent to this process while it waits are forwarded to mpirun
 // (which passes them to the ranks); those typed at the terminal are not, since the terminal already
 // delivered them to mpirun, which shares this process's group. Throws osdp::Error naming the path
-// when mpirun cannot be started, UsageError when np < 1.
+// when mpirun cannot be started, UsageError when np < 1. The ranks get OSDP_JOB_STATUS_DIR (through
+// mpirun's -x) naming a fresh directory for their status files; when `statuses` is given it receives
+// what they last said (job_status.hpp), and the directory is removed either way.
+int relaunch_under_mpirun(int np, const std::vector<std::string>& args,
+                          const std::vector<std::string>& mpirun_args = {},
+                          std::vector<RankStatus>* statuses = nullptr);
+
 // The last SIGINT or SIGTERM relaunch_under_mpirun forwarded to mpirun (0: none): the job then ended
 // because it was asked to, whatever mpirun's status says.
 int forwarded_signal();
-
-int relaunch_under_mpirun(int np, const std::vector<std::string>& args,
-                          const std::vector<std::string>& mpirun_args = {});
 
 }  // namespace osdp::validate

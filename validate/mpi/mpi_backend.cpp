@@ -9,6 +9,7 @@
 #include <charconv>
 #include <chrono>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -16,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "costmodel/units.hpp"
+#include "validate/job_status.hpp"
 #include "validate/mpi/mpi_check.hpp"
 
 namespace osdp::validate {
@@ -125,8 +127,10 @@ FaultSpec parse_fault_spec(std::string_view text) {
         spec.kind = FaultKind::kExit;
       } else if (value == "delay") {
         spec.kind = FaultKind::kDelay;
+      } else if (value == "kill") {
+        spec.kind = FaultKind::kKill;
       } else {
-        bad_fault_spec(text, fmt::format("kind \"{}\" is not hang, exit or delay", value));
+        bad_fault_spec(text, fmt::format("kind \"{}\" is not hang, exit, kill or delay", value));
       }
     } else if (key == "seconds") {
       seen(have_seconds);
@@ -153,6 +157,7 @@ MpiCommunicator::MpiCommunicator(MpiCommunicatorOptions options) : options_(std:
   check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler",
             "creating the communicator", rank_);
   check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size", "creating the communicator", rank_);
+  job_status_open(rank_);
   if (!options_.fault) {
     const char* env = std::getenv("OSDP_INJECT_FAULT");
     if (env != nullptr && *env != '\0') options_.fault = parse_fault_spec(env);
@@ -185,6 +190,7 @@ int MpiCommunicator::count(std::size_t elems, const std::string& what) const {
 }
 
 void MpiCommunicator::begin(const std::string& what) const {
+  job_status_operation("in ", what);
   if (!timed_out_.empty()) {
     throw BackendFailure(
         fmt::format("rank {}: {}: the communicator is unusable since {} timed out", rank_, what, timed_out_));
@@ -202,6 +208,12 @@ bool injected_hang(const std::optional<FaultSpec>& fault, int rank, const std::s
       std::fprintf(stderr, "rank %d: injected fault: exiting before %s\n", rank, what.c_str());
       std::fflush(stderr);
       std::_Exit(17);
+    case FaultKind::kKill:
+      // Says nothing of the operation: where the rank was must come from osdp's report of the job.
+      std::fprintf(stderr, "rank %d: injected fault: SIGKILL\n", rank);
+      std::fflush(stderr);
+      raise(SIGKILL);
+      return false;
     case FaultKind::kHang:
       return true;
     case FaultKind::kDelay:
@@ -228,7 +240,10 @@ bool mpi_wait(MPI_Request& request, double timeout_s, std::string_view what, int
 }
 
 void MpiCommunicator::complete(MPI_Request& request, const std::string& what, std::size_t bytes) {
-  if (mpi_wait(request, options_.timeout_s, what, rank_)) return;
+  if (mpi_wait(request, options_.timeout_s, what, rank_)) {
+    job_status_operation("after ", what);
+    return;
+  }
   timed_out_ = what;
   throw BackendFailure(
       fmt::format("rank {}: {} ({}) did not complete within {:g} s: a peer rank died or hung", rank_, what,

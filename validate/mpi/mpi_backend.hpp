@@ -47,7 +47,7 @@ bool launched_by_mpirun();
 // (MPI_Abort(MPI_COMM_WORLD, 4); _Exit(4) when MPI is not running).
 [[noreturn]] void abort_job(const std::string& message);
 
-enum class FaultKind { kHang, kExit, kDelay };
+enum class FaultKind { kHang, kExit, kKill, kDelay };
 
 struct FaultSpec {
   int rank = 0;
@@ -60,7 +60,8 @@ struct FaultSpec {
 FaultSpec parse_fault_spec(std::string_view text);
 
 // The injection point every backend calls before an operation: when `fault` is for this rank and
-// `what` matches, kind=exit prints a line and _Exit(17)s, kind=delay prints and sleeps; returns true
+// `what` matches, kind=exit prints a line and _Exit(17)s, kind=kill prints a line that does not name
+// the operation and raises SIGKILL (a rank killed from outside), kind=delay prints and sleeps; returns true
 // for kind=hang, which the caller carries out as its backend hangs (MPI: never returns; NCCL: skips
 // the collective, so that its peers hang in it).
 bool injected_hang(const std::optional<FaultSpec>& fault, int rank, const std::string& what);
