@@ -97,19 +97,12 @@ int run_simulate(const SimulateArgs& a) {
   // A plan whose predictions this osdp's cost model does not reproduce was edited, or written by
   // another version: say so, and by how much, rather than compare against figures of unknown origin.
   const std::string this_version = fmt::format("{}+{}", OSDP_VERSION, OSDP_GIT_HASH);
-  if (!overridden && plan.predicted_iteration_time_s > 0) {
-    const double dt = relative(plan.predicted_iteration_time_s, run.analytic_time_s);
-    const double dm = relative(plan.predicted_peak_memory_bytes, run.analytic_peak_bytes);
-    if (std::abs(dt) > 1e-6 || std::abs(dm) > 1e-6)
+  if (!overridden)
+    if (const std::string w =
+            sim::edited_plan_warning(plan, {run.analytic_time_s, run.analytic_peak_bytes}, this_version);
+        !w.empty())
       std::cerr << fmt::format(
-          "osdp simulate: warning: {}: the plan's predictions (step {}, peak {}) are not what this osdp's "
-          "cost model gives for it (step {}, peak {}): the plan was edited or written by another "
-          "version (it says \"{}\", this is {}); the table compares against the plan's figures\n",
-          a.plan, format_seconds(plan.predicted_iteration_time_s),
-          format_bytes(plan.predicted_peak_memory_bytes), format_seconds(run.analytic_time_s),
-          format_bytes(run.analytic_peak_bytes), plan.tool_version.empty() ? "no version" : plan.tool_version,
-          this_version);
-  }
+          "osdp simulate: warning: {}: {}; the table compares against the plan's figures\n", a.plan, w);
   if (!plan.tool_version.empty() && plan.tool_version != this_version)
     std::cerr << fmt::format("osdp simulate: note: {} was written by osdp {}, this is {}\n", a.plan,
                              plan.tool_version, this_version);

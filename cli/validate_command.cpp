@@ -13,9 +13,11 @@
 #include "costmodel/catalog.hpp"
 #include "costmodel/error.hpp"
 #include "costmodel/provenance.hpp"
+#include "costmodel/workload.hpp"
 #include "experiments/measured.hpp"
 #include "experiments/results_dir.hpp"
 #include "osdp_version.hpp"
+#include "sim/replay.hpp"
 #ifdef OSDP_HAVE_MPI_BACKEND
 #include "validate/backends.hpp"
 #include "validate/mpi/mpi_backend.hpp"
@@ -167,6 +169,18 @@ int run_validate(const ValidateArgs& a) {
   // Bad input, and units for another world size, are reported before any rank starts.
   const experiments::MeasuredJob job = make_job(a);
   if (np > 0) experiments::check_world_size(job, np);
+  // A plan file whose predictions this osdp does not reproduce is run all the same (the prediction
+  // held against the measurement is the simulator's, made now), but not silently.
+  const std::string this_version = fmt::format("{}+{}", OSDP_VERSION, OSDP_GIT_HASH);
+  for (const auto& item : job.items) {
+    if (!item.plan) continue;
+    const std::string w = sim::edited_plan_warning(
+        *item.plan, sim::analytic_figures(*item.plan, costmodel::lower(item.plan->model)), this_version);
+    if (!w.empty())
+      std::cerr << fmt::format(
+          "osdp validate: warning: {}: {}; the measurement is held to this osdp's own prediction\n",
+          item.origin, w);
+  }
   if (const std::string why =
           experiments::ResultsDir::refusal(a.out.empty() ? job.output : a.out, {a.resume, a.force, {}});
       !why.empty())

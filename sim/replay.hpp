@@ -3,6 +3,9 @@
 // `osdp simulate`, `osdp plan --evaluate sim` and the sweep's "sim" evaluator share.
 #pragma once
 
+#include <string>
+#include <string_view>
+
 #include "costmodel/plan.hpp"
 #include "costmodel/workload.hpp"
 #include "sim/engine.hpp"
@@ -19,6 +22,21 @@ struct Replay {
   double analytic_time_s = 0;
   double analytic_peak_bytes = 0;
 };
+
+// The plan's choices priced by this osdp's cost model (Replay's analytic figures), without building
+// or simulating its schedule.
+struct AnalyticFigures {
+  double time_s = 0;
+  double peak_bytes = 0;
+};
+AnalyticFigures analytic_figures(const costmodel::Plan& plan, const costmodel::Workload& workload);
+
+// A plan whose recorded predictions are not what this osdp's cost model gives for it (`now`) was
+// edited, or written by another version: a sentence saying so, with both figures and both versions
+// (the plan's tool_version and `this_version`). Empty when they agree to 1e-6 or the plan has no
+// prediction.
+std::string edited_plan_warning(const costmodel::Plan& plan, const AnalyticFigures& now,
+                                std::string_view this_version);
 
 // `options.overlap` and `options.interference` are taken from the cluster and calibration; the rest
 // is the caller's. The first form lowers the plan's model; the second takes its lowering

@@ -227,6 +227,20 @@ for r in j["rows"]:
 assert j["experiment"]["plan_files"] == ["fsdp-plan.json", "dp-plan.json"]
 assert j["provenance"]["calibration"] == "(the plan files\x27 own)"
 '
+if grep -q "warning" P.err; then not_ok "unedited plan files run without a warning" "$(cat P.err)"
+else ok "unedited plan files run without a warning"; fi
+# A plan file whose recorded prediction was edited (the step time doubled) runs, with a warning that
+# gives the recorded and the recomputed figures.
+python3 -c "
+import json
+p = json.load(open('fsdp-plan.json'))
+p['predicted']['iteration_time_s'] *= 2
+json.dump(p, open('edited-plan.json', 'w'))"
+run PE "$OSDP" validate --plan edited-plan.json -np 2 --out PE --quiet
+if [[ $RC -eq 0 || $RC -eq 5 || $RC -eq 6 ]]; then ok "an edited plan file still runs (exit $RC)"; else not_ok "edited plan: exit $RC" "$(cat PE.err)"; fi
+contains "an edited plan file: validate warns, with both figures" PE.err \
+  "osdp validate: warning: plan file edited-plan.json: the plan's predictions (step" \
+  "are not what this osdp's cost model gives for it (step" "edited or written by another version"
 run PW "$OSDP" validate --plan fsdp-plan.json --plan eight.json -np 2 --out PW
 expect_rc "a plan file for 8 ranks in a job of 2" PW 2
 contains "refused before anything runs, naming the file and both sizes" PW.err "eight.json" "8 ranks" "the job has 2"
