@@ -1,14 +1,17 @@
-// libFuzzer harnesses for osdp's file readers, one executable per kind (OSDP_FUZZ_KIND): the model,
-// cluster, calibration, plan and experiment readers. Each input is parsed as JSON and read; an
-// osdp::Error (bad input, named with the file and the JSON pointer) is the expected outcome for most
-// inputs. What a reader accepts must survive osdp's own writing: it is written (to_json), read back,
-// and written again, and the two writings must be equal. Anything else (a crash, a sanitizer report,
-// another exception, a written file that does not read back) is a finding, and the run aborts with
-// the evidence. Built with -DOSDP_BUILD_FUZZERS=ON (clang); tests/fuzz/run.sh builds and runs them.
+// libFuzzer harnesses for osdp's file readers, one executable per kind (OSDP_FUZZ_KIND): the
+// model, cluster, calibration, plan and experiment readers. Each input is parsed as JSON and
+// read; an osdp::Error (bad input, named with the file and the JSON pointer) is the expected
+// outcome for most inputs. What a reader accepts must survive osdp's own writing: it is written
+// (to_json), read back, and written again, and the two writings must be equal (experiments: each
+// unit's key and the row the sweep would write for it read back unchanged, and results.csv keeps
+// one width). Anything else (a crash, a sanitizer report, another exception, a written file that
+// does not read back) is a finding, and the run aborts with the evidence. Built with
+// -DOSDP_BUILD_FUZZERS=ON (clang); tests/fuzz/run.sh builds and runs them.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +22,8 @@
 #include "costmodel/model.hpp"
 #include "costmodel/plan.hpp"
 #include "experiments/experiment.hpp"
+#include "experiments/run.hpp"
+#include "experiments/sweep.hpp"
 
 namespace {
 
@@ -43,6 +48,32 @@ void round_trip(const nlohmann::json& doc, Read read, Write write) {
   }
   if (again != written)
     finding("written, read back and written again, the JSON differs", text + "\n  " + again.dump());
+}
+
+// The number of fields on each line of an RFC 4180 CSV text (quoted fields may hold commas, quotes
+// doubled and line breaks); a quote left open is a finding.
+std::vector<std::size_t> csv_field_counts(const std::string& csv) {
+  std::vector<std::size_t> counts;
+  std::size_t fields = 1;
+  bool quoted = false;
+  for (std::size_t i = 0; i < csv.size(); ++i) {
+    const char c = csv[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < csv.size() && csv[i + 1] == '"')
+        ++i;
+      else if (c == '"')
+        quoted = false;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      ++fields;
+    } else if (c == '\n') {
+      counts.push_back(fields);
+      fields = 1;
+    }
+  }
+  if (quoted) finding("results.csv leaves a quote open", csv);
+  return counts;
 }
 
 void one_input(const std::string& text) {
@@ -83,6 +114,36 @@ void one_input(const std::string& text) {
     }
     if (parsed.dump() != key) finding("a unit key is not stable through a read", key);
   }
+  // The rows a sweep writes for these units (rows.jsonl, read back by --resume) read back as they
+  // were written, and every line of results.csv has as many fields as its header.
+  std::vector<experiments::UnitResult> rows;
+  for (std::size_t i = 0; i < units.size() && i < 16; ++i) {
+    const experiments::Unit& u = units[i];
+    experiments::UnitResult r;
+    r.index = u.index;
+    r.key = u.key();
+    r.model = u.config.model;
+    r.cluster = u.config.cluster;
+    r.strategy = u.strategy.label;
+    r.world_size = u.config.world_size;
+    r.batch_size = u.config.batch.value_or(0);
+    for (const auto& ev : e.evaluators) r.evaluations.push_back({ev, false, 0, 0, 0});
+    const std::string line = experiments::to_json(r).dump();
+    std::string again;
+    try {
+      again =
+          experiments::to_json(experiments::unit_result_from_json(costmodel::parse_json_text(line, "row")))
+              .dump();
+    } catch (const osdp::Error& err) {
+      finding(std::string("a row does not read back: ") + err.what(), line);
+    }
+    if (again != line) finding("a row is not stable through a read", line + "\n  " + again);
+    rows.push_back(std::move(r));
+  }
+  const std::string csv = experiments::results_csv(rows, static_cast<int>(e.strategies.size()), -1);
+  const std::vector<std::size_t> fields = csv_field_counts(csv);
+  for (std::size_t n : fields)
+    if (n != fields.front()) finding("results.csv has lines of different widths", csv);
 #else
 #error "OSDP_FUZZ_KIND must be 1 (model) to 5 (experiment)"
 #endif
