@@ -168,10 +168,11 @@ bool restrict_to(const Instance& inst, const Classes& classes, double threshold,
   return true;
 }
 
-std::vector<double> candidate_thresholds(const Instance& inst) {
+// Groups of one class have identical items, so one representative per class gives every threshold.
+std::vector<double> candidate_thresholds(const Instance& inst, const Classes& classes) {
   std::vector<double> ts;
-  for (const auto& g : inst.groups)
-    for (const auto& it : g.items) ts.push_back(it.transient_bytes);
+  for (const int g : classes.rep)
+    for (const auto& it : inst.groups[g].items) ts.push_back(it.transient_bytes);
   std::sort(ts.begin(), ts.end());
   ts.erase(std::unique(ts.begin(), ts.end()), ts.end());
   return ts;
@@ -293,7 +294,7 @@ double lower_bound_time(const Instance& inst) {
   double best = kInf;
   const Classes classes(inst);
   Restricted r;
-  for (double t : candidate_thresholds(inst))
+  for (double t : candidate_thresholds(inst, classes))
     if (restrict_to(inst, classes, t, r)) best = std::min(best, inst.fixed_time_s + r.lb);
   return best;
 }
@@ -301,7 +302,7 @@ double lower_bound_time(const Instance& inst) {
 Solution solve_exact(const Instance& inst, double time_cutoff_s, std::size_t max_states) {
   const Classes classes(inst);
   std::vector<Restricted> rs;
-  for (double t : candidate_thresholds(inst)) {
+  for (double t : candidate_thresholds(inst, classes)) {
     Restricted r;
     if (restrict_to(inst, classes, t, r)) rs.push_back(std::move(r));
   }

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <memory>
 #include <queue>
 #include <vector>
@@ -41,9 +42,17 @@ struct Range {
 // `at_lo` with each choice's time replaced by its time in `at_hi` (the same choices, in order).
 BatchCosts times_of(const BatchCosts& at_lo, const BatchCosts& at_hi) {
   BatchCosts mixed = at_lo;
-  for (std::size_t i = 0; i < mixed.ops.size(); ++i)
-    for (std::size_t j = 0; j < mixed.ops[i].costs.size(); ++j)
-      mixed.ops[i].costs[j].time_s = at_hi.ops[i].costs[j].time_s;
+  std::map<const ShapePrices*, std::shared_ptr<const ShapePrices>> done;  // per shape, once
+  for (std::size_t i = 0; i < mixed.ops.size(); ++i) {
+    std::shared_ptr<const ShapePrices>& shape = done[at_lo.ops[i].prices.get()];
+    if (!shape) {
+      auto prices = std::make_shared<ShapePrices>(*at_lo.ops[i].prices);
+      for (std::size_t j = 0; j < prices->costs.size(); ++j)
+        prices->costs[j].time_s = at_hi.ops[i].costs()[j].time_s;
+      shape = std::move(prices);
+    }
+    mixed.ops[i].prices = shape;
+  }
   mixed.fixed_time_s = at_hi.fixed_time_s;
   return mixed;
 }

@@ -44,28 +44,23 @@ BatchCosts price_batch(const costmodel::Workload& w, const costmodel::CostModel&
   bc.capacity_bytes = memory_limit_bytes;
   bc.fixed_memory_bytes = reserve_bytes + costmodel::prefetch_reserve_bytes(w, model.options().prefetch);
   bc.fixed_time_s = 0;
-  std::map<int, std::size_t> first_of_shape;
+  std::map<int, std::shared_ptr<const ShapePrices>> of_shape;
   bc.ops.reserve(w.operators.size());
   for (const auto& op : w.operators) {
-    PricedOperator po;
-    po.op = &op;
-    auto it = first_of_shape.find(op.shape_id);
-    if (it != first_of_shape.end()) {
-      po.choices = bc.ops[it->second].choices;
-      po.costs = bc.ops[it->second].costs;
-      po.labels = bc.ops[it->second].labels;
-    } else {
-      po.choices = choices_for(op, space);
-      po.costs.reserve(po.choices.size());
+    std::shared_ptr<const ShapePrices>& shared = of_shape[op.shape_id];
+    if (!shared) {
+      auto prices = std::make_shared<ShapePrices>();
+      prices->choices = choices_for(op, space);
+      prices->costs.reserve(prices->choices.size());
       auto labels = std::make_shared<std::vector<std::string>>();
-      for (const auto& c : po.choices) {
-        po.costs.push_back(model.cost(op, c, batch, w.bytes));
+      for (const auto& c : prices->choices) {
+        prices->costs.push_back(model.cost(op, c, batch, w.bytes));
         labels->push_back(c.label());
       }
-      po.labels = std::move(labels);
-      first_of_shape.emplace(op.shape_id, bc.ops.size());
+      prices->labels = std::move(labels);
+      shared = std::move(prices);
     }
-    bc.ops.push_back(std::move(po));
+    bc.ops.push_back(PricedOperator{&op, shared});
   }
   return bc;
 }
@@ -80,9 +75,9 @@ Instance to_instance(const BatchCosts& costs) {
   for (const auto& po : costs.ops) {
     Group g;
     g.name = po.op->name;
-    g.labels = po.labels;
-    g.items.reserve(po.choices.size());
-    for (const auto& c : po.costs) g.items.push_back({c.time_s, c.persistent_bytes, c.transient_bytes});
+    g.labels = po.labels();
+    g.items.reserve(po.costs().size());
+    for (const auto& c : po.costs()) g.items.push_back({c.time_s, c.persistent_bytes, c.transient_bytes});
     inst.groups.push_back(std::move(g));
     inst.group_class.push_back(po.op->shape_id);
   }

@@ -24,11 +24,20 @@ struct SpaceOptions {
 // Every choice of one operator within the space: REPLICATE, and for each split n every k in 0..n.
 std::vector<costmodel::Choice> choices_for(const costmodel::Operator& op, const SpaceOptions& space);
 
-struct PricedOperator {
-  const costmodel::Operator* op = nullptr;
+// The choices of one operator shape and their prices at one batch size, shared by every operator of
+// the shape (the layers of a model), so that a pricing costs a pointer per operator, not a copy.
+struct ShapePrices {
   std::vector<costmodel::Choice> choices;
   std::vector<costmodel::ChoiceCost> costs;
-  std::shared_ptr<const std::vector<std::string>> labels;  // choice labels, shared within a shape
+  std::shared_ptr<const std::vector<std::string>> labels;  // choice labels
+};
+
+struct PricedOperator {
+  const costmodel::Operator* op = nullptr;
+  std::shared_ptr<const ShapePrices> prices;
+  const std::vector<costmodel::Choice>& choices() const { return prices->choices; }
+  const std::vector<costmodel::ChoiceCost>& costs() const { return prices->costs; }
+  const std::shared_ptr<const std::vector<std::string>>& labels() const { return prices->labels; }
 };
 
 struct BatchCosts {

@@ -22,7 +22,7 @@ StrategyOutcome outcome_from(const BatchCosts& costs, Instance inst, Solution so
   o.solution = std::move(sol);
   if (o.solution.feasible) {
     for (std::size_t g = 0; g < costs.ops.size(); ++g)
-      o.choices.push_back(costs.ops[g].choices[item_to_choice[g][o.solution.chosen[g]]]);
+      o.choices.push_back(costs.ops[g].choices()[item_to_choice[g][o.solution.chosen[g]]]);
   }
   return o;
 }
@@ -37,19 +37,19 @@ Instance empty_instance(const BatchCosts& costs) {
 }
 
 Item item_of(const PricedOperator& po, int i) {
-  const auto& c = po.costs[i];
+  const auto& c = po.costs()[i];
   return {c.time_s, c.persistent_bytes, c.transient_bytes};
 }
 
 std::string label_of(const PricedOperator& po, int i) {
-  return po.labels ? (*po.labels)[i] : po.choices[i].label();
+  return po.labels() ? (*po.labels())[i] : po.choices()[i].label();
 }
 
 // Identity mapping: group g item i is operator g choice i.
 std::vector<std::vector<int>> identity_map(const BatchCosts& costs) {
   std::vector<std::vector<int>> m(costs.ops.size());
   for (std::size_t g = 0; g < costs.ops.size(); ++g) {
-    m[g].resize(costs.ops[g].choices.size());
+    m[g].resize(costs.ops[g].choices().size());
     for (std::size_t i = 0; i < m[g].size(); ++i) m[g][i] = static_cast<int>(i);
   }
   return m;
@@ -133,8 +133,8 @@ class UniformStrategy : public Strategy {
       for (std::size_t g = 0; g < costs.ops.size() && available; ++g) {
         const auto& po = costs.ops[g];
         int pick = -1;
-        for (std::size_t i = 0; i < po.choices.size(); ++i) {
-          const Choice& c = po.choices[i];
+        for (std::size_t i = 0; i < po.choices().size(); ++i) {
+          const Choice& c = po.choices()[i];
           const bool mode_ok = kind_ == Kind::kReplicate ? c.replicate
                                : kind_ == Kind::kZdp     ? (c.is_zdp() && c.split == 1)
                                                          : (c.is_dp() && c.split == 1);
@@ -235,8 +235,8 @@ class OsdpRefStrategy : public Strategy {
     std::vector<std::array<int, 2>> pick(costs.ops.size(), {-1, -1});
     for (std::size_t g = 0; g < costs.ops.size(); ++g) {
       const auto& po = costs.ops[g];
-      for (std::size_t i = 0; i < po.choices.size(); ++i) {
-        const Choice& c = po.choices[i];
+      for (std::size_t i = 0; i < po.choices().size(); ++i) {
+        const Choice& c = po.choices()[i];
         if (c.split != 1 || c.replicate || c.checkpoint != (ckpt && po.op->checkpointable)) continue;
         pick[g][c.is_zdp() ? 1 : 0] = static_cast<int>(i);
       }
@@ -318,7 +318,7 @@ class OsdpRefStrategy : public Strategy {
       for (std::size_t bi = 0; bi < blocks.ops.size(); ++bi)
         for (std::size_t j = 0; j < blocks.ops[bi].size(); ++j)
           o.choices[blocks.ops[bi][j]] =
-              costs.ops[blocks.ops[bi][j]].choices[blocks.combo[bi][o.solution.chosen[bi]][j]];
+              costs.ops[blocks.ops[bi][j]].choices()[blocks.combo[bi][o.solution.chosen[bi]][j]];
     }
     return o;
   }
