@@ -152,13 +152,9 @@ void relax(const Instance& inst, const Classes& classes, Restricted& r) {
   r.greedy_time = gt;
 }
 
-// The items whose transient is at most `threshold`, within the memory left when the largest transient
-// is `budget_threshold` (<= threshold: a bound over every selection whose largest transient lies
-// between the two; equal: exactly the selections of that largest transient or less).
-bool restrict_to(const Instance& inst, const Classes& classes, double threshold, Restricted& r,
-                 double budget_threshold) {
+bool restrict_to(const Instance& inst, const Classes& classes, double threshold, Restricted& r) {
   r.threshold = threshold;
-  r.budget = inst.capacity_bytes - inst.fixed_memory_bytes - budget_threshold;
+  r.budget = inst.capacity_bytes - inst.fixed_memory_bytes - threshold;
   r.fronts.assign(classes.rep.size(), {});
   r.cls = classes.of_group;
   double min_p = 0;
@@ -295,21 +291,11 @@ bool pareto_dp(const Restricted& r, double ub, std::vector<int>& best_sel, doubl
 }  // namespace
 
 double lower_bound_time(const Instance& inst) {
-  // One LP per threshold would cost as many relaxations as there are distinct transients (63 per
-  // bound on an 11-operator model with mixed shapes, and the scheduler bounds hundreds of batch
-  // sizes). The thresholds are taken in at most kBoundBuckets consecutive runs instead: a selection
-  // whose largest transient lies in [t_i, t_j] uses items of transient <= t_j and leaves at most the
-  // budget of t_i, so the LP over those bounds all of them. Looser than one LP each, never invalid.
-  constexpr std::size_t kBoundBuckets = 8;
   double best = kInf;
   const Classes classes(inst);
   Restricted r;
-  const std::vector<double> ts = candidate_thresholds(inst, classes);
-  const std::size_t m = ts.size(), k = std::min(m, kBoundBuckets);
-  for (std::size_t b = 0; b < k; ++b) {
-    const std::size_t lo = b * m / k, hi = (b + 1) * m / k - 1;
-    if (restrict_to(inst, classes, ts[hi], r, ts[lo])) best = std::min(best, inst.fixed_time_s + r.lb);
-  }
+  for (double t : candidate_thresholds(inst, classes))
+    if (restrict_to(inst, classes, t, r)) best = std::min(best, inst.fixed_time_s + r.lb);
   return best;
 }
 
@@ -318,7 +304,7 @@ Solution solve_exact(const Instance& inst, double time_cutoff_s, std::size_t max
   std::vector<Restricted> rs;
   for (double t : candidate_thresholds(inst, classes)) {
     Restricted r;
-    if (restrict_to(inst, classes, t, r, t)) rs.push_back(std::move(r));
+    if (restrict_to(inst, classes, t, r)) rs.push_back(std::move(r));
   }
   std::sort(rs.begin(), rs.end(), [](const Restricted& a, const Restricted& b) { return a.lb < b.lb; });
   double best_t = time_cutoff_s - inst.fixed_time_s;  // times exclude T0 below
