@@ -23,7 +23,7 @@ struct PlanArgs {
   std::string model, cluster, memory, strategy = "exact", batch = "auto", checkpoint = "auto";
   std::string tier = "extended", calibration, out, emit_costs, baseline = "fsdp", evaluate = "analytic";
   int split_max = 4, prefetch = 0, evaluate_top = 5;
-  bool json = false, regather = false;
+  bool json = false, regather = false, groups = false;
   std::int64_t dfs_budget = 2'000'000;
 };
 
@@ -99,6 +99,7 @@ int run_plan(const PlanArgs& a) {
                                    ctx.model.precision, ctx.cost_options);
   search::SearchOptions opt;
   opt.space.split_max = a.split_max;
+  opt.space.groups = a.groups;
   opt.space.checkpoint = a.checkpoint == "on"    ? search::CheckpointPolicy::kOn
                          : a.checkpoint == "off" ? search::CheckpointPolicy::kOff
                                                  : search::CheckpointPolicy::kAuto;
@@ -225,10 +226,16 @@ Action add_plan_command(CLI::App& app) {
       ->required();
   app.add_option("--memory", a->memory,
                  "Device memory limit, e.g. 8GiB or 16GB (default: the device's memory)");
-  app.add_option("--strategy", a->strategy, "exact | fsdp | zero2 | ddp | osdp-ref | dfs")
+  app.add_option("--strategy", a->strategy,
+                 "exact | fsdp | zero2 | ddp | hsdp | fsdp-2level | osdp-ref | dfs")
       ->capture_default_str();
   app.add_option("--batch", a->batch, "Micro-batch size per device, or auto for the batch-size scheduler")
       ->capture_default_str();
+  app.add_flag(
+      "--groups", a->groups,
+      "Also search, per operator, sharding within the node (HSDP) and two-level collectives for world "
+      "shards (a cluster of several nodes of several devices; `osdp simulate` and `validate` do not run "
+      "such plans yet)");
   app.add_option("--split-max", a->split_max,
                  "Largest number of slices per operator (1, 2, 4, ...; 1: no splitting)")
       ->check(PowerOfTwo(64))

@@ -19,6 +19,8 @@ std::string Choice::label() const {
     s = zdp_slices ? "ZDP" : "DP";
   else
     s = fmt::format("split{}:{}zdp", split, zdp_slices);
+  if (node_group) s += "/node";
+  if (two_level) s += "/2lvl";
   if (checkpoint) s += "+ckpt";
   return s;
 }

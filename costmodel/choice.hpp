@@ -2,6 +2,13 @@
 // `zdp_slices` are ZDP (ZeRO-3: gathered again for backward) and the rest DP (gathered once, kept
 // until the backward ends); plus activation checkpointing.
 //   split 1, zdp 0: DP      split 1, zdp 1: ZDP      split n, zdp k: k of n slices ZDP
+// On a cluster of several nodes a sharded (not REPLICATE) choice also has a sharding group and, for
+// world shards, a communication (issue 14; priced by cost_model.hpp):
+//   group world, comm flat:      shards over all N ranks, one ring over all of them (the default)
+//   group world, comm two-level: shards over all N ranks; all-gather across nodes on S/G, then within
+//                                the node on S; reduce-scatter within the node, then across nodes
+//   group node (HSDP):           shards over the G ranks of a node, replicated across nodes;
+//                                gradients reduce-scattered in the node, the shard all-reduced across
 #pragma once
 
 #include <string>
@@ -13,13 +20,19 @@ struct Choice {
   int split = 1;
   int zdp_slices = 0;
   bool checkpoint = false;
+  bool node_group = false;  // shard within the node (HSDP) instead of over the world
+  bool two_level = false;   // world shards: collectives in two levels (never with node_group)
 
   bool is_dp() const { return !replicate && zdp_slices == 0; }
   bool is_zdp() const { return !replicate && zdp_slices == split; }
-  // "DP", "ZDP", "REPLICATE", "split4:1zdp"; "+ckpt" when checkpointed.
+  // "DP", "ZDP", "REPLICATE", "split4:1zdp"; "/node" for a node group, "/2lvl" for two-level
+  // collectives; "+ckpt" when checkpointed.
   std::string label() const;
   // The mode word used in plan files: "dp", "zdp", "mixed" or "replicate".
   std::string mode_name() const;
+  // The plan file's words: "world" or "node"; "flat" or "two-level".
+  std::string group_name() const { return node_group ? "node" : "world"; }
+  std::string comm_name() const { return two_level ? "two-level" : "flat"; }
   friend bool operator==(const Choice&, const Choice&) = default;
 };
 

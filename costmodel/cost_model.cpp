@@ -35,6 +35,10 @@ const char* to_string(Tier t) {
 CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration, Precision precision,
                      CostOptions options)
     : world_(cluster.world_size()),
+      nodes_(cluster.nodes),
+      node_size_(cluster.devices_per_node),
+      intra_(cluster.intra),
+      inter_(cluster.inter),
       ring_links_(ring_links(cluster)),
       calibration_(calibration),
       compute_(calibration && calibration->compute ? *calibration->compute : cluster.compute),
@@ -58,6 +62,23 @@ double CostModel::collective_s(Collective c, double bytes) const {
   for (const LinkSpec& l : ring_links_)
     slowest = std::max(slowest, op.ring_s(l.alpha_s, l.beta_s_per_byte()));
   return slowest;
+}
+
+CostModel::ShardComm CostModel::shard_comm_s(const Choice& ch, double weight_bytes,
+                                             double gradient_bytes) const {
+  if ((!ch.node_group && !ch.two_level) || !two_levels())
+    return {collective_s(Collective::kAllGather, weight_bytes),
+            collective_s(Collective::kReduceScatter, gradient_bytes)};
+  const auto ring = [](Collective c, double bytes, int ranks, const LinkSpec& l) {
+    return bytes > 0 ? CollectiveOp{c, bytes, ranks}.ring_s(l.alpha_s, l.beta_s_per_byte()) : 0.0;
+  };
+  const double g = node_size_;
+  const double ag_in = ring(Collective::kAllGather, weight_bytes, node_size_, intra_);
+  const double rs_in = ring(Collective::kReduceScatter, gradient_bytes, node_size_, intra_);
+  if (ch.node_group)
+    return {ag_in, rs_in + ring(Collective::kAllReduce, gradient_bytes / g, nodes_, *inter_)};
+  return {ring(Collective::kAllGather, weight_bytes / g, nodes_, *inter_) + ag_in,
+          rs_in + ring(Collective::kReduceScatter, gradient_bytes / g, nodes_, *inter_)};
 }
 
 double CostModel::kernel_s(const Kernel& k, int batch) const {
@@ -129,8 +150,8 @@ ChoiceCost CostModel::cost(const Operator& op, const Choice& ch, int batch, cons
   if (ch.replicate) {
     comm_b = collective_s(Collective::kAllReduce, B.gradient * static_cast<double>(P));
   } else {
-    const double ag = collective_s(Collective::kAllGather, B.weight * Ps);
-    const double rs = collective_s(Collective::kReduceScatter, B.gradient * Ps);
+    const ShardComm sc = shard_comm_s(ch, B.weight * Ps, B.gradient * Ps);
+    const double ag = sc.all_gather_s, rs = sc.reduce_scatter_s;
     const int regather = (ckpt && options_.checkpoint_regather) ? k : 0;
     comm_f = n * ag;
     comm_b = (k + regather) * ag + n * rs;
@@ -138,7 +159,8 @@ ChoiceCost CostModel::cost(const Operator& op, const Choice& ch, int batch, cons
 
   // Compute.
   ChoiceCost c;
-  const double shard_elems = ch.replicate ? static_cast<double>(P) : ceil_div(P, world_);
+  const int shards = ch.node_group && two_levels() ? node_size_ : world_;
+  const double shard_elems = ch.replicate ? static_cast<double>(P) : ceil_div(P, shards);
   if (options_.tier == Tier::kPaper) {
     // b gamma, gamma the operator's compute per sample (forward, recompute, backward at batch 1).
     const double fwd = phase_s(op.forward, batch, n);

@@ -5,6 +5,17 @@
 // Collectives are rings over N ranks on the bottleneck link (or on the calibrated segment for the
 // buffer size S, the full gathered or reduced buffer), priced by costmodel/collective.hpp:
 //   all-gather(S) = reduce-scatter(S) = (N-1) alpha + (N-1)/N S beta;  all-reduce(S) = twice that.
+// Sharding groups and two-level collectives (issue 14), on M nodes of G devices (N = M G) with links
+// intra (a1, b1) and inter (a2, b2); S = w Ps gathered, R = g Ps reduced per slice, ring(c, X, n, l) the
+// ring formula over n ranks on link l:
+//   world, flat:      all-gather ring(AG, S, N, slowest), reduce-scatter ring(RS, R, N, slowest) (above)
+//   world, two-level: all-gather ring(AG, S/G, M, inter) + ring(AG, S, G, intra)
+//                     reduce-scatter ring(RS, R, G, intra) + ring(RS, R/G, M, inter)
+//   node (HSDP):      all-gather ring(AG, S, G, intra)
+//                     reduce-scatter ring(RS, R, G, intra) + all-reduce ring(AR, R/G, M, inter)
+//   at rest, node:    (w+g+o) ceil(P/G) instead of (w+g+o) ceil(P/N)
+// These per-level rings are priced on the cluster's links; a calibration's segments (one level,
+// measured over the whole world) price only the flat ring.
 // Communication of a choice:
 //   forward:  n all-gathers of w Ps (every slice is gathered once for forward)
 //   backward: k all-gathers of w Ps (ZDP slices gather again; 2k when checkpoint_regather is set and
@@ -21,7 +32,7 @@
 //             (1 - 1/i) (i the interference: compute slows by i while a collective runs; i = 1 gives max(x,
 //             c)); plus the Adam step over the shard.
 // Memory (both tiers):
-//   persistent = (w+g+o) ceil(P/N) [REPLICATE: (w+g+o) P]
+//   persistent = (w+g+o) ceil(P/N) [REPLICATE: (w+g+o) P; node group: (w+g+o) ceil(P/G)]
 //              + (n-k) w Ps                       (DP slices keep their gathered weights)
 //              + b * saved activations            (checkpointed: b * input only)
 //              + g P                              (a tied embedding's gradient, alive all backward)
@@ -93,6 +104,15 @@ class CostModel {
   const CostOptions& options() const { return options_; }
 
   double collective_s(Collective c, double bytes) const;
+  // One slice's all-gather of `weight_bytes` and reduce-scatter of `gradient_bytes` under a sharded
+  // choice's group and communication (the opening comment's formulas; world/flat is collective_s).
+  struct ShardComm {
+    double all_gather_s = 0, reduce_scatter_s = 0;
+  };
+  ShardComm shard_comm_s(const Choice& choice, double weight_bytes, double gradient_bytes) const;
+  // Whether the cluster has the two levels that node groups and two-level collectives need.
+  bool two_levels() const { return nodes_ > 1 && node_size_ > 1 && inter_.has_value(); }
+  int node_size() const { return node_size_; }
   double kernel_s(const Kernel& k, int batch) const;
   // The kernels run with every splittable kernel cut into `splits` slices (accumulating in place).
   double kernels_s(const std::vector<Kernel>& kernels, int batch, int splits) const;
@@ -104,6 +124,9 @@ class CostModel {
 
  private:
   int world_;
+  int nodes_, node_size_;  // M nodes of G devices
+  LinkSpec intra_;
+  std::optional<LinkSpec> inter_;
   // The links a ring's steps cross: within a node (when a node holds more than one device) and
   // between nodes (when there is more than one). Every step of a ring takes as long as its slowest
   // step, so the ring is priced on whichever is slower for the message at hand.

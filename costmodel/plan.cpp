@@ -24,12 +24,17 @@ nlohmann::json to_json(const Plan& p) {
   j["batch_size"] = p.batch_size;
   j["prefetch"] = p.prefetch;
   nlohmann::json ops = nlohmann::json::array();
-  for (const auto& o : p.operators)
-    ops.push_back({{"name", o.name},
-                   {"mode", o.choice.mode_name()},
-                   {"split", o.choice.split},
-                   {"zdp_slices", o.choice.zdp_slices},
-                   {"checkpoint", o.choice.checkpoint}});
+  for (const auto& o : p.operators) {
+    nlohmann::json op = {{"name", o.name},
+                         {"mode", o.choice.mode_name()},
+                         {"split", o.choice.split},
+                         {"zdp_slices", o.choice.zdp_slices},
+                         {"checkpoint", o.choice.checkpoint}};
+    // Written only when not the default, so that single-level plans stay as they were.
+    if (o.choice.node_group) op["group"] = o.choice.group_name();
+    if (o.choice.two_level) op["comm"] = o.choice.comm_name();
+    ops.push_back(std::move(op));
+  }
   j["operators"] = ops;
   j["predicted"] = {{"iteration_time_s", p.predicted_iteration_time_s},
                     {"peak_memory_bytes", p.predicted_peak_memory_bytes},
@@ -79,6 +84,20 @@ Plan read_plan(const nlohmann::json& doc, const std::string& file) {
     op.choice.zdp_slices =
         static_cast<int>(o.integer_or("zdp_slices", 0, op.choice.split, mode == "zdp" ? op.choice.split : 0));
     op.choice.checkpoint = o.boolean_or("checkpoint", false);
+    op.choice.node_group = o.choice_or("group", {"world", "node"}, "world") == "node";
+    op.choice.two_level = o.choice_or("comm", {"flat", "two-level"}, "flat") == "two-level";
+    if ((op.choice.node_group || op.choice.two_level) && op.choice.replicate)
+      o.fail(op.choice.node_group ? "group" : "comm",
+             "a REPLICATE operator is not sharded: it has no group or comm");
+    if (op.choice.node_group && op.choice.two_level)
+      o.fail("comm",
+             "a node-sharded operator's collectives are within the node: two-level applies to world shards");
+    if ((op.choice.node_group || op.choice.two_level) &&
+        (p.cluster.nodes < 2 || p.cluster.devices_per_node < 2 || !p.cluster.inter))
+      o.fail(op.choice.node_group ? "group" : "comm",
+             fmt::format("needs a cluster of several nodes with several devices each and an inter-node link "
+                         "(this one has {} x {})",
+                         p.cluster.nodes, p.cluster.devices_per_node));
     if (op.choice.mode_name() != mode)
       o.fail("mode", fmt::format("\"{}\" contradicts split {} with {} ZDP slices", mode, op.choice.split,
                                  op.choice.zdp_slices));

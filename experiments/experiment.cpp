@@ -15,7 +15,7 @@ using costmodel::JsonReader;
 
 const std::vector<std::string> kAxes = {
     "model",    "cluster", "world_size",          "memory", "split_max", "checkpoint",
-    "prefetch", "tier",    "checkpoint_regather", "batch"};
+    "prefetch", "tier",    "checkpoint_regather", "batch",  "groups"};
 
 [[noreturn]] void bad(const std::string& file, const std::string& pointer, const std::string& msg) {
   throw InputError(file, pointer, msg);
@@ -74,6 +74,10 @@ void apply(Config& c, const std::string& key, const nlohmann::json& v, const std
     if (!v.is_boolean())
       bad(file, pointer, fmt::format("expected true or false, got {}", costmodel::brief_json(v)));
     c.checkpoint_regather = v.get<bool>();
+  } else if (key == "groups") {
+    if (!v.is_boolean())
+      bad(file, pointer, fmt::format("expected true or false, got {}", costmodel::brief_json(v)));
+    c.groups = v.get<bool>();
   } else if (key == "batch") {
     if (v.is_string() && v.get<std::string>() == "auto")
       c.batch.reset();
@@ -102,6 +106,7 @@ nlohmann::json to_json(const Config& c) {
                    {"prefetch", c.prefetch},     {"tier", c.tier}};
   j["batch"] = c.batch ? nlohmann::json(*c.batch) : nlohmann::json("auto");
   j["checkpoint_regather"] = c.checkpoint_regather;
+  if (c.groups) j["groups"] = true;  // only when set: the keys of earlier results stay as they were
   return j;
 }
 
@@ -122,7 +127,7 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
       if (std::find(kAxes.begin(), kAxes.end(), key) == kAxes.end())
         bad(file, "/base/" + key,
             fmt::format("unknown key \"{}\" (known: model, cluster, world_size, memory, "
-                        "split_max, checkpoint, checkpoint_regather, prefetch, tier, batch)",
+                        "split_max, checkpoint, checkpoint_regather, prefetch, tier, batch, groups)",
                         key));
       apply(e.base, key, it.value(), file, "/base/" + key);
     }
@@ -135,7 +140,7 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
       if (std::find(kAxes.begin(), kAxes.end(), key) == kAxes.end())
         bad(file, ptr,
             fmt::format("unknown axis \"{}\" (axes: model, cluster, world_size, memory, split_max, "
-                        "checkpoint, checkpoint_regather, prefetch, tier, batch)",
+                        "checkpoint, checkpoint_regather, prefetch, tier, batch, groups)",
                         key));
       if (!it.value().is_array() || it.value().empty()) bad(file, ptr, "expected a non-empty array");
       std::vector<nlohmann::json> values;

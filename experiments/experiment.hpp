@@ -34,6 +34,7 @@ struct Config {
   std::string tier = "extended";     // extended | paper
   bool checkpoint_regather = false;  // a checkpointed ZDP operator gathers again for its recompute
   std::optional<int> batch;          // empty: the batch-size scheduler
+  bool groups = false;               // also search node groups and two-level collectives (issue 14)
 };
 
 struct StrategyConfig {

@@ -44,6 +44,7 @@ PlannedUnit plan_unit(const Unit& u, const std::optional<costmodel::Calibration>
 
   search::SearchOptions& so = p.search;
   so.space.split_max = u.strategy.split_max.value_or(c.split_max);
+  so.space.groups = c.groups;
   const std::string ckpt = u.strategy.checkpoint.value_or(c.checkpoint);
   so.space.checkpoint = ckpt == "on"    ? search::CheckpointPolicy::kOn
                         : ckpt == "off" ? search::CheckpointPolicy::kOff

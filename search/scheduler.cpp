@@ -9,6 +9,10 @@
 #include <queue>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "costmodel/error.hpp"
+
 namespace osdp::search {
 namespace {
 
@@ -63,6 +67,11 @@ SearchResult run_search(const costmodel::Workload& w, const costmodel::CostModel
                         const Strategy& strategy, const SearchOptions& opt) {
   const auto start = std::chrono::steady_clock::now();
   const SpaceOptions space = strategy.space(opt.space);
+  if (space.groups && !model.two_levels())
+    throw UsageError(fmt::format(
+        "{}: node groups and two-level collectives need a cluster of several nodes with several devices each "
+        "and an inter-node link",
+        opt.space.groups ? "--groups" : fmt::format("strategy {}", strategy.name())));
   auto price = [&](int b) {
     return price_batch(w, model, space, b, opt.memory_limit_bytes, opt.reserve_bytes);
   };

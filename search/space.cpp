@@ -29,7 +29,13 @@ std::vector<Choice> choices_for(const costmodel::Operator& op, const SpaceOption
   std::vector<Choice> out;
   for (bool c : ckpts) {
     for (int n : op.splits(space.split_max))
-      for (int k = 0; k <= n; ++k) out.push_back(Choice{false, n, k, c});
+      for (int k = 0; k <= n; ++k) {
+        out.push_back(Choice{false, n, k, c});
+        if (space.groups) {
+          out.push_back(Choice{false, n, k, c, /*node_group=*/true, /*two_level=*/false});
+          out.push_back(Choice{false, n, k, c, /*node_group=*/false, /*two_level=*/true});
+        }
+      }
     if (space.replicate) out.push_back(Choice{true, 1, 0, c});
   }
   return out;

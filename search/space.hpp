@@ -19,9 +19,13 @@ struct SpaceOptions {
   int split_max = 1;  // slices per operator: 1, 2, 4, ... up to this
   CheckpointPolicy checkpoint = CheckpointPolicy::kOff;
   bool replicate = true;  // offer REPLICATE (classic DDP) per operator
+  // Also offer every sharded choice node-sharded (HSDP) and with two-level collectives (issue 14);
+  // only on a cluster of several nodes of several devices (CostModel::two_levels()).
+  bool groups = false;
 };
 
-// Every choice of one operator within the space: REPLICATE, and for each split n every k in 0..n.
+// Every choice of one operator within the space: REPLICATE, and for each split n every k in 0..n
+// (with `groups`, each of those also node-sharded and two-level).
 std::vector<costmodel::Choice> choices_for(const costmodel::Operator& op, const SpaceOptions& space);
 
 // The choices of one operator shape and their prices at one batch size, shared by every operator of

@@ -95,7 +95,7 @@ class DfsStrategy : public Strategy {
 // tried and the faster feasible one kept.
 class UniformStrategy : public Strategy {
  public:
-  enum class Kind { kZdp, kDp, kReplicate };
+  enum class Kind { kZdp, kDp, kReplicate, kZdpNode, kZdpTwoLevel };
   UniformStrategy(std::string name, std::string summary, Kind kind)
       : name_(std::move(name)), summary_(std::move(summary)), kind_(kind) {}
   std::string name() const override { return name_; }
@@ -104,6 +104,7 @@ class UniformStrategy : public Strategy {
     SpaceOptions s = r;
     s.split_max = 1;
     s.replicate = kind_ == Kind::kReplicate;
+    s.groups = kind_ == Kind::kZdpNode || kind_ == Kind::kZdpTwoLevel;
     return s;
   }
   StrategyOutcome solve(const BatchCosts& costs, double) const override {
@@ -135,9 +136,12 @@ class UniformStrategy : public Strategy {
         int pick = -1;
         for (std::size_t i = 0; i < po.choices().size(); ++i) {
           const Choice& c = po.choices()[i];
-          const bool mode_ok = kind_ == Kind::kReplicate ? c.replicate
-                               : kind_ == Kind::kZdp     ? (c.is_zdp() && c.split == 1)
-                                                         : (c.is_dp() && c.split == 1);
+          const bool node = kind_ == Kind::kZdpNode, two = kind_ == Kind::kZdpTwoLevel;
+          const bool mode_ok =
+              kind_ == Kind::kReplicate ? c.replicate
+              : kind_ == Kind::kDp
+                  ? (c.is_dp() && c.split == 1 && !c.node_group && !c.two_level)
+                  : (c.is_zdp() && c.split == 1 && c.node_group == node && c.two_level == two);
           if (mode_ok && c.checkpoint == (ckpt && po.op->checkpointable)) pick = static_cast<int>(i);
         }
         if (pick < 0)
@@ -172,6 +176,7 @@ class OsdpRefStrategy : public Strategy {
     SpaceOptions s = r;
     s.split_max = 1;
     s.replicate = false;
+    s.groups = false;
     return s;
   }
   // What its MiB knapsack needs: the largest transient set aside, every block at its smallest
@@ -363,6 +368,13 @@ StrategyRegistry default_strategies(const StrategyLimits& limits) {
                                           UniformStrategy::Kind::kDp));
   r.add(std::make_unique<UniformStrategy>("ddp", "every operator REPLICATE (classic data parallel)",
                                           UniformStrategy::Kind::kReplicate));
+  r.add(std::make_unique<UniformStrategy>(
+      "hsdp", "every operator ZDP within its node, replicated across nodes (HSDP; clusters of several nodes)",
+      UniformStrategy::Kind::kZdpNode));
+  r.add(std::make_unique<UniformStrategy>(
+      "fsdp-2level",
+      "every operator ZDP over all ranks with two-level collectives (clusters of several nodes)",
+      UniformStrategy::Kind::kZdpTwoLevel));
   r.add(std::make_unique<OsdpRefStrategy>());
   r.add(std::make_unique<DfsStrategy>(limits.dfs_node_budget));
   return r;

@@ -346,4 +346,29 @@ else
   not_ok "samples per step at 1,000,000 ranks" "$(head -3 "$TMP/million.out")"
 fi
 
+# Node groups and two-level collectives (issue 14): on h100-2x8 exact with --groups says so in its
+# choices and records them in the plan; simulate refuses such a plan by name rather than replaying it
+# as world rings; --groups on a single node is refused.
+run groups "$OSDP" plan --model nd-48x1024 --cluster h100-2x8 --groups --out "$TMP/groups.plan.json"
+expect_rc "exact with --groups on 2 x 8" groups 0
+if grep -Eq "(/node|/2lvl)" "$TMP/groups.out"; then ok "the choices name node-sharded or two-level operators"
+else not_ok "the choices name node-sharded or two-level operators" "$(cat "$TMP/groups.out")"; fi
+jcheck "the plan file records group or comm for the operators that use them" "$TMP/groups.plan.json" '
+ops = j["operators"]
+assert any(o.get("group") == "node" or o.get("comm") == "two-level" for o in ops), ops[:3]
+assert all(o.get("group", "world") in ("world", "node") and o.get("comm", "flat") in ("flat", "two-level") for o in ops)
+'
+run groups_sim "$OSDP" simulate --plan "$TMP/groups.plan.json"
+expect_rc "simulate refuses a plan with node groups or two-level collectives" groups_sim 2
+contains "and says why" "$TMP/groups_sim.err" "the simulator and the executor do not run node groups or two-level collectives yet"
+for s in hsdp fsdp-2level; do
+  run "base_$s" "$OSDP" plan --model nd-48x1024 --cluster h100-2x8 --strategy "$s" --baseline none
+  expect_rc "--strategy $s on 2 x 8" "base_$s" 0
+done
+contains "hsdp: every operator ZDP within its node" "$TMP/base_hsdp.out" "ZDP/node x 48"
+contains "fsdp-2level: every operator ZDP with two-level collectives" "$TMP/base_fsdp-2level.out" "ZDP/2lvl x 48"
+run groups_one "$OSDP" plan --model nd-48x1024 --cluster titan-rtx-8 --groups
+expect_rc "--groups on one node is refused" groups_one 2
+contains "saying what it needs" "$TMP/groups_one.err" "--groups: node groups and two-level collectives need a cluster of several nodes"
+
 finish

@@ -117,3 +117,83 @@ TEST_CASE("a calibration's segment covering the size prices the collective", "[c
   CHECK(calibrated.compute().fp32_flops_per_s == 7e12);
   CHECK(calibrated.interference() == 1.4);
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Sharding groups and two-level collectives (issue 14), on 4 nodes of 8 (N = 32, M = 4, G = 8), with
+// intra 5 us and 100 GB/s and inter 20 us and 10 GB/s. For a slice of S = 64e6 B gathered and R =
+// 64e6 B reduced (fp32 weights and gradients), the opening comment of cost_model.hpp gives
+//   world, flat:      AG = ring(32, inter, S)                    = 31 x 20 us + 31/32 x 6.4 ms
+//   world, two-level: AG = ring(4, inter, S/8) + ring(8, intra, S)
+//                     RS = ring(8, intra, R) + ring(4, inter, R/8)
+//   node:             AG = ring(8, intra, S)
+//                     RS = ring(8, intra, R) + 2 ring(4, inter, R/8)   (the all-reduce of the shard)
+TEST_CASE("node groups and two-level collectives are priced per level", "[cost][groups]") {
+  ClusterSpec c = synthetic_cluster(4, 8);
+  c.intra = LinkSpec{5e-6, 100e9};
+  c.inter = LinkSpec{20e-6, 10e9};
+  const CostModel model(c, nullptr, Precision::kFp32, CostOptions{});
+  REQUIRE(model.two_levels());
+  const double S = 64e6, R = 64e6;
+  const double in_ag = ring(8, 5e-6, 100e9, S), in_rs = ring(8, 5e-6, 100e9, R);
+  const double out_ag = ring(4, 20e-6, 10e9, S / 8), out_rs = ring(4, 20e-6, 10e9, R / 8);
+
+  Choice world = zdp(), two = zdp(), node = zdp();
+  two.two_level = true;
+  node.node_group = true;
+  const auto flat = model.shard_comm_s(world, S, R);
+  CHECK(flat.all_gather_s == Approx(ring(32, 20e-6, 10e9, S)).epsilon(kRel));
+  CHECK(flat.reduce_scatter_s == Approx(ring(32, 20e-6, 10e9, R)).epsilon(kRel));
+  const auto t = model.shard_comm_s(two, S, R);
+  CHECK(t.all_gather_s == Approx(out_ag + in_ag).epsilon(kRel));
+  CHECK(t.reduce_scatter_s == Approx(in_rs + out_rs).epsilon(kRel));
+  const auto n = model.shard_comm_s(node, S, R);
+  CHECK(n.all_gather_s == Approx(in_ag).epsilon(kRel));
+  CHECK(n.reduce_scatter_s == Approx(in_rs + 2 * out_rs).epsilon(kRel));
+  // In figures: the flat ring moves 31/32 of S over the slow link, two-level 3/4 of S/8 of it.
+  CHECK(flat.all_gather_s == Approx(31 * 20e-6 + 31.0 / 32 * 6.4e-3).epsilon(kRel));
+  CHECK(t.all_gather_s == Approx(3 * 20e-6 + 0.75 * 0.8e-3 + 7 * 5e-6 + 7.0 / 8 * 0.64e-3).epsilon(kRel));
+
+  // A ZDP operator's choice cost carries them: forward one all-gather, backward one more and the
+  // reduce-scatter (prefetch 0: times add).
+  const Workload w = lower(load_model("gpt2-1.5b"));
+  const Operator& att = find_op(w, "layer0.attention");
+  const double P = static_cast<double>(att.parameters());
+  for (const Choice& ch : {world, two, node}) {
+    const auto sc = model.shard_comm_s(ch, 4 * P, 4 * P);
+    CHECK(model.cost(att, ch, 2, w.bytes).comm_s ==
+          Approx(2 * sc.all_gather_s + sc.reduce_scatter_s).epsilon(kRel));
+  }
+}
+
+// Memory at rest: a node-sharded operator keeps (w+g+o) ceil(P/G) of state, a world shard (flat or
+// two-level) (w+g+o) ceil(P/N); nothing else changes (fp32 Adam: w+g+o = 4 + 4 + 8 = 16 B).
+TEST_CASE("a node-sharded operator keeps 1/G of its state, a world shard 1/N", "[cost][groups]") {
+  ClusterSpec c = synthetic_cluster(4, 8);
+  c.inter = LinkSpec{20e-6, 10e9};
+  const CostModel model(c, nullptr, Precision::kFp32, CostOptions{});
+  const Workload w = lower(load_model("gpt2-1.5b"));
+  const Operator& mlp = find_op(w, "layer0.mlp");
+  const std::int64_t P = mlp.parameters();
+  Choice two = zdp(), node = zdp();
+  two.two_level = true;
+  node.node_group = true;
+  const double world_bytes = model.cost(mlp, zdp(), 1, w.bytes).persistent_bytes;
+  CHECK(model.cost(mlp, two, 1, w.bytes).persistent_bytes == world_bytes);
+  CHECK(model.cost(mlp, node, 1, w.bytes).persistent_bytes - world_bytes ==
+        Approx(16.0 * (static_cast<double>((P + 7) / 8) - static_cast<double>((P + 31) / 32))).epsilon(kRel));
+  // The transient (one gathered slice and its gradient) is the same in all three.
+  CHECK(model.cost(mlp, node, 1, w.bytes).transient_bytes ==
+        model.cost(mlp, zdp(), 1, w.bytes).transient_bytes);
+  CHECK(model.cost(mlp, two, 1, w.bytes).transient_bytes ==
+        model.cost(mlp, zdp(), 1, w.bytes).transient_bytes);
+}
+
+TEST_CASE("on one node, groups change nothing and two_levels() says so", "[cost][groups]") {
+  const CostModel model(synthetic_cluster(1, 8), nullptr, Precision::kFp32, CostOptions{});
+  CHECK_FALSE(model.two_levels());
+  Choice node = zdp();
+  node.node_group = true;
+  const auto a = model.shard_comm_s(node, 1e6, 1e6), b = model.shard_comm_s(zdp(), 1e6, 1e6);
+  CHECK(a.all_gather_s == b.all_gather_s);
+  CHECK(a.reduce_scatter_s == b.reduce_scatter_s);
+}

@@ -105,6 +105,32 @@ TEST_CASE("round trip: a plan", "[json]") {
   CHECK(back.predicted_throughput_samples_per_s == 256.0);
 }
 
+// Issue 14: a sharded operator's group and communication are written only when not the default
+// (world, flat), so that single-level plans read and write as before, and read back as written.
+TEST_CASE("round trip: node groups and two-level collectives", "[json][groups]") {
+  Plan p = sample_plan();
+  p.operators[1].choice.node_group = true;  // layer0.attention: ZDP within the node
+  p.operators[2].choice.two_level = true;   // layer0.mlp: mixed, two-level
+  p.operators[3].choice.node_group = true;  // stage1.projection: DP within the node
+  const json j = to_json(p);
+  CHECK(j.at("operators").at(1).at("group") == "node");
+  CHECK_FALSE(j.at("operators").at(1).contains("comm"));
+  CHECK(j.at("operators").at(2).at("comm") == "two-level");
+  CHECK_FALSE(j.at("operators").at(2).contains("group"));
+  CHECK_FALSE(j.at("operators").at(4).contains("group"));
+  CHECK_FALSE(j.at("operators").at(4).contains("comm"));
+  const Plan back = read_plan(through_text(j), "plan.json");
+  for (std::size_t i = 0; i < p.operators.size(); ++i) {
+    INFO("operator " << i);
+    CHECK(back.operators[i].choice == p.operators[i].choice);
+  }
+  // Spelled out, the defaults read the same as left out.
+  json explicit_defaults = j;
+  explicit_defaults["operators"][4]["group"] = "world";
+  explicit_defaults["operators"][4]["comm"] = "flat";
+  CHECK(read_plan(explicit_defaults, "plan.json").operators[4].choice == p.operators[4].choice);
+}
+
 TEST_CASE("round trip: a plan without calibration", "[json]") {
   Plan p = sample_plan();
   p.calibration.reset();
@@ -172,6 +198,30 @@ TEST_CASE("plan: operators must match the model's lowering", "[json]") {
     doc["operators"][2]["zdp_slices"] = 3;
     pointer = "/operators/2/zdp_slices";
     expected = "expected an integer in [0, 2], got 3";
+  }
+  SECTION("a sharding group on a REPLICATE operator") {
+    doc["operators"][0]["group"] = "node";
+    pointer = "/operators/0/group";
+    expected = "a REPLICATE operator is not sharded";
+  }
+  SECTION("a node group with two-level collectives") {
+    doc["operators"][1]["group"] = "node";
+    doc["operators"][1]["comm"] = "two-level";
+    pointer = "/operators/1/comm";
+    expected = "two-level applies to world shards";
+  }
+  SECTION("an unknown group") {
+    doc["operators"][1]["group"] = "rack";
+    pointer = "/operators/1/group";
+    expected = "expected one of \"world\", \"node\", got \"rack\"";
+  }
+  SECTION("a node group on a cluster of one node") {
+    doc["cluster"]["nodes"] = 1;
+    doc["operators"][1]["group"] = "node";
+    pointer = "/operators/1/group";
+    expected =
+        "needs a cluster of several nodes with several devices each and an inter-node link (this one has 1 x "
+        "4)";
   }
   SECTION("an unknown key in an operator") {
     doc["operators"][5]["prefetch"] = 1;

@@ -235,6 +235,50 @@ TEST_CASE("exact equals brute force on instances priced from random small models
   REQUIRE(feasible == checked);  // capacities were chosen at or above the smallest peak
 }
 
+// Issue 14: the same with node groups and two-level collectives in the space, on random clusters of
+// 2-4 nodes whose inter-node link is 2-50x slower than the intra-node one.
+TEST_CASE("exact equals brute force with node groups and two-level collectives", "[exact][model][groups]") {
+  std::mt19937_64 rng(1414);
+  std::uniform_int_distribution<int> nodes(2, 4);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  int checked = 0, grouped = 0;
+  for (int trial = 0; checked < 120; ++trial) {
+    const costmodel::ModelSpec m = random_model(rng, 1 + trial % 2);
+    costmodel::ClusterSpec c = random_cluster(rng);
+    c.nodes = nodes(rng);
+    c.devices_per_node = std::max(2, c.devices_per_node / 2);
+    c.inter = costmodel::LinkSpec{c.intra.alpha_s * (1 + 4 * u(rng)),
+                                  c.intra.bandwidth_bytes_per_s / (2 + 48 * u(rng))};
+    const costmodel::Workload w = costmodel::lower(m);
+    const costmodel::CostModel model(c, nullptr, m.precision, {});
+    REQUIRE(model.two_levels());
+    search::SpaceOptions space;
+    space.checkpoint = search::CheckpointPolicy::kAuto;
+    space.groups = true;
+    const search::BatchCosts costs =
+        search::price_batch(w, model, space, 1 + trial % 3, 1e12, c.reserve_bytes);
+    Instance inst = search::to_instance(costs);
+    if (combinations(inst) > 2e6) continue;
+    Instance loose = inst;
+    loose.capacity_bytes = 1e300;
+    const double fastest_peak = search::solve_brute_force(loose).peak_bytes;
+    const double lo = search::min_peak_bytes(inst);
+    inst.capacity_bytes = lo + (fastest_peak - lo) * (0.1 + 0.8 * (trial % 7) / 6.0);
+    INFO("trial " << trial << " ops " << inst.groups.size() << " nodes " << c.nodes << " x "
+                  << c.devices_per_node);
+    const Solution brute = search::solve_brute_force(inst);
+    const Solution exact = search::solve_exact(inst);
+    REQUIRE(same_objective(exact, brute));
+    REQUIRE(search::lower_bound_time(inst) <= brute.time_s * (1 + kRel));
+    for (std::size_t g = 0; g < inst.groups.size(); ++g) {
+      const costmodel::Choice& ch = costs.ops[g].choices()[static_cast<std::size_t>(exact.chosen[g])];
+      grouped += (ch.node_group || ch.two_level) ? 1 : 0;
+    }
+    ++checked;
+  }
+  REQUIRE(grouped > 0);  // the optimum does use the new choices in some of them
+}
+
 TEST_CASE("the batch-size scheduler finds the best throughput over all batch sizes", "[exact][scheduler]") {
   std::mt19937_64 rng(4242);
   for (int trial = 0; trial < 12; ++trial) {

@@ -6,6 +6,7 @@
 
 #include "costmodel/catalog.hpp"
 #include "costmodel/cost_model.hpp"
+#include "costmodel/error.hpp"
 #include "costmodel/workload.hpp"
 #include "search/scheduler.hpp"
 #include "search/strategy.hpp"
@@ -48,11 +49,15 @@ TEST_CASE("exact is never worse than any other strategy on every bundled model a
       Setup s(m.path, c.path);
       // The paper's two limits on every cluster (osdp-ref's MiB knapsack grows with the limit).
       for (double memory : {8 * kGiB, 16 * kGiB}) {
-        const auto opt = options(s, memory, 4, search::CheckpointPolicy::kAuto);
+        auto opt = options(s, memory, 4, search::CheckpointPolicy::kAuto);
+        // On a cluster of several nodes exact searches node groups and two-level collectives too, so
+        // that hsdp and fsdp-2level are in its space; elsewhere those two do not apply.
+        opt.space.groups = s.cost.two_levels();
         const auto exact = search::run_search(s.workload, s.cost, registry.get("exact"), opt);
         exact_feasible += exact.feasible ? 1 : 0;
         for (const auto& name : registry.names()) {
-          if (name == "exact") continue;
+          if (name == "exact" || ((name == "hsdp" || name == "fsdp-2level") && !s.cost.two_levels()))
+            continue;
           const auto other = search::run_search(s.workload, s.cost, registry.get(name), opt);
           INFO(m.name << " on " << c.name << " at " << memory / kGiB << " GiB: " << name);
           if (other.feasible) {
@@ -87,6 +92,41 @@ TEST_CASE("baselines are uniform plans", "[strategies]") {
   fixed.batch = 1;
   REQUIRE(search::run_search(s.workload, s.cost, registry.get("fsdp"), fixed).peak_bytes <
           search::run_search(s.workload, s.cost, registry.get("zero2"), fixed).peak_bytes);
+}
+
+// Issue 14 on h100-2x8 (2 nodes of 8, NVLink inside, one 400 Gb/s NIC per GPU between nodes): the
+// new baselines are what their names say, and exact over the larger space is at least as good as each
+// of them and as exact without it.
+TEST_CASE("hsdp and fsdp-2level are uniform; exact with groups is never worse", "[strategies][groups]") {
+  Setup s("nd-48x1024", "h100-2x8");
+  REQUIRE(s.cost.two_levels());
+  const auto registry = search::default_strategies();
+  auto opt = options(s, 16 * kGiB, 4, search::CheckpointPolicy::kAuto);
+  const auto plain = search::run_search(s.workload, s.cost, registry.get("exact"), opt);
+  opt.space.groups = true;
+  const auto exact = search::run_search(s.workload, s.cost, registry.get("exact"), opt);
+  const auto hsdp = search::run_search(s.workload, s.cost, registry.get("hsdp"), opt);
+  const auto two = search::run_search(s.workload, s.cost, registry.get("fsdp-2level"), opt);
+  const auto fsdp = search::run_search(s.workload, s.cost, registry.get("fsdp"), opt);
+  REQUIRE((plain.feasible && exact.feasible && hsdp.feasible && two.feasible && fsdp.feasible));
+  for (const auto& ch : hsdp.choices)
+    REQUIRE((ch.is_zdp() && ch.split == 1 && ch.node_group && !ch.two_level));
+  for (const auto& ch : two.choices)
+    REQUIRE((ch.is_zdp() && ch.split == 1 && ch.two_level && !ch.node_group));
+  for (const auto& ch : fsdp.choices) REQUIRE((ch.is_zdp() && !ch.node_group && !ch.two_level));
+  for (const auto* other : {&plain, &hsdp, &two, &fsdp})
+    REQUIRE(exact.throughput >= other->throughput * (1 - kRel));
+  // Inter-node links 7.4x slower than NVLink: moving less across them pays, so exact uses the new
+  // choices and gains on the flat world rings.
+  REQUIRE(exact.throughput > plain.throughput * 1.01);
+  bool uses_groups = false;
+  for (const auto& ch : exact.choices) uses_groups = uses_groups || ch.node_group || ch.two_level;
+  REQUIRE(uses_groups);
+  // On one node the space does not exist: a clear error, not a silent flat plan.
+  Setup one("nd-48x1024", "titan-rtx-8");
+  REQUIRE_THROWS_AS(search::run_search(one.workload, one.cost, registry.get("hsdp"),
+                                       options(one, 16 * kGiB, 1, search::CheckpointPolicy::kOff)),
+                    UsageError);
 }
 
 TEST_CASE("checkpointing on, off and auto", "[strategies]") {

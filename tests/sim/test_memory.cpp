@@ -170,6 +170,8 @@ TEST_CASE("the analytic peak bounds the simulated peak on every model and strate
       const costmodel::CostModel cost(cluster, nullptr, model.precision, co);
       for (const double memory : {8 * kGiB, 16 * kGiB}) {
         for (const auto& name : registry.names()) {
+          // hsdp and fsdp-2level need several nodes, and the simulator does not run them yet.
+          if (registry.get(name).space({}).groups) continue;
           search::SearchOptions so;
           so.space.split_max = 4;
           so.space.checkpoint = search::CheckpointPolicy::kAuto;
