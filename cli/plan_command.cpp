@@ -234,8 +234,8 @@ Action add_plan_command(CLI::App& app) {
   app.add_flag(
       "--groups", a->groups,
       "Also search, per operator, sharding within the node (HSDP) and two-level collectives for world "
-      "shards (a cluster of several nodes of several devices; `osdp simulate` and `validate` do not run "
-      "such plans yet)");
+      "shards (a cluster of several nodes of several devices; `osdp simulate` runs such plans, `osdp "
+      "validate` does not yet)");
   app.add_option("--split-max", a->split_max,
                  "Largest number of slices per operator (1, 2, 4, ...; 1: no splitting)")
       ->check(PowerOfTwo(64))

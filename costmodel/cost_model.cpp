@@ -28,6 +28,18 @@ std::vector<LinkSpec> ring_links(const ClusterSpec& cluster) {
 }
 }  // namespace
 
+const char* to_string(RingLevel l) {
+  switch (l) {
+    case RingLevel::kWorld:
+      return "world";
+    case RingLevel::kIntra:
+      return "intra";
+    case RingLevel::kInter:
+      return "inter";
+  }
+  return "?";
+}
+
 const char* to_string(Tier t) {
   return t == Tier::kPaper ? "paper" : "extended";
 }
@@ -64,21 +76,37 @@ double CostModel::collective_s(Collective c, double bytes) const {
   return slowest;
 }
 
+double CostModel::collective_s(Collective c, double bytes, RingLevel level) const {
+  if (level == RingLevel::kWorld || !two_levels()) return collective_s(c, bytes);
+  if (bytes <= 0) return 0.0;
+  const bool intra = level == RingLevel::kIntra;
+  const LinkSpec& l = intra ? intra_ : *inter_;
+  return CollectiveOp{c, bytes, intra ? node_size_ : nodes_}.ring_s(l.alpha_s, l.beta_s_per_byte());
+}
+
+std::vector<LevelCollective> level_collectives(const Choice& ch, Collective c, double bytes, int node_size) {
+  if (!ch.node_group && !ch.two_level) return {{c, bytes, RingLevel::kWorld}};
+  const double g = node_size;
+  if (c == Collective::kAllGather) {
+    if (ch.node_group) return {{c, bytes, RingLevel::kIntra}};
+    return {{c, bytes / g, RingLevel::kInter}, {c, bytes, RingLevel::kIntra}};
+  }
+  // Reduce-scatter: within the node first, then the shard across nodes (an all-reduce for a node group).
+  return {{c, bytes, RingLevel::kIntra},
+          {ch.node_group ? Collective::kAllReduce : c, bytes / g, RingLevel::kInter}};
+}
+
 CostModel::ShardComm CostModel::shard_comm_s(const Choice& ch, double weight_bytes,
                                              double gradient_bytes) const {
-  if ((!ch.node_group && !ch.two_level) || !two_levels())
+  if (!two_levels())
     return {collective_s(Collective::kAllGather, weight_bytes),
             collective_s(Collective::kReduceScatter, gradient_bytes)};
-  const auto ring = [](Collective c, double bytes, int ranks, const LinkSpec& l) {
-    return bytes > 0 ? CollectiveOp{c, bytes, ranks}.ring_s(l.alpha_s, l.beta_s_per_byte()) : 0.0;
-  };
-  const double g = node_size_;
-  const double ag_in = ring(Collective::kAllGather, weight_bytes, node_size_, intra_);
-  const double rs_in = ring(Collective::kReduceScatter, gradient_bytes, node_size_, intra_);
-  if (ch.node_group)
-    return {ag_in, rs_in + ring(Collective::kAllReduce, gradient_bytes / g, nodes_, *inter_)};
-  return {ring(Collective::kAllGather, weight_bytes / g, nodes_, *inter_) + ag_in,
-          rs_in + ring(Collective::kReduceScatter, gradient_bytes / g, nodes_, *inter_)};
+  ShardComm sc;
+  for (const auto& lc : level_collectives(ch, Collective::kAllGather, weight_bytes, node_size_))
+    sc.all_gather_s += collective_s(lc.kind, lc.bytes, lc.level);
+  for (const auto& lc : level_collectives(ch, Collective::kReduceScatter, gradient_bytes, node_size_))
+    sc.reduce_scatter_s += collective_s(lc.kind, lc.bytes, lc.level);
+  return sc;
 }
 
 double CostModel::kernel_s(const Kernel& k, int batch) const {

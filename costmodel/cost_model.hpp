@@ -62,6 +62,12 @@
 namespace osdp::costmodel {
 
 enum class Tier { kPaper, kExtended };
+
+// The ring a collective runs on: over every rank (world), within one node (intra: G ranks on the
+// intra-node link), or across nodes among the ranks of one local index (inter: M ranks on the
+// inter-node link). Node groups and two-level collectives use the last two.
+enum class RingLevel { kWorld, kIntra, kInter };
+const char* to_string(RingLevel l);
 const char* to_string(Tier t);
 
 struct CostOptions {
@@ -76,6 +82,19 @@ struct CostOptions {
   // (prefetch_reserve_bytes).
   int prefetch = 0;
 };
+
+// One part of a sharded choice's all-gather or reduce-scatter (`c`, of a slice of `bytes`): the
+// collective it runs, on which buffer, on which ring, in order. World/flat: c itself; two-level:
+// all-gather across nodes on S/G then within on S, reduce-scatter within on S then across on S/G;
+// node group: all-gather within; reduce-scatter within, then an all-reduce of S/G across. The cost
+// model prices these and the schedule runs them, so both describe the same work.
+struct LevelCollective {
+  Collective kind;
+  double bytes;
+  RingLevel level;
+};
+std::vector<LevelCollective> level_collectives(const Choice& choice, Collective c, double bytes,
+                                               int node_size);
 
 // What prefetch depth p can add to any step's peak: p operators gathered ahead and p + 1 operators'
 // gradients still being reduce-scattered, each as large as the largest operator.
@@ -104,6 +123,9 @@ class CostModel {
   const CostOptions& options() const { return options_; }
 
   double collective_s(Collective c, double bytes) const;
+  // The same on one level's ring (kWorld: collective_s; the others on the cluster's link of that
+  // level, whatever a calibration says: its segments were fitted on world rings).
+  double collective_s(Collective c, double bytes, RingLevel level) const;
   // One slice's all-gather of `weight_bytes` and reduce-scatter of `gradient_bytes` under a sharded
   // choice's group and communication (the opening comment's formulas; world/flat is collective_s).
   struct ShardComm {

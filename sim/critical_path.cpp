@@ -24,7 +24,7 @@ CriticalPath critical_path(const Schedule& s, const costmodel::CostModel& model)
     if (prev >= 0) boost::add_edge(static_cast<std::size_t>(prev), t, g);
     prev = static_cast<int>(t);
     if (is_collective(task.kind)) {
-      weight[t] = model.collective_s(collective_of(task.kind), task.bytes);
+      weight[t] = model.collective_s(collective_of(task.kind), task.bytes, task.level);
     } else {
       weight[t] = task.duration_s;
     }

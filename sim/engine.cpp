@@ -65,6 +65,7 @@ class Engine {
     for (std::size_t t = 0; t < s.tasks.size(); ++t) duration_[t] = to_ticks(s.tasks[t].duration_s);
     started_.assign(s.tasks.size(), 0);
     entry_.resize(s.tasks.size());
+    sub_started_.resize(s.tasks.size());
     state_.resize(ranks_);
     stats_.resize(ranks_);
   }
@@ -184,20 +185,73 @@ class Engine {
     auto& entry = entry_[t];
     if (entry.empty()) entry.assign(ranks_, 0);
     entry[r] = now;
-    if (++started_[t] == ranks_) ring(t);
+    const costmodel::RingLevel level = s_.tasks[t].level;
+    if (level == costmodel::RingLevel::kWorld) {
+      if (++started_[t] == ranks_) {
+        members_.resize(ranks_);
+        for (int i = 0; i < ranks_; ++i) members_[i] = i;
+        ring(t, world_);
+        entry_[t].clear();
+        entry_[t].shrink_to_fit();
+      }
+      return;
+    }
+    // A ring within r's node or across nodes at r's local index: it runs once its own members have
+    // entered, whatever the other rings do.
+    const int size = sub_ring(level, r, members_);
+    auto& counts = sub_started_[t];
+    if (counts.empty()) counts.assign(ranks_, 0);
+    if (++counts[members_.front()] == static_cast<int>(members_.size())) ring(t, size);
+    if (++started_[t] == ranks_) {
+      entry_[t].clear();
+      entry_[t].shrink_to_fit();
+      counts.clear();
+      counts.shrink_to_fit();
+    }
   }
 
-  // The ring's step recurrence once every rank has entered; schedules each rank's completion.
-  void ring(int t) {
+  // The simulated ranks of rank r's ring at `level`, in ring order, into `out`; returns the ring's
+  // size in real ranks. Ranks are numbered node by node (G per node, M nodes). Symmetric mode runs
+  // one period of ranks (at most a node): a node's ring closes over the simulated ranks of the node,
+  // and an inter-node ring is represented by its one simulated rank (its other members, at the same
+  // local index on other nodes, behave alike).
+  int sub_ring(costmodel::RingLevel level, int r, std::vector<int>& out) const {
+    const int G = s_.per_node, M = s_.nodes;
+    out.clear();
+    if (level == costmodel::RingLevel::kIntra) {
+      const int block = std::min(G, ranks_);
+      const int first = r / block * block;
+      for (int i = 0; i < block; ++i) out.push_back(first + i);
+      return G;
+    }
+    if (ranks_ == world_) {
+      for (int k = 0; k < M; ++k) out.push_back(r % G + k * G);
+    } else {
+      out.push_back(r);
+    }
+    return M;
+  }
+
+  // The ring's step recurrence over `members_` (simulated ranks, in ring order) once they have all
+  // entered, for a ring of `size` real ranks; schedules each member's completion.
+  void ring(int t, int size) {
     const Task& task = s_.tasks[t];
-    const std::vector<Tick>& s = entry_[t];
-    const int R = ranks_;
-    const int steps = costmodel::ring_steps(collective_of(task.kind), world_);
+    const std::vector<Tick>& entry = entry_[t];
+    const int R = static_cast<int>(members_.size());
+    const int steps = costmodel::ring_steps(collective_of(task.kind), size);
+    const bool world = task.level == costmodel::RingLevel::kWorld;
     step_.resize(R);
-    for (int r = 0; r < R; ++r) step_[r] = net_.step_ticks(task.kind, task.bytes, world_, r);
+    entered_.resize(R);
+    for (int i = 0; i < R; ++i) {
+      const int r = members_[i];
+      step_[i] = world ? net_.step_ticks(task.kind, task.bytes, world_, r)
+                       : net_.level_step_ticks(task.kind, task.bytes, size, task.level);
+      entered_[i] = entry[r];
+    }
+    const Tick* s = entered_.data();
     sent_.resize(R);
     if (steps == 0) {
-      for (int r = 0; r < R; ++r) push(s[r], kCommDone, r, t);
+      for (int i = 0; i < R; ++i) push(s[i], kCommDone, members_[i], t);
       return;
     }
     // Step 0: a rank sends once it and its successor have entered.
@@ -214,10 +268,9 @@ class Engine {
         carry = before;
       }
     }
-    for (int r = 0; r < R; ++r) push(std::max(sent_[r], sent_[r > 0 ? r - 1 : R - 1]), kCommDone, r, t);
+    for (int r = 0; r < R; ++r)
+      push(std::max(sent_[r], sent_[r > 0 ? r - 1 : R - 1]), kCommDone, members_[r], t);
     result_.events += static_cast<std::int64_t>(steps) * R;
-    entry_[t].clear();
-    entry_[t].shrink_to_fit();
   }
 
   void complete(int r, int t, Tick start, Tick now) {
@@ -260,7 +313,10 @@ class Engine {
   std::vector<Tick> duration_;
   std::vector<int> started_;
   std::vector<std::vector<Tick>> entry_;
-  std::vector<Tick> step_, sent_;
+  std::vector<std::vector<int>>
+      sub_started_;  // per task on a node or inter-node ring: entered, per ring (by first member)
+  std::vector<int> members_;
+  std::vector<Tick> step_, sent_, entered_;
   std::vector<RankState> state_;
   std::uint64_t tasks_done_ = 0;  // over all ranks, for progress
   std::vector<RankStats> stats_;

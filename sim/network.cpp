@@ -22,6 +22,13 @@ Tick RingLinks::step_ticks(TaskKind kind, double total_bytes, int world, int ran
   return to_ticks(op.step_s(l.alpha_s, l.beta_s_per_byte()));
 }
 
+Tick RingLinks::level_step_ticks(TaskKind kind, double total_bytes, int ring_size,
+                                 costmodel::RingLevel level) const {
+  const costmodel::CollectiveOp op{collective_of(kind), total_bytes, ring_size};
+  const costmodel::LinkSpec& l = level == costmodel::RingLevel::kInter ? inter_ : intra_;
+  return to_ticks(op.step_s(l.alpha_s, l.beta_s_per_byte()));
+}
+
 int RingLinks::period(int world) const {
   if (nodes_ <= 1) return 1;
   if (calibration_ && std::none_of(costmodel::kCollectives.begin(), costmodel::kCollectives.end(),

@@ -134,7 +134,10 @@ nlohmann::json chrome_trace(const Schedule& schedule, const SimResult& r) {
     const Task& t = schedule.tasks[rec.task];
     const int tid = t.stream == Stream::kCompute ? 0 : 1;
     nlohmann::json args = {{"op", t.op}, {"slice", t.slice}};
-    if (is_collective(t.kind)) args["bytes"] = t.bytes;
+    if (is_collective(t.kind)) {
+      args["bytes"] = t.bytes;
+      args["level"] = costmodel::to_string(t.level);  // world, intra (within a node), inter (across)
+    }
     timed.push_back({rec.start,
                      rec.rank,
                      tid,

@@ -6,8 +6,6 @@
 
 #include <fmt/format.h>
 
-#include "costmodel/error.hpp"
-
 namespace osdp::sim {
 
 using costmodel::Choice;
@@ -46,6 +44,8 @@ class Builder {
   Builder(const costmodel::Plan& plan, const costmodel::Workload& w, const costmodel::CostModel& model)
       : plan_(plan), w_(w), model_(model) {
     s_.world_size = model.world_size();
+    s_.nodes = plan.cluster.nodes;
+    s_.per_node = plan.cluster.devices_per_node;
     s_.batch = plan.batch_size;
     s_.prefetch = plan.prefetch;
     s_.reserve_bytes = plan.cluster.reserve_bytes;
@@ -77,7 +77,8 @@ class Builder {
   }
   double shard_params(int u) const {
     const auto p = w_.operators[u].parameters();
-    return choice(u).replicate ? static_cast<double>(p) : std::ceil(static_cast<double>(p) / s_.world_size);
+    const int shards = choice(u).node_group && model_.two_levels() ? s_.per_node : s_.world_size;
+    return choice(u).replicate ? static_cast<double>(p) : std::ceil(static_cast<double>(p) / shards);
   }
   const std::string& name(int u) const { return w_.operators[u].name; }
 
@@ -142,16 +143,27 @@ class Builder {
         forward_phase_ ? (site == 1 ? "head." : "") : (nd.for_recompute ? "recompute." : "bwd.");
     const int buf = buffer(fmt::format("{}.{}w{}", name(u), purpose, nd.slice),
                            w_.bytes.weight * slice_params(u), BufferRole::kGatheredWeight, u, nd.slice, site);
-    Task t;
-    t.name = fmt::format("{}.{}allgather{}", name(u), purpose, nd.slice);
-    t.kind = TaskKind::kAllGather;
-    t.stream = Stream::kComm;
-    t.op = u;
-    t.slice = nd.slice;
-    t.bytes = w_.bytes.weight * slice_params(u);
-    t.allocs = {buf};
-    if (window_dep >= 0) t.deps.push_back(window_dep);
-    const int id = add(std::move(t));
+    // One task per level (one on a world ring); the buffer comes with the first, the compute waits
+    // for the last.
+    const auto parts = parts_of(u, costmodel::Collective::kAllGather, w_.bytes.weight * slice_params(u));
+    int id = -1;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      Task t;
+      t.name = fmt::format("{}.{}allgather{}{}", name(u), purpose, nd.slice, level_suffix(parts[i].level));
+      t.kind = TaskKind::kAllGather;
+      t.stream = Stream::kComm;
+      t.op = u;
+      t.slice = nd.slice;
+      t.bytes = parts[i].bytes;
+      t.level = parts[i].level;
+      if (i == 0) {
+        t.allocs = {buf};
+        if (window_dep >= 0) t.deps.push_back(window_dep);
+      } else {
+        t.deps.push_back(id);
+      }
+      id = add(std::move(t));
+    }
     gather_buffer_[id] = buf;
     return id;
   }
@@ -252,19 +264,38 @@ class Builder {
     }
   }
 
+  // The levels a collective of operator u runs on (one world ring unless u is node-sharded or
+  // two-level on a cluster that has two levels).
+  std::vector<costmodel::LevelCollective> parts_of(int u, costmodel::Collective c, double bytes) const {
+    if (!model_.two_levels()) return {{c, bytes, costmodel::RingLevel::kWorld}};
+    return costmodel::level_collectives(choice(u), c, bytes, s_.per_node);
+  }
+  static std::string level_suffix(costmodel::RingLevel l) {
+    return l == costmodel::RingLevel::kWorld ? std::string() : fmt::format(".{}", costmodel::to_string(l));
+  }
+
+  // A collective of operator u after task `dep`, one task per level; `frees` go with the last.
   int collective(TaskKind kind, int u, int j, double bytes, int dep, std::vector<int> frees) {
-    Task t;
-    t.name = fmt::format("{}.{}{}", name(u), to_string(kind), j);
-    t.kind = kind;
-    t.stream = Stream::kComm;
-    t.op = u;
-    t.slice = j;
-    t.bytes = bytes;
-    t.deps = {dep};
-    t.frees = std::move(frees);
-    const int id = add(std::move(t));
-    collectives_.push_back(id);
-    step_collectives_[current_step_].push_back(id);
+    const auto parts = kind == TaskKind::kAllReduce
+                           ? std::vector<costmodel::LevelCollective>{{costmodel::Collective::kAllReduce,
+                                                                      bytes, costmodel::RingLevel::kWorld}}
+                           : parts_of(u, collective_of(kind), bytes);
+    int id = dep;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      Task t;
+      t.kind = task_kind_of(parts[i].kind);
+      t.name = fmt::format("{}.{}{}{}", name(u), to_string(t.kind), j, level_suffix(parts[i].level));
+      t.stream = Stream::kComm;
+      t.op = u;
+      t.slice = j;
+      t.bytes = parts[i].bytes;
+      t.level = parts[i].level;
+      t.deps = {id};
+      if (i + 1 == parts.size()) t.frees = std::move(frees);
+      id = add(std::move(t));
+      collectives_.push_back(id);
+      step_collectives_[current_step_].push_back(id);
+    }
     return id;
   }
 
@@ -410,16 +441,6 @@ class Builder {
 
 Schedule build_schedule(const costmodel::Plan& plan, const costmodel::Workload& workload,
                         const costmodel::CostModel& model) {
-  // Node groups and two-level collectives are priced by the cost model and searched (issue 14), but
-  // their collectives run on sub-rings the schedule does not build yet: refuse rather than replay
-  // them as world rings and predict the wrong step.
-  for (const auto& op : plan.operators)
-    if (op.choice.node_group || op.choice.two_level)
-      throw UsageError(fmt::format(
-          "operator \"{}\" is {}: the simulator and the executor do not run node groups or two-level "
-          "collectives yet (the plan's predictions are the cost model's)",
-          op.name,
-          op.choice.node_group ? "sharded within its node (group node)" : "two-level (comm two-level)"));
   return Builder(plan, workload, model).build();
 }
 

@@ -16,6 +16,11 @@
 //   ZDP and kept through the adjacent head backward); its full gradient lives from the head's
 //   backward to the end, where it is reduce-scattered slice by slice.
 //   The optimizer step runs after every collective has finished.
+// Node groups and two-level collectives (issue 14): each all-gather or reduce-scatter of such a slice
+// is two collective tasks on the comm stream, one per level (costmodel::level_collectives): two-level
+// all-gather across nodes on S/G then within the node on S; reduce-scatter within then across on S/G;
+// a node group gathers within the node and all-reduces its reduce-scattered shard across nodes. The
+// gathered buffer is allocated by the first and freed as before; the gradient freed by the last.
 // Prefetch depth p: p = 0 runs every task after the previous one (no overlap at all: the step time
 // is the sum of compute and communication, the paper tier's sum); p >= 1 issues each all-gather up
 // to p operators ahead of the compute that needs it and lets reduce-scatters run behind the compute,
@@ -95,18 +100,20 @@ struct Task {
   std::string name;
   TaskKind kind = TaskKind::kForward;
   Stream stream = Stream::kCompute;
-  int op = -1;              // operator index in the workload (-1: the optimizer step)
-  int slice = 0;            // slice of the operator
-  int site = 0;             // 0: the operator's place; 1: the LM head's place (tied embedding)
-  double duration_s = 0;    // compute tasks: at speed 1, without interference
-  double bytes = 0;         // collectives: the full buffer S (gathered or reduced)
-  std::vector<int> deps;    // tasks of the same rank that must finish first
-  std::vector<int> allocs;  // buffers allocated when the task starts
-  std::vector<int> frees;   // buffers freed when the task ends
+  int op = -1;            // operator index in the workload (-1: the optimizer step)
+  int slice = 0;          // slice of the operator
+  int site = 0;           // 0: the operator's place; 1: the LM head's place (tied embedding)
+  double duration_s = 0;  // compute tasks: at speed 1, without interference
+  double bytes = 0;       // collectives: the full buffer S (gathered or reduced) of its ring
+  costmodel::RingLevel level = costmodel::RingLevel::kWorld;  // collectives: the ring they run on
+  std::vector<int> deps;                                      // tasks of the same rank that must finish first
+  std::vector<int> allocs;                                    // buffers allocated when the task starts
+  std::vector<int> frees;                                     // buffers freed when the task ends
 };
 
 struct Schedule {
   int world_size = 1;
+  int nodes = 1, per_node = 1;  // the cluster's shape: intra rings are per node, inter rings per local index
   int batch = 1;
   int prefetch = 0;
   double reserve_bytes = 0;

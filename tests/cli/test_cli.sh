@@ -358,9 +358,18 @@ ops = j["operators"]
 assert any(o.get("group") == "node" or o.get("comm") == "two-level" for o in ops), ops[:3]
 assert all(o.get("group", "world") in ("world", "node") and o.get("comm", "flat") in ("flat", "two-level") for o in ops)
 '
-run groups_sim "$OSDP" simulate --plan "$TMP/groups.plan.json"
-expect_rc "simulate refuses a plan with node groups or two-level collectives" groups_sim 2
-contains "and says why" "$TMP/groups_sim.err" "the simulator and the executor do not run node groups or two-level collectives yet"
+run groups_sim "$OSDP" simulate --plan "$TMP/groups.plan.json" --json --trace "$TMP/groups.trace.json"
+expect_rc "simulate runs a plan with node groups or two-level collectives" groups_sim 0
+jcheck "simulated as priced: prefetch 0, the step within 1e-9 of the analytic one" "$TMP/groups_sim.out" '
+assert abs(j["relative_difference"]["iteration_time"]) < 1e-9, j["relative_difference"]
+assert j["relative_difference"]["peak_memory"] == 0, j["relative_difference"]
+'
+jcheck "the trace names the ring level of every collective" "$TMP/groups.trace.json" '
+ev = j["traceEvents"] if isinstance(j, dict) else j
+levels = {e["args"]["level"] for e in ev if e.get("ph") == "X" and "bytes" in e.get("args", {})}
+assert levels <= {"world", "intra", "inter"} and ("intra" in levels or "inter" in levels), levels
+'
+
 for s in hsdp fsdp-2level; do
   run "base_$s" "$OSDP" plan --model nd-48x1024 --cluster h100-2x8 --strategy "$s" --baseline none
   expect_rc "--strategy $s on 2 x 8" "base_$s" 0

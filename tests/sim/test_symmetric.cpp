@@ -7,8 +7,11 @@
 // (2(N - 1) for all-reduce) of chunks S/N are kept in both. A single-level network has period 1; a
 // two-level one, where the last rank of each node sends over the inter-node link, the ranks per node.
 // Then determinism: the same input gives the same output, every number of it.
+#include <cmath>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -43,8 +46,9 @@ costmodel::ClusterSpec cluster_of(const Case& c) {
 }
 
 // The exact strategy's schedule at prefetch p (split up to 4, checkpointing per operator).
-sim::Schedule schedule_for(const std::string& model_name, const costmodel::ClusterSpec& cluster,
-                           int prefetch) {
+sim::Schedule schedule_for(const std::string& model_name, const costmodel::ClusterSpec& cluster, int prefetch,
+                           const char* strategy = "exact", bool groups = false,
+                           double* analytic_s = nullptr) {
   static const auto registry = search::default_strategies();
   const costmodel::ModelSpec model = costmodel::load_model(model_name);
   const costmodel::Workload w = costmodel::lower(model);
@@ -56,11 +60,13 @@ sim::Schedule schedule_for(const std::string& model_name, const costmodel::Clust
   so.space.checkpoint = search::CheckpointPolicy::kAuto;
   so.memory_limit_bytes = 16 * kGiB;
   so.reserve_bytes = cluster.reserve_bytes;
-  const auto r = search::run_search(w, cost, registry.get("exact"), so);
+  so.space.groups = groups;
+  const auto r = search::run_search(w, cost, registry.get(strategy), so);
   REQUIRE(r.feasible);
   const search::PlanContext ctx{"test", model, cluster, std::nullopt, co};
   costmodel::Plan plan = search::make_plan(ctx, w, r);
   plan.prefetch = prefetch;
+  if (analytic_s != nullptr) *analytic_s = r.time_s;
   return sim::build_schedule(plan, w, cost);
 }
 
@@ -118,6 +124,79 @@ TEST_CASE("symmetric simulation gives exactly what the full run gives", "[symmet
         }
       }
     }
+  }
+}
+
+// Issue 14: node groups and two-level collectives run on rings within a node (G ranks, intra link)
+// and across nodes (M ranks at one local index, inter link). Those rings are as periodic as the world
+// ring, so symmetric stays exact; at prefetch 0 nothing overlaps, so the simulated step is the cost
+// model's sum (the same collectives, priced per level), to the tick.
+TEST_CASE("node groups and two-level collectives: symmetric is exact, prefetch 0 is the analytic sum",
+          "[symmetric][groups]") {
+  for (const Case& c : {Case{"h100-2x8", 2, 8, 8}, Case{"h100-2x8", 4, 4, 4}}) {
+    const costmodel::ClusterSpec cluster = cluster_of(c);
+    const sim::RingLinks net(cluster, nullptr);
+    for (const char* strategy : {"exact", "hsdp", "fsdp-2level"}) {
+      for (const char* model : {"nd-48x1024", "ic-8x512-1024-2048"}) {
+        for (const int prefetch : {0, 1}) {
+          INFO(strategy << " " << model << " on " << c.nodes << " x " << c.per_node << ", prefetch "
+                        << prefetch);
+          double analytic = 0;
+          const sim::Schedule s = schedule_for(model, cluster, prefetch, strategy, true, &analytic);
+          int intra = 0, inter = 0;
+          for (const auto& t : s.tasks) {
+            intra += t.level == costmodel::RingLevel::kIntra ? 1 : 0;
+            inter += t.level == costmodel::RingLevel::kInter ? 1 : 0;
+          }
+          if (std::string(strategy) != "exact") REQUIRE((intra > 0 && inter > 0));
+          const auto full = sim::simulate(s, net, options(cluster, false));
+          const auto sym = sim::simulate(s, net, options(cluster, true));
+          REQUIRE(sym.iteration == full.iteration);
+          for (int r = 0; r < cluster.world_size(); ++r)
+            require_same_stats(full.ranks[r], sym.ranks[r % c.period]);
+          // Every ring step and task is rounded to a picosecond tick: at most half a tick each, and a
+          // task has at most 2 (N - 1) steps.
+          const double rounding = 0.5e-12 * static_cast<double>(s.tasks.size()) * 2 * cluster.world_size();
+          if (prefetch == 0) REQUIRE(std::abs(sim::to_seconds(full.iteration) - analytic) <= rounding);
+        }
+      }
+    }
+  }
+}
+
+// Which collectives a node-sharded and a two-level slice run, on which ring, on which buffer: the
+// schedule's tasks for one operator of hsdp and of fsdp-2level on 2 x 8 (G = 8).
+TEST_CASE("the schedule runs each level's collective on its own ring", "[groups]") {
+  const costmodel::ClusterSpec cluster = cluster_of({"h100-2x8", 2, 8, 8});
+  for (const char* strategy : {"hsdp", "fsdp-2level"}) {
+    const sim::Schedule s = schedule_for("nd-48x1024", cluster, 0, strategy, true);
+    std::vector<const sim::Task*> ops;
+    for (const auto& t : s.tasks)
+      if (t.op == 1 && sim::is_collective(t.kind)) ops.push_back(&t);
+    INFO(strategy);
+    double S = 0;
+    for (const auto* t : ops)
+      if (t->level == costmodel::RingLevel::kIntra && t->kind == sim::TaskKind::kAllGather) S = t->bytes;
+    REQUIRE(S > 0);
+    std::vector<std::pair<sim::TaskKind, costmodel::RingLevel>> kinds;
+    for (const auto* t : ops) {
+      kinds.emplace_back(t->kind, t->level);
+      CHECK(t->bytes == (t->level == costmodel::RingLevel::kInter ? S / 8 : S));
+    }
+    using K = sim::TaskKind;
+    using L = costmodel::RingLevel;
+    if (std::string(strategy) == "hsdp")  // forward AG, backward AG, RS within, AR of the shard across
+      CHECK(kinds == decltype(kinds){{K::kAllGather, L::kIntra},
+                                     {K::kAllGather, L::kIntra},
+                                     {K::kReduceScatter, L::kIntra},
+                                     {K::kAllReduce, L::kInter}});
+    else  // each all-gather across then within, the reduce-scatter within then across
+      CHECK(kinds == decltype(kinds){{K::kAllGather, L::kInter},
+                                     {K::kAllGather, L::kIntra},
+                                     {K::kAllGather, L::kInter},
+                                     {K::kAllGather, L::kIntra},
+                                     {K::kReduceScatter, L::kIntra},
+                                     {K::kReduceScatter, L::kInter}});
   }
 }
 

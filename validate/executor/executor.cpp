@@ -53,6 +53,15 @@ Executor::Executor(Device& dev, Communicator& comm, const costmodel::Workload& w
                                  comm.backend(), workload.model_name));
   if (schedule.world_size != world_)
     throw UsageError(fmt::format("the plan is for {} ranks, the job has {}", schedule.world_size, world_));
+  // Node groups and two-level collectives run on sub-communicators the backends do not make yet
+  // (issue 14): refuse by name rather than run them as world collectives.
+  for (const auto& op : plan.operators)
+    if (op.choice.node_group || op.choice.two_level)
+      throw UsageError(fmt::format(
+          "operator \"{}\" is {}: the executor does not run node groups or two-level collectives yet "
+          "(osdp simulate does)",
+          op.name,
+          op.choice.node_group ? "sharded within its node (group node)" : "two-level (comm two-level)"));
   shape_.batch = plan.batch_size;
   shape_.seq = workload.seq;
   shape_.vocab = plan.model.vocab;
