@@ -53,8 +53,9 @@ void put(std::size_t at, std::size_t size, std::string_view a, std::string_view 
   char* out = map + at;
   const std::size_t na = std::min(a.size(), size - 1);
   const std::size_t nb = std::min(b.size(), size - 1 - na);
-  std::memcpy(out, a.data(), na);
-  std::memcpy(out + na, b.data(), nb);
+  // An empty string_view may hold a null pointer, which memcpy must not be given even for 0 bytes.
+  if (na > 0) std::memcpy(out, a.data(), na);
+  if (nb > 0) std::memcpy(out + na, b.data(), nb);
   out[na + nb] = '\0';
 }
 
