@@ -38,28 +38,9 @@ while [ $# -gt 0 ]; do
 done
 case $RUNS in ''|*[!0-9]*|0) echo "bench_search_versus: --runs wants a positive whole number" >&2; exit 2 ;; esac
 
-if [ -z "$BEFORE" ]; then
-  SRC=$ROOT/build-before/src BUILD=$ROOT/build-before/build
-  BEFORE=$BUILD/cli/osdp
-  if [ ! -x "$BEFORE" ]; then
-    echo "bench_search_versus: building osdp at commit $BEFORE_COMMIT in $ROOT/build-before (takes minutes)" >&2
-    [ -d "$SRC" ] || git -C "$ROOT" worktree add --detach "$SRC" "$BEFORE_COMMIT" >&2
-    cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DOSDP_BUILD_TESTS=OFF \
-      -DOSDP_BUILD_BENCHMARKS=OFF >&2
-    cmake --build "$BUILD" --target osdp -j "$(nproc)" >&2
-  fi
-fi
-if [ -z "$AFTER" ]; then
-  AFTER=$ROOT/build/cli/osdp
-  if [ ! -x "$AFTER" ]; then
-    echo "bench_search_versus: building the osdp target in $ROOT/build" >&2
-    cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=Release >&2
-    cmake --build "$ROOT/build" --target osdp -j "$(nproc)" >&2
-  fi
-fi
-for b in "$BEFORE" "$AFTER"; do
-  [ -x "$b" ] || { echo "bench_search_versus: $b is not an executable" >&2; exit 2; }
-done
+# shellcheck source=binaries.sh
+source "$ROOT/tests/bench/binaries.sh"
+resolve_binaries bench_search_versus "$ROOT" "$BEFORE_COMMIT"
 
 OSDP_DATA_DIR=$ROOT/data exec python3 - "$BEFORE" "$AFTER" "$RUNS" "$JSON" "$ROOT" <<'PY'
 import glob, json, os, platform, statistics, subprocess, sys

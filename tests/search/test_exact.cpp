@@ -201,6 +201,16 @@ costmodel::ModelSpec random_model(std::mt19937_64& rng, int layers) {
   return m;
 }
 
+// Sets a capacity that binds: between the smallest peak and the peak of the fastest selection, at one
+// of 7 points chosen by the trial number.
+void bind_capacity(Instance& inst, int trial) {
+  Instance loose = inst;
+  loose.capacity_bytes = 1e300;
+  const double fastest_peak = search::solve_brute_force(loose).peak_bytes;
+  const double lo = search::min_peak_bytes(inst);
+  inst.capacity_bytes = lo + (fastest_peak - lo) * (0.1 + 0.8 * (trial % 7) / 6.0);
+}
+
 }  // namespace
 
 TEST_CASE("exact equals brute force on instances priced from random small models", "[exact][model]") {
@@ -219,12 +229,7 @@ TEST_CASE("exact equals brute force on instances priced from random small models
     const search::BatchCosts costs = search::price_batch(w, model, space, batch, 1e12, c.reserve_bytes);
     Instance inst = search::to_instance(costs);
     if (combinations(inst) > 2e6) continue;
-    // A capacity that binds: between the smallest peak and the peak of the fastest selection.
-    Instance loose = inst;
-    loose.capacity_bytes = 1e300;
-    const double fastest_peak = search::solve_brute_force(loose).peak_bytes;
-    const double lo = search::min_peak_bytes(inst);
-    inst.capacity_bytes = lo + (fastest_peak - lo) * (0.1 + 0.8 * (trial % 7) / 6.0);
+    bind_capacity(inst, trial);
     INFO("trial " << trial << " layers " << layers << " ops " << inst.groups.size());
     const Solution brute = search::solve_brute_force(inst);
     const Solution exact = search::solve_exact(inst);
@@ -259,11 +264,7 @@ TEST_CASE("exact equals brute force with node groups and two-level collectives",
         search::price_batch(w, model, space, 1 + trial % 3, 1e12, c.reserve_bytes);
     Instance inst = search::to_instance(costs);
     if (combinations(inst) > 2e6) continue;
-    Instance loose = inst;
-    loose.capacity_bytes = 1e300;
-    const double fastest_peak = search::solve_brute_force(loose).peak_bytes;
-    const double lo = search::min_peak_bytes(inst);
-    inst.capacity_bytes = lo + (fastest_peak - lo) * (0.1 + 0.8 * (trial % 7) / 6.0);
+    bind_capacity(inst, trial);
     INFO("trial " << trial << " ops " << inst.groups.size() << " nodes " << c.nodes << " x "
                   << c.devices_per_node);
     const Solution brute = search::solve_brute_force(inst);
