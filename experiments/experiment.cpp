@@ -154,7 +154,8 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
   }
   for (auto& s : r.objects("strategies")) {
     StrategyConfig sc;
-    sc.strategy = s.choice("strategy", {"exact", "fsdp", "zero2", "ddp", "osdp-ref", "dfs"});
+    sc.strategy =
+        s.choice("strategy", {"exact", "fsdp", "zero2", "ddp", "hsdp", "fsdp-2level", "osdp-ref", "dfs"});
     sc.label = s.name_or("label", sc.strategy);
     if (s.has("split_max")) {
       sc.split_max = static_cast<int>(s.integer("split_max", 1, 64));

@@ -259,6 +259,28 @@ TEST_CASE("Unit::key is stable, distinct per unit and covers the strategy's over
   CHECK(expand(read_experiment(relabelled, "exp.json"))[0].key() != units[0].key());
 }
 
+// Issue 14: the multi-node baselines are strategies of an experiment, and "groups" an axis whose
+// false (the default) leaves the key as it was, so that earlier rows still resume.
+TEST_CASE("hsdp, fsdp-2level and the groups axis", "[experiments][groups]") {
+  json doc = minimal();
+  doc["base"]["cluster"] = "h100-2x8";
+  doc["strategies"].push_back({{"label", "hsdp"}, {"strategy", "hsdp"}});
+  doc["strategies"].push_back({{"label", "2lvl"}, {"strategy", "fsdp-2level"}});
+  doc["axes"] = {{"groups", {false, true}}};
+  const auto units = expand(read_experiment(doc, "exp.json"));
+  REQUIRE(units.size() == 2 * 4);
+  CHECK(units[2].strategy.strategy == "hsdp");
+  CHECK(units[3].strategy.strategy == "fsdp-2level");
+  CHECK_FALSE(units[0].config.groups);
+  CHECK(units[4].config.groups);
+  CHECK(units[0].key().find("groups") == std::string::npos);
+  CHECK_THAT(units[4].key(), Contains(R"("groups":true)"));
+  doc["axes"] = {{"groups", {1}}};
+  const Caught c = rejected(doc);
+  CHECK(c.pointer == "/axes/groups/0");
+  CHECK_THAT(c.what, Contains("expected true or false, got 1"));
+}
+
 // ---------------------------------------------------------------------------------------------------
 // resize()
 
