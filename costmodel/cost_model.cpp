@@ -84,9 +84,10 @@ double CostModel::collective_s(Collective c, double bytes, RingLevel level) cons
   return CollectiveOp{c, bytes, intra ? node_size_ : nodes_}.ring_s(l.alpha_s, l.beta_s_per_byte());
 }
 
-std::vector<LevelCollective> level_collectives(const Choice& ch, Collective c, double bytes, int node_size) {
-  if (!ch.node_group && !ch.two_level) return {{c, bytes, RingLevel::kWorld}};
-  const double g = node_size;
+std::vector<LevelCollective> CostModel::level_collectives(const Choice& ch, Collective c,
+                                                          double bytes) const {
+  if ((!ch.node_group && !ch.two_level) || !two_levels()) return {{c, bytes, RingLevel::kWorld}};
+  const double g = node_size_;
   if (c == Collective::kAllGather) {
     if (ch.node_group) return {{c, bytes, RingLevel::kIntra}};
     return {{c, bytes / g, RingLevel::kInter}, {c, bytes, RingLevel::kIntra}};
@@ -98,13 +99,10 @@ std::vector<LevelCollective> level_collectives(const Choice& ch, Collective c, d
 
 CostModel::ShardComm CostModel::shard_comm_s(const Choice& ch, double weight_bytes,
                                              double gradient_bytes) const {
-  if (!two_levels())
-    return {collective_s(Collective::kAllGather, weight_bytes),
-            collective_s(Collective::kReduceScatter, gradient_bytes)};
   ShardComm sc;
-  for (const auto& lc : level_collectives(ch, Collective::kAllGather, weight_bytes, node_size_))
+  for (const auto& lc : level_collectives(ch, Collective::kAllGather, weight_bytes))
     sc.all_gather_s += collective_s(lc.kind, lc.bytes, lc.level);
-  for (const auto& lc : level_collectives(ch, Collective::kReduceScatter, gradient_bytes, node_size_))
+  for (const auto& lc : level_collectives(ch, Collective::kReduceScatter, gradient_bytes))
     sc.reduce_scatter_s += collective_s(lc.kind, lc.bytes, lc.level);
   return sc;
 }
@@ -187,8 +185,7 @@ ChoiceCost CostModel::cost(const Operator& op, const Choice& ch, int batch, cons
 
   // Compute.
   ChoiceCost c;
-  const int shards = ch.node_group && two_levels() ? node_size_ : world_;
-  const double shard_elems = ch.replicate ? static_cast<double>(P) : ceil_div(P, shards);
+  const double shard_elems = ch.replicate ? static_cast<double>(P) : ceil_div(P, shards(ch));
   if (options_.tier == Tier::kPaper) {
     // b gamma, gamma the operator's compute per sample (forward, recompute, backward at batch 1).
     const double fwd = phase_s(op.forward, batch, n);

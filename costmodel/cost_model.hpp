@@ -87,14 +87,13 @@ struct CostOptions {
 // collective it runs, on which buffer, on which ring, in order. World/flat: c itself; two-level:
 // all-gather across nodes on S/G then within on S, reduce-scatter within on S then across on S/G;
 // node group: all-gather within; reduce-scatter within, then an all-reduce of S/G across. The cost
-// model prices these and the schedule runs them, so both describe the same work.
+// model prices these and the schedule runs them (CostModel::level_collectives), so both describe the
+// same work.
 struct LevelCollective {
   Collective kind;
   double bytes;
   RingLevel level;
 };
-std::vector<LevelCollective> level_collectives(const Choice& choice, Collective c, double bytes,
-                                               int node_size);
 
 // What prefetch depth p can add to any step's peak: p operators gathered ahead and p + 1 operators'
 // gradients still being reduce-scattered, each as large as the largest operator.
@@ -132,6 +131,12 @@ class CostModel {
     double all_gather_s = 0, reduce_scatter_s = 0;
   };
   ShardComm shard_comm_s(const Choice& choice, double weight_bytes, double gradient_bytes) const;
+  // The parts of a sharded choice's collective `c` of `bytes` (LevelCollective): one world ring unless
+  // the choice is node-sharded or two-level and the cluster has two levels.
+  std::vector<LevelCollective> level_collectives(const Choice& choice, Collective c, double bytes) const;
+  // Over how many ranks a sharded choice's states are split: the node's G for a node group (on a
+  // cluster with two levels), else all N.
+  int shards(const Choice& choice) const { return choice.node_group && two_levels() ? node_size_ : world_; }
   // Whether the cluster has the two levels that node groups and two-level collectives need.
   bool two_levels() const { return nodes_ > 1 && node_size_ > 1 && inter_.has_value(); }
   int node_size() const { return node_size_; }

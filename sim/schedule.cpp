@@ -77,8 +77,8 @@ class Builder {
   }
   double shard_params(int u) const {
     const auto p = w_.operators[u].parameters();
-    const int shards = choice(u).node_group && model_.two_levels() ? s_.per_node : s_.world_size;
-    return choice(u).replicate ? static_cast<double>(p) : std::ceil(static_cast<double>(p) / shards);
+    return choice(u).replicate ? static_cast<double>(p)
+                               : std::ceil(static_cast<double>(p) / model_.shards(choice(u)));
   }
   const std::string& name(int u) const { return w_.operators[u].name; }
 
@@ -145,7 +145,8 @@ class Builder {
                            w_.bytes.weight * slice_params(u), BufferRole::kGatheredWeight, u, nd.slice, site);
     // One task per level (one on a world ring); the buffer comes with the first, the compute waits
     // for the last.
-    const auto parts = parts_of(u, costmodel::Collective::kAllGather, w_.bytes.weight * slice_params(u));
+    const auto parts = model_.level_collectives(choice(u), costmodel::Collective::kAllGather,
+                                                w_.bytes.weight * slice_params(u));
     int id = -1;
     for (std::size_t i = 0; i < parts.size(); ++i) {
       Task t;
@@ -264,12 +265,6 @@ class Builder {
     }
   }
 
-  // The levels a collective of operator u runs on (one world ring unless u is node-sharded or
-  // two-level on a cluster that has two levels).
-  std::vector<costmodel::LevelCollective> parts_of(int u, costmodel::Collective c, double bytes) const {
-    if (!model_.two_levels()) return {{c, bytes, costmodel::RingLevel::kWorld}};
-    return costmodel::level_collectives(choice(u), c, bytes, s_.per_node);
-  }
   static std::string level_suffix(costmodel::RingLevel l) {
     return l == costmodel::RingLevel::kWorld ? std::string() : fmt::format(".{}", costmodel::to_string(l));
   }
@@ -279,7 +274,7 @@ class Builder {
     const auto parts = kind == TaskKind::kAllReduce
                            ? std::vector<costmodel::LevelCollective>{{costmodel::Collective::kAllReduce,
                                                                       bytes, costmodel::RingLevel::kWorld}}
-                           : parts_of(u, collective_of(kind), bytes);
+                           : model_.level_collectives(choice(u), collective_of(kind), bytes);
     int id = dep;
     for (std::size_t i = 0; i < parts.size(); ++i) {
       Task t;
