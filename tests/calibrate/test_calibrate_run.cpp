@@ -37,6 +37,7 @@ class TwinCommunicator final : public Communicator {
     std::memcpy(full, shard, e * sizeof(float));
     std::memcpy(full + e, shard, e * sizeof(float));
     ++collectives;
+    all_gathers.push_back(e);
   }
   void reduce_scatter(Stream&, const float* full, float* shard, std::size_t e, const std::string&) override {
     for (std::size_t i = 0; i < e; ++i) shard[i] = full[i] + full[e + i];
@@ -51,6 +52,7 @@ class TwinCommunicator final : public Communicator {
   double sum_over_ranks(double x) override { return 2 * x; }
   std::vector<double> all_values(double x) override { return {x, x}; }
   int collectives = 0;
+  std::vector<std::size_t> all_gathers;  // elements per rank of each all-gather, in call order
 };
 
 CalibrateOptions small_options() {
@@ -78,12 +80,24 @@ TEST_CASE("run_calibration measures every point once, in order, and frees its me
 
   // 3 x 7 collective sizes + 5 touches + 5 Adam sizes + 4 GEMMs + 1 overlap shape.
   REQUIRE(run.measurements.size() == 36);
-  REQUIRE(seen.size() == 36);
-  for (std::size_t i = 0; i < seen.size(); ++i) {
-    CHECK(seen[i].index == static_cast<int>(i) + 1);
-    CHECK(seen[i].total == 36);
-    CHECK(seen[i].sweep == run.measurements[i].sweep);
+  std::vector<CalibrationProgress> points, passes;
+  for (const auto& p : seen) (p.pass == 0 ? points : passes).push_back(p);
+  REQUIRE(points.size() == 36);
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    CHECK(points[i].index == static_cast<int>(i) + 1);
+    CHECK(points[i].total == 36);
+    CHECK(points[i].sweep == run.measurements[i].sweep);
   }
+  // Quick options time 2 repetitions, so each of the 6 interleaved sweeps (three collectives,
+  // elementwise, Adam, GEMM) reports the end of its first pass, before any of its points.
+  REQUIRE(passes.size() == 6);
+  for (const auto& p : passes) {
+    CHECK(p.pass == 1);
+    CHECK(p.label.find("pass 1 of 2") == 0);
+    CHECK(p.seconds > 0);
+  }
+  CHECK(passes[0].sweep == "all-gather");
+  CHECK(passes[0].index == 0);
   std::vector<double> ag;
   for (const auto& m : run.measurements) {
     CHECK(m.seconds > 0);
@@ -117,6 +131,21 @@ TEST_CASE("run_calibration measures every point once, in order, and frees its me
   for (const char* k : {"host", "date", "machine", "device", "compiler", "eigen", "fit"})
     CHECK(p.contains(k));
   CHECK(run.calibration.name == "twin");
+}
+
+TEST_CASE("a sweep's points are timed in passes, not one point's repetitions back to back",
+          "[calibrate][run]") {
+  // Interleaving is what spreads a slow spell of the machine over every point: after the first
+  // pass, the smallest all-gather (1 KiB: 128 floats per rank of 2) is timed again after the
+  // largest (64 KiB: 8192 floats). Back to back, every call of a size would come before the next
+  // size's first.
+  CpuDevice device;
+  TwinCommunicator comm;
+  run_calibration(device, comm, small_options());
+  const std::vector<std::size_t>& e = comm.all_gathers;
+  const auto largest = std::find(e.begin(), e.end(), std::size_t{8192});
+  REQUIRE(largest != e.end());
+  CHECK(std::find(largest, e.end(), std::size_t{128}) != e.end());
 }
 
 TEST_CASE("without a separate comm stream there is no overlap sweep", "[calibrate][run]") {

@@ -14,6 +14,7 @@
 //   overlap: GEMMs alone, then with all-gathers of overlap_bytes running on the comm stream for the
 //     whole batch; interference = median of with / alone.
 #include "validate/calibrate/calibrate.hpp"
+#include "validate/calibrate/sweeper.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -69,60 +70,6 @@ std::vector<double> sizes(double lo, double hi, int steps, double quantum) {
   }
   return out;
 }
-
-// Each timed batch is enqueued behind a StreamGate (Device::hold) and then runs back to back: the
-// time between its events is the work's, not the host's hand-off to the stream.
-class Sweeper {
- public:
-  Sweeper(Device& d, Communicator& c, const CalibrateOptions& o, const ProgressFn& p, int total)
-      : dev_(d), comm_(c), o_(o), progress_(p), total_(total) {}
-
-  // `iters` operations between two events on `s`, after a barrier: seconds per operation, max over ranks.
-  double batch(Stream& s, const std::function<void()>& op, int iters) {
-    comm_.barrier("calibrate");
-    const auto gate = dev_.hold(s);
-    const EventPtr e0 = s.record();
-    s.enqueue([&op, iters] {
-      for (int i = 0; i < iters; ++i) op();
-    });
-    const EventPtr e1 = s.record();
-    gate->open();
-    e1->synchronize();
-    return comm_.max_over_ranks(e1->seconds_since(*e0) / iters);
-  }
-
-  // One point: single operations first (the first one warms up; a fast one is timed again, and that
-  // time, the same on every rank, sets the batch size), warm-up batches for fast points, then the
-  // timed repetitions (fewer for slow points).
-  costmodel::Measurement point(Stream& s, const std::function<void()>& op) {
-    double estimate = batch(s, op, 1);
-    const bool slow = estimate >= o_.large_s;
-    if (!slow) estimate = batch(s, op, 1);
-    costmodel::Measurement m;
-    m.batch =
-        static_cast<int>(std::clamp(std::ceil(o_.batch_target_s / std::max(estimate, 1e-9)), 1.0, 1000.0));
-    if (!slow)
-      for (int w = 0; w < o_.warmup; ++w) batch(s, op, m.batch);
-    m.repeats = std::max(1, slow ? std::min(o_.large_repeats, o_.repeats) : o_.repeats);
-    std::vector<double> t;
-    for (int r = 0; r < m.repeats; ++r) t.push_back(batch(s, op, m.batch));
-    m.seconds = costmodel::median(t);
-    m.min_s = *std::min_element(t.begin(), t.end());
-    m.max_s = *std::max_element(t.begin(), t.end());
-    return m;
-  }
-
-  void report(const std::string& sweep, const std::string& label, double seconds) {
-    ++done_;
-    if (progress_ && comm_.rank() == 0) progress_({sweep, label, done_, total_, seconds});
-  }
-
-  Device& dev_;
-  Communicator& comm_;
-  const CalibrateOptions& o_;
-  const ProgressFn& progress_;
-  int total_ = 0, done_ = 0;
-};
 
 std::vector<double> collective_sizes(const CalibrateOptions& o, int world) {
   return sizes(o.min_bytes, o.max_bytes, o.steps_per_doubling, 4.0 * world);
@@ -180,18 +127,21 @@ void sweep_collectives(Sweeper& sw, std::vector<costmodel::Measurement>& out) {
   for (const costmodel::CollectiveKind& kind : costmodel::kCollectives) {
     const Collective c = kind.kind;
     const std::string what = fmt::format("calibrate {}", kind.name);
-    for (const double bytes : all) {
-      const auto e = static_cast<std::size_t>(bytes / 4 / n);
-      const std::size_t slots = cold_slots(bytes, max_elems / n, e);
-      std::size_t next = 0;
-      costmodel::Measurement m = sw.point(s, [&, e, slots] {
-        const std::size_t k = next++ % slots;
+    std::vector<std::size_t> next(all.size(), 0);
+    std::vector<std::function<void()>> ops;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      const auto e = static_cast<std::size_t>(all[i] / 4 / n);
+      const std::size_t slots = cold_slots(all[i], max_elems / n, e);
+      ops.emplace_back([&, e, slots, i] {
+        const std::size_t k = next[i]++ % slots;
         run_collective(comm, s, c, shard.get() + k * e, full.get() + k * e * n, e, what);
       });
-      m.sweep = kind.name;
-      m.bytes = bytes;
-      out.push_back(m);
-      sw.report(m.sweep, costmodel::format_bytes(bytes), m.seconds);
+    }
+    std::vector<costmodel::Measurement> ms =
+        sw.points(s, ops, kind.name, [&](std::size_t i) { return costmodel::format_bytes(all[i]); });
+    for (std::size_t i = 0; i < ms.size(); ++i) {
+      ms[i].bytes = all[i];
+      out.push_back(ms[i]);
     }
   }
 }
@@ -204,16 +154,18 @@ void sweep_kernels(Sweeper& sw, std::vector<costmodel::Measurement>& out) {
     Buffer y(dev, static_cast<std::size_t>(touch.back() / 8), "calibrate: elementwise");
     y.fill(1.0f);
     const auto capacity = static_cast<std::size_t>(touch.back() / 8);
-    for (const double bytes : touch) {
-      const auto n = static_cast<std::size_t>(bytes / 8);
-      const std::size_t slots = cold_slots(bytes / 2, capacity, n);
-      std::size_t next = 0;
-      costmodel::Measurement m =
-          sw.point(s, [&, n, slots] { dev.touch(s, y.get() + (next++ % slots) * n, n); });
-      m.sweep = "elementwise";
-      m.bytes = bytes;
-      out.push_back(m);
-      sw.report(m.sweep, costmodel::format_bytes(bytes), m.seconds);
+    std::vector<std::size_t> next(touch.size(), 0);
+    std::vector<std::function<void()>> ops;
+    for (std::size_t i = 0; i < touch.size(); ++i) {
+      const auto n = static_cast<std::size_t>(touch[i] / 8);
+      const std::size_t slots = cold_slots(touch[i] / 2, capacity, n);
+      ops.emplace_back([&, n, slots, i] { dev.touch(s, y.get() + (next[i]++ % slots) * n, n); });
+    }
+    std::vector<costmodel::Measurement> ms =
+        sw.points(s, ops, "elementwise", [&](std::size_t i) { return costmodel::format_bytes(touch[i]); });
+    for (std::size_t i = 0; i < ms.size(); ++i) {
+      ms[i].bytes = touch[i];
+      out.push_back(ms[i]);
     }
   }
   // Adam's moments were last touched a whole step earlier, with the rest of the step's data passing
@@ -232,47 +184,66 @@ void sweep_kernels(Sweeper& sw, std::vector<costmodel::Measurement>& out) {
   g.fill(0.01f);
   m1.fill(0.0f);
   v.fill(0.0f);
-  for (const double bytes : adam) {
-    const auto n = static_cast<std::size_t>(bytes / costmodel::kAdamBytesPerParam);
+  std::vector<std::size_t> next(adam.size(), 0);
+  std::vector<std::function<void()>> ops;
+  for (std::size_t i = 0; i < adam.size(); ++i) {
+    const auto n = static_cast<std::size_t>(adam[i] / costmodel::kAdamBytesPerParam);
     const std::size_t slots = std::max<std::size_t>(1, pool_n / std::max<std::size_t>(n, 1));
-    std::size_t next = 0;
-    costmodel::Measurement m = sw.point(s, [&, n, slots] {
-      const std::size_t o = (next++ % slots) * n;
+    ops.emplace_back([&, n, slots, i] {
+      const std::size_t o = (next[i]++ % slots) * n;
       dev.adam(s, w.get() + o, g.get() + o, m1.get() + o, v.get() + o, n, AdamParams{});
     });
-    m.sweep = "adam";
-    m.bytes = bytes;
-    out.push_back(m);
-    sw.report(m.sweep, costmodel::format_bytes(bytes), m.seconds);
+  }
+  std::vector<costmodel::Measurement> ms =
+      sw.points(s, ops, "adam", [&](std::size_t i) { return costmodel::format_bytes(adam[i]); });
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    ms[i].bytes = adam[i];
+    out.push_back(ms[i]);
   }
 }
 
-// The operands of one GEMM shape, filled, and the call; `copies` sets of them for cold operands
-// (next() moves the call to the following set).
-struct GemmOperands {
+// The call of one GEMM shape over `copies` sets of operands laid one after another from a, b and c
+// (next() moves the call to the following set: cold operands).
+struct GemmCall {
   std::size_t copies, sa, sb, sc, at = 0;
-  Buffer a, b, c;
+  float *a, *b, *c;
   Gemm g;
-  GemmOperands(Device& d, const GemmShape& sh, GemmMath math, std::size_t n_copies = 1)
+  GemmCall(const GemmShape& sh, GemmMath math, std::size_t n_copies)
       : copies(n_copies),
         sa(static_cast<std::size_t>(sh.count * sh.m * sh.k)),
         sb(static_cast<std::size_t>(sh.count * sh.k * sh.n)),
-        sc(static_cast<std::size_t>(sh.count * sh.m * sh.n)),
-        a(d, copies * sa, "calibrate: gemm A"),
-        b(d, copies * sb, "calibrate: gemm B"),
-        c(d, copies * sc, "calibrate: gemm C") {
+        sc(static_cast<std::size_t>(sh.count * sh.m * sh.n)) {
+    g.math = math;
+    g.m = sh.m, g.n = sh.n, g.k = sh.k, g.lda = sh.k, g.ldb = sh.n, g.ldc = sh.n;
+    g.batch = sh.count, g.stride_a = sh.m * sh.k, g.stride_b = sh.k * sh.n, g.stride_c = sh.m * sh.n;
+  }
+  // Elements of A, B and C that the copies take.
+  std::size_t elems_a() const { return copies * sa; }
+  std::size_t elems_b() const { return copies * sb; }
+  std::size_t elems_c() const { return copies * sc; }
+  void place(float* pa, float* pb, float* pc) { a = pa, b = pb, c = pc, at = 0, g.a = a, g.b = b, g.c = c; }
+  const Gemm& next() {
+    at = (at + 1) % copies;
+    g.a = a + at * sa, g.b = b + at * sb, g.c = c + at * sc;
+    return g;
+  }
+};
+
+// Operand memory that every call of a sweep draws from, as large as the largest needs, filled.
+struct GemmPool {
+  Buffer a, b, c;
+  GemmPool(Device& d, const std::vector<GemmCall>& calls)
+      : a(d, max_of(calls, &GemmCall::elems_a), "calibrate: gemm A"),
+        b(d, max_of(calls, &GemmCall::elems_b), "calibrate: gemm B"),
+        c(d, max_of(calls, &GemmCall::elems_c), "calibrate: gemm C") {
     a.fill(0.01f);
     b.fill(0.01f);
     c.fill(0.0f);
-    g.math = math;
-    g.m = sh.m, g.n = sh.n, g.k = sh.k;
-    g.a = a.get(), g.lda = sh.k, g.b = b.get(), g.ldb = sh.n, g.c = c.get(), g.ldc = sh.n;
-    g.batch = sh.count, g.stride_a = sh.m * sh.k, g.stride_b = sh.k * sh.n, g.stride_c = sh.m * sh.n;
   }
-  const Gemm& next() {
-    at = (at + 1) % copies;
-    g.a = a.get() + at * sa, g.b = b.get() + at * sb, g.c = c.get() + at * sc;
-    return g;
+  static std::size_t max_of(const std::vector<GemmCall>& calls, std::size_t (GemmCall::*elems)() const) {
+    std::size_t m = 1;
+    for (const GemmCall& call : calls) m = std::max(m, (call.*elems)());
+    return m;
   }
 };
 
@@ -294,14 +265,19 @@ void sweep_gemms(Sweeper& sw, const std::vector<GemmShape>& shapes,
                  std::vector<costmodel::Measurement>& out) {
   Device& dev = sw.dev_;
   Stream& s = dev.compute_stream();
-  for (const GemmShape& sh : shapes) {
-    const double bytes = costmodel::GemmPoint{sh.m, sh.n, sh.k, sh.count, 0}.bytes();
-    GemmOperands op(dev, sh, sw.o_.gemm_math, cold_slots(bytes, 16, 1));
-    const costmodel::Measurement m =
-        gemm_measurement(sh, sw.point(s, [&] { dev.gemm(s, op.next()); }), "gemm");
-    out.push_back(m);
-    sw.report(m.sweep, shape_label(sh), m.seconds);
+  std::vector<GemmCall> calls;
+  for (const GemmShape& sh : shapes)
+    calls.emplace_back(sh, sw.o_.gemm_math,
+                       cold_slots(costmodel::GemmPoint{sh.m, sh.n, sh.k, sh.count, 0}.bytes(), 16, 1));
+  GemmPool pool(dev, calls);
+  std::vector<std::function<void()>> ops;
+  for (GemmCall& call : calls) {
+    call.place(pool.a.get(), pool.b.get(), pool.c.get());
+    ops.emplace_back([&dev, &s, &call] { dev.gemm(s, call.next()); });
   }
+  const std::vector<costmodel::Measurement> ms =
+      sw.points(s, ops, "gemm", [&](std::size_t i) { return shape_label(shapes[i]); });
+  for (std::size_t i = 0; i < ms.size(); ++i) out.push_back(gemm_measurement(shapes[i], ms[i], "gemm"));
 }
 
 // GEMMs alone, then beside enough all-gathers on the comm stream to cover the whole batch (checked on
@@ -321,8 +297,10 @@ void sweep_overlap(Sweeper& sw, const std::vector<GemmShape>& shapes,
   auto ag = [&] { comm.all_gather(cs, shard.get(), full.get(), e, "calibrate overlap all-gather"); };
   const double t_ag = sw.point(cs, ag).seconds;
   for (const GemmShape& sh : shapes) {
-    GemmOperands op(dev, sh, sw.o_.gemm_math);
-    auto gemm = [&] { dev.gemm(ps, op.g); };
+    std::vector<GemmCall> call{GemmCall(sh, sw.o_.gemm_math, 1)};
+    GemmPool pool(dev, call);
+    call[0].place(pool.a.get(), pool.b.get(), pool.c.get());
+    auto gemm = [&] { dev.gemm(ps, call[0].g); };
     costmodel::Measurement m = gemm_measurement(sh, sw.point(ps, gemm), "overlap");
     const int iters = static_cast<int>(
         std::clamp(std::ceil(std::max(sw.o_.batch_target_s, 3 * t_ag) / m.seconds), 1.0, 1000.0));

@@ -7,7 +7,8 @@
 // identical operations between two events on the stream they run on (a batch lasts at least
 // batch_target_s; the stream is held until the whole batch is enqueued, so the host's hand-off is not
 // timed), after a barrier; a repetition's time is the max over ranks, a point's time the median of
-// its repetitions.
+// its repetitions. The repetitions of a sweep's points are interleaved, one of each point a pass
+// (sweeper.hpp), so that a slow spell of a shared machine does not bias the points measured in it.
 #pragma once
 
 #include <array>
@@ -75,6 +76,11 @@ struct CalibrationProgress {
   std::string label;  // "4 MiB", "1024x1024x1024"
   int index = 0, total = 0;
   double seconds = 0;
+  // A sweep's points are timed in passes, one repetition of each a pass (calibrate.cpp says why):
+  // each pass but the last is reported as it ends (pass = its number, label says which,
+  // index = points done so far, seconds = the pass's wall time); a point (pass = 0) as its last
+  // repetition is timed.
+  int pass = 0;
 };
 using ProgressFn = std::function<void(const CalibrationProgress&)>;
 
