@@ -152,9 +152,11 @@ void relax(const Instance& inst, const Classes& classes, Restricted& r) {
   r.greedy_time = gt;
 }
 
-bool restrict_to(const Instance& inst, const Classes& classes, double threshold, Restricted& r) {
+// Items with transient <= threshold under the persistent budget `budget`.
+bool restrict_to(const Instance& inst, const Classes& classes, double threshold, Restricted& r,
+                 double budget) {
   r.threshold = threshold;
-  r.budget = inst.capacity_bytes - inst.fixed_memory_bytes - threshold;
+  r.budget = budget;
   r.fronts.assign(classes.rep.size(), {});
   r.cls = classes.of_group;
   double min_p = 0;
@@ -166,6 +168,11 @@ bool restrict_to(const Instance& inst, const Classes& classes, double threshold,
   if (min_p > r.budget) return false;
   relax(inst, classes, r);
   return true;
+}
+
+// Items with transient <= threshold under the budget that threshold leaves (capacity - M0 - threshold).
+bool restrict_to(const Instance& inst, const Classes& classes, double threshold, Restricted& r) {
+  return restrict_to(inst, classes, threshold, r, inst.capacity_bytes - inst.fixed_memory_bytes - threshold);
 }
 
 // Groups of one class have identical items, so one representative per class gives every threshold.
@@ -289,6 +296,26 @@ bool pareto_dp(const Restricted& r, double ub, std::vector<int>& best_sel, doubl
 }
 
 }  // namespace
+
+double quick_lower_bound_time(const Instance& inst) {
+  // Every selection's largest transient is at least the largest over groups of the smallest
+  // transient a group offers (t_floor), so its persistent bytes fit in capacity - M0 - t_floor; the
+  // LP over all items under that budget is at most the LP of any threshold, whose items are fewer
+  // and whose budget is smaller.
+  const Classes classes(inst);
+  double floor = 0;
+  for (const int g : classes.rep) {
+    double least = kInf;
+    for (const auto& it : inst.groups[g].items) least = std::min(least, it.transient_bytes);
+    floor = std::max(floor, least);
+  }
+  double all = 0;  // a threshold at least every transient: every item allowed
+  for (const int g : classes.rep)
+    for (const auto& it : inst.groups[g].items) all = std::max(all, it.transient_bytes);
+  Restricted r;
+  if (!restrict_to(inst, classes, all, r, inst.capacity_bytes - inst.fixed_memory_bytes - floor)) return kInf;
+  return inst.fixed_time_s + r.lb;
+}
 
 double lower_bound_time(const Instance& inst) {
   double best = kInf;

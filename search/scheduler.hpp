@@ -3,13 +3,14 @@
 // keep the one with the highest throughput (samples per second over all ranks, N b / T) — not the
 // shortest iteration.
 //
-// Exact over every batch size from 1 to the largest that fits: every b up to 256 is bounded on its
-// own, the rest in ranges. A plan's step time per sample never rises with b, and a plan that fits at
-// b fits at every smaller b, so the LP bound of the instance with times priced at a range's largest
-// b and memory at its smallest bounds the time per sample at every b of it (scheduler.cpp has the
-// argument). Best first by the throughput a bound allows: a single batch size is solved, told the
-// time it must beat; a range is split in two. The search ends when no bound left can beat the best
-// plan; what it skipped is in `skipped_ranges` with the bound that ruled it out.
+// Exact over every batch size from 1 to the largest that fits, bounded in ranges: a plan's step
+// time per sample never rises with b, and a plan that fits at b fits at every smaller b, so the LP
+// bound of the instance with times priced at a range's largest b and memory at its smallest bounds
+// the time per sample at every b of it (scheduler.cpp has the argument). Best first by the
+// throughput a bound allows, starting from the whole range 1..largest: a range is bounded with the
+// strategy's quick bound, then with its tight one once nothing better is left open; a single batch
+// size is then solved, told the time it must beat, and a wider range is split in two. The search ends when no
+// bound left can beat the best plan; what it skipped is in `skipped_ranges` with the bound that ruled it out.
 #pragma once
 
 #include <optional>

@@ -36,6 +36,10 @@ Solution solve_exact(const Instance& inst, double time_cutoff_s = std::numeric_l
 // A lower bound on the time of any feasible selection (LP relaxation, best threshold); infinity
 // when nothing fits.
 double lower_bound_time(const Instance& inst);
+// A looser bound at the cost of one LP instead of one per threshold: every item allowed, under the
+// persistent budget left by the smallest largest-transient any selection can have. Never above
+// lower_bound_time; infinity when that budget is already exceeded.
+double quick_lower_bound_time(const Instance& inst);
 
 Solution solve_brute_force(const Instance& inst);
 

@@ -62,9 +62,6 @@ class ExactStrategy : public Strategy {
     return "optimum of the analytic model over DP/ZDP/REPLICATE, splits and checkpointing per operator";
   }
   SpaceOptions space(const SpaceOptions& r) const override { return r; }
-  double lower_bound_s(const BatchCosts& costs) const override {
-    return lower_bound_time(to_instance(costs));
-  }
   StrategyOutcome solve(const BatchCosts& costs, double cutoff) const override {
     Instance inst = to_instance(costs);
     Solution sol = solve_exact(inst, cutoff);
@@ -335,6 +332,10 @@ double Strategy::lower_bound_s(const BatchCosts& costs) const {
   // Every strategy picks, per operator, one of the choices priced in its space, under the memory
   // limit: the LP relaxation over those bounds any of its plans.
   return lower_bound_time(to_instance(costs));
+}
+
+double Strategy::quick_lower_bound_s(const BatchCosts& costs) const {
+  return quick_lower_bound_time(to_instance(costs));
 }
 
 double Strategy::min_peak_bytes(const BatchCosts& costs) const {

@@ -40,6 +40,10 @@ class Strategy {
   // batch sizes in order of the throughput this bound allows and skips those it rules out; the
   // default is the LP relaxation over the choices the strategy priced, valid for every strategy.
   virtual double lower_bound_s(const BatchCosts& costs) const;
+  // A cheaper bound, never above lower_bound_s: the scheduler bounds every range with it first and
+  // asks for lower_bound_s only for the ranges it cannot rule out. The default is one LP over every
+  // choice priced (quick_lower_bound_time).
+  virtual double quick_lower_bound_s(const BatchCosts& costs) const;
   // The smallest peak any selection of this strategy reaches (what memory would let it fit).
   virtual double min_peak_bytes(const BatchCosts& costs) const;
 };

@@ -111,7 +111,36 @@ TEST_CASE("the smallest peak and the LP bound agree with brute force", "[exact]"
       REQUIRE(search::lower_bound_time(inst) <= brute.time_s * (1 + kRel));
     else
       REQUIRE(std::isinf(search::lower_bound_time(inst)));
+    // The quick bound (one LP) never exceeds the tight one (one LP per threshold).
+    const double quick = search::quick_lower_bound_time(inst);
+    if (!std::isinf(search::lower_bound_time(inst)))
+      REQUIRE(quick <= search::lower_bound_time(inst) * (1 + kRel));
+    if (std::isinf(quick)) REQUIRE_FALSE(brute.feasible);
   }
+}
+
+TEST_CASE("the quick LP bound and the tight one on an instance derived by hand", "[exact]") {
+  // One group, capacity 350, nothing fixed:
+  //   A: time 2, persistent 100, transient 10  (peak 110: fits)
+  //   B: time 1, persistent 300, transient 100 (peak 400: does not)
+  // Optimum: A, 2.
+  // Tight (one LP per threshold): threshold 10 allows A alone under 350 - 10 = 340: 2. Threshold
+  // 100 allows both under 250: start at A (100 bytes), B's increment is +200 bytes for -1 s, of
+  // which 150 bytes fit: 2 - 150/200 = 1.25. The bound is min(2, 1.25) = 1.25.
+  // Quick (one LP): every selection's largest transient is at least 10 (the group's smallest),
+  // so the budget is 340 with both items allowed: B's 300 fits whole, 1.
+  Instance inst;
+  inst.capacity_bytes = 350;
+  search::Group g;
+  g.name = "op";
+  g.items = {{2.0, 100.0, 10.0}, {1.0, 300.0, 100.0}};
+  inst.groups.push_back(g);
+  CHECK(search::solve_brute_force(inst).time_s == Approx(2.0));
+  CHECK(search::lower_bound_time(inst) == Approx(1.25));
+  CHECK(search::quick_lower_bound_time(inst) == Approx(1.0));
+  // With a smallest transient of 10, 100 + 10 > 105: nothing fits, and the quick bound knows it.
+  inst.capacity_bytes = 105;
+  CHECK(std::isinf(search::quick_lower_bound_time(inst)));
 }
 
 TEST_CASE("a time cutoff only hides selections that are not faster", "[exact]") {
