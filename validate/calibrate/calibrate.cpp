@@ -105,6 +105,22 @@ void run_collective(Communicator& comm, Stream& s, Collective c, float* shard, f
   }
 }
 
+// One point per size, timed in passes (Sweeper::points), each recorded with its size; `call(bytes,
+// k)` makes the k-th call of a size (calls rotate over cold copies by k).
+void sized_sweep(Sweeper& sw, Stream& s, const std::string& sweep, const std::vector<double>& sizes,
+                 std::vector<costmodel::Measurement>& out,
+                 const std::function<void(double bytes, std::size_t k)>& call) {
+  std::vector<std::size_t> calls(sizes.size(), 0);
+  std::vector<Sweeper::Op> ops;
+  for (std::size_t i = 0; i < sizes.size(); ++i) ops.emplace_back([&, i] { call(sizes[i], calls[i]++); });
+  std::vector<costmodel::Measurement> ms =
+      sw.points(s, ops, sweep, [&](std::size_t i) { return costmodel::format_bytes(sizes[i]); });
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    ms[i].bytes = sizes[i];
+    out.push_back(ms[i]);
+  }
+}
+
 void sweep_collectives(Sweeper& sw, std::vector<costmodel::Measurement>& out) {
   Device& dev = sw.dev_;
   Communicator& comm = sw.comm_;
@@ -127,22 +143,11 @@ void sweep_collectives(Sweeper& sw, std::vector<costmodel::Measurement>& out) {
   for (const costmodel::CollectiveKind& kind : costmodel::kCollectives) {
     const Collective c = kind.kind;
     const std::string what = fmt::format("calibrate {}", kind.name);
-    std::vector<std::size_t> next(all.size(), 0);
-    std::vector<std::function<void()>> ops;
-    for (std::size_t i = 0; i < all.size(); ++i) {
-      const auto e = static_cast<std::size_t>(all[i] / 4 / n);
-      const std::size_t slots = cold_slots(all[i], max_elems / n, e);
-      ops.emplace_back([&, e, slots, i] {
-        const std::size_t k = next[i]++ % slots;
-        run_collective(comm, s, c, shard.get() + k * e, full.get() + k * e * n, e, what);
-      });
-    }
-    std::vector<costmodel::Measurement> ms =
-        sw.points(s, ops, kind.name, [&](std::size_t i) { return costmodel::format_bytes(all[i]); });
-    for (std::size_t i = 0; i < ms.size(); ++i) {
-      ms[i].bytes = all[i];
-      out.push_back(ms[i]);
-    }
+    sized_sweep(sw, s, kind.name, all, out, [&](double bytes, std::size_t call) {
+      const auto e = static_cast<std::size_t>(bytes / 4 / n);
+      const std::size_t k = call % cold_slots(bytes, max_elems / n, e);
+      run_collective(comm, s, c, shard.get() + k * e, full.get() + k * e * n, e, what);
+    });
   }
 }
 
@@ -154,19 +159,10 @@ void sweep_kernels(Sweeper& sw, std::vector<costmodel::Measurement>& out) {
     Buffer y(dev, static_cast<std::size_t>(touch.back() / 8), "calibrate: elementwise");
     y.fill(1.0f);
     const auto capacity = static_cast<std::size_t>(touch.back() / 8);
-    std::vector<std::size_t> next(touch.size(), 0);
-    std::vector<std::function<void()>> ops;
-    for (std::size_t i = 0; i < touch.size(); ++i) {
-      const auto n = static_cast<std::size_t>(touch[i] / 8);
-      const std::size_t slots = cold_slots(touch[i] / 2, capacity, n);
-      ops.emplace_back([&, n, slots, i] { dev.touch(s, y.get() + (next[i]++ % slots) * n, n); });
-    }
-    std::vector<costmodel::Measurement> ms =
-        sw.points(s, ops, "elementwise", [&](std::size_t i) { return costmodel::format_bytes(touch[i]); });
-    for (std::size_t i = 0; i < ms.size(); ++i) {
-      ms[i].bytes = touch[i];
-      out.push_back(ms[i]);
-    }
+    sized_sweep(sw, s, "elementwise", touch, out, [&](double bytes, std::size_t call) {
+      const auto n = static_cast<std::size_t>(bytes / 8);
+      dev.touch(s, y.get() + call % cold_slots(bytes / 2, capacity, n) * n, n);
+    });
   }
   // Adam's moments were last touched a whole step earlier, with the rest of the step's data passing
   // through the cache since: its calls rotate over a pool of at least twice the device's largest
@@ -184,22 +180,11 @@ void sweep_kernels(Sweeper& sw, std::vector<costmodel::Measurement>& out) {
   g.fill(0.01f);
   m1.fill(0.0f);
   v.fill(0.0f);
-  std::vector<std::size_t> next(adam.size(), 0);
-  std::vector<std::function<void()>> ops;
-  for (std::size_t i = 0; i < adam.size(); ++i) {
-    const auto n = static_cast<std::size_t>(adam[i] / costmodel::kAdamBytesPerParam);
-    const std::size_t slots = std::max<std::size_t>(1, pool_n / std::max<std::size_t>(n, 1));
-    ops.emplace_back([&, n, slots, i] {
-      const std::size_t o = (next[i]++ % slots) * n;
-      dev.adam(s, w.get() + o, g.get() + o, m1.get() + o, v.get() + o, n, AdamParams{});
-    });
-  }
-  std::vector<costmodel::Measurement> ms =
-      sw.points(s, ops, "adam", [&](std::size_t i) { return costmodel::format_bytes(adam[i]); });
-  for (std::size_t i = 0; i < ms.size(); ++i) {
-    ms[i].bytes = adam[i];
-    out.push_back(ms[i]);
-  }
+  sized_sweep(sw, s, "adam", adam, out, [&](double bytes, std::size_t call) {
+    const auto n = static_cast<std::size_t>(bytes / costmodel::kAdamBytesPerParam);
+    const std::size_t o = call % std::max<std::size_t>(1, pool_n / std::max<std::size_t>(n, 1)) * n;
+    dev.adam(s, w.get() + o, g.get() + o, m1.get() + o, v.get() + o, n, AdamParams{});
+  });
 }
 
 // The call of one GEMM shape over `copies` sets of operands laid one after another from a, b and c
@@ -270,7 +255,7 @@ void sweep_gemms(Sweeper& sw, const std::vector<GemmShape>& shapes,
     calls.emplace_back(sh, sw.o_.gemm_math,
                        cold_slots(costmodel::GemmPoint{sh.m, sh.n, sh.k, sh.count, 0}.bytes(), 16, 1));
   GemmPool pool(dev, calls);
-  std::vector<std::function<void()>> ops;
+  std::vector<Sweeper::Op> ops;
   for (GemmCall& call : calls) {
     call.place(pool.a.get(), pool.b.get(), pool.c.get());
     ops.emplace_back([&dev, &s, &call] { dev.gemm(s, call.next()); });
