@@ -257,11 +257,11 @@ Action add_calibrate_command(CLI::App& app) {
       ->type_name("N");
   app.add_option("--out", a->out, "Calibration file to write (default: calibration-<backend>-<N>.json here)");
   app.add_flag("--quick", a->quick,
-               "A few seconds: sizes up to 1 MiB at powers of two, 2 repeats, small GEMMs (for tests)");
+               "A few seconds: sizes up to 1 MiB at powers of two, 3 repeats, small GEMMs (for tests)");
   app.add_option("--min-size", a->min_size, "Smallest collective buffer (default 1KiB)");
   app.add_option("--max-size", a->max_size, "Largest collective buffer (default 256MiB; --quick: 1MiB)");
   app.add_option("--repeats", a->repeats,
-                 "Timed repetitions per point (default 7, --quick 2; at most 5 for points of 20 ms or more)")
+                 "Timed repetitions per point (default 7, --quick 3; at most 5 for points of 20 ms or more)")
       ->check(CLI::Range(1, 1000));
   app.add_option("--model", a->models,
                  "Also time the GEMMs of this model's IR (name or file; repeatable; kernels above 8 GFLOP "

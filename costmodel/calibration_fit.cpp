@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 #include <Eigen/Core>
 
+#include "costmodel/bounds.hpp"
 #include "costmodel/error.hpp"
 #include "costmodel/units.hpp"
 
@@ -373,6 +374,11 @@ void fit_measurements(CalibrationRun& run, const std::string& name, const Segmen
             "{}: the segment from {} B has alpha = {:.3g} s, more than a calibration file holds (1 s); the "
             "measurements are too noisy to fit (is the machine busy?)",
             k.name, seg.from_bytes, seg.alpha_s));
+      else if (seg.beta_s_per_byte * bounds::kLinkBandwidth.min > 1.0)  // the file's limit: at least 1 MB/s
+        throw Error(fmt::format(
+            "{}: the segment from {} B has a bandwidth of {:.3g} B/s, less than a calibration file holds "
+            "(1 MB/s); the measurements are too noisy to fit (is the machine busy?)",
+            k.name, seg.from_bytes, 1.0 / seg.beta_s_per_byte));
     std::vector<costmodel::Segment> file = to_segments(segs);
     for (auto& s : file) s.beta_s_per_byte = std::max(s.beta_s_per_byte, 1.0 / kMaxBandwidth);
     cal.segments(c) = file;

@@ -92,11 +92,11 @@ assert ag[0] == 1024 and ag[-1] == 1048576 and len(ag) == 11, ag  # --quick: 1 K
 assert all(float(r["seconds"]) > 0 for r in rows)
 assert sum(s["points"] for s in j["provenance"]["fit"]["allgather"]) == len(ag)'
 # Points are timed in passes (one repetition of each a pass): a line per point as its last
-# repetition is timed, and a line at the end of each pass before the last (--quick: 2 repetitions,
-# so one such line for each of the 6 interleaved sweeps).
+# repetition is timed, and a line at the end of each pass before the last (--quick: 3 repetitions,
+# so two such lines for each of the 6 interleaved sweeps).
 if grep -qE '^calibrate: all-gather 1\.0 KiB \[1/[0-9]+\] ' quick.err &&
   [[ $(grep '^calibrate: ' quick.err | grep -vc ' pass [0-9]* of ') -eq $(($(wc -l <cal2.measurements.csv) - 1)) ]] &&
-  [[ $(grep -cE '^calibrate: [a-z-]+ pass 1 of 2 over [0-9]+ points ' quick.err) -eq 6 ]]; then
+  [[ $(grep -cE '^calibrate: [a-z-]+ pass [12] of 3 over [0-9]+ points ' quick.err) -eq 12 ]]; then
   ok "progress: one line per point and one per pass on stderr, with a counter"
 else
   not_ok "progress: one line per point and one per pass on stderr, with a counter" "$(head -n 5 quick.err)"

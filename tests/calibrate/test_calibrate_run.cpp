@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include "costmodel/calibration.hpp"
@@ -88,13 +89,17 @@ TEST_CASE("run_calibration measures every point once, in order, and frees its me
     CHECK(points[i].total == 36);
     CHECK(points[i].sweep == run.measurements[i].sweep);
   }
-  // Quick options time 2 repetitions, so each of the 6 interleaved sweeps (three collectives,
-  // elementwise, Adam, GEMM) reports the end of its first pass, before any of its points.
-  REQUIRE(passes.size() == 6);
-  for (const auto& p : passes) {
-    CHECK(p.pass == 1);
-    CHECK(p.label.find("pass 1 of 2") == 0);
-    CHECK(p.seconds > 0);
+  // Each of the 6 interleaved sweeps (three collectives, elementwise, Adam, GEMM) reports the end
+  // of every pass but its last (quick options: 3 repetitions, so passes 1 and 2 of 3), before any
+  // of its points.
+  const int reps = small_options().repeats;
+  REQUIRE(reps == 3);
+  REQUIRE(passes.size() == static_cast<std::size_t>(6 * (reps - 1)));
+  for (std::size_t i = 0; i < passes.size(); ++i) {
+    const int pass = static_cast<int>(i) % (reps - 1) + 1;
+    CHECK(passes[i].pass == pass);
+    CHECK(passes[i].label.find(fmt::format("pass {} of {}", pass, reps)) == 0);
+    CHECK(passes[i].seconds > 0);
   }
   CHECK(passes[0].sweep == "all-gather");
   CHECK(passes[0].index == 0);
@@ -282,6 +287,21 @@ TEST_CASE("the GEMM shapes of a model's IR, distinct and capped", "[calibrate]")
   for (const auto& s : shapes) CHECK(s.n != 50257);
   CHECK_FALSE(shapes.empty());
   CHECK(generic_gemm_shapes(true).size() < generic_gemm_shapes(false).size());
+}
+
+TEST_CASE("a fitted bandwidth under the file's 1 MB/s limit is an error, not an unreadable file",
+          "[calibrate][fit]") {
+  // All-gather at 2 ranks moves (N-1)/N S = S/2 per rank in the ring's one step, so adding S/2 x
+  // 1e-5 s per byte to every time gives beta = 1e-5 s/B on top of the fast link: under 100 kB/s.
+  costmodel::CalibrationRun run;
+  run.world = 2;
+  for (auto& m : synthetic_measurements()) {
+    if (m.sweep == "all-gather") m.seconds += 0.5 * m.bytes * 1e-5;
+    run.measurements.push_back(m);
+  }
+  CHECK_THROWS_WITH(costmodel::fit_measurements(run, "noisy"), Catch::Contains("all-gather") &&
+                                                                   Catch::Contains("bandwidth") &&
+                                                                   Catch::Contains("1 MB/s"));
 }
 
 TEST_CASE("a fitted alpha above the file's 1 s limit is an error, not an unreadable file",

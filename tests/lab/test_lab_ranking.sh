@@ -59,7 +59,7 @@ notok() {
 }
 
 # Inside node 0: a quick calibration (collectives at powers of two up to 4 MiB, the size of the
-# model's largest buffer; 2 repeats; small GEMMs and the model's), both strategies planned with it,
+# model's largest buffer; 3 repeats; small GEMMs and the model's), both strategies planned with it,
 # both plans run side by side.
 cat >"$WORK/inner.sh" <<EOF
 set -euo pipefail

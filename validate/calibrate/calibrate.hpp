@@ -66,7 +66,7 @@ struct CalibrateOptions {
   nlohmann::json to_json() const;
 };
 
-// A few seconds in all: S up to 1 MiB at powers of two, 2 repeats, small GEMMs, touches up to 4 MiB.
+// A few seconds in all: S up to 1 MiB at powers of two, 3 repeats, small GEMMs, touches up to 4 MiB.
 CalibrateOptions quick_options();
 
 // Progress of a sweep: point `index` of `total` (1-based) took `seconds` (per operation).
