@@ -303,15 +303,15 @@ double quick_lower_bound_time(const Instance& inst) {
   // LP over all items under that budget is at most the LP of any threshold, whose items are fewer
   // and whose budget is smaller.
   const Classes classes(inst);
-  double floor = 0;
+  double floor = 0, all = 0;  // all: a threshold at least every transient, so every item is allowed
   for (const int g : classes.rep) {
     double least = kInf;
-    for (const auto& it : inst.groups[g].items) least = std::min(least, it.transient_bytes);
+    for (const auto& it : inst.groups[g].items) {
+      least = std::min(least, it.transient_bytes);
+      all = std::max(all, it.transient_bytes);
+    }
     floor = std::max(floor, least);
   }
-  double all = 0;  // a threshold at least every transient: every item allowed
-  for (const int g : classes.rep)
-    for (const auto& it : inst.groups[g].items) all = std::max(all, it.transient_bytes);
   Restricted r;
   if (!restrict_to(inst, classes, all, r, inst.capacity_bytes - inst.fixed_memory_bytes - floor)) return kInf;
   return inst.fixed_time_s + r.lb;

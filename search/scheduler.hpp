@@ -7,8 +7,8 @@
 // time per sample never rises with b, and a plan that fits at b fits at every smaller b, so the LP
 // bound of the instance with times priced at a range's largest b and memory at its smallest bounds
 // the time per sample at every b of it (scheduler.cpp has the argument). Best first by the
-// throughput a bound allows, starting from the whole range 1..largest: a range is bounded with the
-// strategy's quick bound, then with its tight one once nothing better is left open; a single batch
+// throughput a bound allows, starting from b = 1..16 one by one and the rest as one range: each is bounded
+// with the strategy's quick bound, then with its tight one once nothing better is left open; a single batch
 // size is then solved, told the time it must beat, and a wider range is split in two. The search ends when no
 // bound left can beat the best plan; what it skipped is in `skipped_ranges` with the bound that ruled it out.
 #pragma once
