@@ -241,6 +241,19 @@ if [[ $RC -eq 0 || $RC -eq 5 || $RC -eq 6 ]]; then ok "an edited plan file still
 contains "an edited plan file: validate warns, with both figures" PE.err \
   "osdp validate: warning: plan file edited-plan.json: the plan's predictions (step" \
   "are not what this osdp's cost model gives for it (step" "edited or written by another version"
+# Several nodes: HSDP (node groups) and two-level collectives run on the node rings of a 2 x 2 job;
+# the measured peak is the prediction to the byte, as for single-level plans.
+"$OSDP" plan --model tiny.json --cluster lab-2x2 --strategy hsdp --batch 1 --out hsdp-plan.json >/dev/null
+"$OSDP" plan --model tiny.json --cluster lab-2x2 --strategy fsdp-2level --batch 2 --out two-level-plan.json >/dev/null
+run G "$OSDP" validate --plan hsdp-plan.json --plan two-level-plan.json -np 4 --mpirun-args "--oversubscribe" \
+  --out G --quiet
+if [[ $RC -eq 0 || $RC -eq 5 || $RC -eq 6 ]]; then ok "validate runs node-sharded and two-level plans on 2 x 2 ranks (exit $RC)"
+else not_ok "validate of node-sharded and two-level plans: exit $RC" "$(cat G.err)"; fi
+jcheck "node-sharded and two-level plans: peak memory exact on 4 ranks" G/summary.json '
+assert j["plans"] == 2 and [r["strategy"] for r in j["rows"]] == ["hsdp-plan", "two-level-plan"], j["rows"]
+for r in j["rows"]:
+    assert r["world_size"] == 4 and r["measured_peak_bytes"] == r["predicted_peak_bytes"], r
+'
 run PW "$OSDP" validate --plan fsdp-plan.json --plan eight.json -np 2 --out PW
 expect_rc "a plan file for 8 ranks in a job of 2" PW 2
 contains "refused before anything runs, naming the file and both sizes" PW.err "eight.json" "8 ranks" "the job has 2"

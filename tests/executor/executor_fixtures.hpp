@@ -25,11 +25,13 @@ inline costmodel::ModelSpec tiny_model(bool tied, int stages = 1, int h = 16) {
   return m;
 }
 
-inline costmodel::ClusterSpec tiny_cluster(int ranks, bool overlap) {
+// `ranks` in `nodes` nodes (a slower link between them when there are several).
+inline costmodel::ClusterSpec tiny_cluster(int ranks, bool overlap, int nodes = 1) {
   costmodel::ClusterSpec c;
   c.name = "cpu";
-  c.nodes = 1;
-  c.devices_per_node = ranks;
+  c.nodes = nodes;
+  c.devices_per_node = ranks / nodes;
+  if (nodes > 1) c.inter = costmodel::LinkSpec{5e-5, 1e8};
   c.memory_bytes = 1e12;
   c.overlap.enabled = overlap;
   c.intra.alpha_s = 1e-5;
@@ -101,6 +103,39 @@ inline std::vector<NamedPlan> plan_patterns() {
              return Choice{false, 1, 1, true};
            default:
              return Choice{false, n, n, false};
+         }
+       }},
+  };
+}
+
+// Node groups (HSDP) and two-level collectives, alone and mixed with the single-level choices.
+inline std::vector<NamedPlan> leveled_patterns() {
+  using costmodel::Choice;
+  using costmodel::Operator;
+  return {
+      {"hsdp", [](const Operator&, int) { return Choice{false, 1, 1, false, true, false}; }},
+      {"hsdp-dp", [](const Operator&, int) { return Choice{false, 1, 0, false, true, false}; }},
+      {"two-level", [](const Operator&, int) { return Choice{false, 1, 1, false, false, true}; }},
+      {"two-level-split-ckpt-regather",
+       [](const Operator& op, int) {
+         const int n = widest_split(op);
+         return Choice{false, n, n > 1 ? n / 2 : 1, true, false, true};
+       },
+       true},
+      {"levels-mixed",
+       [](const Operator& op, int i) {
+         const int n = widest_split(op);
+         switch (i % 5) {
+           case 0:
+             return Choice{false, n, n, false, true, false};
+           case 1:
+             return Choice{false, 1, 1, true, false, true};
+           case 2:
+             return Choice{false, n, n > 1 ? 1 : 0, false, false, false};
+           case 3:
+             return Choice{true, 1, 0, false};
+           default:
+             return Choice{false, 1, 0, true, true, false};
          }
        }},
   };

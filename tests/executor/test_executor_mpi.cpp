@@ -6,6 +6,12 @@
 // loss must agree. The measured peak memory is checked against the simulator's (see below). Exit 0 when every
 // case passes; each failure is printed by rank 0.
 //
+// With --nodes N the job is N nodes of size/N ranks and the patterns are node groups (HSDP) and
+// two-level collectives, alone and mixed (executor_fixtures.hpp): their rings are the communicator's
+// node rings. The gradient-scale regression of multi-node sharding is part of the check: a node-
+// sharded step's gradients must be the mean over the whole job (the released OSDP code's group
+// sharding gives `nodes` times it), reported on its own line when they are a multiple of it.
+//
 // With --backend nccl the sharded steps run on GPUs (CudaDevice, NcclCommunicator; one GPU per rank)
 // against the same CPU reference; without a GPU it prints why and exits 77 (CTest: skipped).
 #include <algorithm>
@@ -13,6 +19,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -73,11 +80,34 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b, bool r
   return relative ? diff / std::max(scale, 1e-30) : diff;
 }
 
+// The ratio a to b in the least-squares sense (sum a b / sum b b): 1 for equal gradients, `nodes`
+// for gradients `nodes` times the mean.
+double scale_of(const std::vector<float>& a, const std::vector<float>& b) {
+  double ab = 0, bb = 0;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    ab += static_cast<double>(a[i]) * b[i];
+    bb += static_cast<double>(b[i]) * b[i];
+  }
+  return bb > 0 ? ab / bb : 1.0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   MpiSession session(&argc, &argv);
-  const bool nccl = argc > 2 && std::string(argv[1]) == "--backend" && std::string(argv[2]) == "nccl";
+  bool nccl = false;
+  int nodes = 1;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string key = argv[i], value = argv[i + 1];
+    if (key == "--backend" && value == "nccl") {
+      nccl = true;
+    } else if (key == "--nodes") {
+      nodes = std::stoi(value);
+    } else if (key != "--backend" || value != "mpi") {
+      std::fprintf(stderr, "usage: test_executor_mpi [--backend mpi|nccl] [--nodes N]\n");
+      return 2;
+    }
+  }
   // The sharded runs' devices and communicator: CPU and MPI, or GPUs and NCCL (as osdp validate's).
   const std::string backend_name = nccl ? "nccl" : "mpi";
   if (const std::string why = backend_unavailable_reason(backend_name); !why.empty()) {
@@ -88,6 +118,12 @@ int main(int argc, char** argv) {
       open_backend(backend_name, BackendOptions{60, GemmMath::kFp32});
   Communicator& comm = backend->comm();
   const int ranks = comm.size(), rank = comm.rank();
+  if (nodes < 1 || ranks % nodes != 0 || (nodes > 1 && ranks / nodes < 2)) {
+    if (rank == 0)
+      std::fprintf(stderr, "--nodes %d: %d ranks are not nodes of 2 or more ranks\n", nodes, ranks);
+    return 2;
+  }
+  const std::vector<NamedPlan> patterns = nodes > 1 ? leveled_patterns() : plan_patterns();
   int failures = 0, cases = 0;
   const int batch = 2;
   for (const bool tied : {true, false}) {
@@ -106,17 +142,22 @@ int main(int argc, char** argv) {
       opt.loss_tokens = static_cast<std::int64_t>(ranks) * batch * m.seq;
       ref = run_plan(dev, self, p, w, opt);
     }
-    for (const NamedPlan& pattern : plan_patterns())
+    for (const NamedPlan& pattern : patterns)
       for (const int prefetch : {0, 1})
         for (const bool overlap : {false, true}) {
           ++cases;
           const std::unique_ptr<Device> dev = backend->make_device(overlap);
-          const costmodel::Plan p = make_plan(m, tiny_cluster(ranks, overlap), w, batch, prefetch, pattern);
+          const costmodel::Plan p =
+              make_plan(m, tiny_cluster(ranks, overlap, nodes), w, batch, prefetch, pattern);
           const Outcome got = run_plan(*dev, comm, p, w, ExecutorOptions{});
           std::string why;
           if (std::fabs(got.loss - ref.loss) > 1e-5 * std::fabs(ref.loss))
             why += fmt::format(" loss {} vs {};", got.loss, ref.loss);
           for (std::size_t u = 0; u < w.operators.size(); ++u) {
+            const double scale = scale_of(got.grads[u], ref.grads[u]);
+            if (std::fabs(scale - 1.0) > 1e-3)
+              why += fmt::format(" {} gradient is {:.3f} times the mean over the job;", w.operators[u].name,
+                                 scale);
             const double g = max_diff(got.grads[u], ref.grads[u], true);
             const double wd = max_diff(got.weights[u], ref.weights[u], false);
             if (g > 1e-4)
@@ -134,8 +175,10 @@ int main(int argc, char** argv) {
           if (prefetch > 0 && got.measured_peak > got.analytic_peak + got.padding)
             why += fmt::format(" peak {} B measured, above the analytic bound {} B;", got.measured_peak,
                                got.analytic_peak);
-          const std::string name = fmt::format("{} {} prefetch {} {} on {} ranks", m.name, pattern.name,
-                                               prefetch, overlap ? "comm thread" : "one thread", ranks);
+          const std::string name =
+              fmt::format("{} {} prefetch {} {} on {} ranks{}", m.name, pattern.name, prefetch,
+                          overlap ? "comm thread" : "one thread", ranks,
+                          nodes > 1 ? fmt::format(" ({} nodes of {})", nodes, ranks / nodes) : "");
           if (!why.empty()) ++failures;
           if (rank == 0) std::printf("%s: %s%s\n", why.empty() ? "ok  " : "FAIL", name.c_str(), why.c_str());
         }

@@ -5,7 +5,10 @@
 //                   N (N + 1) / 2 * ((q S + j) mod 97 + 1)
 //   all-reduce:     rank r's buf[i] is (r + 1) (i mod 13) + r       -> N (N + 1) / 2 (i mod 13) + N (N - 1) /
 //   2
-// with and without a comm thread, issued from the comm stream while the compute stream runs GEMMs.
+// (reduce-scatter also in place: the shard at its place in the input), with and without a comm thread, issued
+// from the comm stream while the compute stream runs GEMMs.
+//
+// Then the node rings (Communicator::ring) of every node size that divides the job.
 //
 // Modes: (none) the checks; --fault-mode [--timeout S] a few steps of collectives for
 // test_faults.sh (a BackendFailure aborts the job through abort_job); --relaunch N runs the checks
@@ -108,6 +111,17 @@ void check_collectives(Checks& checks, bool comm_thread) {
     }
     checks.expect(ok, fmt::format("reduce-scatter of {} elements per rank ({})", s, mode));
 
+    // In place: the input in `sum`, this rank's shard at its own place in it.
+    for (std::size_t i = 0; i < s * n; ++i)
+      sum.p[i] = static_cast<float>((r + 1) * static_cast<int>(i % 97 + 1));
+    cs.enqueue([&] { comm.reduce_scatter(cs, sum.p, sum.p + r * s, s, "reduce-scatter in place"); });
+    cs.synchronize();
+    ok = true;
+    for (std::size_t j = 0; j < s; ++j) {
+      ok &= sum.p[r * s + j] == static_cast<float>(tri * ((static_cast<std::size_t>(r) * s + j) % 97 + 1));
+    }
+    checks.expect(ok, fmt::format("in-place reduce-scatter of {} elements per rank ({})", s, mode));
+
     for (std::size_t i = 0; i < s * n; ++i)
       sum.p[i] = static_cast<float>((r + 1) * static_cast<int>(i % 13) + r);
     cs.enqueue([&] { comm.all_reduce(cs, sum.p, s * n, "all-reduce"); });
@@ -130,6 +144,56 @@ void check_collectives(Checks& checks, bool comm_thread) {
   bool values_ok = values.size() == n;
   for (std::size_t q = 0; values_ok && q < n; ++q) values_ok = values[q] == 2.5 * static_cast<double>(q);
   checks.expect(values_ok, "all_values");
+}
+
+// The node rings of every node size that divides the job: the ranks of a node (numbered node by
+// node) and those at one local index. An all-gather of the job ranks on each ring gives its members
+// in ring order; an all-reduce of rank + 1 their sum. A size that does not divide is refused.
+void check_rings(Checks& checks) {
+  MpiCommunicator comm({30.0, std::nullopt});
+  const int r = comm.rank(), world = comm.size();
+  CpuDevice dev({0, false, r});
+  auto& cs = dev.compute_stream();
+  for (int g = 1; g <= world; ++g) {
+    if (world % g != 0) {
+      bool refused = false;
+      try {
+        (void)comm.ring(osdp::costmodel::RingLevel::kIntra, g);
+      } catch (const osdp::UsageError&) {
+        refused = true;
+      }
+      checks.expect(refused, fmt::format("nodes of {} ranks in a job of {} are refused", g, world));
+      continue;
+    }
+    const int node = r / g, local = r % g, nodes = world / g;
+    for (const auto level : {osdp::costmodel::RingLevel::kIntra, osdp::costmodel::RingLevel::kInter}) {
+      const bool intra = level == osdp::costmodel::RingLevel::kIntra;
+      Communicator& ring = comm.ring(level, g);
+      checks.expect(&comm.ring(level, g) == &ring, "a ring asked for again is the same communicator");
+      const std::string name = fmt::format("{} ring of nodes of {}", osdp::costmodel::to_string(level), g);
+      checks.expect(ring.size() == (intra ? g : nodes) && ring.rank() == (intra ? local : node),
+                    fmt::format("{}: rank {} of {}", name, ring.rank(), ring.size()));
+      const auto size = static_cast<std::size_t>(ring.size());
+      Buffer mine(dev, 1, "rank"), members(dev, size, "members"), total(dev, 1, "total");
+      mine.p[0] = static_cast<float>(r);
+      total.p[0] = static_cast<float>(r + 1);
+      cs.enqueue([&] {
+        ring.all_gather(cs, mine.p, members.p, 1, name + " all-gather");
+        ring.all_reduce(cs, total.p, 1, name + " all-reduce");
+      });
+      cs.synchronize();
+      bool ok = true;
+      double expected_total = 0;
+      for (std::size_t i = 0; i < size; ++i) {
+        const int member = intra ? node * g + static_cast<int>(i) : static_cast<int>(i) * g + local;
+        ok &= members.p[i] == static_cast<float>(member);
+        expected_total += member + 1;
+      }
+      checks.expect(ok, name + ": the members in ring order");
+      checks.expect(total.p[0] == static_cast<float>(expected_total), name + ": all-reduce over the members");
+      checks.expect(ring.sum_over_ranks(1.0) == static_cast<double>(size), name + ": host-side sum");
+    }
+  }
 }
 
 void check_faults(Checks& checks) {
@@ -243,6 +307,7 @@ int main(int argc, char** argv) {
     }
     check_collectives(checks, true);
     check_collectives(checks, false);
+    check_rings(checks);
     check_faults(checks);
     MpiCommunicator comm;
     const double failures = comm.sum_over_ranks(checks.failures);

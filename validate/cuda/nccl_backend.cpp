@@ -293,7 +293,8 @@ bool NcclCommunicator::begin(const std::string& what) {
 }
 
 template <typename Launch>
-void NcclCommunicator::launch(Stream& s, const std::string& what, const char* call, Launch&& nccl_call) {
+void NcclCommunicator::launch(CommGroup g, Stream& s, const std::string& what, const char* call,
+                              Launch&& nccl_call) {
   auto* cuda_stream = dynamic_cast<CudaStream*>(&s);
   if (cuda_stream == nullptr)
     throw UsageError(
@@ -306,10 +307,11 @@ void NcclCommunicator::launch(Stream& s, const std::string& what, const char* ca
   prune_locked();
   check_cuda(cudaSetDevice(cuda_device_), "cudaSetDevice", what, rank_);  // the event is made on it
   const cudaStream_t stream = cuda_stream->handle();
-  ncclResult_t r = nccl_call(comms_[0], stream);
+  ncclComm_t comm = comms_[static_cast<std::size_t>(g)];
+  ncclResult_t r = nccl_call(comm, stream);
   // Nonblocking: the launch may still be in progress (connections made at the first collective);
   // nothing else may be issued on the stream before it is not.
-  if (r == ncclInProgress) r = wait_ready(comms_[0], deadline());
+  if (r == ncclInProgress) r = wait_ready(comm, deadline());
   if (r == ncclInProgress) {
     const std::string message =
         fmt::format("rank {}: launching {} ({}) did not finish within {:g} s: a peer rank died or hung",
@@ -335,27 +337,93 @@ void NcclCommunicator::launch(Stream& s, const std::string& what, const char* ca
   in_flight_.push_back(InFlight{what, ++sequence_, done});
 }
 
-void NcclCommunicator::all_gather(Stream& s, const float* shard, float* full, std::size_t shard_elems,
-                                  const std::string& what) {
+void NcclCommunicator::all_gather_on(CommGroup g, Stream& s, const float* shard, float* full,
+                                     std::size_t shard_elems, const std::string& what) {
   if (shard_elems == 0) return;
-  launch(s, what, "ncclAllGather", [&](ncclComm_t comm, cudaStream_t stream) {
+  launch(g, s, what, "ncclAllGather", [&](ncclComm_t comm, cudaStream_t stream) {
     return ncclAllGather(shard, full, shard_elems, ncclFloat32, comm, stream);
   });
 }
 
-void NcclCommunicator::reduce_scatter(Stream& s, const float* full, float* shard, std::size_t shard_elems,
-                                      const std::string& what) {
+void NcclCommunicator::reduce_scatter_on(CommGroup g, Stream& s, const float* full, float* shard,
+                                         std::size_t shard_elems, const std::string& what) {
   if (shard_elems == 0) return;
-  launch(s, what, "ncclReduceScatter", [&](ncclComm_t comm, cudaStream_t stream) {
+  launch(g, s, what, "ncclReduceScatter", [&](ncclComm_t comm, cudaStream_t stream) {
     return ncclReduceScatter(full, shard, shard_elems, ncclFloat32, ncclSum, comm, stream);
   });
 }
 
-void NcclCommunicator::all_reduce(Stream& s, float* buf, std::size_t elems, const std::string& what) {
+void NcclCommunicator::all_reduce_on(CommGroup g, Stream& s, float* buf, std::size_t elems,
+                                     const std::string& what) {
   if (elems == 0) return;
-  launch(s, what, "ncclAllReduce", [&](ncclComm_t comm, cudaStream_t stream) {
+  launch(g, s, what, "ncclAllReduce", [&](ncclComm_t comm, cudaStream_t stream) {
     return ncclAllReduce(buf, buf, elems, ncclFloat32, ncclSum, comm, stream);
   });
+}
+
+void NcclCommunicator::all_gather(Stream& s, const float* shard, float* full, std::size_t shard_elems,
+                                  const std::string& what) {
+  all_gather_on(CommGroup::kWorld, s, shard, full, shard_elems, what);
+}
+
+void NcclCommunicator::reduce_scatter(Stream& s, const float* full, float* shard, std::size_t shard_elems,
+                                      const std::string& what) {
+  reduce_scatter_on(CommGroup::kWorld, s, full, shard, shard_elems, what);
+}
+
+void NcclCommunicator::all_reduce(Stream& s, float* buf, std::size_t elems, const std::string& what) {
+  all_reduce_on(CommGroup::kWorld, s, buf, elems, what);
+}
+
+// ---- node rings ------------------------------------------------------------------------------
+
+// A ring of the job on the parent's intra-node or inter-node NCCL communicator; host-side operations
+// on the MPI ring of the same ranks.
+class NcclRing final : public Communicator {
+ public:
+  NcclRing(NcclCommunicator& parent, CommGroup group, Communicator& host)
+      : parent_(parent), group_(group), host_(host) {}
+  int rank() const override { return host_.rank(); }
+  int size() const override { return host_.size(); }
+  std::string backend() const override { return "nccl"; }
+  std::string version() const override { return parent_.version(); }
+  void all_gather(Stream& s, const float* shard, float* full, std::size_t n,
+                  const std::string& what) override {
+    parent_.all_gather_on(group_, s, shard, full, n, what);
+  }
+  void reduce_scatter(Stream& s, const float* full, float* shard, std::size_t n,
+                      const std::string& what) override {
+    parent_.reduce_scatter_on(group_, s, full, shard, n, what);
+  }
+  void all_reduce(Stream& s, float* buf, std::size_t n, const std::string& what) override {
+    parent_.all_reduce_on(group_, s, buf, n, what);
+  }
+  void barrier(const std::string& what) override { host_.barrier(what); }
+  double max_over_ranks(double x) override { return host_.max_over_ranks(x); }
+  double sum_over_ranks(double x) override { return host_.sum_over_ranks(x); }
+  std::vector<double> all_values(double x) override { return host_.all_values(x); }
+
+ private:
+  NcclCommunicator& parent_;
+  CommGroup group_;
+  Communicator& host_;
+};
+
+Communicator& NcclCommunicator::ring(costmodel::RingLevel level, int per_node) {
+  if (level == costmodel::RingLevel::kWorld) return *this;
+  // Collective: every rank learns whether every rank's machine matches the plan's node.
+  const bool matches = per_node == local_size_ && local_rank_ == rank_ % local_size_;
+  if (host_.sum_over_ranks(matches ? 0.0 : 1.0) > 0)
+    throw UsageError(fmt::format(
+        "rank {}: the plan's nodes of {} ranks are not this job's machines ({} machines, {} GPUs on this "
+        "one, rank {} of it): the nccl backend runs node rings on the machines' own nodes",
+        rank_, per_node, nodes_, local_size_, local_rank_));
+  const bool intra = level == costmodel::RingLevel::kIntra;
+  auto& slot = rings_[intra ? 0 : 1];
+  if (!slot)
+    slot = std::make_unique<NcclRing>(*this, intra ? CommGroup::kIntraNode : CommGroup::kInterNode,
+                                      host_.ring(level, per_node));
+  return *slot;
 }
 
 // ---- watchdog, failures ----------------------------------------------------------------------

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -110,6 +111,12 @@ class NcclCommunicator final : public Communicator, public CudaWatchdog {
                       const std::string& what) override;
   void all_reduce(Stream& s, float* buf, std::size_t elems, const std::string& what) override;
 
+  // The node rings are this communicator's intra-node and inter-node NCCL communicators, whose nodes
+  // are the machines': a plan's nodes of `per_node` ranks must be them (per_node GPUs on every
+  // machine, ranks numbered machine by machine), else a UsageError says so. Host-side operations of a
+  // ring go through the MPI ring of the same ranks.
+  Communicator& ring(costmodel::RingLevel level, int per_node) override;
+
   // Host side, through MPI.
   void barrier(const std::string& what) override { host_.barrier(what); }
   double max_over_ranks(double x) override { return host_.max_over_ranks(x); }
@@ -154,8 +161,14 @@ class NcclCommunicator final : public Communicator, public CudaWatchdog {
   ncclComm_t create_comm(MPI_Comm group_comm, const char* name, bool& request_pending);
   // Runs the fault injection; false when the collective must be skipped (kind=hang).
   bool begin(const std::string& what);
+  friend class NcclRing;
   template <typename Launch>
-  void launch(Stream& s, const std::string& what, const char* call, Launch&& nccl_call);
+  void launch(CommGroup g, Stream& s, const std::string& what, const char* call, Launch&& nccl_call);
+  void all_gather_on(CommGroup g, Stream& s, const float* shard, float* full, std::size_t shard_elems,
+                     const std::string& what);
+  void reduce_scatter_on(CommGroup g, Stream& s, const float* full, float* shard, std::size_t shard_elems,
+                         const std::string& what);
+  void all_reduce_on(CommGroup g, Stream& s, float* buf, std::size_t elems, const std::string& what);
   // Polls `comm` while ncclInProgress, to the deadline; returns its state, or ncclInProgress past it.
   static ncclResult_t wait_ready(ncclComm_t comm, std::chrono::steady_clock::time_point deadline);
   std::chrono::steady_clock::time_point deadline() const;
@@ -170,6 +183,7 @@ class NcclCommunicator final : public Communicator, public CudaWatchdog {
   int rank_ = 0, size_ = 1;
   int local_rank_ = 0, local_size_ = 1, nodes_ = 1;
   std::array<ncclComm_t, 3> comms_ = {nullptr, nullptr, nullptr};  // indexed by CommGroup
+  std::array<std::unique_ptr<Communicator>, 2> rings_;             // intra-node, inter-node views
   mutable std::mutex mutex_;
   std::deque<InFlight> in_flight_;
   std::vector<cudaEvent_t> spare_events_;

@@ -19,6 +19,9 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "costmodel/cost_model.hpp"
 #include "costmodel/error.hpp"
 
 namespace osdp::validate {
@@ -171,12 +174,27 @@ class Communicator {
   virtual std::string version() const = 0;
 
   // Collectives over all ranks on stream `s` (enqueued from work running on `s`). `what` names the
-  // operation in error messages (e.g. "all-gather layer3.mlp slice 0"). Sizes are per rank.
+  // operation in error messages (e.g. "all-gather layer3.mlp slice 0"). Sizes are per rank. Either
+  // may run in place as NCCL defines it (shard == full + rank * shard_elems); other overlaps are
+  // not allowed.
   virtual void all_gather(Stream& s, const float* shard, float* full, std::size_t shard_elems,
                           const std::string& what) = 0;
   virtual void reduce_scatter(Stream& s, const float* full, float* shard, std::size_t shard_elems,
                               const std::string& what) = 0;                                        // sum
   virtual void all_reduce(Stream& s, float* buf, std::size_t elems, const std::string& what) = 0;  // sum
+
+  // The communicator of one ring of the job seen as nodes of `per_node` ranks, numbered node by node
+  // (rank = node * per_node + local): kIntra the ranks of this rank's node (its rank there: local),
+  // kInter the ranks at this rank's local index on every node (its rank there: node); kWorld this
+  // one. Collective the first time a (level, per_node) is asked for: every rank asks, in the same
+  // order. Owned by this communicator and alive as long as it is. Collectives on a ring follow the
+  // rules of this interface within the ring. This default serves a job of one rank and refuses
+  // anything else.
+  virtual Communicator& ring(costmodel::RingLevel level, int per_node) {
+    if (level == costmodel::RingLevel::kWorld || size() == 1) return *this;
+    throw UsageError(fmt::format("the {} communicator has no node rings ({} ranks in nodes of {})", backend(),
+                                 size(), per_node));
+  }
 
   // Host-side, between steps (no stream work in flight).
   virtual void barrier(const std::string& what) = 0;

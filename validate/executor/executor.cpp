@@ -53,22 +53,38 @@ Executor::Executor(Device& dev, Communicator& comm, const costmodel::Workload& w
                                  comm.backend(), workload.model_name));
   if (schedule.world_size != world_)
     throw UsageError(fmt::format("the plan is for {} ranks, the job has {}", schedule.world_size, world_));
-  // Node groups and two-level collectives run on sub-communicators the backends do not make yet
-  // (issue 14): refuse by name rather than run them as world collectives.
-  for (const auto& op : plan.operators)
-    if (op.choice.node_group || op.choice.two_level)
-      throw UsageError(fmt::format(
-          "operator \"{}\" is {}: the executor does not run node groups or two-level collectives yet "
-          "(osdp simulate does)",
-          op.name,
-          op.choice.node_group ? "sharded within its node (group node)" : "two-level (comm two-level)"));
+  // Which operators run collectives on a node's ring or across nodes (the schedule decides: on one
+  // node, or with one rank per node, node groups and two-level collectives are world ones).
+  const std::size_t ops = workload.operators.size();
+  std::vector<bool> leveled(ops, false);
+  for (const auto& t : schedule.tasks)
+    if (t.op >= 0 && t.level != costmodel::RingLevel::kWorld) leveled[static_cast<std::size_t>(t.op)] = true;
+  const int G = schedule.per_node, N = schedule.nodes;
+  if (std::find(leveled.begin(), leveled.end(), true) != leveled.end()) {
+    if (G < 1 || N < 1 || G * N != world_)
+      throw UsageError(
+          fmt::format("the plan's {} nodes of {} ranks are not the job's {} ranks", N, G, world_));
+    intra_ = &comm.ring(costmodel::RingLevel::kIntra, G);
+    inter_ = &comm.ring(costmodel::RingLevel::kInter, G);
+  }
+  const int rank = comm.rank();
   shape_.batch = plan.batch_size;
   shape_.seq = workload.seq;
   shape_.vocab = plan.model.vocab;
   shape_.math = options.gemm_math;
-  for (std::size_t u = 0; u < w_.operators.size(); ++u) {
+  for (std::size_t u = 0; u < ops; ++u) {
     const auto& ch = plan.operators[u].choice;
-    layout_.push_back(make_layout(w_.operators[u], ch.replicate ? 1 : ch.split, ch.replicate ? 1 : world_));
+    const Sharding sh = ch.replicate    ? Sharding::kReplicated
+                        : !leveled[u]   ? Sharding::kWorld
+                        : ch.node_group ? Sharding::kNode
+                                        : Sharding::kTwoLevel;
+    sharding_.push_back(sh);
+    const int shards = sh == Sharding::kReplicated ? 1 : sh == Sharding::kNode ? G : world_;
+    shard_of_.push_back(sh == Sharding::kReplicated ? 0
+                        : sh == Sharding::kNode     ? rank % G
+                        : sh == Sharding::kTwoLevel ? rank % G * N + rank / G
+                                                    : rank);
+    layout_.push_back(make_layout(w_.operators[u], ch.replicate ? 1 : ch.split, shards));
   }
   resolve();
   allocate_resident();
@@ -198,7 +214,11 @@ void Executor::resolve() {
         if (p.weights < 0 && task.kind != TaskKind::kBackward)
           throw Error(fmt::format("executor: task {} has no gathered weights", task.name));
       }
-    } else if (task.kind == TaskKind::kReduceScatter) {
+    } else if (task.kind == TaskKind::kAllGather && task.allocs.empty()) {
+      // The second level of a two-level gather completes the buffer the first one filled.
+      p.weights = tasks_[static_cast<std::size_t>(task.deps.at(0))].weights;
+    } else if (task.kind == TaskKind::kReduceScatter ||
+               (task.kind == TaskKind::kAllReduce && task.level != costmodel::RingLevel::kWorld)) {
       // A slice's gradient is freed by its reduce-scatter; a tied gradient's slices are reduced in place.
       for (const int b : task.frees)
         if (sched_.buffers[static_cast<std::size_t>(b)].role == BufferRole::kGradient) p.grad = b;
@@ -212,6 +232,18 @@ void Executor::resolve() {
       if (it == gathered_of.end()) continue;
       auto& v = live[it->second];
       v.erase(std::remove(v.begin(), v.end(), b), v.end());
+    }
+  }
+  // A reduction in two levels: the first (within the node) reduces the gradient its last level frees.
+  for (std::size_t t = tasks.size(); t-- > 0;) {
+    const sim::Task& task = tasks[t];
+    if (task.level != costmodel::RingLevel::kInter ||
+        (task.kind != TaskKind::kReduceScatter && task.kind != TaskKind::kAllReduce))
+      continue;
+    TaskPlan& first = tasks_[static_cast<std::size_t>(task.deps.at(0))];
+    if (first.grad < 0) {
+      first.grad = tasks_[t].grad;
+      first.grad_offset = tasks_[t].grad_offset;
     }
   }
 }
@@ -252,7 +284,7 @@ void Executor::allocate_resident() {
         dev_.allocate(alloc_bytes_[static_cast<std::size_t>(adam_[u])],
                       sched_.buffers[static_cast<std::size_t>(adam_[u])].name);
     // This rank's shard of every slice (the whole slice when replicated).
-    const int rank = plan_.operators[u].choice.replicate ? 0 : comm_.rank();
+    const int rank = shard_of_[u];
     std::vector<float> host(static_cast<std::size_t>(2 * c), 0.0f);
     for (int j = 0; j < L.slices; ++j) {
       const auto full = initial_slice(w_.operators[u], L, j);
@@ -368,20 +400,66 @@ void Executor::run_collective(int t) {
   const std::string what =
       fmt::format("{} of {} slice {} (task {})", costmodel::name_of(sim::collective_of(task.kind)),
                   w_.operators[u].name, task.slice, task.name);
-  switch (task.kind) {
-    case TaskKind::kAllGather:
-      comm_.all_gather(s, st + task.slice * L.shard_elems, buffer(p.weights),
-                       static_cast<std::size_t>(L.shard_elems), what);
+  const auto n = static_cast<std::size_t>(L.shard_elems);
+  float* const shard = st + task.slice * L.shard_elems;
+  float* const grad_shard = st + c + task.slice * L.shard_elems;
+  // Two-level: this rank's chunk of the slice within its node (local index l: shards l * nodes ..).
+  const std::size_t chunk = n * static_cast<std::size_t>(sched_.nodes);
+  const std::size_t chunk_at = static_cast<std::size_t>(comm_.rank() % sched_.per_node) * chunk;
+  const bool node = sharding_[u] == Sharding::kNode;
+  switch (task.level) {
+    case costmodel::RingLevel::kWorld:
+      if (task.kind == TaskKind::kAllGather)
+        comm_.all_gather(s, shard, buffer(p.weights), n, what);
+      else if (task.kind == TaskKind::kReduceScatter)
+        comm_.reduce_scatter(s, buffer(p.grad) + p.grad_offset, grad_shard, n, what);
+      else if (task.kind == TaskKind::kAllReduce)
+        comm_.all_reduce(s, st + c, static_cast<std::size_t>(c), what);
       break;
-    case TaskKind::kReduceScatter:
-      comm_.reduce_scatter(s, buffer(p.grad) + p.grad_offset, st + c + task.slice * L.shard_elems,
-                           static_cast<std::size_t>(L.shard_elems), what);
+    case costmodel::RingLevel::kIntra: {
+      float* const weights = buffer(p.weights);
+      float* const grad = buffer(p.grad) + p.grad_offset;
+      if (task.kind == TaskKind::kAllGather && node)
+        intra_->all_gather(s, shard, weights, n, what);
+      else if (task.kind == TaskKind::kAllGather)
+        intra_->all_gather(s, weights + chunk_at, weights, chunk, what);
+      else if (node)
+        intra_->reduce_scatter(s, grad, grad_shard, n, what);
+      else
+        intra_->reduce_scatter(s, grad, grad + chunk_at, chunk, what);
       break;
-    case TaskKind::kAllReduce:
-      comm_.all_reduce(s, st + c, static_cast<std::size_t>(c), what);
+    }
+    case costmodel::RingLevel::kInter:
+      if (task.kind == TaskKind::kAllGather)
+        inter_->all_gather(s, shard, buffer(p.weights) + chunk_at, n, what);
+      else if (task.kind == TaskKind::kReduceScatter)
+        inter_->reduce_scatter(s, buffer(p.grad) + p.grad_offset + chunk_at, grad_shard, n, what);
+      else
+        inter_->all_reduce(s, grad_shard, n, what);
       break;
-    default:
+  }
+}
+
+void Executor::gather_slice(Stream& s, int u, const float* shard, float* full, const std::string& what) {
+  const OperatorLayout& L = layout_[static_cast<std::size_t>(u)];
+  const auto n = static_cast<std::size_t>(L.shard_elems);
+  switch (sharding_[static_cast<std::size_t>(u)]) {
+    case Sharding::kReplicated:
+      dev_.copy(s, shard, full, n);
       break;
+    case Sharding::kWorld:
+      comm_.all_gather(s, shard, full, n, what);
+      break;
+    case Sharding::kNode:
+      intra_->all_gather(s, shard, full, n, what);
+      break;
+    case Sharding::kTwoLevel: {
+      const std::size_t chunk = n * static_cast<std::size_t>(sched_.nodes);
+      float* const mine = full + static_cast<std::size_t>(comm_.rank() % sched_.per_node) * chunk;
+      inter_->all_gather(s, shard, mine, n, what);
+      intra_->all_gather(s, mine, full, chunk, what);
+      break;
+    }
   }
 }
 
@@ -479,21 +557,14 @@ std::vector<float> Executor::logical(int u, bool gradient) {
   const std::size_t uu = static_cast<std::size_t>(u);
   const OperatorLayout& L = layout_[uu];
   const I c = L.slices * L.shard_elems;
-  const bool replicate = plan_.operators[uu].choice.replicate;
-  const int ranks = replicate ? 1 : world_;
   float* src = buffer(states_[uu]) + (gradient ? c : 0);
   float* full = dev_.allocate(floats_bytes(L.padded_elems * L.slices), "executor logical copy");
   Stream& s = dev_.compute_stream();
   std::vector<float> host(static_cast<std::size_t>(L.padded_elems * L.slices));
   s.enqueue([&] {
-    for (int j = 0; j < L.slices; ++j) {
-      if (ranks == 1)
-        dev_.copy(s, src + j * L.shard_elems, full + j * L.padded_elems,
-                  static_cast<std::size_t>(L.shard_elems));
-      else
-        comm_.all_gather(s, src + j * L.shard_elems, full + j * L.padded_elems,
-                         static_cast<std::size_t>(L.shard_elems), "collecting weights for a check");
-    }
+    for (int j = 0; j < L.slices; ++j)
+      gather_slice(s, u, src + j * L.shard_elems, full + j * L.padded_elems,
+                   "collecting weights for a check");
     dev_.download(s, full, host.data(), host.size());
   });
   s.synchronize();

@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include <fmt/format.h>
@@ -153,15 +154,47 @@ FaultSpec parse_fault_spec(std::string_view text) {
 MpiCommunicator::MpiCommunicator(MpiCommunicatorOptions options) : options_(std::move(options)) {
   if (!mpi_running()) throw Error("MpiCommunicator: MPI is not running (create an MpiSession first)");
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup", "creating the communicator", rank_);
+  job_rank_ = rank_;
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup", "creating the communicator", job_rank_);
   check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler",
-            "creating the communicator", rank_);
-  check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size", "creating the communicator", rank_);
+            "creating the communicator", job_rank_);
+  check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size", "creating the communicator", job_rank_);
   job_status_open(rank_);
   if (!options_.fault) {
     const char* env = std::getenv("OSDP_INJECT_FAULT");
     if (env != nullptr && *env != '\0') options_.fault = parse_fault_spec(env);
   }
+}
+
+MpiCommunicator::MpiCommunicator(const MpiCommunicator& parent, MPI_Comm comm)
+    : options_(parent.options_), comm_(comm), job_rank_(parent.job_rank_), mutex_(parent.mutex_) {
+  const std::string what = "making a ring of the communicator";
+  check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", what, job_rank_);
+  check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank", what, job_rank_);
+  check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size", what, job_rank_);
+}
+
+Communicator& MpiCommunicator::ring(costmodel::RingLevel level, int per_node) {
+  if (level == costmodel::RingLevel::kWorld) return *this;
+  if (per_node < 1 || size_ % per_node != 0)
+    throw UsageError(fmt::format("rank {}: nodes of {} ranks do not divide the job's {} ranks", job_rank_,
+                                 per_node, size_));
+  auto& slot = rings_[{static_cast<int>(level), per_node}];
+  if (slot) return *slot;
+  const std::string what =
+      fmt::format("making the {} rings of nodes of {} ranks", costmodel::to_string(level), per_node);
+  const int node = rank_ / per_node, local = rank_ % per_node;
+  const bool intra = level == costmodel::RingLevel::kIntra;
+  MPI_Comm comm = MPI_COMM_NULL;
+  {
+    std::lock_guard lock(*mutex_);
+    begin(what);
+    // Blocking, but every rank is here: the ring is asked for by all of them, in the same order.
+    check_mpi(MPI_Comm_split(comm_, intra ? node : local, intra ? local : node, &comm), "MPI_Comm_split",
+              what, job_rank_);
+  }
+  slot.reset(new MpiCommunicator(*this, comm));
+  return *slot;
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -183,7 +216,7 @@ std::string MpiCommunicator::version() const {
 int MpiCommunicator::count(std::size_t elems, const std::string& what) const {
   if (elems > static_cast<std::size_t>(INT_MAX)) {
     throw BackendFailure(fmt::format(
-        "rank {}: {}: {} elements per rank exceed MPI's int count limit ({}); split the operation", rank_,
+        "rank {}: {}: {} elements per rank exceed MPI's int count limit ({}); split the operation", job_rank_,
         what, elems, INT_MAX));
   }
   return static_cast<int>(elems);
@@ -192,11 +225,11 @@ int MpiCommunicator::count(std::size_t elems, const std::string& what) const {
 void MpiCommunicator::begin(const std::string& what) const {
   job_status_operation("in ", what);
   if (!timed_out_.empty()) {
-    throw BackendFailure(
-        fmt::format("rank {}: {}: the communicator is unusable since {} timed out", rank_, what, timed_out_));
+    throw BackendFailure(fmt::format("rank {}: {}: the communicator is unusable since {} timed out",
+                                     job_rank_, what, timed_out_));
   }
-  if (!injected_hang(options_.fault, rank_, what)) return;
-  std::fprintf(stderr, "rank %d: injected fault: hanging in %s\n", rank_, what.c_str());
+  if (!injected_hang(options_.fault, job_rank_, what)) return;
+  std::fprintf(stderr, "rank %d: injected fault: hanging in %s\n", job_rank_, what.c_str());
   std::fflush(stderr);
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
@@ -240,64 +273,70 @@ bool mpi_wait(MPI_Request& request, double timeout_s, std::string_view what, int
 }
 
 void MpiCommunicator::complete(MPI_Request& request, const std::string& what, std::size_t bytes) {
-  if (mpi_wait(request, options_.timeout_s, what, rank_)) {
+  if (mpi_wait(request, options_.timeout_s, what, job_rank_)) {
     job_status_operation("after ", what);
     return;
   }
   timed_out_ = what;
   throw BackendFailure(
-      fmt::format("rank {}: {} ({}) did not complete within {:g} s: a peer rank died or hung", rank_, what,
-                  costmodel::format_bytes(static_cast<double>(bytes)), options_.timeout_s));
+      fmt::format("rank {}: {} ({}) did not complete within {:g} s: a peer rank died or hung", job_rank_,
+                  what, costmodel::format_bytes(static_cast<double>(bytes)), options_.timeout_s));
 }
 
 void MpiCommunicator::all_gather(Stream& /*s*/, const float* shard, float* full, std::size_t shard_elems,
                                  const std::string& what) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(*mutex_);
   begin(what);
   const int n = count(shard_elems, what);
   const std::size_t offset = static_cast<std::size_t>(rank_) * shard_elems;
   const void* send = shard == full + offset ? MPI_IN_PLACE : static_cast<const void*>(shard);
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Iallgather(send, n, MPI_FLOAT, full, n, MPI_FLOAT, comm_, &request), "MPI_Iallgather", what,
-            rank_);
+            job_rank_);
   complete(request, what, shard_elems * static_cast<std::size_t>(size_) * sizeof(float));
 }
 
 void MpiCommunicator::reduce_scatter(Stream& /*s*/, const float* full, float* shard, std::size_t shard_elems,
                                      const std::string& what) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(*mutex_);
   begin(what);
   const int n = count(shard_elems, what);
+  // In place, MPI takes the input from the receive buffer and leaves the result at its front.
+  const bool in_place = shard == full + static_cast<std::size_t>(rank_) * shard_elems;
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Ireduce_scatter_block(full, shard, n, MPI_FLOAT, MPI_SUM, comm_, &request),
-            "MPI_Ireduce_scatter_block", what, rank_);
+  check_mpi(
+      MPI_Ireduce_scatter_block(in_place ? MPI_IN_PLACE : full, in_place ? const_cast<float*>(full) : shard,
+                                n, MPI_FLOAT, MPI_SUM, comm_, &request),
+      "MPI_Ireduce_scatter_block", what, job_rank_);
   complete(request, what, shard_elems * static_cast<std::size_t>(size_) * sizeof(float));
+  if (in_place && rank_ > 0) std::memmove(shard, full, shard_elems * sizeof(float));
 }
 
 void MpiCommunicator::all_reduce(Stream& /*s*/, float* buf, std::size_t elems, const std::string& what) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(*mutex_);
   begin(what);
   const int n = count(elems, what);
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, comm_, &request), "MPI_Iallreduce", what,
-            rank_);
+            job_rank_);
   complete(request, what, elems * sizeof(float));
 }
 
 void MpiCommunicator::barrier(const std::string& what) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(*mutex_);
   begin(what);
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier", what, rank_);
+  check_mpi(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier", what, job_rank_);
   complete(request, what, 0);
 }
 
 double MpiCommunicator::reduce_double(double x, MPI_Op op, const std::string& what) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(*mutex_);
   begin(what);
   double result = 0.0;
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Iallreduce(&x, &result, 1, MPI_DOUBLE, op, comm_, &request), "MPI_Iallreduce", what, rank_);
+  check_mpi(MPI_Iallreduce(&x, &result, 1, MPI_DOUBLE, op, comm_, &request), "MPI_Iallreduce", what,
+            job_rank_);
   complete(request, what, sizeof(double));
   return result;
 }
@@ -312,12 +351,12 @@ double MpiCommunicator::sum_over_ranks(double x) {
 
 std::vector<double> MpiCommunicator::all_values(double x) {
   const std::string what = "all values over ranks";
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(*mutex_);
   begin(what);
   std::vector<double> values(static_cast<std::size_t>(size_));
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Iallgather(&x, 1, MPI_DOUBLE, values.data(), 1, MPI_DOUBLE, comm_, &request),
-            "MPI_Iallgather", what, rank_);
+            "MPI_Iallgather", what, job_rank_);
   complete(request, what, values.size() * sizeof(double));
   return values;
 }

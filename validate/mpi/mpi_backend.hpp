@@ -11,10 +11,13 @@
 
 #include <mpi.h>
 
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "validate/executor/backend.hpp"
@@ -79,9 +82,11 @@ struct MpiCommunicatorOptions {
 // Collectives over MPI_COMM_WORLD (duplicated, errors returned rather than fatal). After a timeout the
 // communicator is unusable: later operations fail at once and it is not freed (a request is pending). A
 // collective is called from work running on stream `s` and completes before it returns (the stream is
-// unused). Calls are serialised by a mutex, so the communicator is safe under MPI_THREAD_SERIALIZED. Sizes in
-// error messages are the whole buffer: shard x ranks for all-gather and reduce-scatter. Buffers of all_gather
-// may be in place (shard == full + rank * shard_elems); those of reduce_scatter must not overlap.
+// unused). Calls are serialised by a mutex (shared with its rings), so the communicator is safe under
+// MPI_THREAD_SERIALIZED. Sizes in error messages are the whole buffer: shard x ranks for all-gather and
+// reduce-scatter. Buffers may be in place (shard == full + rank * shard_elems): an in-place reduce-scatter
+// is MPI's (the result at the front of `full`) followed by a copy to the rank's place. Rings (ring())
+// are MPI_Comm_split of this communicator; their messages name the rank in the job.
 class MpiCommunicator final : public Communicator {
  public:
   explicit MpiCommunicator(MpiCommunicatorOptions options = {});
@@ -102,6 +107,8 @@ class MpiCommunicator final : public Communicator {
                       const std::string& what) override;
   void all_reduce(Stream& s, float* buf, std::size_t elems, const std::string& what) override;
 
+  Communicator& ring(costmodel::RingLevel level, int per_node) override;
+
   void barrier(const std::string& what) override;
   double max_over_ranks(double x) override;
   double sum_over_ranks(double x) override;
@@ -116,11 +123,16 @@ class MpiCommunicator final : public Communicator {
   void complete(MPI_Request& request, const std::string& what, std::size_t bytes);
   double reduce_double(double x, MPI_Op op, const std::string& what);
 
+  // A ring: `comm` (owned) split from `parent`.
+  MpiCommunicator(const MpiCommunicator& parent, MPI_Comm comm);
+
   MpiCommunicatorOptions options_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
-  std::mutex mutex_;       // one MPI operation at a time
+  int job_rank_ = 0;  // this rank in the job (MPI_COMM_WORLD), for messages
+  std::shared_ptr<std::mutex> mutex_ = std::make_shared<std::mutex>();     // one MPI operation at a time
+  std::map<std::pair<int, int>, std::unique_ptr<MpiCommunicator>> rings_;  // (level, per_node) ->
   std::string timed_out_;  // the operation that timed out (its request is still pending), if any
 };
 
