@@ -36,7 +36,8 @@ struct CalibrateArgs {
   std::string gemm = "fp32";
   std::vector<std::string> np;  // "-np N" arrives as {"p", "N"} (CLI11 has no multi-letter short names)
   std::vector<std::string> models{"nd-48x1024"};
-  int repeats = 0;  // 0: the default (7, or 2 with --quick)
+  int repeats = 0;   // 0: the default (7, or 2 with --quick)
+  int per_node = 0;  // 0: no per-level rings
   double timeout_s = 120;
   bool quick = false, no_comm_thread = false, quiet = false;
 };
@@ -57,6 +58,7 @@ std::vector<std::string> child_args(const CalibrateArgs& a, int np) {
   if (!a.max_size.empty()) r.insert(r.end(), {"--max-size", a.max_size});
   if (!a.out.empty()) r.insert(r.end(), {"--out", a.out});
   if (a.repeats > 0) r.insert(r.end(), {"--repeats", std::to_string(a.repeats)});
+  if (a.per_node > 0) r.insert(r.end(), {"--per-node", std::to_string(a.per_node)});
   for (const auto& m : a.models) r.insert(r.end(), {"--model", m});
   if (a.models.empty()) r.push_back("--no-models");
   if (a.quick) r.push_back("--quick");
@@ -73,6 +75,7 @@ validate::CalibrateOptions make_options(const CalibrateArgs& a) {
     throw UsageError(fmt::format("--min-size {} is larger than --max-size {}", format_bytes(o.min_bytes),
                                  format_bytes(o.max_bytes)));
   if (a.repeats > 0) o.repeats = a.repeats;
+  o.per_node = a.per_node;
   o.gemm_math = gemm_math(a.gemm);
   o.tool_version = fmt::format("{} ({})", OSDP_VERSION, OSDP_GIT_HASH);
   if (!a.quick && !a.models.empty()) {
@@ -109,17 +112,28 @@ void print_summary(const costmodel::CalibrationRun& run, const std::string& path
   if (run.world < 2)
     std::cout << "  collectives    none on one rank\n";
   else
-    std::cout << fmt::format("  {:<15} {:<23} {:>10} {:>12} {:>9} {:>6}\n", "collective", "sizes (S)",
+    std::cout << fmt::format("  {:<21} {:<23} {:>10} {:>12} {:>9} {:>6}\n", "collective", "sizes (S)",
                              "alpha", "bandwidth", "residual", "points");
-  for (const auto& kind : costmodel::kCollectives)
-    for (const auto& s : run.collectives[static_cast<std::size_t>(kind.kind)]) {
+  auto rows = [](const std::string& name, const std::vector<costmodel::FitSegment>& segs) {
+    for (const auto& s : segs) {
       const std::string range = fmt::format("{} - {}", format_bytes(s.from_bytes),
                                             std::isinf(s.up_to_bytes) ? "" : format_bytes(s.up_to_bytes));
-      std::cout << fmt::format("  {:<15} {:<23} {:>10} {:>12} {:>9} {:>6}\n", kind.name, range,
+      std::cout << fmt::format("  {:<21} {:<23} {:>10} {:>12} {:>9} {:>6}\n", name, range,
                                format_seconds(s.alpha_s),
                                s.beta_s_per_byte > 0 ? format_bandwidth(1 / s.beta_s_per_byte) : "inf",
                                pct(s.residual_rms), s.points);
     }
+  };
+  for (const auto& kind : costmodel::kCollectives)
+    rows(kind.name, run.collectives[static_cast<std::size_t>(kind.kind)]);
+  if (run.per_node > 0)
+    std::cout << fmt::format(
+        "  rings of nodes of {} ranks: intra within a node ({} ranks), inter across nodes ({} ranks)\n",
+        run.per_node, run.per_node, run.world / run.per_node);
+  for (int l = 0; l < 2; ++l)
+    for (const auto& kind : costmodel::kCollectives)
+      rows(costmodel::level_sweep(kind, l == 0 ? "intra" : "inter"),
+           run.levels[l][static_cast<std::size_t>(kind.kind)]);
   const auto& cs = *run.calibration.compute;
   std::cout << fmt::format(
                    "  gemm           peak {:.1f} GFLOP/s, d_half {:.1f} (residual {}, {} points, {} "
@@ -171,6 +185,13 @@ int run_ranks(const CalibrateArgs& a, int np) {
                                comm.size());
     return kExitInput;
   }
+  if (a.per_node > 0 && comm.size() % a.per_node != 0) {
+    if (root)
+      std::cerr << fmt::format(
+          "osdp calibrate: error: --per-node {}: nodes of {} ranks do not divide the job's {}\n", a.per_node,
+          a.per_node, comm.size());
+    return kExitInput;
+  }
   validate::CalibrateOptions o = make_options(a);
   const std::string path = out_path(a, comm.size());
   // Where the results go must be writable before minutes of measuring, not after.
@@ -215,6 +236,9 @@ int run_ranks(const CalibrateArgs& a, int np) {
 
 int run_calibrate(const CalibrateArgs& a) {
   const int np = parse_np(a.np);
+  if (np > 0 && a.per_node > 0 && np % a.per_node != 0)
+    throw UsageError(
+        fmt::format("--per-node {}: nodes of {} ranks do not divide -np {}", a.per_node, a.per_node, np));
   if (a.timeout_s <= 0) throw UsageError("--timeout: must be positive");
   (void)gemm_math(a.gemm);
   check_backend(a.backend);
@@ -256,6 +280,14 @@ Action add_calibrate_command(CLI::App& app) {
       ->expected(1, 2)
       ->type_name("N");
   app.add_option("--out", a->out, "Calibration file to write (default: calibration-<backend>-<N>.json here)");
+  app.add_option(
+         "--per-node", a->per_node,
+         "Also fit the rings of nodes of G ranks (ranks numbered node by node): each collective\n"
+         "within every node at once and across nodes at every local index at once, per size segment,\n"
+         "as node groups (HSDP) and two-level collectives run them; the file's \"levels\" block,\n"
+         "which prices those rings in osdp plan and simulate. G must divide N")
+      ->type_name("G")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_flag("--quick", a->quick,
                "A few seconds: sizes up to 1 MiB at powers of two, 3 repeats, small GEMMs (for tests)");
   app.add_option("--min-size", a->min_size, "Smallest collective buffer (default 1KiB)");

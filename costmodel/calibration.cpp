@@ -65,6 +65,22 @@ std::vector<Segment>& Calibration::segments(Collective c) {
   return const_cast<std::vector<Segment>&>(std::as_const(*this).segments(c));
 }
 
+const std::vector<Segment>& LevelSegments::segments(Collective c) const {
+  switch (c) {
+    case Collective::kAllGather:
+      return allgather;
+    case Collective::kReduceScatter:
+      return reducescatter;
+    case Collective::kAllReduce:
+      return allreduce;
+  }
+  return allgather;
+}
+
+std::vector<Segment>& LevelSegments::segments(Collective c) {
+  return const_cast<std::vector<Segment>&>(std::as_const(*this).segments(c));
+}
+
 Calibration read_calibration(const nlohmann::json& doc, const std::string& file, const ComputeSpec& base,
                              const std::string& pointer) {
   JsonReader r(doc, file, pointer);
@@ -79,6 +95,15 @@ Calibration read_calibration(const nlohmann::json& doc, const std::string& file,
   if (auto c = r.object_if("collectives")) {
     for (const CollectiveKind& k : kCollectives) cal.segments(k.kind) = read_segments(*c, k.key);
     c->finish();
+  }
+  if (auto l = r.object_if("levels")) {
+    cal.per_node = static_cast<int>(l->integer("per_node", 1, 1 << 20));
+    for (auto [key, level] : {std::pair{"intra", &cal.intra}, std::pair{"inter", &cal.inter}})
+      if (auto c = l->object_if(key)) {
+        for (const CollectiveKind& k : kCollectives) level->segments(k.kind) = read_segments(*c, k.key);
+        c->finish();
+      }
+    l->finish();
   }
   if (auto c = r.object_if("compute")) {
     cal.compute = read_compute_fields(*c, base);
@@ -113,6 +138,16 @@ nlohmann::json to_json(const Calibration& cal) {
   for (const CollectiveKind& k : kCollectives)
     if (!cal.segments(k.kind).empty()) c[k.key] = segments_json(cal.segments(k.kind));
   j["collectives"] = c;
+  if (cal.per_node > 0) {
+    nlohmann::json levels{{"per_node", cal.per_node}};
+    for (auto [key, level] : {std::pair{"intra", &cal.intra}, std::pair{"inter", &cal.inter}}) {
+      nlohmann::json l = nlohmann::json::object();
+      for (const CollectiveKind& k : kCollectives)
+        if (!level->segments(k.kind).empty()) l[k.key] = segments_json(level->segments(k.kind));
+      if (!l.empty()) levels[key] = l;
+    }
+    j["levels"] = levels;
+  }
   if (cal.compute) j["compute"] = compute_json(*cal.compute);
   if (cal.interference) j["overlap"] = {{"interference", *cal.interference}};
   if (!cal.gemm_times.empty()) {

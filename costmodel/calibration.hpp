@@ -31,10 +31,24 @@ struct GemmTime {
   double seconds = 0;
 };
 
+// The segments of each collective on one kind of ring (sorted by up_to_bytes; any may be empty).
+struct LevelSegments {
+  std::vector<Segment> allgather, reducescatter, allreduce;
+
+  const std::vector<Segment>& segments(Collective c) const;
+  std::vector<Segment>& segments(Collective c);
+  bool empty() const { return allgather.empty() && reducescatter.empty() && allreduce.empty(); }
+};
+
 struct Calibration {
   std::string name;
   nlohmann::json provenance = nlohmann::json::object();      // where, when, backend, versions
   std::vector<Segment> allgather, reducescatter, allreduce;  // sorted by up_to_bytes; may be empty
+  // The rings of a job of nodes of `per_node` ranks (0: not measured), fitted on the ranks of one
+  // node (intra) and on those at one local index across nodes (inter), all rings of a level at once
+  // (as a two-level collective runs them). The file's "levels" block.
+  int per_node = 0;
+  LevelSegments intra, inter;
   std::optional<ComputeSpec> compute;  // overrides (fields not given keep the cluster's)
   std::optional<double> interference;
   std::vector<GemmTime> gemm_times;

@@ -358,34 +358,59 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
+std::string level_sweep(const CollectiveKind& k, const char* level) {
+  return fmt::format("{} {}", k.name, level);
+}
+
 void fit_measurements(CalibrationRun& run, const std::string& name, const SegmentOptions& segments) {
   costmodel::Calibration& cal = run.calibration;
   cal.name = name;
   nlohmann::json fit = nlohmann::json::object();
-  for (const CollectiveKind& k : kCollectives) {
-    const Collective c = k.kind;
-    auto& segs = run.collectives[static_cast<std::size_t>(c)];
-    const auto pts = size_points(run.measurements, k.name);
-    segs = run.world >= 2 && !pts.empty() ? fit_collective(c, run.world, pts, segments)
-                                          : std::vector<FitSegment>{};
+  // The segments of collective k measured as `sweep` on rings of `ranks`, into `segs` and the file's
+  // `file`; the fit's diagnostics into `diag`.
+  auto fit_rings = [&](const CollectiveKind& k, const std::string& sweep, int ranks,
+                       std::vector<FitSegment>& segs, std::vector<costmodel::Segment>& file,
+                       nlohmann::json& diag) {
+    const auto pts = size_points(run.measurements, sweep);
+    segs =
+        ranks >= 2 && !pts.empty() ? fit_collective(k.kind, ranks, pts, segments) : std::vector<FitSegment>{};
     for (const FitSegment& seg : segs)
       if (seg.alpha_s > 1.0)  // the file's limit: a latency per ring step of more than a second
         throw Error(fmt::format(
             "{}: the segment from {} B has alpha = {:.3g} s, more than a calibration file holds (1 s); the "
             "measurements are too noisy to fit (is the machine busy?)",
-            k.name, seg.from_bytes, seg.alpha_s));
+            sweep, seg.from_bytes, seg.alpha_s));
       else if (seg.beta_s_per_byte * bounds::kLinkBandwidth.min > 1.0)  // the file's limit: at least 1 MB/s
         throw Error(fmt::format(
             "{}: the segment from {} B has a bandwidth of {:.3g} B/s, less than a calibration file holds "
             "(1 MB/s); the measurements are too noisy to fit (is the machine busy?)",
-            k.name, seg.from_bytes, 1.0 / seg.beta_s_per_byte));
-    std::vector<costmodel::Segment> file = to_segments(segs);
+            sweep, seg.from_bytes, 1.0 / seg.beta_s_per_byte));
+    file = to_segments(segs);
     for (auto& s : file) s.beta_s_per_byte = std::max(s.beta_s_per_byte, 1.0 / kMaxBandwidth);
-    cal.segments(c) = file;
     nlohmann::json a = nlohmann::json::array();
     for (const auto& s : segs)
       a.push_back({{"from", s.from_bytes}, {"points", s.points}, {"residual_rms", s.residual_rms}});
-    if (!segs.empty()) fit[k.key] = a;
+    if (!segs.empty()) diag[k.key] = a;
+  };
+  for (const CollectiveKind& k : kCollectives)
+    fit_rings(k, k.name, run.world, run.collectives[static_cast<std::size_t>(k.kind)], cal.segments(k.kind),
+              fit);
+  cal.per_node = run.per_node;
+  if (run.per_node > 0) {
+    if (run.world % run.per_node != 0)
+      throw Error(
+          fmt::format("calibration fit: nodes of {} ranks do not divide {} ranks", run.per_node, run.world));
+    nlohmann::json levels = nlohmann::json::object();
+    for (int l = 0; l < 2; ++l) {
+      const char* level = l == 0 ? "intra" : "inter";
+      const int ranks = l == 0 ? run.per_node : run.world / run.per_node;
+      nlohmann::json diag = nlohmann::json::object();
+      for (const CollectiveKind& k : kCollectives)
+        fit_rings(k, level_sweep(k, level), ranks, run.levels[l][static_cast<std::size_t>(k.kind)],
+                  (l == 0 ? cal.intra : cal.inter).segments(k.kind), diag);
+      if (!diag.empty()) levels[level] = diag;
+    }
+    fit["levels"] = levels;
   }
   run.elementwise = fit_elementwise(size_points(run.measurements, "elementwise"));
   // The optimizer streams each operator's shard (megabytes, not cache-resident): its rate is fitted on
@@ -443,6 +468,17 @@ nlohmann::json calibration_file_json(const CalibrationRun& run) {
     for (std::size_t i = 0; i < segs.size() && i < arr.size(); ++i)
       arr[i]["residual_rms"] = segs[i].residual_rms;
   }
+  for (int l = 0; l < 2; ++l) {
+    const char* level = l == 0 ? "intra" : "inter";
+    if (!j.contains("levels") || !j["levels"].contains(level)) continue;
+    for (const CollectiveKind& k : kCollectives) {
+      const auto& segs = run.levels[l][static_cast<std::size_t>(k.kind)];
+      if (segs.empty() || !j["levels"][level].contains(k.key)) continue;
+      auto& arr = j["levels"][level][k.key];
+      for (std::size_t i = 0; i < segs.size() && i < arr.size(); ++i)
+        arr[i]["residual_rms"] = segs[i].residual_rms;
+    }
+  }
   return j;
 }
 
@@ -462,6 +498,12 @@ std::vector<std::string> noisy_fits(const CalibrationRun& run, double threshold)
       if (s.residual_rms > threshold)
         out.push_back(
             fmt::format("{} from {} ({})", kind.name, format_bytes(s.from_bytes), pct(s.residual_rms)));
+  for (int l = 0; l < 2; ++l)
+    for (const auto& kind : kCollectives)
+      for (const auto& s : run.levels[l][static_cast<std::size_t>(kind.kind)])
+        if (s.residual_rms > threshold)
+          out.push_back(fmt::format("{} from {} ({})", level_sweep(kind, l == 0 ? "intra" : "inter"),
+                                    format_bytes(s.from_bytes), pct(s.residual_rms)));
   if (run.elementwise.residual_rms > threshold)
     out.push_back(fmt::format("elementwise ({})", pct(run.elementwise.residual_rms)));
   if (run.adam.residual_rms > threshold) out.push_back(fmt::format("adam ({})", pct(run.adam.residual_rms)));

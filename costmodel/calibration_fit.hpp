@@ -142,9 +142,16 @@ struct Measurement {
   double with_comm_s = 0;      // overlap: the GEMM's time beside the all-gathers
 };
 
+// The sweep name of a collective measured on the rings of one level: "all-gather intra",
+// "reduce-scatter inter" (level "intra" or "inter").
+std::string level_sweep(const CollectiveKind& k, const char* level);
+
 struct CalibrationRun {
   std::vector<Measurement> measurements;
   std::array<std::vector<FitSegment>, kCollectives.size()> collectives;  // indexed by costmodel::Collective
+  // Per level (0 intra, 1 inter) when the rings of nodes of per_node ranks were measured (per_node > 0).
+  int per_node = 0;
+  std::array<std::array<std::vector<FitSegment>, kCollectives.size()>, 2> levels;
   ElementwiseFit elementwise, adam;
   GemmFit gemm;
   std::optional<double> interference;  // none without a separate comm stream

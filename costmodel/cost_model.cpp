@@ -80,8 +80,13 @@ double CostModel::collective_s(Collective c, double bytes, RingLevel level) cons
   if (level == RingLevel::kWorld || !two_levels()) return collective_s(c, bytes);
   if (bytes <= 0) return 0.0;
   const bool intra = level == RingLevel::kIntra;
+  const CollectiveOp op{c, bytes, intra ? node_size_ : nodes_};
+  if (calibration_) {
+    for (const Segment& s : (intra ? calibration_->intra : calibration_->inter).segments(c))
+      if (bytes <= s.up_to_bytes) return op.ring_s(s.alpha_s, s.beta_s_per_byte);
+  }
   const LinkSpec& l = intra ? intra_ : *inter_;
-  return CollectiveOp{c, bytes, intra ? node_size_ : nodes_}.ring_s(l.alpha_s, l.beta_s_per_byte());
+  return op.ring_s(l.alpha_s, l.beta_s_per_byte());
 }
 
 std::vector<LevelCollective> CostModel::level_collectives(const Choice& ch, Collective c,

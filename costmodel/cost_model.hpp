@@ -14,8 +14,10 @@
 //   node (HSDP):      all-gather ring(AG, S, G, intra)
 //                     reduce-scatter ring(RS, R, G, intra) + all-reduce ring(AR, R/G, M, inter)
 //   at rest, node:    (w+g+o) ceil(P/G) instead of (w+g+o) ceil(P/N)
-// These per-level rings are priced on the cluster's links; a calibration's segments (one level,
-// measured over the whole world) price only the flat ring.
+// These per-level rings are priced by the calibration's per-level segments where it has them
+// (`osdp calibrate --per-node G`: alpha and beta fitted on the rings within a node and across nodes,
+// ring(c, X, n, segment of X)), else on the cluster's links; a calibration's world segments
+// (measured over the whole world) price only the flat ring.
 // Communication of a choice:
 //   forward:  n all-gathers of w Ps (every slice is gathered once for forward)
 //   backward: k all-gathers of w Ps (ZDP slices gather again; 2k when checkpoint_regather is set and
@@ -122,8 +124,9 @@ class CostModel {
   const CostOptions& options() const { return options_; }
 
   double collective_s(Collective c, double bytes) const;
-  // The same on one level's ring (kWorld: collective_s; the others on the cluster's link of that
-  // level, whatever a calibration says: its segments were fitted on world rings).
+  // The same on one level's ring (kWorld: collective_s; the others by the calibration's segment of
+  // that level where it has one, else on the cluster's link of that level: a calibration's world
+  // segments were fitted on world rings).
   double collective_s(Collective c, double bytes, RingLevel level) const;
   // One slice's all-gather of `weight_bytes` and reduce-scatter of `gradient_bytes` under a sharded
   // choice's group and communication (the opening comment's formulas; world/flat is collective_s).

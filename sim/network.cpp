@@ -25,6 +25,11 @@ Tick RingLinks::step_ticks(TaskKind kind, double total_bytes, int world, int ran
 Tick RingLinks::level_step_ticks(TaskKind kind, double total_bytes, int ring_size,
                                  costmodel::RingLevel level) const {
   const costmodel::CollectiveOp op{collective_of(kind), total_bytes, ring_size};
+  if (calibration_) {
+    const auto& segs = level == costmodel::RingLevel::kInter ? calibration_->inter : calibration_->intra;
+    for (const auto& s : segs.segments(op.kind))
+      if (total_bytes <= s.up_to_bytes) return to_ticks(op.step_s(s.alpha_s, s.beta_s_per_byte));
+  }
   const costmodel::LinkSpec& l = level == costmodel::RingLevel::kInter ? inter_ : intra_;
   return to_ticks(op.step_s(l.alpha_s, l.beta_s_per_byte()));
 }

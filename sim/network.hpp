@@ -35,7 +35,8 @@ class RingLinks : public NetworkModel {
  public:
   RingLinks(const costmodel::ClusterSpec& cluster, const costmodel::Calibration* calibration);
   Tick step_ticks(TaskKind kind, double total_bytes, int world, int rank) const override;
-  // On the cluster's link of the level (a calibration's segments were fitted on world rings).
+  // By the calibration's segment of the level where it has one (Calibration::intra, inter), else on
+  // the cluster's link of the level (a calibration's world segments were fitted on world rings).
   Tick level_step_ticks(TaskKind kind, double total_bytes, int ring_size,
                         costmodel::RingLevel level) const override;
   int period(int world) const override;

@@ -38,6 +38,7 @@ bad nccl "nccl backend" --backend nccl -np 2 --quick  # not built, or no GPU: ei
 bad np0 "-np" -np 0 --quick
 bad npword "-np" -np two --quick
 bad nonp "-np N" --quick
+bad pernode "nodes of 3 ranks do not divide -np 4" -np 4 --per-node 3 --quick
 bad sizes "larger than" -np 2 --min-size 2MiB --max-size 1MiB --quick
 bad sizeunit "--max-size" -np 2 --max-size lots --quick
 bad model "nope" -np 2 --model nope.json
@@ -139,6 +140,36 @@ if grep -v "^osdp calibrate: warning: " nothread.err | grep -q .; then
 else
   ok "--quiet: no progress lines"
 fi
+
+# The rings of nodes: 4 ranks as 2 nodes of 2. The file gets a "levels" block with both levels and
+# all three collectives; plan and simulate price a two-level plan by it and agree to the tick
+# (prefetch 0), and the prediction differs from the one on the cluster's links alone.
+run levels "$OSDP" calibrate -np 4 --per-node 2 --quick --quiet --mpirun-args "--oversubscribe" --out levels.json
+expect_rc "calibrate -np 4 --per-node 2" levels 0
+jcheck "--per-node 2: intra and inter segments for every collective, recorded per_node" levels.json '
+l = j["levels"]
+assert l["per_node"] == 2 and j["provenance"]["options"]["per_node"] == 2, l
+for level in ("intra", "inter"):
+    assert set(l[level]) == {"allgather", "reducescatter", "allreduce"}, (level, l[level].keys())
+    for segs in l[level].values():
+        assert segs and all(s["alpha"] >= 0 and s["bandwidth"] > 0 for s in segs), segs
+assert set(j["collectives"]) == {"allgather", "reducescatter", "allreduce"}
+'
+contains "the summary lists the rings' segments" levels.out "rings of nodes of 2 ranks" "all-gather intra" "reduce-scatter inter"
+run lplan "$OSDP" plan --model val-nd-8x256 --cluster lab-2x2 --strategy fsdp-2level --batch 2 --calibration levels.json \
+  --out lplan.json --json
+expect_rc "plan a two-level plan with the per-level calibration" lplan 0
+run lraw "$OSDP" plan --model val-nd-8x256 --cluster lab-2x2 --strategy fsdp-2level --batch 2 --json
+run lsim "$OSDP" simulate --plan lplan.json --json
+expect_rc "simulate it" lsim 0
+jcheck "simulated as priced by the per-level segments: the step within 1e-9 of the analytic one" lsim.out '
+assert abs(j["relative_difference"]["iteration_time"]) < 1e-9, j["relative_difference"]'
+python3 - "$TMP/lplan.out" "$TMP/lraw.out" <<'PY' && ok "the per-level calibration changes the two-level plan's prediction" || not_ok "the per-level calibration changes nothing"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+ta, tb = a["iteration_time_s"], b["iteration_time_s"]
+assert abs(ta - tb) > 1e-3 * tb, (ta, tb)
+PY
 
 # Under mpirun itself (no relaunch); -np must then match the job.
 run inside mpirun -np 2 --oversubscribe "$OSDP" calibrate --quick --quiet --out inside.json

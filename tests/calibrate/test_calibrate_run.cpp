@@ -251,6 +251,53 @@ TEST_CASE("costmodel::fit_measurements recovers the coefficients into the calibr
   CHECK(csv.rfind("sweep,bytes,m,n,k,count,seconds", 0) == 0);
 }
 
+// A job of 8 ranks in nodes of 4: besides the world sweeps, each collective on the rings within a node
+// (4 ranks: alpha 2 us, 50 GB/s) and across nodes (2 ranks: alpha 30 us, 1 GB/s), timed by the ring
+// formula at the ring's own size. The fit recovers each level's pair only when it uses that size (the
+// world's 8 would give other figures), and the file carries them in its "levels" block.
+TEST_CASE("costmodel::fit_measurements fits the rings within a node and across nodes",
+          "[calibrate][fit][groups]") {
+  costmodel::CalibrationRun run;
+  run.world = 8;
+  run.per_node = 4;
+  for (const auto& m : synthetic_measurements())
+    if (m.sweep != "all-gather" && m.sweep != "reduce-scatter" && m.sweep != "all-reduce")
+      run.measurements.push_back(m);
+  struct Truth {
+    const char* level;
+    int ranks;
+    double alpha, bandwidth;
+  };
+  for (const Truth t : {Truth{"intra", 4, 2e-6, 50e9}, Truth{"inter", 2, 30e-6, 1e9}})
+    for (const auto& kind : costmodel::kCollectives)
+      for (double bytes = 4096; bytes <= 64.0 * 1024 * 1024; bytes *= 4) {
+        costmodel::Measurement m;
+        m.sweep = costmodel::level_sweep(kind, t.level);
+        m.bytes = bytes;
+        m.seconds = costmodel::collective_model_s(kind.kind, t.ranks, t.alpha, 1 / t.bandwidth, bytes);
+        run.measurements.push_back(m);
+      }
+  costmodel::fit_measurements(run, "levels");
+  const auto& cal = run.calibration;
+  CHECK(cal.allgather.empty());  // no world sweep was given
+  CHECK(cal.per_node == 4);
+  for (const auto& [level, alpha, bandwidth] :
+       {std::tuple{&cal.intra, 2e-6, 50e9}, std::tuple{&cal.inter, 30e-6, 1e9}})
+    for (const auto& kind : costmodel::kCollectives) {
+      const auto& segs = level->segments(kind.kind);
+      REQUIRE(segs.size() == 1);
+      CHECK(segs[0].alpha_s == Approx(alpha).epsilon(1e-9));
+      CHECK(segs[0].beta_s_per_byte == Approx(1 / bandwidth).epsilon(1e-9));
+    }
+  const nlohmann::json doc = costmodel::calibration_file_json(run);
+  CHECK(doc.at("levels").at("per_node") == 4);
+  CHECK(doc.at("levels").at("inter").at("allreduce").at(0).contains("residual_rms"));
+  const auto back = osdp::costmodel::read_calibration(doc, "levels.json", {});
+  REQUIRE(back.inter.allreduce.size() == 1);
+  CHECK(back.inter.allreduce[0].alpha_s == Approx(30e-6).epsilon(1e-9));
+  CHECK(cal.provenance.at("fit").at("levels").at("intra").size() == 3);
+}
+
 TEST_CASE("a segment whose time does not grow with size is written as 1 PB/s", "[calibrate][fit]") {
   costmodel::CalibrationRun run;
   run.world = 2;

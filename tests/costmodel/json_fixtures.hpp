@@ -190,6 +190,12 @@ inline void check_same(const Calibration& a, const Calibration& b) {
   check_same(a.allgather, b.allgather);
   check_same(a.reducescatter, b.reducescatter);
   check_same(a.allreduce, b.allreduce);
+  CHECK(a.per_node == b.per_node);
+  for (const auto level : {&Calibration::intra, &Calibration::inter}) {
+    check_same((a.*level).allgather, (b.*level).allgather);
+    check_same((a.*level).reducescatter, (b.*level).reducescatter);
+    check_same((a.*level).allreduce, (b.*level).allreduce);
+  }
   REQUIRE(a.compute.has_value() == b.compute.has_value());
   if (a.compute) check_same(*a.compute, *b.compute);
   CHECK(a.interference == b.interference);

@@ -178,3 +178,57 @@ TEST_CASE("round trip: a calibration with segments", "[json]") {
   const Calibration back = read_calibration(through_text(to_json(cal)), "rt.json", ComputeSpec{});
   check_same(back, cal);
 }
+
+TEST_CASE("round trip: a calibration with the rings of a node and across nodes", "[json][groups]") {
+  Calibration cal;
+  cal.name = "rt-levels";
+  cal.allgather = {{kInf, 2e-5, std::ldexp(1.0, -33)}};
+  cal.per_node = 4;
+  cal.intra.allgather = {{65536.0, 1e-6, std::ldexp(1.0, -35)}, {kInf, 3e-6, std::ldexp(1.0, -36)}};
+  cal.intra.reducescatter = {{kInf, 2e-6, std::ldexp(1.0, -35)}};
+  cal.inter.allreduce = {{kInf, 4e-5, std::ldexp(1.0, -30)}};
+  const json j = to_json(cal);
+  CHECK(j["levels"]["per_node"] == 4);
+  CHECK(j["levels"]["intra"].size() == 2);  // allgather, reducescatter
+  CHECK(j["levels"]["inter"].size() == 1);
+  check_same(read_calibration(through_text(j), "rt.json", ComputeSpec{}), cal);
+  // Without levels the file has no "levels" block, and reads back with none.
+  Calibration flat = cal;
+  flat.per_node = 0;
+  flat.intra = {};
+  flat.inter = {};
+  CHECK_FALSE(to_json(flat).contains("levels"));
+  check_same(read_calibration(through_text(to_json(flat)), "rt.json", ComputeSpec{}), flat);
+}
+
+TEST_CASE("calibration levels: errors name the key", "[json][groups]") {
+  json doc = calibration_doc();
+  doc["levels"] = {{"per_node", 2},
+                   {"intra", {{"allgather", json::array({{{"alpha", "1us"}, {"bandwidth", "1GB/s"}}})}}}};
+  CHECK(read_calibration(doc, "k.json", ComputeSpec{}).intra.allgather.size() == 1);
+  std::string pointer, expected;
+  SECTION("a missing per_node") {
+    doc["levels"].erase("per_node");
+    pointer = "/levels/per_node";
+    expected = "required key is missing";
+  }
+  SECTION("a level that is neither intra nor inter") {
+    doc["levels"]["world"] = json::object();
+    pointer = "/levels/world";
+    expected = "unknown key \"world\"";
+  }
+  SECTION("per_node of 0") {
+    doc["levels"]["per_node"] = 0;
+    pointer = "/levels/per_node";
+    expected = "expected an integer in [1, 1048576], got 0";
+  }
+  SECTION("an unknown collective in a level") {
+    doc["levels"]["intra"]["broadcast"] = json::array();
+    pointer = "/levels/intra/broadcast";
+    expected = "unknown key \"broadcast\"";
+  }
+  const auto e = input_error([&] { read_calibration(doc, "k.json", ComputeSpec{}); });
+  CHECK(e.file == "k.json");
+  CHECK(e.pointer == pointer);
+  CHECK_THAT(e.what, Contains(expected));
+}

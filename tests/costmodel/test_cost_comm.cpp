@@ -165,6 +165,43 @@ TEST_CASE("node groups and two-level collectives are priced per level", "[cost][
   }
 }
 
+// With a calibration that measured the rings of the nodes (`osdp calibrate --per-node 8`), each
+// level's collective is the ring formula at that level's ring size on the segment covering its
+// buffer: two-level AG = ring(4, inter segment, S/8) + ring(8, intra segment, S); a collective the
+// calibration has no level segments for stays on the cluster's link of its level, and the flat world
+// ring keeps the world segments.
+TEST_CASE("a calibration's per-level segments price the rings of a node and across nodes", "[cost][groups]") {
+  ClusterSpec c = synthetic_cluster(4, 8);
+  c.intra = LinkSpec{5e-6, 100e9};
+  c.inter = LinkSpec{20e-6, 10e9};
+  Calibration cal;
+  cal.name = "levels";
+  cal.allgather = {Segment{kInf, 30e-6, 1.0 / 5e9}};
+  cal.per_node = 8;
+  cal.intra.allgather = {Segment{1e6, 2e-6, 1.0 / 50e9}, Segment{kInf, 3e-6, 1.0 / 80e9}};
+  cal.inter.allgather = {Segment{kInf, 40e-6, 1.0 / 4e9}};
+  cal.inter.allreduce = {Segment{kInf, 50e-6, 1.0 / 3e9}};
+  const CostModel model(c, &cal, Precision::kFp32, CostOptions{});
+  const double S = 64e6, R = 64e6;
+  Choice two = zdp(), node = zdp();
+  two.two_level = true;
+  node.node_group = true;
+  // S/8 = 8e6 B across nodes, S = 64e6 B within: both above 1e6, the intra ring on its second segment.
+  CHECK(model.shard_comm_s(two, S, R).all_gather_s ==
+        Approx(ring(4, 40e-6, 4e9, S / 8) + ring(8, 3e-6, 80e9, S)).epsilon(kRel));
+  // A small buffer on the intra ring's first segment.
+  CHECK(model.collective_s(Collective::kAllGather, 5e5, RingLevel::kIntra) ==
+        Approx(ring(8, 2e-6, 50e9, 5e5)).epsilon(kRel));
+  // No reduce-scatter segments at either level: the links; the node group's all-reduce across nodes
+  // on the inter segment (twice the ring: reduce-scatter then all-gather).
+  CHECK(model.shard_comm_s(two, S, R).reduce_scatter_s ==
+        Approx(ring(8, 5e-6, 100e9, R) + ring(4, 20e-6, 10e9, R / 8)).epsilon(kRel));
+  CHECK(model.shard_comm_s(node, S, R).reduce_scatter_s ==
+        Approx(ring(8, 5e-6, 100e9, R) + 2 * ring(4, 50e-6, 3e9, R / 8)).epsilon(kRel));
+  // The flat world ring: the world segment over all 32 ranks.
+  CHECK(model.shard_comm_s(zdp(), S, R).all_gather_s == Approx(ring(32, 30e-6, 5e9, S)).epsilon(kRel));
+}
+
 // Memory at rest: a node-sharded operator keeps (w+g+o) ceil(P/G) of state, a world shard (flat or
 // two-level) (w+g+o) ceil(P/N); nothing else changes (fp32 Adam: w+g+o = 4 + 4 + 8 = 16 B).
 TEST_CASE("a node-sharded operator keeps 1/G of its state, a world shard 1/N", "[cost][groups]") {

@@ -121,9 +121,11 @@ void sized_sweep(Sweeper& sw, Stream& s, const std::string& sweep, const std::ve
   }
 }
 
-void sweep_collectives(Sweeper& sw, std::vector<costmodel::Measurement>& out) {
+// Every collective over `comm` (the job's communicator, or one ring of it: every rank sweeps its
+// own ring at once; the times are the max over the job), each sweep named `kind.name + suffix`.
+void sweep_collectives(Sweeper& sw, Communicator& comm, const char* level,
+                       std::vector<costmodel::Measurement>& out) {
   Device& dev = sw.dev_;
-  Communicator& comm = sw.comm_;
   const int n = comm.size();
   const std::vector<double> all = collective_sizes(sw.o_, n);
   const auto max_elems = static_cast<std::size_t>(all.back() / 4);
@@ -142,8 +144,9 @@ void sweep_collectives(Sweeper& sw, std::vector<costmodel::Measurement>& out) {
   s.synchronize();
   for (const costmodel::CollectiveKind& kind : costmodel::kCollectives) {
     const Collective c = kind.kind;
-    const std::string what = fmt::format("calibrate {}", kind.name);
-    sized_sweep(sw, s, kind.name, all, out, [&](double bytes, std::size_t call) {
+    const std::string sweep = level == nullptr ? std::string(kind.name) : costmodel::level_sweep(kind, level);
+    const std::string what = fmt::format("calibrate {}", sweep);
+    sized_sweep(sw, s, sweep, all, out, [&](double bytes, std::size_t call) {
       const auto e = static_cast<std::size_t>(bytes / 4 / n);
       const std::size_t k = call % cold_slots(bytes, max_elems / n, e);
       run_collective(comm, s, c, shard.get() + k * e, full.get() + k * e * n, e, what);
@@ -354,14 +357,26 @@ costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, co
   const std::vector<GemmShape> overlaps = !overlap                   ? std::vector<GemmShape>{}
                                           : o.overlap_shapes.empty() ? default_overlap_shapes(o.quick)
                                                                      : o.overlap_shapes;
-  const int total =
-      static_cast<int>((world >= 2 ? costmodel::kCollectives.size() * collective_sizes(o, world).size() : 0) +
-                       kernel_sizes(o, 8).size() + kernel_sizes(o, costmodel::kAdamBytesPerParam).size() +
-                       gemms.size() + overlaps.size());
+  // The rings of nodes of per_node ranks that have two ranks or more: (level name, ring size).
+  std::vector<std::pair<costmodel::RingLevel, int>> rings;
+  if (o.per_node > 0) {
+    if (world % o.per_node != 0)
+      throw UsageError(fmt::format("nodes of {} ranks do not divide the job's {} ranks", o.per_node, world));
+    if (o.per_node >= 2) rings.emplace_back(costmodel::RingLevel::kIntra, o.per_node);
+    if (world / o.per_node >= 2) rings.emplace_back(costmodel::RingLevel::kInter, world / o.per_node);
+  }
+  std::size_t collective_points = world >= 2 ? collective_sizes(o, world).size() : 0;
+  for (const auto& [level, size] : rings) collective_points += collective_sizes(o, size).size();
+  const int total = static_cast<int>(
+      costmodel::kCollectives.size() * collective_points + kernel_sizes(o, 8).size() +
+      kernel_sizes(o, costmodel::kAdamBytesPerParam).size() + gemms.size() + overlaps.size());
   Sweeper sw(device, comm, o, progress, total);
   costmodel::CalibrationRun run;
   run.world = world;
-  if (world >= 2) sweep_collectives(sw, run.measurements);
+  run.per_node = o.per_node;
+  if (world >= 2) sweep_collectives(sw, comm, nullptr, run.measurements);
+  for (const auto& [level, size] : rings)
+    sweep_collectives(sw, comm.ring(level, o.per_node), costmodel::to_string(level), run.measurements);
   sweep_kernels(sw, run.measurements);
   sweep_gemms(sw, gemms, run.measurements);
   if (!overlaps.empty()) sweep_overlap(sw, overlaps, run.measurements);

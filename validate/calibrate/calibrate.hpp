@@ -58,7 +58,11 @@ struct CalibrateOptions {
   std::vector<GemmShape> overlap_shapes;      // GEMMs timed alone and beside all-gathers; empty: default
   double overlap_bytes = 64.0 * 1024 * 1024;  // the all-gathers' buffer S
   bool quick = false;                         // set by quick_options(): small sizes, few repeats
-  GemmMath gemm_math = GemmMath::kFp32;       // how the GEMM sweeps multiply (validate --gemm alike)
+  // > 0: also sweep the collectives on the rings of nodes of this many ranks (ranks numbered node by
+  // node; Communicator::ring): within every node at once, then across nodes at every local index at
+  // once, as a two-level collective runs them. Rings of one rank are left out.
+  int per_node = 0;
+  GemmMath gemm_math = GemmMath::kFp32;  // how the GEMM sweeps multiply (validate --gemm alike)
   costmodel::SegmentOptions segments;
   std::string tool_version;                                    // recorded in the provenance
   nlohmann::json extra_provenance = nlohmann::json::object();  // merged into the provenance

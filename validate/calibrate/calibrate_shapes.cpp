@@ -73,6 +73,7 @@ nlohmann::json CalibrateOptions::to_json() const {
           {"gemm_shapes", shapes},
           {"overlap_bytes", overlap_bytes},
           {"quick", quick},
+          {"per_node", per_node},
           {"gemm", gemm_math == GemmMath::kBf16 ? "bf16" : "fp32"},
           {"segments",
            {{"max_residual", segments.max_residual},
