@@ -7,11 +7,16 @@
 // scratch by each strategy; the strategies take turns within every repeat so that they see the same
 // machine state. Reported: median and min wall time, ratios to exact, the throughput each found,
 // whether dfs completed within its budget, and the batch sizes visited. See bench/README.md.
+//
+// A second table times `exact` on a 16-node x 8-GPU cluster (tests/bench/cases/h100-16x8.json)
+// without and with the multi-node choices (SearchSpace::groups: every sharded choice also
+// node-sharded and two-level), side by side, against the target of at most 2x.
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -102,6 +107,35 @@ Row run_case(const Case& c, const search::StrategyRegistry& registry, int repeat
   return row;
 }
 
+// Exact without and with the multi-node choices, taking turns within every repeat.
+struct GroupsRow {
+  Case c;
+  Measure flat{"exact", {}, {}}, groups{"exact --groups", {}, {}};
+};
+constexpr double kTargetGroupsRatio = 2.0;  // issue 14: the larger space within 2x of the flat one
+
+GroupsRow run_groups_case(const Case& c, const search::StrategyRegistry& registry, int repeat) {
+  const costmodel::ModelSpec spec = costmodel::load_model(c.model);
+  const costmodel::ClusterSpec cluster = costmodel::load_cluster(c.cluster);
+  const costmodel::Workload w = costmodel::lower(spec);
+  const costmodel::CostModel model(cluster, nullptr, spec.precision, costmodel::CostOptions{});
+  GroupsRow row{c};
+  for (int r = 0; r < repeat; ++r)
+    for (const bool groups : {false, true}) {
+      search::SearchOptions opt;
+      opt.space.split_max = c.split_max;
+      opt.space.checkpoint = c.checkpoint;
+      opt.space.groups = groups;
+      opt.memory_limit_bytes = c.memory_gib * kGiB;
+      opt.reserve_bytes = cluster.reserve_bytes;
+      Measure& m = groups ? row.groups : row.flat;
+      const auto t0 = std::chrono::steady_clock::now();
+      m.last = search::run_search(w, model, registry.get("exact"), opt);
+      m.wall_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  return row;
+}
+
 std::string case_label(const Case& c) {
   return fmt::format("{} {:g}GiB s{} ckpt-{}", c.model, c.memory_gib, c.split_max,
                      search::to_string(c.checkpoint));
@@ -151,6 +185,29 @@ void print_table(const std::vector<Row>& rows, int repeat, std::int64_t budget) 
   std::cout
       << "context (published figure, NOT measured here): the released OSDP code (Python) needs about 6 s\n"
          "  at an 8 GB limit and 20 s at 16 GB for a 48-layer GPT (docs: REFERENCE.md).\n";
+}
+
+void print_groups_table(const std::vector<GroupsRow>& rows, int repeat) {
+  if (rows.empty()) return;
+  std::cout << fmt::format(
+      "\nexact on {} ({} ranks): flat rings only against node groups and two-level collectives too,\n"
+      "wall ms, median of {} (min), interleaved\n\n",
+      rows.front().c.cluster, costmodel::load_cluster(rows.front().c.cluster).world_size(), repeat);
+  std::cout << fmt::format("{:<32} {:>15} {:>15} {:>8}  {:>11} {:>11}  {}\n", "case", "flat ms", "groups ms",
+                           "ratio", "flat s/s", "groups s/s", "batches");
+  bool ok = true;
+  for (const auto& r : rows) {
+    auto cell = [](const Measure& m) { return fmt::format("{} ({})", fmt_ms(m.median()), fmt_ms(m.min())); };
+    const double ratio = r.groups.median() / r.flat.median();
+    ok = ok && ratio <= kTargetGroupsRatio;
+    std::cout << fmt::format("{:<32} {:>15} {:>15} {:>7.2f}x  {:>11} {:>11}  {}/{} {}/{}\n", case_label(r.c),
+                             cell(r.flat), cell(r.groups), ratio, thr(r.flat.last), thr(r.groups.last),
+                             r.flat.visited(), r.flat.last.candidates.size(), r.groups.visited(),
+                             r.groups.last.candidates.size());
+  }
+  std::cout << fmt::format(
+      "\ntarget: with the multi-node choices within {:.0f}x of flat -> {} on this machine\n",
+      kTargetGroupsRatio, ok ? "met" : "NOT met");
 }
 
 nlohmann::json to_json(const std::vector<Row>& rows, int repeat, std::int64_t budget) {
@@ -230,12 +287,23 @@ int main(int argc, char** argv) {
       {"gpt2-1.5b", "titan-rtx-8", 16, 1, kAuto}, {"gpt2-1.5b", "titan-rtx-8", 16, 4, kAuto},
       {"nd-96x1024", "titan-rtx-8", 8, 4, kAuto}, {"nd-96x1024", "titan-rtx-8", 16, 4, kAuto},
   };
+  const std::string multi_node = std::string(OSDP_BENCH_CASES_DIR) + "/h100-16x8.json";
+  const std::vector<Case> groups_cases = {
+      {"gpt2-1.5b", multi_node, 16, 1, kAuto},  {"gpt2-1.5b", multi_node, 40, 1, kAuto},
+      {"gpt2-1.5b", multi_node, 16, 4, kAuto},  {"nd-96x1024", multi_node, 16, 4, kAuto},
+      {"nd-96x1024", multi_node, 40, 4, kAuto},
+  };
   const search::StrategyRegistry registry = search::default_strategies(limits);
   std::vector<Row> rows;
+  std::vector<GroupsRow> groups_rows;
   try {
     for (const auto& c : cases) {
       if (isatty(STDERR_FILENO)) std::cerr << "bench_search: " << case_label(c) << "\n";
       rows.push_back(run_case(c, registry, repeat));
+    }
+    for (const auto& c : groups_cases) {
+      if (isatty(STDERR_FILENO)) std::cerr << "bench_search: " << case_label(c) << " flat and --groups\n";
+      groups_rows.push_back(run_groups_case(c, registry, repeat));
     }
   } catch (const std::exception& e) {
     std::cerr << "bench_search: error: " << e.what() << "\n";
@@ -245,9 +313,27 @@ int main(int argc, char** argv) {
                            costmodel::machine(1, 1).at("hostname").get<std::string>(),
                            std::thread::hardware_concurrency(), costmodel::data_dir());
   print_table(rows, repeat, limits.dfs_node_budget);
+  print_groups_table(groups_rows, repeat);
   if (!json_path.empty()) {
+    nlohmann::json j = to_json(rows, repeat, limits.dfs_node_budget);
+    nlohmann::json g = nlohmann::json::array();
+    for (const auto& r : groups_rows)
+      g.push_back({{"model", r.c.model},
+                   {"cluster", std::filesystem::path(r.c.cluster).stem().string()},
+                   {"memory_limit_bytes", r.c.memory_gib * kGiB},
+                   {"split_max", r.c.split_max},
+                   {"flat",
+                    {{"wall_s", r.flat.wall_s},
+                     {"median_s", r.flat.median()},
+                     {"throughput_samples_per_s", r.flat.last.throughput}}},
+                   {"groups",
+                    {{"wall_s", r.groups.wall_s},
+                     {"median_s", r.groups.median()},
+                     {"throughput_samples_per_s", r.groups.last.throughput}}},
+                   {"ratio", r.groups.median() / r.flat.median()}});
+    j["groups"] = {{"target_ratio", kTargetGroupsRatio}, {"cases", g}};
     std::ofstream f(json_path);
-    f << to_json(rows, repeat, limits.dfs_node_budget).dump(2) << "\n";
+    f << j.dump(2) << "\n";
     if (!f) {
       std::cerr << "bench_search: cannot write " << json_path << "\n";
       return 2;
