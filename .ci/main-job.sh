@@ -12,6 +12,7 @@ python=/usr/bin/python3
 jobs=$(nproc 2>/dev/null || echo 2)
 out=build/results/paper-fig5
 scaling=build/results/scaling
+scaling_groups=build/results/scaling-groups
 
 $osdp models
 echo
@@ -21,6 +22,9 @@ echo
 # Speedup over FSDP against world size (8 to 1024 H100s), for the scaling figure: under a second.
 $osdp sweep experiments/scaling.json --jobs "$jobs" --resume --out "$scaling"
 echo
+# The same on several nodes with node groups and two-level collectives (16 to 1024 H100s): a second.
+$osdp sweep experiments/scaling-groups.json --jobs "$jobs" --resume --out "$scaling_groups"
+echo
 
 $python experiments/paper_table.py "$out"
 echo
@@ -28,6 +32,8 @@ $python experiments/paper_table.py "$out" --evaluator sim
 echo
 $python experiments/plot.py "$out" --out "$out/plots" --scaling "$scaling"
 echo
+$python experiments/plot.py "$scaling_groups" --out "$scaling_groups/plots" --scaling "$scaling_groups"
+echo
 
 echo "main job: results in $out/ (results.csv, candidates.csv, summary.json),"
-echo "          plots in $out/plots/, the scaling sweep in $scaling/"
+echo "          plots in $out/plots/, the scaling sweeps in $scaling/ and $scaling_groups/"

@@ -294,6 +294,8 @@ class Results:
         self.n_labels = len(self.labels())
         for r in self.rows:
             c = self.configs.get(_int(r["index"]), {})
+            if c.get("groups") is True:  # the multi-node choices searched too: its own label
+                r["strategy"] = r["strategy"] + "+groups"
             r["checkpoint"] = str(c.get("checkpoint", "?"))
             r["split_max"] = str(c.get("split_max", "?"))
             r["config_id"] = self._config_id(r, c)

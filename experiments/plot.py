@@ -14,8 +14,10 @@ Usage: plot.py RESULTS_DIR [--out DIR] [--evaluator analytic|sim] [--model NAME]
                                  --model, default the first model there), the Pareto front (no other
                                  candidate is both faster and smaller) marked and labelled by batch size.
   scaling-speedup.png            speedup over fsdp against world size, from --scaling DIR (a results
-                                 directory of experiments/scaling.json), one line per strategy and
-                                 evaluator.
+                                 directory of experiments/scaling.json or scaling-groups.json), one
+                                 panel per model, one line per strategy and evaluator (a strategy that
+                                 searched the multi-node choices too is labelled "+groups"; a line
+                                 equal to one already drawn is left out).
 
 A figure whose data is absent is skipped with a note. The default output directory is
 RESULTS_DIR/plots.
@@ -38,7 +40,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from paper_table import FAMILY_LONG, Results, gib  # noqa: E402
 
 COLORS = {"fsdp": "#7f7f7f", "zero2": "#bcbd22", "ddp": "#8c564b", "osdp-ref": "#1f77b4", "dfs": "#9467bd",
-          "exact": "#ff7f0e", "exact+split": "#d62728"}
+          "exact": "#ff7f0e", "exact+split": "#d62728", "hsdp": "#2ca02c", "fsdp-2level": "#17becf",
+          "exact+groups": "#d62728"}
 FALLBACK = ["#2ca02c", "#17becf", "#e377c2", "#9467bd", "#8c564b"]
 PNG_META = {"Software": None}  # no matplotlib version in the file: the same data gives the same bytes
 
@@ -248,14 +251,18 @@ def scaling_figure(scaling_dir, out_dir, experiment=None):
     if "fsdp" not in res.labels() or not labels:
         print(f"plot: {scaling_dir} has no fsdp rows or nothing to compare: skipping the scaling figure")
         return []
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
     styles = {"analytic": "-", "sim": "--"}
     groups = OrderedDict()
     for r in res.rows:
         groups.setdefault((r["model"], r["memory"], r["checkpoint"]), []).append(r)
+    # One panel per model (and memory and checkpoint setting).
+    fig, axes = plt.subplots(1, len(groups), figsize=(6.5 * len(groups), 4.5), squeeze=False)
     drawn = 0
-    for (model, mem, ck), rows in groups.items():
+    for ax, ((model, mem, ck), rows) in zip(axes[0], groups.items()):
         for ev in res.evaluators():
+            # Lines drawn (fsdp's own first): a strategy whose speedups equal another's at every size
+            # (fsdp+groups, the baselines that do not depend on the multi-node choices) is not drawn again.
+            seen = [(tuple(sorted({int(r["world_size"]) for r in rows})), None)]
             base = {}
             for r in rows:
                 if r["evaluator"] == ev and r["strategy"] == "fsdp" and r["feasible_b"]:
@@ -270,24 +277,28 @@ def scaling_figure(scaling_dir, out_dir, experiment=None):
                 if not xs:
                     continue
                 xs, ys = zip(*sorted(zip(xs, ys)))
-                name = f"{label} ({ev})" + (f", {model}, {gib(mem)}" if len(groups) > 1 else "")
+                if any(xs == x0 and all(abs(a - (1.0 if y0 is None else b)) <= 1e-9 * abs(a)
+                                        for a, b in zip(ys, y0 or ys)) for x0, y0 in seen):
+                    continue
+                seen.append((xs, ys))
+                name = f"{label} ({ev})"
                 hollow = ev != "analytic"
                 ax.plot(xs, ys, styles.get(ev, ":"), marker="o", markersize=8 if hollow else 5,
                         markerfacecolor="none" if hollow else color_of(label, s), color=color_of(label, s),
                         label=name)
                 drawn += 1
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("world size (GPUs)")
+        ax.set_ylabel("throughput / fsdp throughput")
+        ax.set_title(f"Speedup over fsdp against world size: {model}" +
+                     (f", {gib(mem)}, checkpoint {ck}" if len(groups) > 1 else ""), fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
     if not drawn:
         plt.close(fig)
         print(f"plot: no world size where both fsdp and another strategy fit in {scaling_dir}: skipping")
         return []
-    ax.axhline(1.0, color="grey", linewidth=0.8)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("world size (GPUs)")
-    ax.set_ylabel("throughput / fsdp throughput")
-    models = ", ".join(OrderedDict.fromkeys(k[0] for k in groups))
-    ax.set_title(f"Speedup over fsdp against world size: {models}", fontsize=10)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
     fig.tight_layout()
     path = os.path.join(out_dir, "scaling-speedup.png")
     save(fig, path)
