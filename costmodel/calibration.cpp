@@ -1,7 +1,6 @@
 #include "costmodel/calibration.hpp"
 
 #include <limits>
-#include <utility>
 
 #include <fmt/format.h>
 
@@ -49,36 +48,38 @@ nlohmann::json segments_json(const std::vector<Segment>& segs) {
 
 }  // namespace
 
-const std::vector<Segment>& Calibration::segments(Collective c) const {
+namespace {
+
+// The segments of collective c in anything with allgather, reducescatter and allreduce members.
+template <typename Holder>
+auto& segments_of(Holder& h, Collective c) {
   switch (c) {
     case Collective::kAllGather:
-      return allgather;
+      return h.allgather;
     case Collective::kReduceScatter:
-      return reducescatter;
+      return h.reducescatter;
     case Collective::kAllReduce:
-      return allreduce;
+      return h.allreduce;
   }
-  return allgather;
+  return h.allgather;
+}
+
+}  // namespace
+
+const std::vector<Segment>& Calibration::segments(Collective c) const {
+  return segments_of(*this, c);
 }
 
 std::vector<Segment>& Calibration::segments(Collective c) {
-  return const_cast<std::vector<Segment>&>(std::as_const(*this).segments(c));
+  return segments_of(*this, c);
 }
 
 const std::vector<Segment>& LevelSegments::segments(Collective c) const {
-  switch (c) {
-    case Collective::kAllGather:
-      return allgather;
-    case Collective::kReduceScatter:
-      return reducescatter;
-    case Collective::kAllReduce:
-      return allreduce;
-  }
-  return allgather;
+  return segments_of(*this, c);
 }
 
 std::vector<Segment>& LevelSegments::segments(Collective c) {
-  return const_cast<std::vector<Segment>&>(std::as_const(*this).segments(c));
+  return segments_of(*this, c);
 }
 
 Calibration read_calibration(const nlohmann::json& doc, const std::string& file, const ComputeSpec& base,
