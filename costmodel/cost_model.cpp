@@ -166,7 +166,16 @@ double CostModel::overlapped_s(double x, double c, double i) {
   return x + c * (1.0 - 1.0 / i);
 }
 
+CostModel::PhaseTimes CostModel::phases(const Operator& op, int batch, int splits) const {
+  return PhaseTimes{phase_s(op.forward, batch, splits), phase_s(op.backward, batch, splits)};
+}
+
 ChoiceCost CostModel::cost(const Operator& op, const Choice& ch, int batch, const PrecisionBytes& B) const {
+  return cost(op, ch, batch, B, phases(op, batch, ch.replicate ? 1 : ch.split));
+}
+
+ChoiceCost CostModel::cost(const Operator& op, const Choice& ch, int batch, const PrecisionBytes& B,
+                           const PhaseTimes& ph) const {
   assert(batch >= 1);
   assert(ch.split >= 1 && ch.zdp_slices >= 0 && ch.zdp_slices <= ch.split);
   const std::int64_t P = op.parameters();
@@ -193,13 +202,13 @@ ChoiceCost CostModel::cost(const Operator& op, const Choice& ch, int batch, cons
   const double shard_elems = ch.replicate ? static_cast<double>(P) : ceil_div(P, shards(ch));
   if (options_.tier == Tier::kPaper) {
     // b gamma, gamma the operator's compute per sample (forward, recompute, backward at batch 1).
-    const double fwd = phase_s(op.forward, batch, n);
-    c.compute_s = fwd * (ckpt ? 2 : 1) + phase_s(op.backward, batch, n);
+    const double fwd = ph.forward_s;
+    c.compute_s = fwd * (ckpt ? 2 : 1) + ph.backward_s;
     c.comm_s = comm_f + comm_b;
     c.time_s = c.compute_s + c.comm_s;
   } else {
-    const double fwd = phase_s(op.forward, batch, n);
-    const double bwd = phase_s(op.backward, batch, n) + (ckpt ? fwd : 0.0);
+    const double fwd = ph.forward_s;
+    const double bwd = ph.backward_s + (ckpt ? fwd : 0.0);
     const double opt = optimizer_s(shard_elems, B);
     c.compute_s = fwd + bwd + opt;
     c.comm_s = comm_f + comm_b;

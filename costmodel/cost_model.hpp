@@ -116,6 +116,15 @@ class CostModel {
             CostOptions options);
 
   ChoiceCost cost(const Operator& op, const Choice& choice, int batch, const PrecisionBytes& bytes) const;
+  // The operator's forward and backward compute at a batch size and split (the tier's phase time),
+  // which every choice of that split shares: pricing many choices computes them once.
+  struct PhaseTimes {
+    double forward_s = 0, backward_s = 0;
+  };
+  PhaseTimes phases(const Operator& op, int batch, int splits) const;
+  // cost() with the phases of the choice's split (REPLICATE: 1) given.
+  ChoiceCost cost(const Operator& op, const Choice& choice, int batch, const PrecisionBytes& bytes,
+                  const PhaseTimes& phases) const;
 
   int world_size() const { return world_; }
   const ComputeSpec& compute() const { return compute_; }

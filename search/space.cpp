@@ -59,8 +59,12 @@ BatchCosts price_batch(const costmodel::Workload& w, const costmodel::CostModel&
       prices->choices = choices_for(op, space);
       prices->costs.reserve(prices->choices.size());
       auto labels = std::make_shared<std::vector<std::string>>();
+      std::map<int, costmodel::CostModel::PhaseTimes> phases;  // per split: every choice of it shares them
       for (const auto& c : prices->choices) {
-        prices->costs.push_back(model.cost(op, c, batch, w.bytes));
+        const int n = c.replicate ? 1 : c.split;
+        auto it = phases.find(n);
+        if (it == phases.end()) it = phases.emplace(n, model.phases(op, batch, n)).first;
+        prices->costs.push_back(model.cost(op, c, batch, w.bytes, it->second));
         labels->push_back(c.label());
       }
       prices->labels = std::move(labels);
