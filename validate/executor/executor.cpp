@@ -37,6 +37,19 @@ bool residual(const Operator& op) {
   return op.kind == OperatorKind::kAttention || op.kind == OperatorKind::kMlp;
 }
 
+// Whether operator u has a collective on a node's ring or across nodes (the schedule decides: on one
+// node, or with one rank per node, node groups and two-level collectives are world ones).
+std::vector<bool> on_node_rings(const sim::Schedule& schedule, std::size_t ops) {
+  std::vector<bool> leveled(ops, false);
+  for (const auto& t : schedule.tasks)
+    if (t.op >= 0 && t.level != costmodel::RingLevel::kWorld) leveled[static_cast<std::size_t>(t.op)] = true;
+  return leveled;
+}
+
+bool any(const std::vector<bool>& v) {
+  return std::find(v.begin(), v.end(), true) != v.end();
+}
+
 }  // namespace
 
 Executor::Executor(Device& dev, Communicator& comm, const costmodel::Workload& workload,
@@ -47,27 +60,16 @@ Executor::Executor(Device& dev, Communicator& comm, const costmodel::Workload& w
       plan_(plan),
       sched_(schedule),
       opt_(options),
-      world_(comm.size()) {
+      world_(comm.size()),
+      shards_(comm, schedule.nodes, schedule.per_node,
+              any(on_node_rings(schedule, workload.operators.size()))) {
   if (workload.precision != costmodel::Precision::kFp32)
     throw UsageError(fmt::format("the {} backend computes in fp32; model {} is mixed precision",
                                  comm.backend(), workload.model_name));
   if (schedule.world_size != world_)
     throw UsageError(fmt::format("the plan is for {} ranks, the job has {}", schedule.world_size, world_));
-  // Which operators run collectives on a node's ring or across nodes (the schedule decides: on one
-  // node, or with one rank per node, node groups and two-level collectives are world ones).
   const std::size_t ops = workload.operators.size();
-  std::vector<bool> leveled(ops, false);
-  for (const auto& t : schedule.tasks)
-    if (t.op >= 0 && t.level != costmodel::RingLevel::kWorld) leveled[static_cast<std::size_t>(t.op)] = true;
-  const int G = schedule.per_node, N = schedule.nodes;
-  if (std::find(leveled.begin(), leveled.end(), true) != leveled.end()) {
-    if (G < 1 || N < 1 || G * N != world_)
-      throw UsageError(
-          fmt::format("the plan's {} nodes of {} ranks are not the job's {} ranks", N, G, world_));
-    intra_ = &comm.ring(costmodel::RingLevel::kIntra, G);
-    inter_ = &comm.ring(costmodel::RingLevel::kInter, G);
-  }
-  const int rank = comm.rank();
+  const std::vector<bool> leveled = on_node_rings(schedule, ops);
   shape_.batch = plan.batch_size;
   shape_.seq = workload.seq;
   shape_.vocab = plan.model.vocab;
@@ -79,11 +81,7 @@ Executor::Executor(Device& dev, Communicator& comm, const costmodel::Workload& w
                         : ch.node_group ? Sharding::kNode
                                         : Sharding::kTwoLevel;
     sharding_.push_back(sh);
-    const int shards = sh == Sharding::kReplicated ? 1 : sh == Sharding::kNode ? G : world_;
-    shard_of_.push_back(sh == Sharding::kReplicated ? 0
-                        : sh == Sharding::kNode     ? rank % G
-                        : sh == Sharding::kTwoLevel ? rank % G * N + rank / G
-                                                    : rank);
+    const int shards = shards_.shards(sh);
     layout_.push_back(make_layout(w_.operators[u], ch.replicate ? 1 : ch.split, shards));
   }
   resolve();
@@ -284,7 +282,7 @@ void Executor::allocate_resident() {
         dev_.allocate(alloc_bytes_[static_cast<std::size_t>(adam_[u])],
                       sched_.buffers[static_cast<std::size_t>(adam_[u])].name);
     // This rank's shard of every slice (the whole slice when replicated).
-    const int rank = shard_of_[u];
+    const int rank = shards_.shard_of(sharding_[u]);
     std::vector<float> host(static_cast<std::size_t>(2 * c), 0.0f);
     for (int j = 0; j < L.slices; ++j) {
       const auto full = initial_slice(w_.operators[u], L, j);
@@ -400,67 +398,15 @@ void Executor::run_collective(int t) {
   const std::string what =
       fmt::format("{} of {} slice {} (task {})", costmodel::name_of(sim::collective_of(task.kind)),
                   w_.operators[u].name, task.slice, task.name);
-  const auto n = static_cast<std::size_t>(L.shard_elems);
-  float* const shard = st + task.slice * L.shard_elems;
-  float* const grad_shard = st + c + task.slice * L.shard_elems;
-  // Two-level: this rank's chunk of the slice within its node (local index l: shards l * nodes ..).
-  const std::size_t chunk = n * static_cast<std::size_t>(sched_.nodes);
-  const std::size_t chunk_at = static_cast<std::size_t>(comm_.rank() % sched_.per_node) * chunk;
-  const bool node = sharding_[u] == Sharding::kNode;
-  switch (task.level) {
-    case costmodel::RingLevel::kWorld:
-      if (task.kind == TaskKind::kAllGather)
-        comm_.all_gather(s, shard, buffer(p.weights), n, what);
-      else if (task.kind == TaskKind::kReduceScatter)
-        comm_.reduce_scatter(s, buffer(p.grad) + p.grad_offset, grad_shard, n, what);
-      else if (task.kind == TaskKind::kAllReduce)
-        comm_.all_reduce(s, st + c, static_cast<std::size_t>(c), what);
-      break;
-    case costmodel::RingLevel::kIntra: {
-      float* const weights = buffer(p.weights);
-      float* const grad = buffer(p.grad) + p.grad_offset;
-      if (task.kind == TaskKind::kAllGather && node)
-        intra_->all_gather(s, shard, weights, n, what);
-      else if (task.kind == TaskKind::kAllGather)
-        intra_->all_gather(s, weights + chunk_at, weights, chunk, what);
-      else if (node)
-        intra_->reduce_scatter(s, grad, grad_shard, n, what);
-      else
-        intra_->reduce_scatter(s, grad, grad + chunk_at, chunk, what);
-      break;
-    }
-    case costmodel::RingLevel::kInter:
-      if (task.kind == TaskKind::kAllGather)
-        inter_->all_gather(s, shard, buffer(p.weights) + chunk_at, n, what);
-      else if (task.kind == TaskKind::kReduceScatter)
-        inter_->reduce_scatter(s, buffer(p.grad) + p.grad_offset + chunk_at, grad_shard, n, what);
-      else
-        inter_->all_reduce(s, grad_shard, n, what);
-      break;
+  // REPLICATE all-reduces its whole gradient; a sharded slice's collectives move its shards.
+  if (task.kind == TaskKind::kAllReduce && task.level == costmodel::RingLevel::kWorld) {
+    comm_.all_reduce(s, st + c, static_cast<std::size_t>(c), what);
+    return;
   }
-}
-
-void Executor::gather_slice(Stream& s, int u, const float* shard, float* full, const std::string& what) {
-  const OperatorLayout& L = layout_[static_cast<std::size_t>(u)];
-  const auto n = static_cast<std::size_t>(L.shard_elems);
-  switch (sharding_[static_cast<std::size_t>(u)]) {
-    case Sharding::kReplicated:
-      dev_.copy(s, shard, full, n);
-      break;
-    case Sharding::kWorld:
-      comm_.all_gather(s, shard, full, n, what);
-      break;
-    case Sharding::kNode:
-      intra_->all_gather(s, shard, full, n, what);
-      break;
-    case Sharding::kTwoLevel: {
-      const std::size_t chunk = n * static_cast<std::size_t>(sched_.nodes);
-      float* const mine = full + static_cast<std::size_t>(comm_.rank() % sched_.per_node) * chunk;
-      inter_->all_gather(s, shard, mine, n, what);
-      intra_->all_gather(s, mine, full, chunk, what);
-      break;
-    }
-  }
+  float* const grad = p.grad >= 0 ? buffer(p.grad) + p.grad_offset : nullptr;
+  shards_.collective(s, task.kind, task.level, sharding_[u], st + task.slice * L.shard_elems,
+                     buffer(p.weights), grad, st + c + task.slice * L.shard_elems,
+                     static_cast<std::size_t>(L.shard_elems), what);
 }
 
 void Executor::run_compute(int t) {
@@ -563,8 +509,8 @@ std::vector<float> Executor::logical(int u, bool gradient) {
   std::vector<float> host(static_cast<std::size_t>(L.padded_elems * L.slices));
   s.enqueue([&] {
     for (int j = 0; j < L.slices; ++j)
-      gather_slice(s, u, src + j * L.shard_elems, full + j * L.padded_elems,
-                   "collecting weights for a check");
+      shards_.gather(dev_, s, sharding_[uu], src + j * L.shard_elems, full + j * L.padded_elems,
+                     static_cast<std::size_t>(L.shard_elems), "collecting weights for a check");
     dev_.download(s, full, host.data(), host.size());
   });
   s.synchronize();

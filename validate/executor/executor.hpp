@@ -6,15 +6,9 @@
 // the optimizer step runs Adam on each rank's shards.
 //
 // Node groups and two-level collectives (a schedule's collectives on the intra-node or inter-node
-// ring) run on the communicator's rings of the schedule's nodes (Communicator::ring). A node-sharded
-// operator is sharded over the per_node ranks of a node (rank: its local index): all-gather within
-// the node; reduce-scatter within the node, then an all-reduce of the shard across nodes. A
-// two-level operator is sharded over the world, the rank at local index l of node k holding shard
-// l * nodes + k, so that the all-gather across nodes lands each node's chunk l (shards l * nodes ..
-// + nodes - 1) in place and the all-gather within the node then completes the slice in place; the
-// reduce-scatter within the node runs in place in the gradient, the one across nodes from chunk l
-// into the shard. Every collective sums; the loss is scaled by the tokens of the whole job, so each
-// sum is the mean gradient (never nodes times it).
+// ring) run on the communicator's rings of the schedule's nodes, the shards laid out as
+// node_shards.hpp says. Every collective sums; the loss is scaled by the tokens of the whole job, so
+// each sum is the mean gradient (never nodes times it).
 //
 // Memory: the schedule's resident buffers (shards, Adam states) are allocated once; the executor's
 // own baseline (the activation and gradient carried between operators, tokens, the loss) is
@@ -32,6 +26,7 @@
 #include "sim/schedule.hpp"
 #include "validate/executor/backend.hpp"
 #include "validate/executor/launch_list.hpp"
+#include "validate/executor/node_shards.hpp"
 #include "validate/executor/numerics.hpp"
 
 namespace osdp::validate {
@@ -86,11 +81,6 @@ class Executor {
   void run_collective(int t);
   void run_optimizer();
   float* buffer(int id) const;
-  // Operator u's slice `shard` (this rank's) gathered whole into `full`, as its collectives do.
-  void gather_slice(Stream& s, int u, const float* shard, float* full, const std::string& what);
-
-  // How an operator's states are spread over the ranks (from its choice and the schedule's rings).
-  enum class Sharding { kReplicated, kWorld, kNode, kTwoLevel };
   std::vector<float> logical(int u, bool gradient);
 
   Device& dev_;
@@ -102,10 +92,8 @@ class Executor {
   MathShape shape_;
   int world_;
   std::vector<OperatorLayout> layout_;
+  NodeShards shards_;
   std::vector<Sharding> sharding_;  // per operator
-  std::vector<int> shard_of_;       // per operator: the shard this rank holds
-  Communicator* intra_ = nullptr;   // the rings of the schedule's nodes, when any collective needs them
-  Communicator* inter_ = nullptr;
   std::vector<TaskPlan> tasks_;
   std::vector<float*> mem_;               // schedule buffer -> memory while allocated
   std::vector<std::size_t> alloc_bytes_;  // schedule buffer -> bytes to allocate
