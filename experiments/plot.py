@@ -260,9 +260,9 @@ def scaling_figure(scaling_dir, out_dir, experiment=None):
     drawn = 0
     for ax, ((model, mem, ck), rows) in zip(axes[0], groups.items()):
         for ev in res.evaluators():
-            # Lines drawn (fsdp's own first): a strategy whose speedups equal another's at every size
-            # (fsdp+groups, the baselines that do not depend on the multi-node choices) is not drawn again.
-            seen = [(tuple(sorted({int(r["world_size"]) for r in rows})), None)]
+            # A strategy whose speedups are fsdp's (fsdp+groups) or another's at every size (the
+            # baselines that do not depend on the multi-node choices) is not drawn again.
+            seen = []
             base = {}
             for r in rows:
                 if r["evaluator"] == ev and r["strategy"] == "fsdp" and r["feasible_b"]:
@@ -277,8 +277,8 @@ def scaling_figure(scaling_dir, out_dir, experiment=None):
                 if not xs:
                     continue
                 xs, ys = zip(*sorted(zip(xs, ys)))
-                if any(xs == x0 and all(abs(a - (1.0 if y0 is None else b)) <= 1e-9 * abs(a)
-                                        for a, b in zip(ys, y0 or ys)) for x0, y0 in seen):
+                same = lambda y0: all(abs(a - b) <= 1e-9 * abs(a) for a, b in zip(ys, y0))  # noqa: E731
+                if same([1.0] * len(ys)) or any(xs == x0 and same(y0) for x0, y0 in seen):
                     continue
                 seen.append((xs, ys))
                 name = f"{label} ({ev})"

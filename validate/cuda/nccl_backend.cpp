@@ -411,18 +411,23 @@ class NcclRing final : public Communicator {
 
 Communicator& NcclCommunicator::ring(costmodel::RingLevel level, int per_node) {
   if (level == costmodel::RingLevel::kWorld) return *this;
-  // Collective: every rank learns whether every rank's machine matches the plan's node.
+  const bool intra = level == costmodel::RingLevel::kIntra;
+  auto& slot = rings_[intra ? 0 : 1];
+  if (slot) {
+    if (per_node != local_size_)
+      throw UsageError(fmt::format("rank {}: node rings of {} ranks asked for, the machines' have {}", rank_,
+                                   per_node, local_size_));
+    return *slot;
+  }
+  // Collective the first time: every rank learns whether every rank's machine matches the plan's node.
   const bool matches = per_node == local_size_ && local_rank_ == rank_ % local_size_;
   if (host_.sum_over_ranks(matches ? 0.0 : 1.0) > 0)
     throw UsageError(fmt::format(
         "rank {}: the plan's nodes of {} ranks are not this job's machines ({} machines, {} GPUs on this "
         "one, rank {} of it): the nccl backend runs node rings on the machines' own nodes",
         rank_, per_node, nodes_, local_size_, local_rank_));
-  const bool intra = level == costmodel::RingLevel::kIntra;
-  auto& slot = rings_[intra ? 0 : 1];
-  if (!slot)
-    slot = std::make_unique<NcclRing>(*this, intra ? CommGroup::kIntraNode : CommGroup::kInterNode,
-                                      host_.ring(level, per_node));
+  slot = std::make_unique<NcclRing>(*this, intra ? CommGroup::kIntraNode : CommGroup::kInterNode,
+                                    host_.ring(level, per_node));
   return *slot;
 }
 
