@@ -1,0 +1,183 @@
+// fit_measurements applies the fits of calibration_fit.cpp to a run's measurements (grouped by sweep)
+// and builds the costmodel::Calibration: segments per collective (and per ring level), ComputeSpec
+// (the elementwise overhead and bandwidth, the GEMM peak and d_half, gemm_efficiency 1, bf16 = fp32
+// since the CPU kernels are fp32) and the interference; the fit diagnostics go to the provenance under
+// "fit". Also the calibration file, the measurements' CSV and the list of noisy fits.
+#include "costmodel/calibration_fit.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "costmodel/bounds.hpp"
+#include "costmodel/error.hpp"
+#include "costmodel/units.hpp"
+
+namespace osdp::costmodel {
+namespace {
+
+std::vector<SizePoint> size_points(const std::vector<Measurement>& ms, const std::string& sweep) {
+  std::vector<SizePoint> out;
+  for (const auto& m : ms)
+    if (m.sweep == sweep) out.push_back({m.bytes, m.seconds});
+  return out;
+}
+
+}  // namespace
+
+std::string level_sweep(const CollectiveKind& k, const char* level) {
+  return fmt::format("{} {}", k.name, level);
+}
+
+void fit_measurements(CalibrationRun& run, const std::string& name, const SegmentOptions& segments) {
+  costmodel::Calibration& cal = run.calibration;
+  cal.name = name;
+  nlohmann::json fit = nlohmann::json::object();
+  // The segments of collective k measured as `sweep` on rings of `ranks`, into `segs` and the file's
+  // `file`; the fit's diagnostics into `diag`.
+  auto fit_rings = [&](const CollectiveKind& k, const std::string& sweep, int ranks,
+                       std::vector<FitSegment>& segs, std::vector<costmodel::Segment>& file,
+                       nlohmann::json& diag) {
+    const auto pts = size_points(run.measurements, sweep);
+    segs =
+        ranks >= 2 && !pts.empty() ? fit_collective(k.kind, ranks, pts, segments) : std::vector<FitSegment>{};
+    for (const FitSegment& seg : segs)
+      if (seg.alpha_s > 1.0)  // the file's limit: a latency per ring step of more than a second
+        throw Error(fmt::format(
+            "{}: the segment from {} B has alpha = {:.3g} s, more than a calibration file holds (1 s); the "
+            "measurements are too noisy to fit (is the machine busy?)",
+            sweep, seg.from_bytes, seg.alpha_s));
+      else if (seg.beta_s_per_byte * bounds::kLinkBandwidth.min > 1.0)  // the file's limit: at least 1 MB/s
+        throw Error(fmt::format(
+            "{}: the segment from {} B has a bandwidth of {:.3g} B/s, less than a calibration file holds "
+            "(1 MB/s); the measurements are too noisy to fit (is the machine busy?)",
+            sweep, seg.from_bytes, 1.0 / seg.beta_s_per_byte));
+    file = to_segments(segs);
+    for (auto& s : file) s.beta_s_per_byte = std::max(s.beta_s_per_byte, 1.0 / kMaxBandwidth);
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& s : segs)
+      a.push_back({{"from", s.from_bytes}, {"points", s.points}, {"residual_rms", s.residual_rms}});
+    if (!segs.empty()) diag[k.key] = a;
+  };
+  for (const CollectiveKind& k : kCollectives)
+    fit_rings(k, k.name, run.world, run.collectives[static_cast<std::size_t>(k.kind)], cal.segments(k.kind),
+              fit);
+  cal.per_node = run.per_node;
+  if (run.per_node > 0) {
+    if (run.world % run.per_node != 0)
+      throw Error(
+          fmt::format("calibration fit: nodes of {} ranks do not divide {} ranks", run.per_node, run.world));
+    nlohmann::json levels = nlohmann::json::object();
+    for (int l = 0; l < 2; ++l) {
+      const char* level = l == 0 ? "intra" : "inter";
+      const int ranks = l == 0 ? run.per_node : run.world / run.per_node;
+      nlohmann::json diag = nlohmann::json::object();
+      for (const CollectiveKind& k : kCollectives)
+        fit_rings(k, level_sweep(k, level), ranks, run.levels[l][static_cast<std::size_t>(k.kind)],
+                  (l == 0 ? cal.intra : cal.inter).segments(k.kind), diag);
+      if (!diag.empty()) levels[level] = diag;
+    }
+    fit["levels"] = levels;
+  }
+  run.elementwise = fit_elementwise(size_points(run.measurements, "elementwise"));
+  // The optimizer streams each operator's shard (megabytes, not cache-resident): its rate is fitted on
+  // the Adam points from 4 MiB up when there are enough of them.
+  auto adam_points = size_points(run.measurements, "adam");
+  std::vector<SizePoint> large;
+  for (const auto& p : adam_points)
+    if (p.bytes >= 4.0 * 1024 * 1024) large.push_back(p);
+  run.adam = fit_elementwise(large.size() >= 3 ? large : adam_points);
+  const double bw = std::min(run.elementwise.bandwidth_bytes_per_s, kMaxBandwidth);
+  std::vector<GemmPoint> gemms;
+  for (const auto& m : run.measurements)
+    if (m.sweep == "gemm") gemms.push_back({m.m, m.n, m.k, m.count, m.seconds});
+  run.gemm = fit_gemm(gemms, run.elementwise.overhead_s, bw);
+  costmodel::ComputeSpec cs;
+  cs.fp32_flops_per_s = run.gemm.peak_flops_per_s;
+  cs.bf16_flops_per_s = run.gemm.peak_flops_per_s;  // the CPU kernels are fp32 only
+  cs.gemm_efficiency = 1.0;
+  cs.gemm_half_efficiency_dim = run.gemm.half_efficiency_dim;
+  cs.memory_bandwidth_bytes_per_s = bw;
+  cs.kernel_overhead_s = run.elementwise.overhead_s;
+  if (run.adam.points > 0)
+    cs.optimizer_bandwidth_bytes_per_s = std::min(run.adam.bandwidth_bytes_per_s, kMaxBandwidth);
+  cal.compute = cs;
+  // Every GEMM shape measured keeps its time: the cost model prices those shapes by it.
+  for (const auto& g : gemms) cal.gemm_times.push_back({g.m, g.n, g.k, g.count, g.seconds});
+  std::vector<OverlapPoint> overlap;
+  for (const auto& m : run.measurements)
+    if (m.sweep == "overlap") overlap.push_back({m.seconds, m.with_comm_s});
+  run.interference = overlap.empty() ? std::nullopt : std::optional<double>(fit_interference(overlap));
+  cal.interference = run.interference;
+
+  fit["elementwise"] = {{"points", run.elementwise.points}, {"residual_rms", run.elementwise.residual_rms}};
+  fit["gemm"] = {{"points", run.gemm.points_used},
+                 {"memory_bound_left_out", run.gemm.points_memory_bound},
+                 {"residual_rms", run.gemm.residual_rms}};
+  fit["adam"] = {{"points", run.adam.points},
+                 {"residual_rms", run.adam.residual_rms},
+                 {"overhead_s", run.adam.overhead_s},
+                 {"bandwidth_bytes_per_s", std::min(run.adam.bandwidth_bytes_per_s, kMaxBandwidth)},
+                 {"bytes_per_param", kAdamBytesPerParam}};
+  nlohmann::json ratios = nlohmann::json::array();
+  for (const auto& p : overlap) ratios.push_back(p.with_comm_s / p.alone_s);
+  fit["interference_samples"] = ratios;
+  cal.provenance["fit"] = fit;
+}
+
+nlohmann::json calibration_file_json(const CalibrationRun& run) {
+  nlohmann::json j = costmodel::to_json(run.calibration);
+  for (const CollectiveKind& k : kCollectives) {
+    const auto& segs = run.collectives[static_cast<std::size_t>(k.kind)];
+    const char* key = k.key;
+    if (segs.empty() || !j["collectives"].contains(key)) continue;
+    auto& arr = j["collectives"][key];
+    for (std::size_t i = 0; i < segs.size() && i < arr.size(); ++i)
+      arr[i]["residual_rms"] = segs[i].residual_rms;
+  }
+  for (int l = 0; l < 2; ++l) {
+    const char* level = l == 0 ? "intra" : "inter";
+    if (!j.contains("levels") || !j["levels"].contains(level)) continue;
+    for (const CollectiveKind& k : kCollectives) {
+      const auto& segs = run.levels[l][static_cast<std::size_t>(k.kind)];
+      if (segs.empty() || !j["levels"][level].contains(k.key)) continue;
+      auto& arr = j["levels"][level][k.key];
+      for (std::size_t i = 0; i < segs.size() && i < arr.size(); ++i)
+        arr[i]["residual_rms"] = segs[i].residual_rms;
+    }
+  }
+  return j;
+}
+
+std::string measurements_csv(const CalibrationRun& run) {
+  std::string out = "sweep,bytes,m,n,k,count,seconds,min_s,max_s,repeats,batch,with_comm_s\n";
+  for (const auto& m : run.measurements)
+    out += fmt::format("{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{},{},{:.9g}\n", m.sweep, m.bytes, m.m, m.n,
+                       m.k, m.count, m.seconds, m.min_s, m.max_s, m.repeats, m.batch, m.with_comm_s);
+  return out;
+}
+
+std::vector<std::string> noisy_fits(const CalibrationRun& run, double threshold) {
+  const auto pct = [](double x) { return fmt::format("{:.1f}%", 100 * x); };
+  std::vector<std::string> out;
+  for (const auto& kind : kCollectives)
+    for (const auto& s : run.collectives[static_cast<std::size_t>(kind.kind)])
+      if (s.residual_rms > threshold)
+        out.push_back(
+            fmt::format("{} from {} ({})", kind.name, format_bytes(s.from_bytes), pct(s.residual_rms)));
+  for (int l = 0; l < 2; ++l)
+    for (const auto& kind : kCollectives)
+      for (const auto& s : run.levels[l][static_cast<std::size_t>(kind.kind)])
+        if (s.residual_rms > threshold)
+          out.push_back(fmt::format("{} from {} ({})", level_sweep(kind, l == 0 ? "intra" : "inter"),
+                                    format_bytes(s.from_bytes), pct(s.residual_rms)));
+  if (run.elementwise.residual_rms > threshold)
+    out.push_back(fmt::format("elementwise ({})", pct(run.elementwise.residual_rms)));
+  if (run.adam.residual_rms > threshold) out.push_back(fmt::format("adam ({})", pct(run.adam.residual_rms)));
+  if (run.gemm.residual_rms > threshold)
+    out.push_back(fmt::format("the GEMM formula ({}; the --model shapes are priced by their measured times)",
+                              pct(run.gemm.residual_rms)));
+  return out;
+}
+
+}  // namespace osdp::costmodel
