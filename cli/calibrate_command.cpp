@@ -132,7 +132,7 @@ void print_summary(const costmodel::CalibrationRun& run, const std::string& path
         run.per_node, run.per_node, run.world / run.per_node);
   for (int l = 0; l < 2; ++l)
     for (const auto& kind : costmodel::kCollectives)
-      rows(costmodel::level_sweep(kind, l == 0 ? "intra" : "inter"),
+      rows(costmodel::level_sweep(kind, costmodel::kRingLevels[l]),
            run.levels[l][static_cast<std::size_t>(kind.kind)]);
   const auto& cs = *run.calibration.compute;
   std::cout << fmt::format(

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodel/calibration.hpp"
+#include "costmodel/cost_model.hpp"
 
 namespace osdp::costmodel {
 
@@ -142,14 +143,17 @@ struct Measurement {
   double with_comm_s = 0;      // overlap: the GEMM's time beside the all-gathers
 };
 
+// The ring levels a calibration fits apart, in the order of CalibrationRun::levels.
+inline constexpr std::array<RingLevel, 2> kRingLevels = {RingLevel::kIntra, RingLevel::kInter};
 // The sweep name of a collective measured on the rings of one level: "all-gather intra",
-// "reduce-scatter inter" (level "intra" or "inter").
-std::string level_sweep(const CollectiveKind& k, const char* level);
+// "reduce-scatter inter"; on the world's, the collective's name alone.
+std::string level_sweep(const CollectiveKind& k, RingLevel level);
 
 struct CalibrationRun {
   std::vector<Measurement> measurements;
   std::array<std::vector<FitSegment>, kCollectives.size()> collectives;  // indexed by costmodel::Collective
-  // Per level (0 intra, 1 inter) when the rings of nodes of per_node ranks were measured (per_node > 0).
+  // Per level (kRingLevels: intra, inter) when the rings of nodes of per_node ranks were measured (per_node >
+  // 0).
   int per_node = 0;
   std::array<std::array<std::vector<FitSegment>, kCollectives.size()>, 2> levels;
   ElementwiseFit elementwise, adam;

@@ -25,8 +25,8 @@ std::vector<SizePoint> size_points(const std::vector<Measurement>& ms, const std
 
 }  // namespace
 
-std::string level_sweep(const CollectiveKind& k, const char* level) {
-  return fmt::format("{} {}", k.name, level);
+std::string level_sweep(const CollectiveKind& k, RingLevel level) {
+  return level == RingLevel::kWorld ? std::string(k.name) : fmt::format("{} {}", k.name, to_string(level));
 }
 
 void fit_measurements(CalibrationRun& run, const std::string& name, const SegmentOptions& segments) {
@@ -69,11 +69,11 @@ void fit_measurements(CalibrationRun& run, const std::string& name, const Segmen
           fmt::format("calibration fit: nodes of {} ranks do not divide {} ranks", run.per_node, run.world));
     nlohmann::json levels = nlohmann::json::object();
     for (int l = 0; l < 2; ++l) {
-      const char* level = l == 0 ? "intra" : "inter";
+      const char* level = to_string(kRingLevels[l]);
       const int ranks = l == 0 ? run.per_node : run.world / run.per_node;
       nlohmann::json diag = nlohmann::json::object();
       for (const CollectiveKind& k : kCollectives)
-        fit_rings(k, level_sweep(k, level), ranks, run.levels[l][static_cast<std::size_t>(k.kind)],
+        fit_rings(k, level_sweep(k, kRingLevels[l]), ranks, run.levels[l][static_cast<std::size_t>(k.kind)],
                   (l == 0 ? cal.intra : cal.inter).segments(k.kind), diag);
       if (!diag.empty()) levels[level] = diag;
     }
@@ -136,7 +136,7 @@ nlohmann::json calibration_file_json(const CalibrationRun& run) {
       arr[i]["residual_rms"] = segs[i].residual_rms;
   }
   for (int l = 0; l < 2; ++l) {
-    const char* level = l == 0 ? "intra" : "inter";
+    const char* level = to_string(kRingLevels[l]);
     if (!j.contains("levels") || !j["levels"].contains(level)) continue;
     for (const CollectiveKind& k : kCollectives) {
       const auto& segs = run.levels[l][static_cast<std::size_t>(k.kind)];
@@ -169,7 +169,7 @@ std::vector<std::string> noisy_fits(const CalibrationRun& run, double threshold)
     for (const auto& kind : kCollectives)
       for (const auto& s : run.levels[l][static_cast<std::size_t>(kind.kind)])
         if (s.residual_rms > threshold)
-          out.push_back(fmt::format("{} from {} ({})", level_sweep(kind, l == 0 ? "intra" : "inter"),
+          out.push_back(fmt::format("{} from {} ({})", level_sweep(kind, kRingLevels[l]),
                                     format_bytes(s.from_bytes), pct(s.residual_rms)));
   if (run.elementwise.residual_rms > threshold)
     out.push_back(fmt::format("elementwise ({})", pct(run.elementwise.residual_rms)));

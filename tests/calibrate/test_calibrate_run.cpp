@@ -264,11 +264,12 @@ TEST_CASE("costmodel::fit_measurements fits the rings within a node and across n
     if (m.sweep != "all-gather" && m.sweep != "reduce-scatter" && m.sweep != "all-reduce")
       run.measurements.push_back(m);
   struct Truth {
-    const char* level;
+    costmodel::RingLevel level;
     int ranks;
     double alpha, bandwidth;
   };
-  for (const Truth t : {Truth{"intra", 4, 2e-6, 50e9}, Truth{"inter", 2, 30e-6, 1e9}})
+  for (const Truth t : {Truth{costmodel::RingLevel::kIntra, 4, 2e-6, 50e9},
+                        Truth{costmodel::RingLevel::kInter, 2, 30e-6, 1e9}})
     for (const auto& kind : costmodel::kCollectives)
       for (double bytes = 4096; bytes <= 64.0 * 1024 * 1024; bytes *= 4) {
         costmodel::Measurement m;

@@ -122,8 +122,8 @@ void sized_sweep(Sweeper& sw, Stream& s, const std::string& sweep, const std::ve
 }
 
 // Every collective over `comm` (the job's communicator, or one ring of it: every rank sweeps its
-// own ring at once; the times are the max over the job), each sweep named `kind.name + suffix`.
-void sweep_collectives(Sweeper& sw, Communicator& comm, const char* level,
+// own ring at once; the times are the max over the job), each sweep named costmodel::level_sweep.
+void sweep_collectives(Sweeper& sw, Communicator& comm, costmodel::RingLevel level,
                        std::vector<costmodel::Measurement>& out) {
   Device& dev = sw.dev_;
   const int n = comm.size();
@@ -144,7 +144,7 @@ void sweep_collectives(Sweeper& sw, Communicator& comm, const char* level,
   s.synchronize();
   for (const costmodel::CollectiveKind& kind : costmodel::kCollectives) {
     const Collective c = kind.kind;
-    const std::string sweep = level == nullptr ? std::string(kind.name) : costmodel::level_sweep(kind, level);
+    const std::string sweep = costmodel::level_sweep(kind, level);
     const std::string what = fmt::format("calibrate {}", sweep);
     sized_sweep(sw, s, sweep, all, out, [&](double bytes, std::size_t call) {
       const auto e = static_cast<std::size_t>(bytes / 4 / n);
@@ -374,9 +374,9 @@ costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, co
   costmodel::CalibrationRun run;
   run.world = world;
   run.per_node = o.per_node;
-  if (world >= 2) sweep_collectives(sw, comm, nullptr, run.measurements);
+  if (world >= 2) sweep_collectives(sw, comm, costmodel::RingLevel::kWorld, run.measurements);
   for (const auto& [level, size] : rings)
-    sweep_collectives(sw, comm.ring(level, o.per_node), costmodel::to_string(level), run.measurements);
+    sweep_collectives(sw, comm.ring(level, o.per_node), level, run.measurements);
   sweep_kernels(sw, run.measurements);
   sweep_gemms(sw, gemms, run.measurements);
   if (!overlaps.empty()) sweep_overlap(sw, overlaps, run.measurements);
