@@ -143,7 +143,7 @@ fi
 
 # The rings of nodes: 4 ranks as 2 nodes of 2. The file gets a "levels" block with both levels and
 # all three collectives; plan and simulate price a two-level plan by it and agree to the tick
-# (prefetch 0), and the prediction differs from the one on the cluster's links alone.
+# (prefetch 0), and the inter segments price the inter-node legs.
 # Sizes from 64 KiB: 4 ranks share the 2 cores here, and a busy machine makes the smallest messages
 # noise (a 1 KiB reduce-scatter segment fitted at 0.33 MB/s under load, which the file refuses).
 run levels "$OSDP" calibrate -np 4 --per-node 2 --quick --min-size 64KiB --quiet --mpirun-args "--oversubscribe" \
@@ -162,16 +162,37 @@ contains "the summary lists the rings' segments" levels.out "rings of nodes of 2
 run lplan "$OSDP" plan --model val-nd-8x256 --cluster lab-2x2 --strategy fsdp-2level --batch 2 --calibration levels.json \
   --out lplan.json --json
 expect_rc "plan a two-level plan with the per-level calibration" lplan 0
-run lraw "$OSDP" plan --model val-nd-8x256 --cluster lab-2x2 --strategy fsdp-2level --batch 2 --json
 run lsim "$OSDP" simulate --plan lplan.json --json
 expect_rc "simulate it" lsim 0
 jcheck "simulated as priced by the per-level segments: the step within 1e-9 of the analytic one" lsim.out '
 assert abs(j["relative_difference"]["iteration_time"]) < 1e-9, j["relative_difference"]'
-python3 - "$TMP/lplan.out" "$TMP/lraw.out" <<'PY' && ok "the per-level calibration changes the two-level plan's prediction" || not_ok "the per-level calibration changes nothing"
+# The inter segments price the inter-node legs, linearly in their inverse bandwidth. From the measured
+# file with the inter alphas set to 0: A as is, B with every inter bandwidth / 10, C / 20. The simulated
+# communication time is intra + k * inter for k = 1, 10, 20, so (C - A) / (B - A) = 19 / 9 exactly.
+python3 - "$TMP" <<'PY' || not_ok "scaled copies of levels.json"
 import json, sys
-a, b = (json.load(open(f)) for f in sys.argv[1:3])
-ta, tb = a["iteration_time_s"], b["iteration_time_s"]
-assert abs(ta - tb) > 1e-3 * tb, (ta, tb)
+d = sys.argv[1]
+for name, k in (("A", 1), ("B", 10), ("C", 20)):
+    j = json.load(open(d + "/levels.json"))
+    for segs in j["levels"]["inter"].values():
+        for s in segs:
+            s["alpha"], s["bandwidth"] = 0.0, s["bandwidth"] / k
+    json.dump(j, open(f"{d}/levels{name}.json", "w"))
+PY
+for v in A B C; do
+  run "lplan$v" "$OSDP" plan --model val-nd-8x256 --cluster lab-2x2 --strategy fsdp-2level --batch 2 \
+    --calibration "levels$v.json" --out "lplan$v.json" --json
+  run "lsim$v" "$OSDP" simulate --plan "lplan$v.json" --json
+done
+expect_rc "plan and simulate by the scaled inter segments" lsimC 0
+python3 - "$TMP" <<'PY' && ok "the inter segments price the inter legs: (C - A) / (B - A) = 19/9" \
+  || not_ok "the inter segments do not price the inter legs linearly"
+import json, sys
+d = sys.argv[1]
+c = {v: json.load(open(f"{d}/lsim{v}.out"))["comm_busy_s"] for v in "ABC"}
+assert c["B"] > c["A"], c
+ratio = (c["C"] - c["A"]) / (c["B"] - c["A"])
+assert abs(ratio - 19 / 9) < 1e-6, (ratio, c)
 PY
 
 # Under mpirun itself (no relaunch); -np must then match the job.
