@@ -2,6 +2,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <numeric>
 
@@ -31,6 +32,7 @@ struct Restricted {
   std::vector<std::vector<Point>> fronts;  // per class
   std::vector<int> cls;                    // group -> class
   double lb = kInf;                        // LP relaxation (without T0)
+  double lambda = 0;                       // the LP's price of a byte: the slope it stopped on
   struct Inc {
     double dp, dt;
     int cls, to;
@@ -118,6 +120,7 @@ void relax(const Instance& inst, const Classes& classes, Restricted& r) {
   });
   double left = r.budget - base_p;
   double t = base_t;
+  r.lambda = 0;
   // level[c][k]: how many groups of class c reached hull position >= k (integral part).
   std::vector<std::vector<int>> reached(ncls);
   for (int c = 0; c < ncls; ++c) reached[c].assign(hulls[c].size(), 0);
@@ -130,6 +133,7 @@ void relax(const Instance& inst, const Classes& classes, Restricted& r) {
     reached[inc.cls][inc.to] = take;
     if (take < avail) {
       t += (left / inc.dp) * inc.dt;  // the fractional part
+      r.lambda = -inc.dt / inc.dp;
       break;
     }
   }
@@ -185,11 +189,36 @@ std::vector<double> candidate_thresholds(const Instance& inst, const Classes& cl
   return ts;
 }
 
+// The order in which the DP takes the groups: the classes with the most items that could be in a
+// selection under `ub` first. An item's reduced cost at the LP's price of a byte, t + lambda p less
+// its group's least, bounds from below what choosing it adds to the LP bound, so an item whose reduced
+// cost is at least ub - lb is in no selection under ub. The groups with several open items are those
+// the DP must branch on; taking them while the suffix after them is long, and its LP bound tight,
+// keeps the fronts small (on the benchmark's 135 cases: 2.0x fewer states in all than the model's
+// order, 2.8x fewer in the largest).
+std::vector<int> dp_order(const Restricted& r, double ub) {
+  std::vector<int> open(r.fronts.size(), 0);
+  const double gap = ub - r.lb;
+  for (std::size_t c = 0; c < r.fronts.size(); ++c) {
+    double least = kInf;
+    for (const auto& q : r.fronts[c]) least = std::min(least, q.t + r.lambda * q.p);
+    for (const auto& q : r.fronts[c]) open[c] += q.t + r.lambda * q.p - least < gap;
+  }
+  std::vector<int> ord(r.cls.size());
+  std::iota(ord.begin(), ord.end(), 0);
+  std::stable_sort(ord.begin(), ord.end(), [&](int a, int b) {
+    const int ca = r.cls[a], cb = r.cls[b];
+    return open[ca] != open[cb] ? open[ca] > open[cb] : ca < cb;
+  });
+  return ord;
+}
+
 // Exact Pareto DP for one threshold; returns a selection strictly better than `ub` if one exists.
 // Stops (out_of_states) once the fronts it keeps for the way back pass max_states.
 bool pareto_dp(const Restricted& r, double ub, std::vector<int>& best_sel, double& best_t,
                std::int64_t& states, std::size_t max_states, bool& out_of_states) {
   const std::size_t ngroups = r.cls.size();
+  const std::vector<int> ord = dp_order(r, ub);
   // The LP bound of every suffix of groups as a function of its budget: the suffix starts at each
   // class's smallest point and buys the same increments in the same order, each as many times as
   // the suffix has groups of its class. cum_p/cum_t[s][i]: after the first i increments.
@@ -198,7 +227,7 @@ bool pareto_dp(const Restricted& r, double ub, std::vector<int>& best_sel, doubl
       cum_t(cum_p.size(), 0);
   std::vector<int> count(r.fronts.size(), 0);
   for (std::size_t s = ngroups + 1; s-- > 0;) {
-    if (s < ngroups) ++count[r.cls[s]];
+    if (s < ngroups) ++count[r.cls[ord[s]]];
     double* cp = &cum_p[s * (ninc + 1)];
     double* ct = &cum_t[s * (ninc + 1)];
     for (std::size_t c = 0; c < count.size(); ++c) {
@@ -241,7 +270,7 @@ bool pareto_dp(const Restricted& r, double ub, std::vector<int>& best_sel, doubl
     runs.assign(1, 0);
     // The previous front is sorted by p, so adding one item keeps it sorted: one run per item,
     // merged pairwise (n log c instead of sorting n c states).
-    for (const auto& q : r.fronts[r.cls[g]]) {
+    for (const auto& q : r.fronts[r.cls[ord[g]]]) {
       for (int si = 0; si < static_cast<int>(prev.size()); ++si) {
         const State& st = prev[si];
         const double p = st.p + q.p;
@@ -289,7 +318,7 @@ bool pareto_dp(const Restricted& r, double ub, std::vector<int>& best_sel, doubl
   int idx = bi;
   for (std::size_t g = ngroups; g-- > 0;) {
     const Link& l = history[g + 1][static_cast<std::size_t>(idx)];
-    best_sel[g] = l.item;
+    best_sel[ord[g]] = l.item;
     idx = l.parent;
   }
   return true;
@@ -328,41 +357,42 @@ double lower_bound_time(const Instance& inst) {
 
 Solution solve_exact(const Instance& inst, double time_cutoff_s, std::size_t max_states) {
   const Classes classes(inst);
-  std::vector<Restricted> rs;
+  std::vector<Restricted> rs;  // the thresholds that admit a selection, ascending
   for (double t : candidate_thresholds(inst, classes)) {
     Restricted r;
     if (restrict_to(inst, classes, t, r)) rs.push_back(std::move(r));
   }
-  std::sort(rs.begin(), rs.end(), [](const Restricted& a, const Restricted& b) { return a.lb < b.lb; });
   double best_t = time_cutoff_s - inst.fixed_time_s;  // times exclude T0 below
   std::vector<int> best_sel;
   std::int64_t states = 0;
   bool out_of_states = false;
   bool ladder = true;
-  for (const Restricted& r : rs) {
-    if (r.lb >= just_below(best_t)) break;
-    if (r.greedy_time < best_t) {
-      best_t = r.greedy_time;
-      best_sel = r.greedy;
-    }
-    // The DP keeps every state that could still end below its cut, so the cut decides its size
-    // (nd-96x1024 with the multi-node choices on 16 x 8: 444,608 states at the greedy's time, 11,418
-    // at the optimum's). The optimum usually lies just above the LP bound: cut at lb + gap/256 and
-    // double the fraction until a DP finds a selection, which is then the best below that cut and so
-    // the optimum; the last cut is the incumbent itself, as a single DP would have used. When a
-    // doubling did not grow the DP (its states are those the LP bound alone keeps), the cut is not
-    // what limits it: go to the incumbent at once. Once a threshold's doublings found nothing better
-    // than the incumbent (its DPs below it were spent in vain), the later thresholds take one DP each.
+  const auto improve = [&](double t, std::vector<int> sel) {
+    best_t = t;
+    best_sel = std::move(sel);
+  };
+  // One threshold: its greedy, then DPs. The DP keeps every state that could still end below its cut,
+  // so the cut decides its size (nd-96x1024 with the multi-node choices on 16 x 8: 444,608 states at
+  // the greedy's time, 11,418 at the optimum's). The optimum usually lies just above the LP bound: cut
+  // at lb + gap/256 and double the fraction until a DP finds a selection, which is then the best below
+  // that cut and so the optimum; the last cut is the incumbent itself, as a single DP would have used.
+  // When a doubling did not grow a DP of some size (16 states a group or more: smaller ones die early
+  // and say nothing), its states are those the LP bound alone keeps and the cut is not what limits
+  // it: go to the incumbent at once. Once a threshold's doublings found nothing better than the
+  // incumbent (its DPs below it were spent in vain), the later thresholds take one DP each.
+  const auto solve_one = [&](const Restricted& r) {
+    if (r.lb >= just_below(best_t)) return;
+    if (r.greedy_time < best_t) improve(r.greedy_time, r.greedy);
     std::vector<int> sel;
     double t = kInf;
     bool out = false;
     std::int64_t last = -1;
+    const std::int64_t sizeable = 16 * static_cast<std::int64_t>(r.cls.size());
     for (double frac = std::isfinite(best_t) && ladder ? 1.0 / 256 : 1.0;;) {
       const double cut = frac >= 1 ? best_t : std::min(best_t, r.lb + frac * (best_t - r.lb));
       const std::int64_t before = states;
       if (pareto_dp(r, cut, sel, t, states, max_states, out)) {
-        best_t = t;
-        best_sel = std::move(sel);
+        improve(t, std::move(sel));
         break;
       }
       if (out || frac >= 1) {
@@ -370,11 +400,71 @@ Solution solve_exact(const Instance& inst, double time_cutoff_s, std::size_t max
         break;
       }
       const std::int64_t used = states - before;
-      frac = last >= 0 && used <= last + last / 8 ? 1.0 : 2 * frac;
+      frac = last >= sizeable && used <= last + last / 8 ? 1.0 : 2 * frac;
       last = used;
     }
     out_of_states = out_of_states || out;
+  };
+  // The threshold with the smallest LP bound first: its optimum is the incumbent for the rest.
+  std::vector<char> done(rs.size(), 0);
+  if (!rs.empty()) {
+    const auto first = std::min_element(rs.begin(), rs.end(),
+                                        [](const Restricted& a, const Restricted& b) { return a.lb < b.lb; });
+    solve_one(*first);
+    done[static_cast<std::size_t>(first - rs.begin())] = 1;
   }
+  // The rest as runs of consecutive thresholds lo..hi. Every selection of a threshold in the run uses
+  // items allowed at hi's and its persistent bytes fit the budget lo's leaves, so one DP over that
+  // union, finding nothing below the incumbent, proves the whole run; a selection it finds that also
+  // fits for real is the best of the run. When the union's LP bound is much looser than its
+  // thresholds' (its gap to the incumbent over a quarter larger than theirs), or its DP finds only
+  // selections that do not fit, the run is halved, the half with the smaller bound first.
+  Restricted run;
+  const std::function<void(std::size_t, std::size_t)> solve_run = [&](std::size_t lo, std::size_t hi) {
+    std::vector<std::size_t> open;
+    double least = kInf;
+    for (std::size_t i = lo; i <= hi; ++i)
+      if (!done[i] && rs[i].lb < just_below(best_t)) {
+        open.push_back(i);
+        least = std::min(least, rs[i].lb);
+      }
+    if (open.empty()) return;
+    if (open.size() == 1) {
+      solve_one(rs[open[0]]);
+      done[open[0]] = 1;
+      return;
+    }
+    lo = open.front();
+    hi = open.back();
+    const bool fits = restrict_to(inst, classes, rs[hi].threshold, run,
+                                  inst.capacity_bytes - inst.fixed_memory_bytes - rs[lo].threshold);
+    assert(fits);  // lo's selections are among the union's
+    (void)fits;
+    if (run.lb >= just_below(best_t)) return;
+    if (best_t - run.lb <= 1.25 * (best_t - least)) {
+      if (run.greedy_time < best_t && evaluate(inst, run.greedy).feasible) improve(run.greedy_time, run.greedy);
+      std::vector<int> sel;
+      double t = kInf;
+      bool out = false;  // a union too large for the DP is halved, not given up
+      const bool found = pareto_dp(run, best_t, sel, t, states, max_states, out);
+      if (!found && !out) return;
+      if (found && evaluate(inst, sel).feasible) {
+        improve(t, std::move(sel));
+        return;
+      }
+    }
+    const std::size_t mid = lo + (hi - lo) / 2;
+    double left = kInf, right = kInf;
+    for (const std::size_t i : open) (i <= mid ? left : right) = std::min(i <= mid ? left : right, rs[i].lb);
+    if (left <= right) {
+      solve_run(lo, mid);
+      solve_run(mid + 1, hi);
+    } else {
+      solve_run(mid + 1, hi);
+      solve_run(lo, mid);
+    }
+  };
+  if (!rs.empty()) solve_run(0, rs.size() - 1);
   if (best_sel.empty()) {
     Solution s;
     s.nodes = states;

@@ -89,6 +89,40 @@ TEST_CASE("exact equals brute force on 400 random knapsacks", "[exact]") {
   REQUIRE(feasible < 400);
 }
 
+// Many distinct transients under a tight capacity: many thresholds compete, and the solver's runs of
+// consecutive thresholds (one DP over their union, halved when it finds a selection that does not fit
+// for real) are exercised on every path: proved at once, found and fitting, found and not fitting.
+TEST_CASE("exact equals brute force when many thresholds compete under a tight capacity", "[exact]") {
+  std::mt19937_64 rng(20261126);
+  std::uniform_int_distribution<int> ngroups(3, 8), nitems(2, 6), grid(0, 12), fine(0, 80);
+  std::uniform_real_distribution<double> slack(0.0, 0.4);
+  int feasible = 0;
+  for (int trial = 0; trial < 500; ++trial) {
+    Instance inst;
+    inst.batch = 1;
+    const int G = ngroups(rng);
+    for (int g = 0; g < G; ++g) {
+      search::Group grp;
+      grp.name = "g" + std::to_string(g);
+      const int I = nitems(rng);
+      for (int i = 0; i < I; ++i)
+        grp.items.push_back({1.0 + grid(rng) * 0.37, 1000.0 * grid(rng), 50.0 * fine(rng)});
+      inst.groups.push_back(grp);
+    }
+    inst.capacity_bytes = search::min_peak_bytes(inst) + slack(rng) * (G * 6000.0);
+    INFO("trial " << trial << ", groups " << G);
+    const Solution brute = search::solve_brute_force(inst);
+    const Solution exact = search::solve_exact(inst);
+    REQUIRE(same_objective(exact, brute));
+    REQUIRE(exact.feasible);  // the capacity is at least the smallest peak
+    const Solution again = search::evaluate(inst, exact.chosen);
+    REQUIRE(again.peak_bytes <= inst.capacity_bytes);
+    REQUIRE(again.time_s == Approx(exact.time_s).epsilon(kRel));
+    ++feasible;
+  }
+  REQUIRE(feasible == 500);
+}
+
 TEST_CASE("the smallest peak and the LP bound agree with brute force", "[exact]") {
   std::mt19937_64 rng(7);
   for (int trial = 0; trial < 200; ++trial) {
