@@ -12,6 +12,7 @@
 #include "costmodel/units.hpp"
 #include "osdp_version.hpp"
 #include "search/report.hpp"
+#include "search/request.hpp"
 
 namespace osdp::cli {
 namespace {
@@ -20,26 +21,15 @@ using costmodel::format_bytes;
 using costmodel::format_seconds;
 
 struct PlanArgs {
-  std::string model, cluster, memory, strategy = "exact", batch = "auto", checkpoint = "auto";
-  std::string tier = "extended", calibration, out, emit_costs, baseline = "fsdp", evaluate = "analytic";
-  int split_max = 4, prefetch = 0, evaluate_top = 5;
-  bool json = false, regather = false, groups = false;
-  std::int64_t dfs_budget = 2'000'000;
+  search::PlanRequest req;  // the search: names, files and option strings (search/request.hpp)
+  std::string out, emit_costs, baseline = "fsdp", evaluate = "analytic";
+  int evaluate_top = 5;
+  bool json = false;
 };
 
 // The smallest whole number of MiB that fits, so that the figure can be passed back as --memory.
 long long min_fit_mib(double bytes) {
   return static_cast<long long>(std::ceil(bytes / 1048576.0));
-}
-
-double parse_bytes_option(const std::string& text, const char* option) {
-  std::string err;
-  auto v = costmodel::parse_quantity(text, costmodel::UnitKind::kBytes, &err);
-  if (!v) throw UsageError(fmt::format("{}: {}", option, err));
-  const std::string problem =
-      costmodel::bound_problem(*v, costmodel::UnitKind::kBytes, costmodel::bounds::kDeviceMemory, text);
-  if (!problem.empty()) throw UsageError(fmt::format("{}: {}", option, problem));
-  return *v;
 }
 
 // The batch size with the highest simulated throughput (the first of equals), or -1.
@@ -84,49 +74,16 @@ void print_evaluation(const std::vector<EvaluatedBatch>& ev, int analytic_best) 
 }
 
 int run_plan(const PlanArgs& a) {
-  search::PlanContext ctx;
-  ctx.tool_version = fmt::format("{}+{}", OSDP_VERSION, OSDP_GIT_HASH);
-  ctx.model = costmodel::load_model(a.model);
-  ctx.cluster = costmodel::load_cluster(a.cluster);
-  const std::string cal_name = !a.calibration.empty() ? a.calibration : ctx.cluster.calibration;
-  if (!cal_name.empty()) ctx.calibration = costmodel::load_calibration(cal_name, ctx.cluster.compute);
-  ctx.cost_options.tier = a.tier == "paper" ? costmodel::Tier::kPaper : costmodel::Tier::kExtended;
-  ctx.cost_options.checkpoint_regather = a.regather;
-  ctx.cost_options.prefetch = a.prefetch;
-
-  const costmodel::Workload w = costmodel::lower(ctx.model);
-  const costmodel::CostModel model(ctx.cluster, ctx.calibration ? &*ctx.calibration : nullptr,
-                                   ctx.model.precision, ctx.cost_options);
-  search::SearchOptions opt;
-  opt.space.split_max = a.split_max;
-  opt.space.groups = a.groups;
-  opt.space.checkpoint = a.checkpoint == "on"    ? search::CheckpointPolicy::kOn
-                         : a.checkpoint == "off" ? search::CheckpointPolicy::kOff
-                                                 : search::CheckpointPolicy::kAuto;
-  opt.memory_limit_bytes =
-      a.memory.empty() ? ctx.cluster.memory_bytes : parse_bytes_option(a.memory, "--memory");
-  if (opt.memory_limit_bytes > ctx.cluster.memory_bytes)
-    std::cerr << fmt::format(
-        "osdp plan: warning: --memory {} is more than the {} of a {} device in cluster {}: the plan "
-        "is for a device that large\n",
-        format_bytes(opt.memory_limit_bytes), format_bytes(ctx.cluster.memory_bytes), ctx.cluster.device_name,
-        ctx.cluster.name);
-  opt.reserve_bytes = ctx.cluster.reserve_bytes;
-  if (a.batch != "auto") {
-    try {
-      std::size_t used = 0;
-      const int b = std::stoi(a.batch, &used);
-      if (used != a.batch.size() || b < 1) throw std::invalid_argument("batch");
-      opt.batch = b;
-    } catch (const std::exception&) {
-      throw UsageError(fmt::format("--batch: expected a positive integer or \"auto\", got \"{}\"", a.batch));
-    }
-  }
-  const auto registry = search::default_strategies({a.dfs_budget});
-  const search::Strategy& strategy = registry.get(a.strategy);
+  const auto prepared = search::prepare_search(a.req, fmt::format("{}+{}", OSDP_VERSION, OSDP_GIT_HASH));
+  const search::PlanContext& ctx = prepared->ctx;
+  const costmodel::Workload& w = prepared->workload;
+  const costmodel::CostModel& model = *prepared->model;
+  const search::SearchOptions& opt = prepared->options;
+  const search::StrategyRegistry& registry = prepared->registry;
+  const search::Strategy& strategy = *prepared->strategy;
   const search::SearchResult r = search::run_search(w, model, strategy, opt);
   std::optional<search::SearchResult> base;
-  if (a.baseline != "none" && a.baseline != a.strategy)
+  if (a.baseline != "none" && a.baseline != a.req.strategy)
     base = search::run_search(w, model, registry.get(a.baseline), opt);
 
   std::vector<EvaluatedBatch> evaluated;
@@ -219,45 +176,45 @@ Action add_plan_command(CLI::App& app) {
       "activation checkpointing, and the micro-batch size, under the device memory limit.\n"
       "Exit codes: 0 a plan; 2 bad input or usage; 3 no plan fits (the message gives the memory that "
       "would).");
-  app.add_option("--model", a->model, "Built-in model name (see `osdp models`) or a model JSON file")
+  app.add_option("--model", a->req.model, "Built-in model name (see `osdp models`) or a model JSON file")
       ->required();
-  app.add_option("--cluster", a->cluster,
+  app.add_option("--cluster", a->req.cluster,
                  "Built-in cluster name (see `osdp clusters`) or a cluster JSON file")
       ->required();
-  app.add_option("--memory", a->memory,
+  app.add_option("--memory", a->req.memory,
                  "Device memory limit, e.g. 8GiB or 16GB (default: the device's memory)");
-  app.add_option("--strategy", a->strategy,
+  app.add_option("--strategy", a->req.strategy,
                  "exact | fsdp | zero2 | ddp | hsdp | fsdp-2level | osdp-ref | dfs")
       ->capture_default_str();
-  app.add_option("--batch", a->batch, "Micro-batch size per device, or auto for the batch-size scheduler")
+  app.add_option("--batch", a->req.batch, "Micro-batch size per device, or auto for the batch-size scheduler")
       ->capture_default_str();
   app.add_flag(
-      "--groups", a->groups,
+      "--groups", a->req.groups,
       "Also search, per operator, sharding within the node (HSDP) and two-level collectives for world "
       "shards (a cluster of several nodes of several devices; `osdp simulate` runs such plans, `osdp "
       "validate` does not yet)");
-  app.add_option("--split-max", a->split_max,
+  app.add_option("--split-max", a->req.split_max,
                  "Largest number of slices per operator (1, 2, 4, ...; 1: no splitting)")
       ->check(PowerOfTwo(64))
       ->capture_default_str();
-  app.add_option("--checkpoint", a->checkpoint,
+  app.add_option("--checkpoint", a->req.checkpoint,
                  "Activation checkpointing: auto (searched per operator), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
-  app.add_option("--tier", a->tier, "Cost model: extended (default) or paper (the seed formulas)")
+  app.add_option("--tier", a->req.tier, "Cost model: extended (default) or paper (the seed formulas)")
       ->check(CLI::IsMember({"paper", "extended"}))
       ->capture_default_str();
-  app.add_option("--calibration", a->calibration, "Calibration name or file (overrides the cluster's)");
-  app.add_flag("--checkpoint-regather", a->regather,
+  app.add_option("--calibration", a->req.calibration, "Calibration name or file (overrides the cluster's)");
+  app.add_flag("--checkpoint-regather", a->req.regather,
                "A checkpointed ZDP operator gathers its weights again for the recompute");
   app.add_option("--baseline", a->baseline, "Strategy shown beside the result (none to skip)")
       ->capture_default_str();
-  app.add_option("--dfs-budget", a->dfs_budget, "Node budget of the dfs strategy per batch size")
+  app.add_option("--dfs-budget", a->req.dfs_budget, "Node budget of the dfs strategy per batch size")
       ->capture_default_str();
   app.add_option("--out", a->out, "Write the plan file here");
   app.add_option("--emit-costs", a->emit_costs,
                  "Write the knapsack instance the search solved (for an audit)");
-  app.add_option("--prefetch", a->prefetch,
+  app.add_option("--prefetch", a->req.prefetch,
                  "Prefetch depth: all-gathers issued this many operators ahead (0: no overlap)")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
