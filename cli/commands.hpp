@@ -30,6 +30,7 @@ Action add_collective_command(CLI::App& app);
 Action add_sweep_command(CLI::App& app);
 Action add_calibrate_command(CLI::App& app);  // cli/calibrate_command.cpp
 Action add_validate_command(CLI::App& app);   // cli/validate_command.cpp
+Action add_export_command(CLI::App& app);     // cli/export_command.cpp
 
 std::string version_string();
 

@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
   add("validate",
       "Run every plan of an experiment for real and compare measured time and memory with the prediction",
       add_validate_command);
+  add("export", "Write a plan for PyTorch FSDP2: fully_shard per module, checkpointing, slices, micro-batch",
+      add_export_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,92 @@
+// osdp export: a plan in another framework's words (FSDP2 today; validate/torch/fsdp2_export.hpp).
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "costmodel/error.hpp"
+#include "costmodel/files.hpp"
+#include "costmodel/json_reader.hpp"
+#include "costmodel/units.hpp"
+#include "validate/torch/fsdp2_export.hpp"
+
+namespace osdp::cli {
+namespace {
+
+struct ExportArgs {
+  std::string plan, to = "fsdp2", out, map;
+  bool json = false;
+};
+
+// plan.json -> plan.fsdp2 beside it.
+std::string default_out(const std::string& plan) {
+  std::filesystem::path p(plan);
+  p.replace_extension(".fsdp2");
+  return p.string();
+}
+
+int run_export(const ExportArgs& a) {
+  const costmodel::Plan plan = costmodel::read_plan(costmodel::load_json_file(a.plan), a.plan);
+  const validate::NameMapping mapping =
+      a.map.empty() ? validate::default_name_mapping() : validate::load_name_mapping(a.map);
+  const nlohmann::json spec = validate::export_fsdp2(plan, a.plan, mapping);
+  const std::string dir = a.out.empty() ? default_out(a.plan) : a.out;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw UsageError(fmt::format("--out {}: cannot create the directory: {}", dir, ec.message()));
+  const std::string json_file = (std::filesystem::path(dir) / "fsdp2_plan.json").string();
+  const std::string py_file = (std::filesystem::path(dir) / "fsdp2_plan.py").string();
+  costmodel::write_file_atomic(json_file, spec.dump(1) + "\n");
+  costmodel::write_file_atomic(py_file, validate::fsdp2_python(spec));
+  if (a.json) {
+    std::cout << nlohmann::json{{"json", json_file}, {"python", py_file}, {"export", spec}}.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::map<std::string, int> kinds;
+  int split = 0, ckpt = 0;
+  for (const auto& m : spec["modules"]) {
+    const std::string mesh = m["mesh"];
+    kinds[mesh == "replicate" ? "replicate (world x 1 mesh)"
+          : mesh == "node"    ? "HSDP (nodes x per-node mesh)"
+          : m["reshard_after_forward"].get<bool>() ? "fully_shard, reshard_after_forward=True (ZDP)"
+                                                   : "fully_shard, reshard_after_forward=False (DP)"]++;
+    split += m["split"].is_null() ? 0 : 1;
+    ckpt += m["checkpoint"].get<bool>() ? 1 : 0;
+  }
+  std::cout << fmt::format("osdp export: {} ({} on {}, {} ranks, micro-batch {}) to FSDP2 by {}\n", a.plan,
+                           plan.model.name, plan.cluster.name, plan.cluster.world_size(), plan.batch_size,
+                           mapping.origin);
+  for (const auto& [k, n] : kinds) std::cout << fmt::format("  {:>4} x {}\n", n, k);
+  std::cout << fmt::format("  {:>4} split into slices, {} checkpointed\n", split, ckpt);
+  for (const auto& n : spec["notes"]) std::cout << "  note: " << n.get<std::string>() << "\n";
+  std::cout << fmt::format("  wrote {} and {}\n", json_file, py_file);
+  return kExitOk;
+}
+
+}  // namespace
+
+Action add_export_command(CLI::App& app) {
+  auto a = std::make_shared<ExportArgs>();
+  app.description(
+      "Write a plan in PyTorch FSDP2's words: per operator the module path, fully_shard's mesh and\n"
+      "reshard_after_forward (ZDP True, DP False; REPLICATE a world x 1 mesh; node groups an HSDP mesh),\n"
+      "checkpointing, and splitting into slices (osdp.torch.SlicedLinear), plus the micro-batch size.\n"
+      "Writes DIR/fsdp2_plan.json (for tools and osdp.torch.apply_plan) and DIR/fsdp2_plan.py (the same,\n"
+      "with a header naming the plan, model and cluster, and apply(model)).\n"
+      "Module paths follow osdp's gpt family in PyTorch (python/osdp/torch/gpt.py: embedding,\n"
+      "layers.{i}.attention, layers.{i}.mlp, projections.{k}, head); --map maps other models.\n"
+      "Exit codes: 0 written; 2 bad input or usage (an unmapped or doubly mapped operator is named).");
+  app.add_option("plan", a->plan, "Plan file written by `osdp plan --out`")->required();
+  app.add_option("--to", a->to, "Target framework")->check(CLI::IsMember({"fsdp2"}))->capture_default_str();
+  app.add_option("--out", a->out, "Directory to write (default: the plan's path with .fsdp2 for .json)");
+  app.add_option("--map", a->map,
+                 "Name mapping file: {\"schema_version\": 1, \"rules\": [{\"operator\": REGEX, \"module\": PATH}]}; "
+                 "REGEX matches a whole operator name, PATH may use $1...; every operator must match one rule");
+  app.add_flag("--json", a->json, "Print the export as one JSON object instead of the summary");
+  return [a]() { return run_export(*a); };
+}
+
+}  // namespace osdp::cli

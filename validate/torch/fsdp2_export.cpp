@@ -1,0 +1,229 @@
+#include "validate/torch/fsdp2_export.hpp"
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include "costmodel/error.hpp"
+#include "costmodel/json_reader.hpp"
+#include "costmodel/workload.hpp"
+
+namespace osdp::validate {
+namespace {
+
+NameRule make_rule(std::string pattern, std::string module) {
+  NameRule r{std::move(pattern), std::move(module), {}};
+  r.re = std::regex(r.pattern, std::regex::ECMAScript);
+  return r;
+}
+
+// Python literal of a JSON value (JSON's strings and numbers are Python's; true/false/null are not).
+void python_literal(const nlohmann::json& v, int indent, std::string& out) {
+  const std::string pad(static_cast<std::size_t>(indent) * 4, ' ');
+  const std::string inner(static_cast<std::size_t>(indent + 1) * 4, ' ');
+  if (v.is_object()) {
+    if (v.empty()) {
+      out += "{}";
+      return;
+    }
+    out += "{\n";
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      out += inner + nlohmann::json(it.key()).dump() + ": ";
+      python_literal(it.value(), indent + 1, out);
+      out += ",\n";
+    }
+    out += pad + "}";
+  } else if (v.is_array()) {
+    if (v.empty()) {
+      out += "[]";
+      return;
+    }
+    out += "[\n";
+    for (const auto& e : v) {
+      out += inner;
+      python_literal(e, indent + 1, out);
+      out += ",\n";
+    }
+    out += pad + "]";
+  } else if (v.is_boolean()) {
+    out += v.get<bool>() ? "True" : "False";
+  } else if (v.is_null()) {
+    out += "None";
+  } else {
+    out += v.dump();
+  }
+}
+
+// An error of the mapping: in its file, or (the default mapping) a usage error that says how to map.
+[[noreturn]] void mapping_error(const NameMapping& m, const std::string& message) {
+  if (m.file.empty())
+    throw UsageError(message + "; a model whose modules are not osdp's gpt family needs a name mapping "
+                               "(osdp export --map FILE)");
+  throw InputError(m.file, "/rules", message);
+}
+
+bool inside(const std::string& inner, const std::string& outer) {
+  return inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 && inner[outer.size()] == '.';
+}
+
+}  // namespace
+
+NameMapping default_name_mapping() {
+  NameMapping m;
+  m.origin = "the gpt family's default mapping";
+  m.rules.push_back(make_rule("embedding", "embedding"));
+  m.rules.push_back(make_rule(R"(layer(\d+)\.attention)", "layers.$1.attention"));
+  m.rules.push_back(make_rule(R"(layer(\d+)\.mlp)", "layers.$1.mlp"));
+  m.rules.push_back(make_rule(R"(stage(\d+)\.projection)", "projections.$1"));
+  m.rules.push_back(make_rule("head", "head"));
+  return m;
+}
+
+NameMapping load_name_mapping(const std::string& path) {
+  const nlohmann::json doc = costmodel::load_json_file(path);
+  if (!doc.is_object())
+    throw InputError(path, "", fmt::format("expected a name mapping object {{\"schema_version\": 1, \"rules\": "
+                                           "[...]}}, got {}",
+                                           costmodel::brief_json(doc)));
+  costmodel::JsonReader r(doc, path, "");
+  r.expect_schema_version(1);
+  NameMapping m;
+  m.origin = path;
+  m.file = path;
+  for (auto& rule : r.objects("rules")) {
+    const std::string pattern = rule.string("operator");
+    const std::string module = rule.string("module");
+    if (module.empty()) rule.fail("module", "expected a module path (\"layers.$1.attention\"), got \"\"");
+    try {
+      m.rules.push_back(make_rule(pattern, module));
+    } catch (const std::regex_error& e) {
+      rule.fail("operator", fmt::format("\"{}\" is not a regular expression: {}", pattern, e.what()));
+    }
+    rule.finish();
+  }
+  r.finish();
+  return m;
+}
+
+std::vector<std::string> map_operators(const NameMapping& m, const std::vector<std::string>& operators) {
+  std::vector<std::string> paths;
+  std::map<std::string, std::string> owner;  // module path -> operator
+  for (const std::string& op : operators) {
+    std::vector<std::size_t> hits;
+    for (std::size_t i = 0; i < m.rules.size(); ++i)
+      if (std::regex_match(op, m.rules[i].re)) hits.push_back(i);
+    if (hits.empty())
+      mapping_error(m, fmt::format("operator {} is not mapped: no rule of {} matches it", op, m.origin));
+    if (hits.size() > 1)
+      mapping_error(m, fmt::format("operator {} is mapped twice: rules {} (\"{}\") and {} (\"{}\") of {} both "
+                                   "match it",
+                                   op, hits[0], m.rules[hits[0]].pattern, hits[1], m.rules[hits[1]].pattern,
+                                   m.origin));
+    const std::string path = std::regex_replace(op, m.rules[hits[0]].re, m.rules[hits[0]].module,
+                                                std::regex_constants::format_first_only);
+    for (const auto& [other, other_op] : owner) {
+      if (other == path)
+        mapping_error(m, fmt::format("operators {} and {} both map to module {} ({}): each operator needs a "
+                                     "module of its own",
+                                     other_op, op, path, m.origin));
+      if (inside(path, other) || inside(other, path))
+        mapping_error(m, fmt::format("operator {} maps to module {}, and operator {} to module {}, one inside "
+                                     "the other ({}): operators map to disjoint modules",
+                                     op, path, other_op, other, m.origin));
+    }
+    owner[path] = op;
+    paths.push_back(path);
+  }
+  return paths;
+}
+
+nlohmann::json export_fsdp2(const costmodel::Plan& plan, const std::string& plan_file, const NameMapping& mapping) {
+  const costmodel::Workload w = costmodel::lower(plan.model);
+  std::vector<std::string> names;
+  for (const auto& op : plan.operators) names.push_back(op.name);
+  const std::vector<std::string> paths = map_operators(mapping, names);
+  const int world = plan.cluster.world_size();
+  nlohmann::json modules = nlohmann::json::array();
+  bool two_level = false;
+  for (std::size_t i = 0; i < plan.operators.size(); ++i) {
+    const costmodel::Choice& c = plan.operators[i].choice;
+    nlohmann::json m;
+    m["operator"] = plan.operators[i].name;
+    m["path"] = paths[i];
+    m["choice"] = c.label();
+    m["mesh"] = c.replicate ? "replicate" : c.node_group ? "node" : "world";
+    // A split operator's own parameters (norms, biases) follow its slices' majority: resharded when
+    // any slice is ZDP.
+    m["reshard_after_forward"] = !c.replicate && c.zdp_slices > 0;
+    m["checkpoint"] = c.checkpoint;
+    m["split"] = c.split > 1 && !c.replicate ? nlohmann::json{{"slices", c.split}, {"resharded", c.zdp_slices}}
+                                             : nlohmann::json(nullptr);
+    m["parameters"] = w.operators[i].parameters();
+    if (c.two_level) {
+      m["note"] = "two-level collectives have no FSDP2 form: sharded over the world mesh with flat collectives";
+      two_level = true;
+    }
+    modules.push_back(std::move(m));
+  }
+  nlohmann::json notes = nlohmann::json::array();
+  if (two_level)
+    notes.push_back(
+        "operators the plan gives two-level collectives shard over the world mesh with FSDP2's flat ones: "
+        "the same memory, more traffic on the inter-node links than osdp predicted");
+  notes.push_back(
+      "split operators: every Linear and Embedding of the module is cut into slices along its input "
+      "(osdp.torch.SlicedLinear), each slice gathered on its own");
+  nlohmann::json j;
+  j["schema_version"] = 1;
+  j["kind"] = "osdp-fsdp2";
+  j["source"] = {{"plan", plan_file},
+                 {"model", plan.model.name},
+                 {"cluster", plan.cluster.name},
+                 {"strategy", plan.strategy},
+                 {"tool_version", plan.tool_version},
+                 {"name_mapping", mapping.origin},
+                 {"predicted",
+                  {{"iteration_time_s", plan.predicted_iteration_time_s},
+                   {"peak_memory_bytes", plan.predicted_peak_memory_bytes},
+                   {"throughput_samples_per_s", plan.predicted_throughput_samples_per_s}}}};
+  j["model"] = costmodel::to_json(plan.model);  // enough to build osdp.torch.GPT without osdp itself
+  j["micro_batch_size"] = plan.batch_size;
+  j["world_size"] = world;
+  j["nodes"] = plan.cluster.nodes;
+  j["per_node"] = plan.cluster.devices_per_node;
+  j["mixed_precision"] = plan.model.precision == costmodel::Precision::kMixed
+                             ? nlohmann::json{{"param_dtype", "bfloat16"}, {"reduce_dtype", "float32"}}
+                             : nlohmann::json(nullptr);
+  j["modules"] = std::move(modules);
+  j["notes"] = std::move(notes);
+  return j;
+}
+
+std::string fsdp2_python(const nlohmann::json& spec) {
+  const auto& src = spec.at("source");
+  std::string out = fmt::format(
+      "# FSDP2 plan exported by osdp {} from {}\n"
+      "# model {}, cluster {} ({} ranks: {} node(s) x {}), strategy {}, micro-batch {} per rank\n"
+      "# predicted: {:.6g} s a step, {:.0f} bytes peak per rank, {:.6g} samples/s\n"
+      "# Apply it to a model of the same operators (osdp.torch.GPT, or a model mapped by osdp export --map)\n"
+      "# inside a torchrun job of {} ranks, before the optimizer is built:\n"
+      "#     import fsdp2_plan; fsdp2_plan.apply(model)\n",
+      src.at("tool_version").get<std::string>(), src.at("plan").get<std::string>(),
+      src.at("model").get<std::string>(), src.at("cluster").get<std::string>(), spec.at("world_size").get<int>(),
+      spec.at("nodes").get<int>(), spec.at("per_node").get<int>(), src.at("strategy").get<std::string>(),
+      spec.at("micro_batch_size").get<int>(), src.at("predicted").at("iteration_time_s").get<double>(),
+      src.at("predicted").at("peak_memory_bytes").get<double>(),
+      src.at("predicted").at("throughput_samples_per_s").get<double>(), spec.at("world_size").get<int>());
+  for (const auto& n : spec.at("notes")) out += "# note: " + n.get<std::string>() + "\n";
+  out += "\nPLAN = ";
+  python_literal(spec, 0, out);
+  out +=
+      "\n\nMICRO_BATCH_SIZE = PLAN[\"micro_batch_size\"]\n\n\n"
+      "def apply(model, mesh=None):\n"
+      "    \"\"\"Applies the plan to `model` in place with FSDP2 (osdp.torch.apply_plan) and returns it.\"\"\"\n"
+      "    from osdp.torch import apply_plan\n\n"
+      "    return apply_plan(model, PLAN, mesh)\n";
+  return out;
+}
+
+}  // namespace osdp::validate
