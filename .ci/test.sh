@@ -12,4 +12,10 @@ if [ -z "$count" ] || [ "$count" -eq 0 ]; then
   echo "test: no tests were collected in $dir: failing" >&2
   exit 1
 fi
+# The torch tests register only where build/venv has torch: on CI they must be there.
+torch_tests=$(ctest --test-dir "$dir" -N -L torch | sed -n 's/^Total Tests: \([0-9]*\)$/\1/p')
+if [ -z "$torch_tests" ] || [ "$torch_tests" -eq 0 ]; then
+  echo "test: the torch tests are not registered in $dir (no torch in build/venv?): failing" >&2
+  exit 1
+fi
 ctest --test-dir "$dir" --output-on-failure -j"$(nproc 2>/dev/null || echo 2)" --timeout 900

@@ -1,0 +1,179 @@
+"""osdp: plan sharded data-parallel training before renting the cluster.
+
+The C++ planner of the ``osdp`` program, from Python::
+
+    import osdp
+    r = osdp.plan(model="gpt2-1.5b", cluster="titan-rtx-8", memory="8GiB")
+    r["throughput_samples_per_s"], r["batch_size"], r["plan"]["operators"][0]
+    sim = osdp.simulate(r["plan"])            # the discrete-event simulator on that plan
+    osdp.read_results("out/results.csv")      # a sweep's or a validation's rows
+
+Everything comes back as plain Python objects (dicts, lists, numbers), the same fields as the
+program's ``--json`` output; tables as a pandas DataFrame when pandas is installed (else a list of
+dicts). ``osdp.torch`` (needs torch) builds osdp's GPT family as ``nn.Module`` s and applies exported
+plans with FSDP2. Errors in inputs raise ``ValueError`` with the file, the JSON pointer and what was
+expected.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+from typing import Any, Mapping, Sequence, Union
+
+if "OSDP_DATA_DIR" not in os.environ:
+    _bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+    if os.path.isdir(os.path.join(_bundled, "models")):
+        os.environ["OSDP_DATA_DIR"] = _bundled
+
+try:  # after OSDP_DATA_DIR: the catalog reads it
+    from . import _osdp
+except ImportError as _error:  # a source tree without the build: osdp.torch still works
+    _osdp = None
+    _import_error: ImportError | None = _error
+else:
+    _import_error = None
+
+__all__ = ["__version__", "models", "clusters", "calibrations", "load_model", "load_cluster", "load_calibration",
+           "plan", "simulate", "load_plan", "save_plan", "read_results"]
+
+
+
+def _native():
+    if _osdp is None:
+        raise ImportError("osdp's native module is not built here: install the package (pip install ./python, "
+                          "or the README's set-up)") from _import_error
+    return _osdp
+
+
+__version__: str = _osdp.version() if _osdp is not None else "0.1.0 (native module not built)"
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def models() -> list[str]:
+    """Names of the built-in models (``osdp models``)."""
+    return list(_native().catalog("models"))
+
+
+def clusters() -> list[str]:
+    """Names of the built-in clusters (``osdp clusters``)."""
+    return list(_native().catalog("clusters"))
+
+
+def calibrations() -> list[str]:
+    """Names of the built-in calibration files."""
+    return list(_native().catalog("calibrations"))
+
+
+def load_model(name_or_path: PathLike) -> dict:
+    """A model (built-in name or JSON file), normalised: every field with osdp's defaults filled in."""
+    return json.loads(_native().load("model", os.fspath(name_or_path)))
+
+
+def load_cluster(name_or_path: PathLike) -> dict:
+    """A cluster (built-in name or JSON file), normalised."""
+    return json.loads(_native().load("cluster", os.fspath(name_or_path)))
+
+
+def load_calibration(name_or_path: PathLike, cluster: PathLike | None = None) -> dict:
+    """A calibration file; figures it leaves out come from ``cluster``'s compute figures when given."""
+    return json.loads(_native().load("calibration", os.fspath(name_or_path), os.fspath(cluster) if cluster else ""))
+
+
+def plan(model: PathLike, cluster: PathLike, *, memory: str | int | float | None = None, strategy: str = "exact",
+         batch: int | str = "auto", split_max: int = 4, checkpoint: str = "auto", groups: bool = False,
+         prefetch: int = 0, calibration: PathLike | None = None, tier: str = "extended",
+         checkpoint_regather: bool = False, dfs_budget: int = 2_000_000) -> dict:
+    """Search the best plan, as ``osdp plan --json`` does.
+
+    Arguments mirror the program's options (``memory="8GiB"`` or a number of bytes; ``batch`` a
+    micro-batch size or ``"auto"``; ``strategy`` one of exact, fsdp, zero2, ddp, hsdp, fsdp-2level,
+    osdp-ref, dfs). Returns a dict with ``feasible``, ``batch_size``, ``throughput_samples_per_s``,
+    ``iteration_time_s``, ``peak_memory_bytes``, ``candidates`` (every batch size, searched or bounded
+    out) and, when a plan fits, ``plan``: the plan file's content (``save_plan`` writes it; ``osdp
+    export`` turns it into FSDP2 arguments). When nothing fits, ``feasible`` is False and
+    ``min_fit_memory_bytes`` says what memory would.
+    """
+    request: dict[str, Any] = {
+        "model": os.fspath(model), "cluster": os.fspath(cluster), "strategy": strategy, "batch": str(batch),
+        "split_max": int(split_max), "checkpoint": checkpoint, "groups": bool(groups), "prefetch": int(prefetch),
+        "tier": tier, "checkpoint_regather": bool(checkpoint_regather), "dfs_budget": int(dfs_budget)}
+    if memory is not None:
+        request["memory"] = str(memory)
+    if calibration is not None:
+        request["calibration"] = os.fspath(calibration)
+    return json.loads(_native().plan(json.dumps(request)))
+
+
+def _plan_document(p: Mapping[str, Any] | PathLike) -> tuple[str, str]:
+    if isinstance(p, Mapping):
+        doc = p["plan"] if "plan" in p and "operators" not in p else p  # a plan() result or a plan
+        return json.dumps(doc), "<plan>"
+    path = os.fspath(p)
+    with open(path) as f:
+        return f.read(), path
+
+
+def load_plan(path: PathLike) -> dict:
+    """A plan file (``osdp plan --out``), checked against its model as ``osdp simulate`` checks it."""
+    text, origin = _plan_document(path)
+    json.loads(_native().simulate(text, origin, True))  # validates; cheap for one period of ranks
+    return json.loads(text)
+
+
+def save_plan(p: Mapping[str, Any], path: PathLike) -> None:
+    """Writes a plan (or a ``plan()`` result's plan) as a plan file for ``osdp simulate``/``export``."""
+    doc = p["plan"] if "plan" in p and "operators" not in p else p
+    tmp = os.fspath(path) + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def simulate(p: Mapping[str, Any] | PathLike, *, symmetric: bool = False) -> dict:
+    """Replay a plan (a dict from ``plan()``, a plan dict, or a plan file) in the discrete-event simulator,
+    as ``osdp simulate --json``: simulated step time and peak memory, per-stream busy times, and the
+    plan's analytic figures with the relative difference. ``symmetric``: simulate one period of ranks
+    (the same result on homogeneous clusters, faster at large world sizes)."""
+    text, origin = _plan_document(p)
+    return json.loads(_native().simulate(text, origin, symmetric))
+
+
+def _number(text: str) -> Any:
+    if text in ("true", "false"):
+        return text == "true"
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def read_results(path: PathLike) -> Any:
+    """Rows of a sweep (``results.csv``, ``rows.jsonl``) or a validation (``validation.csv``): a pandas
+    DataFrame when pandas is installed, else a list of dicts with numbers as numbers. A directory is
+    read through the results.csv or validation.csv in it."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        for name in ("results.csv", "validation.csv"):
+            if os.path.exists(os.path.join(path, name)):
+                path = os.path.join(path, name)
+                break
+        else:
+            raise ValueError(f"{path}: no results.csv or validation.csv in this directory")
+    if path.endswith(".jsonl"):
+        with open(path) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    else:
+        with open(path, newline="") as f:
+            rows = [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    try:
+        import pandas as pd
+    except ImportError:
+        return rows
+    return pd.DataFrame(rows)
