@@ -45,22 +45,29 @@ int run_export(const ExportArgs& a) {
     std::cout << nlohmann::json{{"json", json_file}, {"python", py_file}, {"export", spec}}.dump(2) << "\n";
     return kExitOk;
   }
-  std::map<std::string, int> kinds;
-  int split = 0, ckpt = 0;
+  // One line per kind of choice: how many, osdp's label, FSDP2's words.
+  std::map<std::string, std::pair<int, std::string>> kinds;
   for (const auto& m : spec["modules"]) {
     const std::string mesh = m["mesh"];
-    kinds[mesh == "replicate" ? "replicate (world x 1 mesh)"
-          : mesh == "node"    ? "HSDP (nodes x per-node mesh)"
-          : m["reshard_after_forward"].get<bool>() ? "fully_shard, reshard_after_forward=True (ZDP)"
-                                                   : "fully_shard, reshard_after_forward=False (DP)"]++;
-    split += m["split"].is_null() ? 0 : 1;
-    ckpt += m["checkpoint"].get<bool>() ? 1 : 0;
+    std::string words =
+        fmt::format("fully_shard(mesh={}{})", mesh,
+                    mesh == "replicate"                      ? ""
+                    : m["reshard_after_forward"].get<bool>() ? ", reshard_after_forward=True"
+                                                             : ", reshard_after_forward=False");
+    if (!m["split"].is_null())
+      words = fmt::format("{} slices of each Linear, the first {} resharded after forward; ",
+                          m["split"]["slices"].get<int>(), m["split"]["resharded"].get<int>()) +
+              words;
+    if (m["checkpoint"].get<bool>()) words += " + checkpoint";
+    auto& k = kinds[m["choice"].get<std::string>()];
+    ++k.first;
+    k.second = words;
   }
   std::cout << fmt::format("osdp export: {} ({} on {}, {} ranks, micro-batch {}) to FSDP2 by {}\n", a.plan,
                            plan.model.name, plan.cluster.name, plan.cluster.world_size(), plan.batch_size,
                            mapping.origin);
-  for (const auto& [k, n] : kinds) std::cout << fmt::format("  {:>4} x {}\n", n, k);
-  std::cout << fmt::format("  {:>4} split into slices, {} checkpointed\n", split, ckpt);
+  for (const auto& [label, k] : kinds)
+    std::cout << fmt::format("  {:>4} x {:<22} {}\n", k.first, label, k.second);
   for (const auto& n : spec["notes"]) std::cout << "  note: " << n.get<std::string>() << "\n";
   std::cout << fmt::format("  wrote {} and {}\n", json_file, py_file);
   return kExitOk;
@@ -82,9 +89,10 @@ Action add_export_command(CLI::App& app) {
   app.add_option("plan", a->plan, "Plan file written by `osdp plan --out`")->required();
   app.add_option("--to", a->to, "Target framework")->check(CLI::IsMember({"fsdp2"}))->capture_default_str();
   app.add_option("--out", a->out, "Directory to write (default: the plan's path with .fsdp2 for .json)");
-  app.add_option("--map", a->map,
-                 "Name mapping file: {\"schema_version\": 1, \"rules\": [{\"operator\": REGEX, \"module\": PATH}]}; "
-                 "REGEX matches a whole operator name, PATH may use $1...; every operator must match one rule");
+  app.add_option(
+      "--map", a->map,
+      "Name mapping file: {\"schema_version\": 1, \"rules\": [{\"operator\": REGEX, \"module\": PATH}]}; "
+      "REGEX matches a whole operator name, PATH may use $1...; every operator must match one rule");
   app.add_flag("--json", a->json, "Print the export as one JSON object instead of the summary");
   return [a]() { return run_export(*a); };
 }

@@ -442,7 +442,8 @@ Solution solve_exact(const Instance& inst, double time_cutoff_s, std::size_t max
     (void)fits;
     if (run.lb >= just_below(best_t)) return;
     if (best_t - run.lb <= 1.25 * (best_t - least)) {
-      if (run.greedy_time < best_t && evaluate(inst, run.greedy).feasible) improve(run.greedy_time, run.greedy);
+      if (run.greedy_time < best_t && evaluate(inst, run.greedy).feasible)
+        improve(run.greedy_time, run.greedy);
       std::vector<int> sel;
       double t = kInf;
       bool out = false;  // a union too large for the DP is halved, not given up

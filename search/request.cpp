@@ -39,11 +39,12 @@ std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a, const std::
   ctx.cost_options.prefetch = a.prefetch;
 
   p->workload = costmodel::lower(ctx.model);
-  p->model.emplace(ctx.cluster, ctx.calibration ? &*ctx.calibration : nullptr, ctx.model.precision, ctx.cost_options);
+  p->model.emplace(ctx.cluster, ctx.calibration ? &*ctx.calibration : nullptr, ctx.model.precision,
+                   ctx.cost_options);
   SearchOptions& opt = p->options;
   if (a.split_max < 1 || a.split_max > 64 || (a.split_max & (a.split_max - 1)) != 0)
-    throw UsageError(fmt::format("--split-max: expected a power of two from 1 to 64 (slices split in halves), got {}",
-                                 a.split_max));
+    throw UsageError(fmt::format(
+        "--split-max: expected a power of two from 1 to 64 (slices split in halves), got {}", a.split_max));
   opt.space.split_max = a.split_max;
   opt.space.groups = a.groups;
   if (a.checkpoint != "auto" && a.checkpoint != "on" && a.checkpoint != "off")
@@ -51,7 +52,8 @@ std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a, const std::
   opt.space.checkpoint = a.checkpoint == "on"    ? CheckpointPolicy::kOn
                          : a.checkpoint == "off" ? CheckpointPolicy::kOff
                                                  : CheckpointPolicy::kAuto;
-  opt.memory_limit_bytes = a.memory.empty() ? ctx.cluster.memory_bytes : parse_memory_option(a.memory, "--memory");
+  opt.memory_limit_bytes =
+      a.memory.empty() ? ctx.cluster.memory_bytes : parse_memory_option(a.memory, "--memory");
   if (opt.memory_limit_bytes > ctx.cluster.memory_bytes)
     std::cerr << fmt::format(
         "osdp plan: warning: --memory {} is more than the {} of a {} device in cluster {}: the plan "

@@ -20,8 +20,8 @@ namespace osdp::search {
 
 struct PlanRequest {
   std::string model, cluster;
-  std::string calibration;          // name or file; empty: the cluster's own, if it names one
-  std::string memory;               // "16GiB", a number of bytes; empty: the device's memory
+  std::string calibration;  // name or file; empty: the cluster's own, if it names one
+  std::string memory;       // "16GiB", a number of bytes; empty: the device's memory
   std::string strategy = "exact";
   std::string batch = "auto";       // a positive integer, or auto for the batch-size scheduler
   std::string checkpoint = "auto";  // auto, on, off

@@ -24,7 +24,9 @@ using nlohmann::json;
 
 namespace {
 
-std::string tool_version() { return std::string(OSDP_VERSION) + "+" + OSDP_GIT_HASH; }
+std::string tool_version() {
+  return std::string(OSDP_VERSION) + "+" + OSDP_GIT_HASH;
+}
 
 std::vector<std::string> catalog(const std::string& kind) {
   std::vector<std::string> names;
@@ -59,7 +61,8 @@ std::string plan(const std::string& request_json) {
   r.dfs_budget = q.value("dfs_budget", r.dfs_budget);
   const auto p = osdp::search::prepare_search(r, tool_version());
   nb::gil_scoped_release release;
-  const osdp::search::SearchResult res = osdp::search::run_search(p->workload, *p->model, *p->strategy, p->options);
+  const osdp::search::SearchResult res =
+      osdp::search::run_search(p->workload, *p->model, *p->strategy, p->options);
   json j = osdp::search::result_json(p->ctx, p->workload, res);
   j["model"] = p->ctx.model.name;
   j["cluster"] = p->ctx.cluster.name;
@@ -78,8 +81,10 @@ std::string simulate(const std::string& plan_json, const std::string& origin, bo
   json j = sim::summary_json(run.schedule, run.result);
   const double samples = static_cast<double>(p.cluster.world_size()) * p.batch_size;
   const double time = j["iteration_time_s"].get<double>();
-  const double an_time = p.predicted_iteration_time_s > 0 ? p.predicted_iteration_time_s : run.analytic_time_s;
-  const double an_peak = p.predicted_iteration_time_s > 0 ? p.predicted_peak_memory_bytes : run.analytic_peak_bytes;
+  const double an_time =
+      p.predicted_iteration_time_s > 0 ? p.predicted_iteration_time_s : run.analytic_time_s;
+  const double an_peak =
+      p.predicted_iteration_time_s > 0 ? p.predicted_peak_memory_bytes : run.analytic_peak_bytes;
   j["model"] = p.model.name;
   j["cluster"] = p.cluster.name;
   j["throughput_samples_per_s"] = time > 0 ? samples / time : 0.0;
@@ -95,7 +100,9 @@ std::string simulate(const std::string& plan_json, const std::string& origin, bo
 }  // namespace
 
 NB_MODULE(_osdp, m) {
-  m.doc() = "osdp's C++ libraries: models, clusters, calibrations, the search and the simulator (JSON in, JSON out)";
+  m.doc() =
+      "osdp's C++ libraries: models, clusters, calibrations, the search and the simulator (JSON in, JSON "
+      "out)";
   // osdp's errors: bad input (a file, a JSON pointer) and bad usage, both ValueErrors to Python.
   static nb::exception<osdp::InputError> input_error(m, "InputError", PyExc_ValueError);
   static nb::exception<osdp::UsageError> usage_error(m, "UsageError", PyExc_ValueError);
@@ -110,7 +117,8 @@ NB_MODULE(_osdp, m) {
   m.def("catalog", &catalog, nb::arg("kind"), "Built-in names of a kind: models, clusters or calibrations");
   m.def("load", &load, nb::arg("kind"), nb::arg("name_or_path"), nb::arg("cluster") = "",
         "A model, cluster or calibration (name or file) as normalised JSON text");
-  m.def("plan", &plan, nb::arg("request_json"), "Search a plan; returns osdp plan --json's object as JSON text");
+  m.def("plan", &plan, nb::arg("request_json"),
+        "Search a plan; returns osdp plan --json's object as JSON text");
   m.def("simulate", &simulate, nb::arg("plan_json"), nb::arg("origin"), nb::arg("symmetric") = false,
         "Simulate a plan; returns osdp simulate --json's object as JSON text");
 }

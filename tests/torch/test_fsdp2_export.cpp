@@ -27,7 +27,8 @@ std::vector<std::string> names_of(const costmodel::Workload& w) {
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {
-  const std::string path = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/osdp-" + name;
+  const std::string path =
+      std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/osdp-" + name;
   std::ofstream(path) << text;
   return path;
 }
@@ -45,17 +46,18 @@ costmodel::Plan sample_plan() {
   p.predicted_peak_memory_bytes = 1e8;
   p.predicted_throughput_samples_per_s = 24;
   const costmodel::Workload w = costmodel::lower(p.model);
-  REQUIRE(names_of(w) == std::vector<std::string>{"embedding", "layer0.attention", "layer0.mlp", "layer1.attention",
-                                                  "layer1.mlp", "stage1.projection", "layer2.attention", "layer2.mlp",
-                                                  "layer3.attention", "layer3.mlp", "head"});
+  REQUIRE(names_of(w) == std::vector<std::string>{"embedding", "layer0.attention", "layer0.mlp",
+                                                  "layer1.attention", "layer1.mlp", "stage1.projection",
+                                                  "layer2.attention", "layer2.mlp", "layer3.attention",
+                                                  "layer3.mlp", "head"});
   std::vector<costmodel::Choice> c(w.operators.size());
-  c[0] = {true, 1, 0, false};                 // REPLICATE
-  c[1] = {false, 1, 1, false};                // ZDP
-  c[2] = {false, 1, 0, true};                 // DP, checkpointed
-  c[3] = {false, 4, 1, false};                // split 4, 1 ZDP slice
-  c[4] = {false, 1, 1, false, true, false};   // ZDP in the node (HSDP)
-  c[5] = {false, 1, 1, false, false, true};   // ZDP, two-level collectives
-  c[6] = {false, 2, 0, true, true, false};    // split 2, DP, node group, checkpointed
+  c[0] = {true, 1, 0, false};                // REPLICATE
+  c[1] = {false, 1, 1, false};               // ZDP
+  c[2] = {false, 1, 0, true};                // DP, checkpointed
+  c[3] = {false, 4, 1, false};               // split 4, 1 ZDP slice
+  c[4] = {false, 1, 1, false, true, false};  // ZDP in the node (HSDP)
+  c[5] = {false, 1, 1, false, false, true};  // ZDP, two-level collectives
+  c[6] = {false, 2, 0, true, true, false};   // split 2, DP, node group, checkpointed
   for (std::size_t i = 7; i < c.size(); ++i) c[i] = {false, 1, 1, false};
   for (std::size_t i = 0; i < c.size(); ++i) p.operators.push_back({w.operators[i].name, c[i]});
   return p;
@@ -91,16 +93,19 @@ TEST_CASE("a name mapping file: groups, and each error names the operator", "[to
   CHECK(map_operators(m, {"embedding", "layer0.attention", "layer12.mlp", "head"}) ==
         std::vector<std::string>{"tok_emb", "blocks.0.attention", "blocks.12.mlp", "lm"});
   // A rule matches the whole name: "head" does not match "header".
-  CHECK_THROWS_WITH(map_operators(m, {"header"}), Contains("operator header is not mapped") && Contains(good));
-  const NameMapping twice = load_name_mapping(write_temp("map-twice.json", R"J({"schema_version": 1, "rules": [
+  CHECK_THROWS_WITH(map_operators(m, {"header"}),
+                    Contains("operator header is not mapped") && Contains(good));
+  const NameMapping twice =
+      load_name_mapping(write_temp("map-twice.json", R"J({"schema_version": 1, "rules": [
       {"operator": "layer.*", "module": "a"}, {"operator": "layer0\\..*", "module": "b"}]})J"));
-  CHECK_THROWS_WITH(map_operators(twice, {"layer0.mlp"}),
-                    Contains("operator layer0.mlp is mapped twice") && Contains("rules 0") && Contains("and 1"));
+  CHECK_THROWS_WITH(map_operators(twice, {"layer0.mlp"}), Contains("operator layer0.mlp is mapped twice") &&
+                                                              Contains("rules 0") && Contains("and 1"));
   const NameMapping same = load_name_mapping(write_temp("map-same.json", R"J({"schema_version": 1, "rules": [
       {"operator": "layer(\\d+)\\..*", "module": "blocks.$1"}]})J"));
   CHECK_THROWS_WITH(map_operators(same, {"layer0.attention", "layer0.mlp"}),
                     Contains("operators layer0.attention and layer0.mlp both map to module blocks.0"));
-  const NameMapping nested = load_name_mapping(write_temp("map-nested.json", R"J({"schema_version": 1, "rules": [
+  const NameMapping nested =
+      load_name_mapping(write_temp("map-nested.json", R"J({"schema_version": 1, "rules": [
       {"operator": "embedding", "module": "blocks"}, {"operator": "layer(\\d+)\\.mlp", "module": "blocks.$1"}]})J"));
   CHECK_THROWS_WITH(map_operators(nested, {"embedding", "layer0.mlp"}), Contains("one inside the other"));
   CHECK_THROWS_WITH(load_name_mapping(write_temp("map-bad-regex.json", R"J({"schema_version": 1, "rules": [

@@ -57,13 +57,15 @@ void python_literal(const nlohmann::json& v, int indent, std::string& out) {
 // An error of the mapping: in its file, or (the default mapping) a usage error that says how to map.
 [[noreturn]] void mapping_error(const NameMapping& m, const std::string& message) {
   if (m.file.empty())
-    throw UsageError(message + "; a model whose modules are not osdp's gpt family needs a name mapping "
-                               "(osdp export --map FILE)");
+    throw UsageError(message +
+                     "; a model whose modules are not osdp's gpt family needs a name mapping "
+                     "(osdp export --map FILE)");
   throw InputError(m.file, "/rules", message);
 }
 
 bool inside(const std::string& inner, const std::string& outer) {
-  return inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 && inner[outer.size()] == '.';
+  return inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
+         inner[outer.size()] == '.';
 }
 
 }  // namespace
@@ -82,9 +84,10 @@ NameMapping default_name_mapping() {
 NameMapping load_name_mapping(const std::string& path) {
   const nlohmann::json doc = costmodel::load_json_file(path);
   if (!doc.is_object())
-    throw InputError(path, "", fmt::format("expected a name mapping object {{\"schema_version\": 1, \"rules\": "
-                                           "[...]}}, got {}",
-                                           costmodel::brief_json(doc)));
+    throw InputError(path, "",
+                     fmt::format("expected a name mapping object {{\"schema_version\": 1, \"rules\": "
+                                 "[...]}}, got {}",
+                                 costmodel::brief_json(doc)));
   costmodel::JsonReader r(doc, path, "");
   r.expect_schema_version(1);
   NameMapping m;
@@ -115,10 +118,10 @@ std::vector<std::string> map_operators(const NameMapping& m, const std::vector<s
     if (hits.empty())
       mapping_error(m, fmt::format("operator {} is not mapped: no rule of {} matches it", op, m.origin));
     if (hits.size() > 1)
-      mapping_error(m, fmt::format("operator {} is mapped twice: rules {} (\"{}\") and {} (\"{}\") of {} both "
-                                   "match it",
-                                   op, hits[0], m.rules[hits[0]].pattern, hits[1], m.rules[hits[1]].pattern,
-                                   m.origin));
+      mapping_error(
+          m, fmt::format("operator {} is mapped twice: rules {} (\"{}\") and {} (\"{}\") of {} both "
+                         "match it",
+                         op, hits[0], m.rules[hits[0]].pattern, hits[1], m.rules[hits[1]].pattern, m.origin));
     const std::string path = std::regex_replace(op, m.rules[hits[0]].re, m.rules[hits[0]].module,
                                                 std::regex_constants::format_first_only);
     for (const auto& [other, other_op] : owner) {
@@ -127,9 +130,10 @@ std::vector<std::string> map_operators(const NameMapping& m, const std::vector<s
                                      "module of its own",
                                      other_op, op, path, m.origin));
       if (inside(path, other) || inside(other, path))
-        mapping_error(m, fmt::format("operator {} maps to module {}, and operator {} to module {}, one inside "
-                                     "the other ({}): operators map to disjoint modules",
-                                     op, path, other_op, other, m.origin));
+        mapping_error(m,
+                      fmt::format("operator {} maps to module {}, and operator {} to module {}, one inside "
+                                  "the other ({}): operators map to disjoint modules",
+                                  op, path, other_op, other, m.origin));
     }
     owner[path] = op;
     paths.push_back(path);
@@ -137,7 +141,8 @@ std::vector<std::string> map_operators(const NameMapping& m, const std::vector<s
   return paths;
 }
 
-nlohmann::json export_fsdp2(const costmodel::Plan& plan, const std::string& plan_file, const NameMapping& mapping) {
+nlohmann::json export_fsdp2(const costmodel::Plan& plan, const std::string& plan_file,
+                            const NameMapping& mapping) {
   const costmodel::Workload w = costmodel::lower(plan.model);
   std::vector<std::string> names;
   for (const auto& op : plan.operators) names.push_back(op.name);
@@ -156,11 +161,13 @@ nlohmann::json export_fsdp2(const costmodel::Plan& plan, const std::string& plan
     // any slice is ZDP.
     m["reshard_after_forward"] = !c.replicate && c.zdp_slices > 0;
     m["checkpoint"] = c.checkpoint;
-    m["split"] = c.split > 1 && !c.replicate ? nlohmann::json{{"slices", c.split}, {"resharded", c.zdp_slices}}
-                                             : nlohmann::json(nullptr);
+    m["split"] = c.split > 1 && !c.replicate
+                     ? nlohmann::json{{"slices", c.split}, {"resharded", c.zdp_slices}}
+                     : nlohmann::json(nullptr);
     m["parameters"] = w.operators[i].parameters();
     if (c.two_level) {
-      m["note"] = "two-level collectives have no FSDP2 form: sharded over the world mesh with flat collectives";
+      m["note"] =
+          "two-level collectives have no FSDP2 form: sharded over the world mesh with flat collectives";
       two_level = true;
     }
     modules.push_back(std::move(m));
@@ -209,9 +216,10 @@ std::string fsdp2_python(const nlohmann::json& spec) {
       "# inside a torchrun job of {} ranks, before the optimizer is built:\n"
       "#     import fsdp2_plan; fsdp2_plan.apply(model)\n",
       src.at("tool_version").get<std::string>(), src.at("plan").get<std::string>(),
-      src.at("model").get<std::string>(), src.at("cluster").get<std::string>(), spec.at("world_size").get<int>(),
-      spec.at("nodes").get<int>(), spec.at("per_node").get<int>(), src.at("strategy").get<std::string>(),
-      spec.at("micro_batch_size").get<int>(), src.at("predicted").at("iteration_time_s").get<double>(),
+      src.at("model").get<std::string>(), src.at("cluster").get<std::string>(),
+      spec.at("world_size").get<int>(), spec.at("nodes").get<int>(), spec.at("per_node").get<int>(),
+      src.at("strategy").get<std::string>(), spec.at("micro_batch_size").get<int>(),
+      src.at("predicted").at("iteration_time_s").get<double>(),
       src.at("predicted").at("peak_memory_bytes").get<double>(),
       src.at("predicted").at("throughput_samples_per_s").get<double>(), spec.at("world_size").get<int>());
   for (const auto& n : spec.at("notes")) out += "# note: " + n.get<std::string>() + "\n";
@@ -220,7 +228,8 @@ std::string fsdp2_python(const nlohmann::json& spec) {
   out +=
       "\n\nMICRO_BATCH_SIZE = PLAN[\"micro_batch_size\"]\n\n\n"
       "def apply(model, mesh=None):\n"
-      "    \"\"\"Applies the plan to `model` in place with FSDP2 (osdp.torch.apply_plan) and returns it.\"\"\"\n"
+      "    \"\"\"Applies the plan to `model` in place with FSDP2 (osdp.torch.apply_plan) and returns "
+      "it.\"\"\"\n"
       "    from osdp.torch import apply_plan\n\n"
       "    return apply_plan(model, PLAN, mesh)\n";
   return out;

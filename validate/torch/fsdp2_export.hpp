@@ -57,7 +57,8 @@ std::vector<std::string> map_operators(const NameMapping& m, const std::vector<s
 // The export: {schema_version 1, kind "osdp-fsdp2", source {...}, model, micro_batch_size, world_size, nodes,
 // per_node, mixed_precision, modules [{operator, path, mesh, reshard_after_forward, checkpoint, split,
 // parameters, note?}], notes [...]}. `plan_file` is recorded in the source.
-nlohmann::json export_fsdp2(const costmodel::Plan& plan, const std::string& plan_file, const NameMapping& mapping);
+nlohmann::json export_fsdp2(const costmodel::Plan& plan, const std::string& plan_file,
+                            const NameMapping& mapping);
 
 // The same as a Python module: a comment header (which plan, model and cluster), PLAN = {...} and
 // apply(model, mesh=None), which calls osdp.torch.apply_plan.
