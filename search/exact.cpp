@@ -376,8 +376,8 @@ Solution solve_exact(const Instance& inst, double time_cutoff_s, std::size_t max
   // the greedy's time, 11,418 at the optimum's). The optimum usually lies just above the LP bound: cut
   // at lb + gap/256 and double the fraction until a DP finds a selection, which is then the best below
   // that cut and so the optimum; the last cut is the incumbent itself, as a single DP would have used.
-  // When a doubling did not grow a DP of some size (16 states a group or more: smaller ones die early
-  // and say nothing), its states are those the LP bound alone keeps and the cut is not what limits
+  // When two doublings in a row did not grow the DP (one alone can be a coincidence of where a
+  // small DP dies), its states are those the LP bound alone keeps and the cut is not what limits
   // it: go to the incumbent at once. Once a threshold's doublings found nothing better than the
   // incumbent (its DPs below it were spent in vain), the later thresholds take one DP each.
   const auto solve_one = [&](const Restricted& r) {
@@ -387,7 +387,7 @@ Solution solve_exact(const Instance& inst, double time_cutoff_s, std::size_t max
     double t = kInf;
     bool out = false;
     std::int64_t last = -1;
-    const std::int64_t sizeable = 16 * static_cast<std::int64_t>(r.cls.size());
+    int flat = 0;  // doublings in a row that did not grow the DP
     for (double frac = std::isfinite(best_t) && ladder ? 1.0 / 256 : 1.0;;) {
       const double cut = frac >= 1 ? best_t : std::min(best_t, r.lb + frac * (best_t - r.lb));
       const std::int64_t before = states;
@@ -400,7 +400,8 @@ Solution solve_exact(const Instance& inst, double time_cutoff_s, std::size_t max
         break;
       }
       const std::int64_t used = states - before;
-      frac = last >= sizeable && used <= last + last / 8 ? 1.0 : 2 * frac;
+      flat = last >= 0 && used <= last + last / 8 ? flat + 1 : 0;
+      frac = flat >= 2 ? 1.0 : 2 * frac;
       last = used;
     }
     out_of_states = out_of_states || out;
