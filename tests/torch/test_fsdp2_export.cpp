@@ -179,6 +179,13 @@ TEST_CASE("each kind of choice in FSDP2's words", "[torch]") {
   CHECK_THAT(py, Contains("def apply(model, mesh=None):"));
 }
 
+TEST_CASE("the notes name only what the plan has", "[torch]") {
+  costmodel::Plan p = sample_plan();  // a split operator and a two-level one: both notes
+  CHECK(export_fsdp2(p, "p.json", default_name_mapping())["notes"].size() == 2);
+  for (auto& op : p.operators) op.choice = {false, 1, 1, false};  // all ZDP over the world
+  CHECK(export_fsdp2(p, "p.json", default_name_mapping())["notes"].empty());
+}
+
 TEST_CASE("a mixed-precision model exports a bf16 policy", "[torch]") {
   costmodel::Plan p = sample_plan();
   p.model.precision = costmodel::Precision::kMixed;

@@ -149,7 +149,7 @@ nlohmann::json export_fsdp2(const costmodel::Plan& plan, const std::string& plan
   const std::vector<std::string> paths = map_operators(mapping, names);
   const int world = plan.cluster.world_size();
   nlohmann::json modules = nlohmann::json::array();
-  bool two_level = false;
+  bool two_level = false, split = false;
   for (std::size_t i = 0; i < plan.operators.size(); ++i) {
     const costmodel::Choice& c = plan.operators[i].choice;
     nlohmann::json m;
@@ -157,14 +157,14 @@ nlohmann::json export_fsdp2(const costmodel::Plan& plan, const std::string& plan
     m["path"] = paths[i];
     m["choice"] = c.label();
     m["mesh"] = c.replicate ? "replicate" : c.node_group ? "node" : "world";
-    // A split operator's own parameters (norms, biases) follow its slices' majority: resharded when
-    // any slice is ZDP.
+    // A split operator's own parameters (norms, biases) are resharded when any of its slices is.
     m["reshard_after_forward"] = !c.replicate && c.zdp_slices > 0;
     m["checkpoint"] = c.checkpoint;
     m["split"] = c.split > 1 && !c.replicate
                      ? nlohmann::json{{"slices", c.split}, {"resharded", c.zdp_slices}}
                      : nlohmann::json(nullptr);
     m["parameters"] = w.operators[i].parameters();
+    split = split || !m["split"].is_null();
     if (c.two_level) {
       m["note"] =
           "two-level collectives have no FSDP2 form: sharded over the world mesh with flat collectives";
@@ -177,9 +177,10 @@ nlohmann::json export_fsdp2(const costmodel::Plan& plan, const std::string& plan
     notes.push_back(
         "operators the plan gives two-level collectives shard over the world mesh with FSDP2's flat ones: "
         "the same memory, more traffic on the inter-node links than osdp predicted");
-  notes.push_back(
-      "split operators: every Linear and Embedding of the module is cut into slices along its input "
-      "(osdp.torch.SlicedLinear), each slice gathered on its own");
+  if (split)
+    notes.push_back(
+        "split operators: every Linear and Embedding of the module is cut into slices along its input "
+        "(osdp.torch.SlicedLinear), each slice gathered on its own");
   nlohmann::json j;
   j["schema_version"] = 1;
   j["kind"] = "osdp-fsdp2";
