@@ -1,6 +1,7 @@
 // osdp calibrate: measure collectives, GEMMs, elementwise kernels and overlap on this machine
 // (validate/calibrate.hpp does the work) and write a calibration file. Outside mpirun it relaunches
 // itself under mpirun with the same arguments; inside, every rank measures and rank 0 writes.
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -18,7 +19,10 @@
 #include "costmodel/files.hpp"
 #include "costmodel/units.hpp"
 #include "osdp_version.hpp"
+#include "costmodel/provenance.hpp"
 #include "validate/calibrate/calibrate.hpp"
+#include "validate/executor/backend.hpp"
+#include "validate/torch/torch_job.hpp"
 #ifdef OSDP_HAVE_MPI_BACKEND
 #include "validate/backends.hpp"
 #include "validate/mpi/mpi_backend.hpp"
@@ -33,7 +37,7 @@ using costmodel::format_seconds;
 
 struct CalibrateArgs {
   std::string backend = "mpi", out, min_size, max_size, mpirun_args;  // sizes: empty for the default
-  std::string gemm = "fp32";
+  std::string gemm = "fp32", python;  // python: --backend torch's interpreter
   std::vector<std::string> np;  // "-np N" arrives as {"p", "N"} (CLI11 has no multi-letter short names)
   std::vector<std::string> models{"nd-48x1024"};
   int repeats = 0;   // 0: the default (7, or 2 with --quick)
@@ -168,6 +172,17 @@ void print_summary(const costmodel::CalibrationRun& run, const std::string& path
   }
 }
 
+// Where the results go must be writable before minutes of measuring, not after: "" or why not.
+std::string unwritable(const std::string& path) {
+  const std::filesystem::path dir = std::filesystem::absolute(path).parent_path();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::filesystem::path probe = dir / ".osdp-calibrate-probe";
+  if (!std::ofstream(probe)) return fmt::format("{}: cannot write in {}", path, dir.string());
+  std::filesystem::remove(probe, ec);
+  return "";
+}
+
 #ifdef OSDP_HAVE_MPI_BACKEND
 int run_ranks(const CalibrateArgs& a, int np) {
   validate::MpiSession session;
@@ -194,18 +209,9 @@ int run_ranks(const CalibrateArgs& a, int np) {
   }
   validate::CalibrateOptions o = make_options(a);
   const std::string path = out_path(a, comm.size());
-  // Where the results go must be writable before minutes of measuring, not after.
-  std::string unwritable;
-  if (root) {
-    const std::filesystem::path dir = std::filesystem::absolute(path).parent_path();
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    const std::filesystem::path probe = dir / ".osdp-calibrate-probe";
-    if (!std::ofstream(probe)) unwritable = fmt::format("{}: cannot write in {}", path, dir.string());
-    std::filesystem::remove(probe, ec);
-  }
-  if (comm.all_values(unwritable.empty() ? 0.0 : 1.0).front() > 0) {
-    if (root) std::cerr << "osdp calibrate: error: " << unwritable << "\n";
+  const std::string why = root ? unwritable(path) : "";
+  if (comm.all_values(why.empty() ? 0.0 : 1.0).front() > 0) {
+    if (root) std::cerr << "osdp calibrate: error: " << why << "\n";
     return kExitInput;
   }
   o.name = std::filesystem::path(path).stem().string();
@@ -234,6 +240,83 @@ int run_ranks(const CalibrateArgs& a, int np) {
 }
 #endif
 
+// The torch backend: torchrun's ranks time torch's own collectives and kernels (python/osdp/torch/
+// measure.py) and this process fits them as it fits the other backends' points.
+int run_torch(const CalibrateArgs& a, int np) {
+  if (np < 1) throw UsageError("--backend torch: give the number of ranks, -np N");
+  if (a.per_node > 0) throw UsageError("--per-node: the torch backend measures the world's rings only");
+  if (a.gemm != "fp32") throw UsageError("--gemm bf16: the torch backend times fp32 GEMMs only");
+  if (!a.mpirun_args.empty()) throw UsageError("--mpirun-args: the torch backend starts its ranks with torchrun");
+  validate::CalibrateOptions o = make_options(a);
+  if (o.gemm_shapes.empty()) o.gemm_shapes = validate::generic_gemm_shapes(o.quick);
+  const std::string path = out_path(a, np);
+  if (const std::string why = unwritable(path); !why.empty()) throw UsageError(why);
+  o.name = std::filesystem::path(path).stem().string();
+  validate::TorchJobOptions t;
+  t.python = a.python.empty() ? validate::default_torch_python() : a.python;
+  t.nproc = np;
+  t.timeout_s = a.timeout_s;
+  t.progress = !a.quiet;
+  if (const std::string why = validate::torch_unavailable_reason(t.python); !why.empty())
+    throw UsageError(fmt::format("--backend torch: {}", why));
+  nlohmann::json job = o.to_json();
+  job["kind"] = "calibrate";
+  const auto load_at_start = costmodel::load_average();
+  const auto start = std::chrono::steady_clock::now();
+  nlohmann::json out;
+  try {
+    out = validate::run_torch_job(job, t);
+  } catch (const validate::BackendFailure& e) {
+    std::cerr << "osdp calibrate: error: " << e.what() << "\n";
+    return kExitJobFailed;
+  }
+  costmodel::CalibrationRun run;
+  run.world = np;
+  try {
+    for (const auto& m : out.at("measurements")) {
+      costmodel::Measurement x;
+      x.sweep = m.at("sweep").get<std::string>();
+      x.bytes = m.at("bytes").get<double>();
+      x.m = m.at("m").get<std::int64_t>();
+      x.n = m.at("n").get<std::int64_t>();
+      x.k = m.at("k").get<std::int64_t>();
+      x.count = m.at("count").get<std::int64_t>();
+      x.seconds = m.at("seconds").get<double>();
+      x.min_s = m.at("min_s").get<double>();
+      x.max_s = m.at("max_s").get<double>();
+      x.repeats = m.at("repeats").get<int>();
+      x.batch = m.at("batch").get<int>();
+      run.measurements.push_back(std::move(x));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    std::cerr << "osdp calibrate: error: the torch job's result is not what osdp expects: " << e.what() << "\n";
+    return kExitJobFailed;
+  }
+  costmodel::fit_measurements(run, o.name, o.segments);
+  run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  nlohmann::json& p = run.calibration.provenance;
+  const nlohmann::json machine = costmodel::machine(np, 1);
+  p["host"] = machine["hostname"];
+  p["date"] = costmodel::utc_now();
+  p["machine"] = machine;
+  if (load_at_start) p["machine"]["load_average"] = *load_at_start;
+  p["backend"] = fmt::format("torch ({})", out.value("backend", "?"));
+  p["backend_version"] = fmt::format("torch {}", out.value("torch", "?"));
+  p["device"] = fmt::format("{} ({} thread{} per rank)", out.value("device", "?"), out.value("threads", 0),
+                            out.value("threads", 0) == 1 ? "" : "s");
+  p["python"] = t.python;
+  p["world_size"] = np;
+  p["tool_version"] = o.tool_version;
+  p["options"] = o.to_json();
+  p["wall_s"] = run.wall_s;
+  p["interference"] = "not measured: the torch backend runs each rank's collectives on its compute stream";
+  p["measurements_file"] = std::filesystem::path(csv_path(path)).filename().string();
+  costmodel::write_file_atomic(csv_path(path), costmodel::measurements_csv(run));
+  costmodel::write_file_atomic(path, costmodel::calibration_file_json(run).dump(2) + "\n");
+  print_summary(run, path);
+  return kExitOk;
+}
+
 int run_calibrate(const CalibrateArgs& a) {
   const int np = parse_np(a.np);
   if (np > 0 && a.per_node > 0 && np % a.per_node != 0)
@@ -241,6 +324,8 @@ int run_calibrate(const CalibrateArgs& a) {
         fmt::format("--per-node {}: nodes of {} ranks do not divide -np {}", a.per_node, a.per_node, np));
   if (a.timeout_s <= 0) throw UsageError("--timeout: must be positive");
   (void)gemm_math(a.gemm);
+  if (a.backend == "torch") return run_torch(a, np);
+  if (!a.python.empty()) throw UsageError("--python: only for --backend torch");
   check_backend(a.backend);
   make_options(a);  // checks the options (and the model names) before any launch
 #ifdef OSDP_HAVE_MPI_BACKEND
@@ -273,9 +358,13 @@ Action add_calibrate_command(CLI::App& app) {
       "otherwise mpirun's.");
   app.add_option(
          "--backend", a->backend,
-         "mpi (CPU ranks, Open MPI) or nccl (one GPU per rank: CUDA, cuBLAS, NCCL; see osdp --version)")
-      ->check(CLI::IsMember({"mpi", "nccl"}))
+         "mpi (CPU ranks, Open MPI), nccl (one GPU per rank: CUDA, cuBLAS, NCCL; see osdp --version) or torch "
+         "(PyTorch's own collectives and kernels, ranks started by torchrun: gloo on CPUs, NCCL on GPUs)")
+      ->check(CLI::IsMember({"mpi", "nccl", "torch"}))
       ->capture_default_str();
+  app.add_option("--python", a->python,
+                 "--backend torch: the Python with torch and the osdp package (default: $OSDP_PYTHON, else the "
+                 "build's venv, else python3)");
   app.add_option("-n,--np", a->np, "Number of ranks (written -np N, as for mpirun)")
       ->expected(1, 2)
       ->type_name("N");

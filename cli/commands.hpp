@@ -19,6 +19,7 @@ namespace osdp::cli {
 constexpr int kExitOk = 0;
 constexpr int kExitInput = 2;
 constexpr int kExitNoFit = 3;
+constexpr int kExitJobFailed = 4;  // a rank (or the torch job) failed or timed out
 
 using Action = std::function<int()>;
 

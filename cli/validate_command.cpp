@@ -17,7 +17,11 @@
 #include "experiments/measured.hpp"
 #include "experiments/results_dir.hpp"
 #include "osdp_version.hpp"
+#include "experiments/torch_measured.hpp"
 #include "sim/replay.hpp"
+#include "validate/cpu/cpu_device.hpp"
+#include "validate/executor/self_communicator.hpp"
+#include "validate/torch/torch_job.hpp"
 #ifdef OSDP_HAVE_MPI_BACKEND
 #include "validate/backends.hpp"
 #include "validate/mpi/mpi_backend.hpp"
@@ -36,7 +40,7 @@ std::string load_text() {
 }
 
 struct ValidateArgs {
-  std::string file, backend = "mpi", calibration, out, mpirun_args, gemm = "fp32";
+  std::string file, backend = "mpi", calibration, out, mpirun_args, gemm = "fp32", python;
   std::vector<std::string> plans, np;
   std::optional<int> warmup, iterations;
   double timeout_s = 120;
@@ -76,50 +80,33 @@ experiments::MeasuredJob make_job(const ValidateArgs& a) {
   return job;
 }
 
-#ifdef OSDP_HAVE_MPI_BACKEND
-int run_ranks(const ValidateArgs& a, int np) {
-  validate::MpiSession session;
-  std::unique_ptr<validate::BackendSession> backend;
-  try {
-    backend = validate::open_backend(a.backend, {a.timeout_s, gemm_math(a.gemm)});
-  } catch (const validate::BackendFailure& err) {
-    validate::abort_job(err.what());
-  } catch (const osdp::Error& err) {
-    validate::abort_job(fmt::format("osdp validate: {}", err.what()));
+
+// Reads and checks the inputs that every backend needs, into the options.
+experiments::ValidationOptions make_options(const ValidateArgs& a, const experiments::MeasuredJob& job) {
+  experiments::ValidationOptions o;
+  if (!a.calibration.empty()) {
+    const experiments::Experiment e = experiments::load_experiment(a.file);
+    o.calibration =
+        costmodel::load_calibration(a.calibration, costmodel::load_cluster(e.base.cluster).compute);
   }
-  validate::Communicator& comm = backend->comm();
-  const bool root = comm.rank() == 0;
-  try {
-    if (np > 0 && comm.size() != np)
-      throw UsageError(fmt::format("-np {} but mpirun started {} ranks", np, comm.size()));
-    const experiments::MeasuredJob job = make_job(a);
-    experiments::ValidationOptions o;
-    if (!a.calibration.empty()) {
-      const experiments::Experiment e = experiments::load_experiment(a.file);
-      o.calibration =
-          costmodel::load_calibration(a.calibration, costmodel::load_cluster(e.base.cluster).compute);
-    }
-    o.out_dir = a.out.empty() ? job.output : a.out;
-    o.resume = a.resume;
-    o.force = a.force;
-    o.tasks = a.tasks;
-    o.gemm_math = gemm_math(a.gemm);
-    o.group_delay_ms = test_delay_ms("OSDP_VALIDATE_TEST_DELAY_MS");
-    if (!a.quiet)
-      o.progress = [](const std::string& line) { std::cerr << "validate: " << line << std::endl; };
-    // prefetch 0 overlaps nothing: one stream runs both (on the CPU, no hand-offs between threads).
-    const experiments::DeviceFactory make_device = [&backend](const costmodel::Plan& plan) {
-      return backend->make_device(plan.cluster.overlap.enabled && plan.prefetch > 0);
-    };
-    const auto rows = experiments::run_measured(job, comm, make_device, o);
-    if (!root) return kExitOk;
+  o.out_dir = a.out.empty() ? job.output : a.out;
+  o.resume = a.resume;
+  o.force = a.force;
+  o.tasks = a.tasks;
+  o.gemm_math = gemm_math(a.gemm);
+  o.group_delay_ms = test_delay_ms("OSDP_VALIDATE_TEST_DELAY_MS");
+  if (!a.quiet)
+    o.progress = [](const std::string& line) { std::cerr << "validate: " << line << std::endl; };
+  return o;
+}
+
+// Rank 0 (or the torch backend's launcher): the outputs, the summary lines and the exit code.
+int report(const ValidateArgs& a, const experiments::MeasuredJob& job, const experiments::ValidationOptions& o,
+           const std::vector<experiments::UnitResult>& rows, nlohmann::json prov, int ranks) {
+  {
     const experiments::ValidationSummary s = experiments::summarize(rows, job.validation);
-    nlohmann::json prov = costmodel::machine(comm.size(), 1);
     prov["date"] = costmodel::utc_now();
     prov["tool"] = fmt::format("osdp {} ({})", OSDP_VERSION, OSDP_GIT_HASH);
-    prov["backend"] = comm.backend();
-    prov["backend_version"] = comm.version();
-    prov["device"] = backend->device_name();
     prov["gemm"] = a.gemm;
     prov["calibration"] = o.calibration     ? o.calibration->name
                           : a.plans.empty() ? std::string("(the clusters' own)")
@@ -127,9 +114,9 @@ int run_ranks(const ValidateArgs& a, int np) {
     const std::string plot = experiments::write_validation_outputs(o.out_dir, job, rows, s, prov);
     std::cout << fmt::format(
         "osdp validate: {}: {} plans on {} ranks; step time |error| median {:.1f}%, max {:.1f}%;"
-        " peak memory |error| max {:.2f}%\n",
-        job.name, s.plans, comm.size(), 100 * s.median_abs_time_error, 100 * s.max_abs_time_error,
-        100 * s.max_abs_memory_error);
+        " {} |error| max {:.2f}%\n",
+        job.name, s.plans, ranks, 100 * s.median_abs_time_error, 100 * s.max_abs_time_error,
+        a.backend == "torch" ? "memory at rest" : "peak memory", 100 * s.max_abs_memory_error);
     for (const auto& x : s.speedups)
       std::cout << fmt::format("  speedup {} over {}: predicted {:.3f}x, measured {:.3f}x ({:+.1f}%)\n",
                                x.faster, x.than, x.predicted, x.measured, 100 * x.error);
@@ -151,6 +138,66 @@ int run_ranks(const ValidateArgs& a, int np) {
       return kExitInconclusive;
     }
     return s.ok() ? kExitOk : kExitTolerance;
+  }
+}
+
+// The torch backend: this process prepares the plans and predictions, torchrun runs them (one job per
+// group), this process writes the results.
+int run_torch(const ValidateArgs& a, const experiments::MeasuredJob& job) {
+  experiments::ValidationOptions o = make_options(a, job);
+  validate::TorchJobOptions t;
+  t.python = a.python.empty() ? validate::default_torch_python() : a.python;
+  t.timeout_s = a.timeout_s;
+  t.progress = !a.quiet;
+  o.run_group = experiments::torch_group_runner(t);
+  validate::CpuDevice device;
+  validate::SelfCommunicator self(device);
+  const experiments::DeviceFactory no_device = [](const costmodel::Plan&) -> std::unique_ptr<validate::Device> {
+    throw osdp::Error("the torch backend makes no osdp device");
+  };
+  std::vector<experiments::UnitResult> rows;
+  try {
+    rows = experiments::run_measured(job, self, no_device, o);
+  } catch (const validate::BackendFailure& err) {
+    std::cerr << "osdp validate: error: " << err.what() << "\n";
+    return kExitJobFailed;
+  }
+  const int ranks = job.items.empty() ? 0 : job.items.front().world_size;
+  nlohmann::json prov = costmodel::machine(ranks, 1);
+  prov["backend"] = "torch";
+  prov["python"] = t.python;
+  return report(a, job, o, rows, std::move(prov), ranks);
+}
+
+#ifdef OSDP_HAVE_MPI_BACKEND
+int run_ranks(const ValidateArgs& a, int np) {
+  validate::MpiSession session;
+  std::unique_ptr<validate::BackendSession> backend;
+  try {
+    backend = validate::open_backend(a.backend, {a.timeout_s, gemm_math(a.gemm)});
+  } catch (const validate::BackendFailure& err) {
+    validate::abort_job(err.what());
+  } catch (const osdp::Error& err) {
+    validate::abort_job(fmt::format("osdp validate: {}", err.what()));
+  }
+  validate::Communicator& comm = backend->comm();
+  const bool root = comm.rank() == 0;
+  try {
+    if (np > 0 && comm.size() != np)
+      throw UsageError(fmt::format("-np {} but mpirun started {} ranks", np, comm.size()));
+    const experiments::MeasuredJob job = make_job(a);
+    const experiments::ValidationOptions o = make_options(a, job);
+    // prefetch 0 overlaps nothing: one stream runs both (on the CPU, no hand-offs between threads).
+    const experiments::DeviceFactory make_device = [&backend](const costmodel::Plan& plan) {
+      return backend->make_device(plan.cluster.overlap.enabled && plan.prefetch > 0);
+    };
+    const auto rows = experiments::run_measured(job, comm, make_device, o);
+    if (!root) return kExitOk;
+    nlohmann::json prov = costmodel::machine(comm.size(), 1);
+    prov["backend"] = comm.backend();
+    prov["backend_version"] = comm.version();
+    prov["device"] = backend->device_name();
+    return report(a, job, o, rows, std::move(prov), comm.size());
   } catch (const validate::BackendFailure& err) {
     validate::abort_job(err.what());
   } catch (const validate::OutOfMemory& err) {  // one rank's: the others would wait for it
@@ -165,7 +212,17 @@ int run_ranks(const ValidateArgs& a, int np) {
 int run_validate(const ValidateArgs& a) {
   (void)gemm_math(a.gemm);
   const int np = parse_np(a.np);
-  check_backend(a.backend);
+  const bool torch = a.backend == "torch";
+  if (torch) {
+    if (a.tasks)
+      throw UsageError("--tasks: the torch backend does not time single tasks; osdp's executor does (--backend mpi)");
+    if (a.gemm != "fp32") throw UsageError("--gemm bf16: the torch backend runs the plan's own precision");
+    if (!a.mpirun_args.empty())
+      throw UsageError("--mpirun-args: the torch backend starts its ranks with torchrun, not mpirun");
+  } else {
+    check_backend(a.backend);
+    if (!a.python.empty()) throw UsageError("--python: only for --backend torch");
+  }
   // Bad input, and units for another world size, are reported before any rank starts.
   const experiments::MeasuredJob job = make_job(a);
   if (np > 0) experiments::check_world_size(job, np);
@@ -185,6 +242,13 @@ int run_validate(const ValidateArgs& a) {
           experiments::ResultsDir::refusal(a.out.empty() ? job.output : a.out, {a.resume, a.force, {}});
       !why.empty())
     throw UsageError(why);
+  if (torch) {
+    if (const std::string why =
+            validate::torch_unavailable_reason(a.python.empty() ? validate::default_torch_python() : a.python);
+        !why.empty())
+      throw UsageError(fmt::format("--backend torch: {}", why));
+    return run_torch(a, job);
+  }
 #ifdef OSDP_HAVE_MPI_BACKEND
   return launch_or_run("validate", np, child_args(a, np), a.mpirun_args, [&] { return run_ranks(a, np); });
 #else
@@ -212,6 +276,10 @@ Action add_validate_command(CLI::App& app) {
       "job runs; finished rows are never overwritten without --resume or --force), then\n"
       "OUT/validation.csv, OUT/summary.json and OUT/predicted_vs_measured.png.\n"
       "It starts itself under mpirun when given -np N.\n"
+      "--backend torch runs the plans in PyTorch instead: each exported for FSDP2 (osdp export --to fsdp2)\n"
+      "and applied to osdp's GPT (python/osdp/torch), Adam on synthetic tokens, ranks started by torchrun\n"
+      "(gloo on CPUs, NCCL on GPUs), one torchrun job per configuration; memory is then compared at rest\n"
+      "(the parameters, gradients and optimizer states in the local shards against the plan's).\n"
       "Exit codes: 0 within tolerance; 2 bad input; 4 a rank failed or timed out (the job is aborted);\n"
       "5 an error passed the tolerance (the experiment's \"validation\" block; for plan files 5% median,\n"
       "10% largest step-time error, 1% peak memory); 6 inconclusive: the machine's spread (the median over\n"
@@ -227,8 +295,12 @@ Action add_validate_command(CLI::App& app) {
       ->check(CLI::Range(5, 100000));
   app.add_option(
          "--backend", a->backend,
-         "mpi (CPU ranks, Open MPI) or nccl (one GPU per rank: CUDA, cuBLAS, NCCL; see osdp --version)")
+         "mpi (CPU ranks, Open MPI), nccl (one GPU per rank: CUDA, cuBLAS, NCCL; see osdp --version) or "
+         "torch (PyTorch FSDP2 under torchrun)")
       ->capture_default_str();
+  app.add_option("--python", a->python,
+                 "--backend torch: the Python with torch and the osdp package (default: $OSDP_PYTHON, else the "
+                 "build's venv, else python3)");
   app.add_option("-n,--np", a->np, "Number of ranks (written -np N, as for mpirun)");
   app.add_option("--calibration", a->calibration,
                  "Calibration file (from osdp calibrate) to predict with, instead of the clusters' own");

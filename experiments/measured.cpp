@@ -114,6 +114,10 @@ class Running {
                                 replay_.analytic_time_s, replay_.analytic_peak_bytes});
     row_.evaluations.push_back({"sim", true, world_batch / sim_time, sim_time, sim_peak});
     measurement_.predicted_peak_bytes = sim_peak - replay_.result.reserve_bytes;
+    if (o.run_group) {  // run elsewhere: memory is compared at rest
+      measurement_.predicted_state_bytes = states_at_rest_bytes(plan_, workload_);
+      return;
+    }
     dev_ = make_device(plan_);
     validate::ExecutorOptions xo;
     xo.record_tasks = o.tasks;
@@ -125,6 +129,12 @@ class Running {
 
   bool feasible() const { return row_.feasible; }
   const std::string& label() const { return item_.label; }
+  ExternalPlan external() const { return {&plan_, item_.label, item_.origin}; }
+  void set_external(const ExternalResult& r) {
+    measurement_.steps_s = r.steps_s;
+    measurement_.loss = r.loss;
+    measurement_.state_bytes = r.param_bytes + r.grad_bytes + r.optimizer_bytes;
+  }
   int batch_size() const { return plan_.batch_size; }
   void warm_up() {
     naming_the_plan([&] { executor_->step(); });
@@ -151,6 +161,21 @@ class Running {
     Measurement& m = measurement_;
     if (!row_.feasible) {
       row_.measurement = std::move(m);
+      return row_;
+    }
+    if (o_.run_group) {
+      if (m.steps_s.empty())
+        throw validate::BackendFailure(fmt::format("plan {} of {}: the backend returned no timed steps",
+                                                   row_.strategy, item_.origin));
+      const double time = costmodel::median(m.steps_s);
+      m.min_s = *std::min_element(m.steps_s.begin(), m.steps_s.end());
+      m.max_s = *std::max_element(m.steps_s.begin(), m.steps_s.end());
+      const Evaluation& sim = row_.evaluations.back();
+      m.time_error = (time - sim.time_s) / sim.time_s;
+      m.memory_error = (m.state_bytes - m.predicted_state_bytes) / m.predicted_state_bytes;
+      // No peak is measured: the measured evaluation carries the simulator's.
+      row_.evaluations.push_back({"measured", true, sim.throughput * sim.time_s / time, time, sim.peak_bytes});
+      row_.measurement = std::move(measurement_);
       return row_;
     }
     m.peak_bytes = comm_.max_over_ranks(peak_);
@@ -233,6 +258,19 @@ std::map<std::string, UnitResult> open_results(const MeasuredJob& job, const Val
 
 }  // namespace
 
+double states_at_rest_bytes(const costmodel::Plan& plan, const costmodel::Workload& workload) {
+  const costmodel::PrecisionBytes b = costmodel::precision_bytes(plan.model.precision);
+  const std::int64_t world = plan.cluster.world_size(), node = plan.cluster.devices_per_node;
+  double total = 0;
+  for (std::size_t i = 0; i < workload.operators.size() && i < plan.operators.size(); ++i) {
+    const std::int64_t p = workload.operators[i].parameters();
+    const costmodel::Choice& c = plan.operators[i].choice;
+    const std::int64_t ranks = c.replicate ? 1 : c.node_group ? node : world;
+    total += static_cast<double>(b.weight + b.gradient + b.optimizer) * static_cast<double>((p + ranks - 1) / ranks);
+  }
+  return total;
+}
+
 const std::vector<std::string>& measured_evaluators() {
   static const std::vector<std::string> k{"analytic", "sim", "measured"};
   return k;
@@ -293,7 +331,7 @@ void check_world_size(const MeasuredJob& job, int ranks) {
 
 std::vector<UnitResult> run_measured(const MeasuredJob& job, validate::Communicator& comm,
                                      const DeviceFactory& make_device, const ValidationOptions& o) {
-  check_world_size(job, comm.size());
+  if (!o.run_group) check_world_size(job, comm.size());  // else each group's own job has its ranks
   const bool root = comm.rank() == 0;
   std::unique_ptr<ResultsDir> dir;
   const std::map<std::string, UnitResult> done = open_results(job, o, comm, dir);
@@ -306,14 +344,16 @@ std::vector<UnitResult> run_measured(const MeasuredJob& job, validate::Communica
     const Evaluation* sim = row.evaluation("sim");
     const Evaluation* measured = row.evaluation("measured");
     const auto& m = row.measurement;
+    const bool at_rest = m && m->state_bytes > 0;
     o.progress(
         row.feasible && m
-            ? fmt::format("[{}/{}] {} {} b={}: predicted {:.1f} ms, measured {:.1f} ms ({:+.1f}%); peak {} "
+            ? fmt::format("[{}/{}] {} {} b={}: predicted {:.1f} ms, measured {:.1f} ms ({:+.1f}%); {} {} "
                           "predicted, {} measured ({:+.2f}%)",
                           position, total, row.model, row.strategy, row.batch_size, 1e3 * sim->time_s,
-                          1e3 * measured->time_s, 100 * m->time_error,
-                          costmodel::format_bytes(m->predicted_peak_bytes),
-                          costmodel::format_bytes(m->peak_bytes), 100 * m->memory_error)
+                          1e3 * measured->time_s, 100 * m->time_error, at_rest ? "states at rest" : "peak",
+                          costmodel::format_bytes(at_rest ? m->predicted_state_bytes : m->predicted_peak_bytes),
+                          costmodel::format_bytes(at_rest ? m->state_bytes : m->peak_bytes),
+                          100 * m->memory_error)
             : fmt::format("[{}/{}] {} {}: no plan fits", position, total, row.model, row.strategy));
   };
   // The plans of one group run side by side, their steps interleaved, so that a machine whose speed
@@ -347,13 +387,29 @@ std::vector<UnitResult> run_measured(const MeasuredJob& job, validate::Communica
                                                total, group[g]->label(), group[g]->batch_size(), kind, k + 1,
                                                of));
     };
-    for (int k = 0; k < job.validation.warmup; ++k)
+    if (o.run_group) {
+      std::vector<ExternalPlan> plans;
+      std::vector<std::size_t> which;
+      for (std::size_t g = 0; g < group.size(); ++g)
+        if (group[g]->feasible()) {
+          plans.push_back(group[g]->external());
+          which.push_back(g);
+        }
+      if (!plans.empty()) {
+        const std::vector<ExternalResult> results = o.run_group(plans, job.validation);
+        if (results.size() != plans.size())
+          throw validate::BackendFailure(fmt::format("the backend returned {} results for {} plans",
+                                                     results.size(), plans.size()));
+        for (std::size_t i = 0; i < which.size(); ++i) group[which[i]]->set_external(results[i]);
+      }
+    }
+    for (int k = 0; k < (o.run_group ? 0 : job.validation.warmup); ++k)
       for (std::size_t g = 0; g < group.size(); ++g)
         if (group[g]->feasible()) {
           at(g, "warm-up", k, job.validation.warmup);
           group[g]->warm_up();
         }
-    for (int k = 0; k < job.validation.iterations; ++k)
+    for (int k = 0; k < (o.run_group ? 0 : job.validation.iterations); ++k)
       for (std::size_t g = 0; g < group.size(); ++g)
         if (group[g]->feasible()) {
           at(g, "timed", k, job.validation.iterations);

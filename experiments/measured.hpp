@@ -97,6 +97,26 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
 using DeviceFactory = std::function<std::unique_ptr<validate::Device>(const costmodel::Plan&)>;
 using Progress = std::function<void(const std::string&)>;
 
+// A group of plans run outside this process (the torch backend: experiments/torch_measured.hpp)
+// rather than by the executor on the communicator's ranks.
+struct ExternalPlan {
+  const costmodel::Plan* plan = nullptr;
+  std::string label, origin;
+};
+struct ExternalResult {
+  std::vector<double> steps_s;  // each timed step, the slowest rank's time
+  double loss = 0;
+  double param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;  // the largest rank's local shards
+};
+// Runs the plans side by side (warm-up, then timed steps interleaved) and returns one result each.
+using GroupRunner = std::function<std::vector<ExternalResult>(const std::vector<ExternalPlan>&,
+                                                              const ValidationSpec&)>;
+
+// The bytes of parameters, gradients and optimizer states a rank holds at rest under `plan`: per
+// operator (w+g+o) times its share of the P parameters (ceil(P/N) sharded over the world, ceil(P/G)
+// in a node group, P under REPLICATE), w + g + o as the plan's precision prices them.
+double states_at_rest_bytes(const costmodel::Plan& plan, const costmodel::Workload& workload);
+
 struct ValidationOptions {
   std::optional<costmodel::Calibration> calibration;  // replaces the clusters' own (experiments only)
   std::string out_dir;
@@ -106,6 +126,9 @@ struct ValidationOptions {
   validate::GemmMath gemm_math = validate::GemmMath::kFp32;  // see ExecutorOptions::gemm_math
   Progress progress;                                         // called on rank 0
   int group_delay_ms = 0;  // test hook: each group waits this long first (OSDP_VALIDATE_TEST_DELAY_MS)
+  // Set: each group's plans run there (the communicator is then a one-rank one, and make_device is not
+  // called), and memory is compared at rest (Measurement::state_bytes).
+  GroupRunner run_group;
 };
 
 // Collective: every rank runs every plan. Returns the rows (rank 0 has them all; it alone writes).

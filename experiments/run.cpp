@@ -163,7 +163,9 @@ nlohmann::json to_json(const UnitResult& r) {
                         {"device_total_bytes", m->device_total_bytes},
                         {"time_error", m->time_error},
                         {"memory_error", m->memory_error},
-                        {"loss", m->loss}};
+                        {"loss", m->loss},
+                        {"state_bytes", m->state_bytes},
+                        {"predicted_state_bytes", m->predicted_state_bytes}};
   return j;
 }
 
@@ -206,6 +208,8 @@ UnitResult unit_result_from_json(const nlohmann::json& j) {
     x.time_error = m.at("time_error").get<double>();
     x.memory_error = m.at("memory_error").get<double>();
     x.loss = m.at("loss").get<double>();
+    x.state_bytes = m.value("state_bytes", 0.0);  // rows written before the torch backend have none
+    x.predicted_state_bytes = m.value("predicted_state_bytes", 0.0);
     r.measurement = std::move(x);
   }
   return r;

@@ -46,6 +46,10 @@ struct Measurement {
   double device_free_bytes = 0, device_total_bytes = 0;  // the driver's view after the last step (GPUs)
   double time_error = 0, memory_error = 0;               // (measured - predicted) / predicted
   double loss = 0;
+  // The torch backend, which measures no peak (peak_bytes 0): the bytes of parameters, gradients and
+  // optimizer states in the largest rank's local shards, and the plan's at-rest states per rank
+  // ((w+g+o) of each operator's share); memory_error compares these two instead.
+  double state_bytes = 0, predicted_state_bytes = 0;
 };
 
 struct UnitResult {

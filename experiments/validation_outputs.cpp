@@ -70,6 +70,8 @@ nlohmann::json row_json(const UnitResult& r) {
           {"device_total_bytes", f.m.device_total_bytes},
           {"time_error", f.m.time_error},
           {"memory_error", f.m.memory_error},
+          {"predicted_state_bytes", f.m.predicted_state_bytes},
+          {"measured_state_bytes", f.m.state_bytes},
           {"loss", f.m.loss}};
 }
 
@@ -93,9 +95,11 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
                                        r.strategy, r.batch_size, 100 * m.time_error, 100 * spec.time_max));
     if (std::fabs(m.memory_error) > spec.memory_max) s.memory_failed = true;
     if (std::fabs(m.memory_error) > spec.memory_max)
-      s.failures.push_back(fmt::format("{} {} b={}: peak memory off by {:+.2f}% (tolerance {:.2f}%)", r.model,
-                                       r.strategy, r.batch_size, 100 * m.memory_error,
-                                       100 * spec.memory_max));
+      s.failures.push_back(fmt::format("{} {} b={}: {} off by {:+.2f}% (tolerance {:.2f}%)", r.model, r.strategy,
+                                       r.batch_size,
+                                       m.state_bytes > 0 ? "memory at rest (parameters, gradients, optimizer states)"
+                                                         : "peak memory",
+                                       100 * m.memory_error, 100 * spec.memory_max));
   }
   s.median_abs_time_error = errs.empty() ? 0.0 : costmodel::median(errs);
   s.spread = spreads.empty() ? 0.0 : costmodel::median(spreads);
@@ -175,18 +179,17 @@ std::string write_validation_outputs(const std::string& dir, const MeasuredJob& 
       "index,model,strategy,world_size,memory_limit_bytes,feasible,batch_size,prefetch,analytic_time_s,"
       "predicted_time_s,measured_time_s,measured_min_s,measured_max_s,time_error,predicted_peak_bytes,"
       "measured_peak_bytes,baseline_bytes,padding_bytes,device_free_bytes,device_total_bytes,memory_error,"
-      "loss,"
-      "plan\n";
+      "predicted_state_bytes,measured_state_bytes,loss,plan\n";
   for (const auto& r : rows) {
     const Flat f = flat(r);
     csv += fmt::format(
         "{},{},{},{},{:.0f},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.0f},{:.0f},{:.0f},{:.0f},"
-        "{:.0f},{:.0f},{:.6g},{:.8g},{}\n",
+        "{:.0f},{:.0f},{:.6g},{:.0f},{:.0f},{:.8g},{}\n",
         r.index, csv_field(r.model), csv_field(r.strategy), r.world_size, r.memory_limit_bytes,
         r.feasible ? "true" : "false", r.batch_size, f.m.prefetch, f.analytic_time_s, f.predicted_time_s,
         f.measured_time_s, f.m.min_s, f.m.max_s, f.m.time_error, f.m.predicted_peak_bytes, f.m.peak_bytes,
         f.m.baseline_bytes, f.m.padding_bytes, f.m.device_free_bytes, f.m.device_total_bytes,
-        f.m.memory_error, f.m.loss, csv_field(r.plan_summary));
+        f.m.memory_error, f.m.predicted_state_bytes, f.m.state_bytes, f.m.loss, csv_field(r.plan_summary));
   }
   costmodel::write_file_atomic(dir + "/validation.csv", csv);
 

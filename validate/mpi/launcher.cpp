@@ -1,5 +1,5 @@
-// Relaunching this executable under mpirun: fork and exec with the caller's stdio, then waitpid,
-// forwarding SIGINT/SIGTERM to the child meanwhile. The child asks the kernel for SIGTERM when the
+// Relaunching this executable under mpirun, and any other child (run_child): fork and exec with the
+// caller's stdio, then waitpid, forwarding SIGINT/SIGTERM to the child meanwhile. The child asks the kernel for SIGTERM when the
 // launcher dies (PR_SET_PDEATHSIG), so that kill -9 of the launcher takes mpirun, and with it the
 // ranks, down too instead of leaving them running.
 #include "validate/mpi/launcher.hpp"
@@ -136,17 +136,25 @@ int relaunch_under_mpirun(int np, const std::vector<std::string>& args,
   words.insert(words.end(), mpirun_args.begin(), mpirun_args.end());
   words.push_back(self_executable());
   words.insert(words.end(), args.begin(), args.end());
+  const int status = run_child(words, "mpirun", " (set OSDP_MPIRUN to the mpirun to use)");
+  if (statuses != nullptr) *statuses = read_job_status(status_dir.path, np);
+  return status;
+}
+
+int run_child(std::vector<std::string> words, const std::string& what, const std::string& hint) {
+  if (words.empty()) throw UsageError("run_child: no program");
+  const std::string program = words.front();
   std::vector<char*> argv;
   for (auto& word : words) argv.push_back(word.data());
   argv.push_back(nullptr);
 
   const SignalForwarding forwarding;
-  const bool search_path = mpirun.find('/') == std::string::npos;
+  const bool search_path = program.find('/') == std::string::npos;
   const pid_t parent = getpid();
   pid_t pid = 0;
   int exec_error[2] = {-1, -1};  // the child reports a failed exec through this pipe (closed on exec)
   if (pipe2(exec_error, O_CLOEXEC) != 0)
-    throw Error(fmt::format("cannot start mpirun \"{}\": pipe: {}", mpirun, std::strerror(errno)));
+    throw Error(fmt::format("cannot start {} \"{}\": pipe: {}", what, program, std::strerror(errno)));
   {
     const BlockSignals blocked;  // a signal now waits until g_child names the child
     pid = fork();
@@ -168,7 +176,7 @@ int relaunch_under_mpirun(int np, const std::vector<std::string>& args,
       const int error = errno;
       close(exec_error[0]);
       close(exec_error[1]);
-      throw Error(fmt::format("cannot start mpirun \"{}\": fork: {}", mpirun, std::strerror(error)));
+      throw Error(fmt::format("cannot start {} \"{}\": fork: {}", what, program, std::strerror(error)));
     }
     g_child = pid;
   }
@@ -183,8 +191,7 @@ int relaunch_under_mpirun(int np, const std::vector<std::string>& args,
     int ignored_status = 0;
     waitpid(pid, &ignored_status, 0);
     g_child = 0;
-    throw Error(fmt::format("cannot start mpirun \"{}\": {} (set OSDP_MPIRUN to the mpirun to use)", mpirun,
-                            std::strerror(child_error)));
+    throw Error(fmt::format("cannot start {} \"{}\": {}{}", what, program, std::strerror(child_error), hint));
   }
   // Polled rather than a blocking waitpid, so a forwarded signal never waits on the wait (some
   // runtimes, ThreadSanitizer's among them, defer signal handlers until a blocking call returns).
@@ -195,12 +202,11 @@ int relaunch_under_mpirun(int np, const std::vector<std::string>& args,
     if (done < 0 && errno != EINTR) {
       const int error = errno;
       g_child = 0;
-      throw Error(fmt::format("waiting for mpirun \"{}\" (pid {}): {}", mpirun, pid, std::strerror(error)));
+      throw Error(fmt::format("waiting for {} \"{}\" (pid {}): {}", what, program, pid, std::strerror(error)));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   g_child = 0;
-  if (statuses != nullptr) *statuses = read_job_status(status_dir.path, np);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 128;

@@ -28,6 +28,13 @@ int relaunch_under_mpirun(int np, const std::vector<std::string>& args,
                           const std::vector<std::string>& mpirun_args = {},
                           std::vector<RankStatus>* statuses = nullptr);
 
+// Runs `words` (the program, looked up on PATH when it has no '/', then its arguments) as a child with
+// this process's stdio and environment, forwarding SIGINT and SIGTERM to it and taking it down when this
+// process dies, as relaunch_under_mpirun does, and returns its exit status (128 + the signal when a
+// signal ended it). Throws osdp::Error naming `what` and the program (with `hint` appended) when it
+// cannot be started.
+int run_child(std::vector<std::string> words, const std::string& what, const std::string& hint = "");
+
 // The last SIGINT or SIGTERM relaunch_under_mpirun forwarded to mpirun (0: none): the job then ended
 // because it was asked to, whatever mpirun's status says.
 int forwarded_signal();

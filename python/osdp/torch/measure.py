@@ -1,0 +1,359 @@
+"""The torch backend's ranks: what ``osdp validate --backend torch`` and ``osdp calibrate --backend torch``
+run under torchrun (one process per rank; gloo on CPU ranks, NCCL on GPUs).
+
+    python -m torch.distributed.run --standalone --nproc_per_node N -m osdp.torch.measure JOB.json OUT.json
+
+JOB.json is written by osdp; rank 0 writes OUT.json (atomically). Two kinds of job:
+
+``validate``: plans exported for FSDP2 (``export``: what ``osdp export --to fsdp2`` writes), each built as
+osdp's GPT (``osdp.torch.GPT``), applied with ``apply_plan`` and trained with Adam on synthetic tokens.
+The plans of the job run side by side: warm-up steps, then timed steps, one step of each plan in turn,
+so that a machine whose speed drifts slows them alike. A step is forward, backward, the optimizer step
+and zeroing the gradients, after a barrier; its time is the slowest rank's (an all-reduce of the
+elapsed times with MAX). The bytes of parameters, gradients and optimizer states are counted from the
+local shards (``DTensor.to_local()``) during the last timed step (gradients after backward, the
+optimizer's states after its step), the largest rank's; so is the loss (the mean over ranks).
+
+``calibrate``: the sweeps of ``osdp calibrate`` in torch's own kernels: all-gather, reduce-scatter and
+all-reduce of a full buffer of S bytes as FSDP2 runs them (``_fsdp2_collectives`` says how: with
+FSDP2's copies into and out of its buffers and its gradient division, which the plans pay for every
+collective); an elementwise kernel moving S bytes
+(``torch.add(x, 1, out=y)``: 8 bytes per element); Adam's step over S/28 parameters; ``torch.mm`` /
+``torch.bmm`` GEMMs. Each point is timed as a batch of identical operations lasting at least
+``batch_target_s`` (the count agreed by every rank), after a barrier, the slowest rank's time per
+operation; the repetitions of a sweep's points are interleaved, one of each point a pass, and a
+point's time is the median of its repetitions. osdp fits these points exactly as it fits its own
+backends' (costmodel/calibration_fit.hpp).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+
+def _write_json(path: str, doc: Any) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(doc, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _max_over_ranks(x: float) -> float:
+    t = torch.tensor([float(x)], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item()
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _local_bytes(t: torch.Tensor | None) -> int:
+    if t is None:
+        return 0
+    local = t.to_local() if hasattr(t, "to_local") else t
+    return local.numel() * local.element_size()
+
+
+# ---- validate ----------------------------------------------------------------------------------------
+
+class _Plan:
+    """One exported plan, built and sharded, with its optimizer and its measurements."""
+
+    def __init__(self, entry: dict, device: torch.device, seed: int):
+        from . import GPT, apply_plan, load_export
+
+        self.label = entry["label"]
+        self.spec = load_export(entry["export"])
+        torch.manual_seed(seed)
+        self.model = GPT.from_model(self.spec["model"]).to(device)
+        apply_plan(self.model, self.spec)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-4)
+        self.batch = self.spec["micro_batch_size"]
+        self.seq, self.vocab = self.spec["model"]["seq"], self.spec["model"]["vocab"]
+        self.device = device
+        self.gen = torch.Generator().manual_seed(seed + 1)
+        self.steps: list[float] = []
+        self.loss = 0.0
+        self.param_bytes = self.grad_bytes = self.optimizer_bytes = 0
+
+    def step(self, timed: bool, last: bool) -> None:
+        rank, world = dist.get_rank(), dist.get_world_size()
+        tokens = torch.randint(0, self.vocab, (self.batch * world, self.seq + 1), generator=self.gen)
+        mine = tokens[self.batch * rank:self.batch * (rank + 1)].to(self.device)
+        x, y = mine[:, :-1], mine[:, 1:]
+        _sync(self.device)
+        dist.barrier()
+        start = time.perf_counter()
+        loss = self.model(x, y)
+        loss.backward()
+        if last:
+            _sync(self.device)
+            elapsed_before = time.perf_counter() - start
+            self.grad_bytes = sum(_local_bytes(p.grad) for p in self.model.parameters())
+            resumed = time.perf_counter()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        _sync(self.device)
+        elapsed = time.perf_counter() - start
+        if last:  # the gradient count is not part of the step
+            elapsed = elapsed_before + (time.perf_counter() - resumed)
+        if timed:
+            self.steps.append(_max_over_ranks(elapsed))
+        if last:
+            self.param_bytes = sum(_local_bytes(p) for p in self.model.parameters())
+            self.optimizer_bytes = sum(_local_bytes(v) for state in self.opt.state.values()
+                                       for v in state.values() if torch.is_tensor(v) and v.dim() > 0)
+            mean = loss.detach().clone().to(torch.float64)
+            dist.all_reduce(mean)
+            self.loss = mean.item() / world
+
+    def result(self) -> dict:
+        return {"label": self.label, "steps_s": self.steps, "loss": self.loss,
+                "param_bytes": _max_over_ranks(self.param_bytes), "grad_bytes": _max_over_ranks(self.grad_bytes),
+                "optimizer_bytes": _max_over_ranks(self.optimizer_bytes)}
+
+
+def _validate(job: dict, device: torch.device, status: Callable[[str], None]) -> dict:
+    plans = []
+    for i, entry in enumerate(job["plans"]):
+        status(f"plan {i + 1} of {len(job['plans'])} ({entry['label']}): building and sharding")
+        plans.append(_Plan(entry, device, job.get("seed", 0)))
+    warmup, iterations = job["warmup"], job["iterations"]
+    for k in range(warmup):
+        for p in plans:
+            status(f"plan {p.label}: warm-up step {k + 1} of {warmup}")
+            p.step(timed=False, last=False)
+    for k in range(iterations):
+        for p in plans:
+            status(f"plan {p.label}: timed step {k + 1} of {iterations}")
+            p.step(timed=True, last=k == iterations - 1)
+    return {"plans": [p.result() for p in plans]}
+
+
+# ---- calibrate ---------------------------------------------------------------------------------------
+
+def _sizes(lo: float, hi: float, steps: int, quantum: float) -> list[float]:
+    """As validate/calibrate/calibrate.cpp: lo to hi, `steps` per doubling, multiples of quantum."""
+    out: list[float] = []
+    steps = max(1, steps)
+    i = 0
+    while True:
+        s = lo * 2.0 ** (i / steps)
+        if s > hi * (1 + 1e-12):
+            return out
+        q = max(quantum, round(s / quantum) * quantum)
+        if not out or q > out[-1]:
+            out.append(q)
+        i += 1
+
+
+class _Sweep:
+    """Points of one sweep, each an operation `run(call)`; timed in interleaved passes."""
+
+    def __init__(self, job: dict, device: torch.device, status: Callable[[str], None]):
+        self.job, self.device, self.status = job, device, status
+
+    def _time_batch(self, op: Callable[[int], None], count: int) -> float:
+        _sync(self.device)
+        dist.barrier()
+        start = time.perf_counter()
+        for call in range(count):
+            op(call)
+        _sync(self.device)
+        return _max_over_ranks((time.perf_counter() - start) / count)
+
+    def times(self, name: str, ops: list[Callable[[int], None]]) -> list[list[float]]:
+        """Each operation's time per repetition (seconds per operation, the slowest rank's)."""
+        job = self.job
+        counts, repeats, times = [], [], []
+        for op in ops:  # one operation each: how many make a batch, agreed by every rank
+            once = self._time_batch(op, 1)
+            large = once >= job["large_s"]
+            counts.append(1 if large else int(min(1000, max(1, job["batch_target_s"] / max(once, 1e-9)))))
+            repeats.append(job["large_repeats"] if large else job["repeats"])
+            if not large:
+                for _ in range(job["warmup"]):
+                    self._time_batch(op, counts[-1])
+            times.append([])
+        self.counts = counts
+        for rep in range(max(repeats)):
+            self.status(f"{name}: pass {rep + 1} of {max(repeats)} over {len(ops)} points")
+            for i, op in enumerate(ops):
+                if rep < repeats[i]:
+                    times[i].append(self._time_batch(op, counts[i]))
+        return times
+
+    def rows(self, name: str, fields: list[dict], times: list[list[float]], counts: list[int]) -> list[dict]:
+        out = []
+        for f, ts, count in zip(fields, times, counts):
+            row = {"sweep": name, "bytes": 0.0, "m": 0, "n": 0, "k": 0, "count": 0, "batch": count,
+                   "repeats": len(ts), "seconds": statistics.median(ts), "min_s": min(ts), "max_s": max(ts)}
+            row.update(f)
+            out.append(row)
+        return out
+
+    def run(self, name: str, points: list[tuple[dict, Callable[[int], None]]]) -> list[dict]:
+        times = self.times(name, [op for _, op in points])
+        return self.rows(name, [f for f, _ in points], times, self.counts)
+
+
+class _Flat(torch.nn.Module):
+    """One 1-D parameter of n floats; forward sums it (backward: a gradient of ones)."""
+
+    def __init__(self, n: int, device: torch.device):
+        super().__init__()
+        self.p = torch.nn.Parameter(torch.full((n,), 0.5, dtype=torch.float32, device=device))
+
+    def forward(self) -> torch.Tensor:
+        return self.p.sum()
+
+
+def _fsdp2_collectives(sweep: _Sweep, sizes: list[float], device: torch.device) -> list[dict]:
+    """The collectives as FSDP2 runs them for a module whose parameters are S bytes, with its copies
+    into and out of the communication buffers and its gradient division:
+      all-gather      unshard() + reshard() (world mesh);
+      reduce-scatter  forward + backward (all-gather, then the post-backward reduce-scatter), less the
+                      all-gather above and the same forward + backward of an unsharded module;
+      all-reduce      forward + backward on a (world x 1) mesh (whole copies: the gradient all-reduced),
+                      less the unsharded module's.
+    Differences are taken pass by pass (the passes interleave the points), so that a slow spell
+    cancels."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    world = dist.get_world_size()
+    world_mesh = init_device_mesh(device.type, (world,), mesh_dim_names=("shard",))
+    replicate_mesh = init_device_mesh(device.type, (world, 1), mesh_dim_names=("replicate", "shard"))
+    ops, fields = [], []
+    for s in sizes:
+        n = int(s // 4)
+        gather = reduce = fully_shard(_Flat(n, device), mesh=world_mesh, reshard_after_forward=True)
+        whole = fully_shard(_Flat(n, device), mesh=replicate_mesh, reshard_after_forward=True)
+        local = _Flat(n, device)
+
+        def unshard(call: int, m=gather) -> None:
+            m.unshard()
+            m.reshard()
+
+        def fwd_bwd(call: int, m) -> None:
+            m().backward()
+            m.zero_grad(set_to_none=True)
+
+        ops += [unshard, lambda c, m=reduce: fwd_bwd(c, m), lambda c, m=whole: fwd_bwd(c, m),
+                lambda c, m=local: fwd_bwd(c, m)]
+        fields.append({"bytes": s})
+    times = sweep.times("fsdp2 collectives", ops)
+    counts = sweep.counts
+    ag, rs, ar = [], [], []
+    for i in range(len(sizes)):
+        t_ag, t_rs, t_ar, t_local = times[4 * i:4 * i + 4]
+        passes = min(len(t_ag), len(t_rs), len(t_ar), len(t_local))
+        ag.append(t_ag)
+        rs.append([max(t_rs[j] - t_ag[j] - t_local[j], 1e-7) for j in range(passes)])
+        ar.append([max(t_ar[j] - t_local[j], 1e-7) for j in range(passes)])
+    batch = [counts[4 * i] for i in range(len(sizes))]
+    return (sweep.rows("all-gather", fields, ag, batch) + sweep.rows("reduce-scatter", fields, rs, batch) +
+            sweep.rows("all-reduce", fields, ar, batch))
+
+
+def _calibrate(job: dict, device: torch.device, status: Callable[[str], None]) -> dict:
+    world = dist.get_world_size()
+    sweep = _Sweep(job, device, status)
+    f32 = dict(dtype=torch.float32, device=device)
+    measurements: list[dict] = []
+    if world >= 2:
+        sizes = _sizes(job["min_bytes"], job["max_bytes"], job["steps_per_doubling"], 4.0 * world)
+        measurements += _fsdp2_collectives(sweep, sizes, device)
+    # Elementwise: y = x + 1 over S/8 floats, each call on another part of a pool larger than the caches.
+    pool_floats = max(int(job["elementwise_max_bytes"] // 8), 8 << 20)
+    xs, ys = torch.ones(pool_floats, **f32), torch.empty(pool_floats, **f32)
+
+    def touch(n: int) -> Callable[[int], None]:
+        slots = max(1, pool_floats // n)
+        return lambda call: torch.add(xs[(call % slots) * n:(call % slots + 1) * n], 1.0,
+                                      out=ys[(call % slots) * n:(call % slots + 1) * n])
+
+    esizes = _sizes(job["elementwise_min_bytes"], job["elementwise_max_bytes"], job["steps_per_doubling"], 8.0)
+    measurements += sweep.run("elementwise", [({"bytes": s}, touch(int(s // 8))) for s in esizes])
+    del xs, ys
+
+    def adam(n: int) -> Callable[[int], None]:
+        p = torch.nn.Parameter(torch.full((n,), 0.5, **f32))
+        p.grad = torch.full((n,), 1e-3, **f32)
+        opt = torch.optim.Adam([p], lr=1e-4)
+        return lambda call: opt.step()
+
+    asizes = _sizes(job["elementwise_min_bytes"], job["elementwise_max_bytes"], job["steps_per_doubling"], 28.0)
+    measurements += sweep.run("adam", [({"bytes": s}, adam(int(s // 28))) for s in asizes])
+
+    def gemm(m: int, n: int, k: int, count: int) -> Callable[[int], None]:
+        if count == 1:
+            a, b, c = torch.rand(m, k, **f32), torch.rand(k, n, **f32), torch.empty(m, n, **f32)
+            return lambda call: torch.mm(a, b, out=c)
+        a, b, c = torch.rand(count, m, k, **f32), torch.rand(count, k, n, **f32), torch.empty(count, m, n, **f32)
+        return lambda call: torch.bmm(a, b, out=c)
+
+    shapes = [tuple(s) for s in job["gemm_shapes"]]
+    measurements += sweep.run("gemm", [({"m": m, "n": n, "k": k, "count": c,
+                                         "bytes": 4.0 * c * (m * k + k * n + m * n)}, gemm(m, n, k, c))
+                                        for m, n, k, c in shapes])
+    return {"measurements": measurements}
+
+
+# ---- the job -----------------------------------------------------------------------------------------
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print("usage: python -m torch.distributed.run ... -m osdp.torch.measure JOB.json OUT.json", file=sys.stderr)
+        return 2
+    with open(argv[1]) as f:
+        job = json.load(f)
+    use_cuda = torch.cuda.is_available() and job.get("device", "auto") != "cpu"
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    timeout = datetime.timedelta(seconds=float(job.get("timeout_s", 120)))
+    dist.init_process_group("nccl" if use_cuda else "gloo", timeout=timeout)
+    rank = dist.get_rank()
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+    else:
+        torch.set_num_threads(int(job.get("threads", 1)))
+    device = torch.device("cuda") if use_cuda else torch.device("cpu")
+    status_file = job.get("status_file")
+
+    def status(line: str) -> None:  # what the rank is doing, for a job that ends without a word
+        if status_file and rank == 0:
+            with open(status_file, "w") as f:
+                f.write(line + "\n")
+        if job.get("progress") and rank == 0:
+            print(f"torch: {line}", file=sys.stderr, flush=True)
+
+    try:
+        result = (_validate if job["kind"] == "validate" else _calibrate)(job, device, status)
+    except Exception:
+        print(f"osdp.torch.measure: rank {rank}: {traceback.format_exc()}", file=sys.stderr, flush=True)
+        return 1
+    result.update({"torch": torch.__version__, "backend": dist.get_backend(), "world_size": dist.get_world_size(),
+                   "device": torch.cuda.get_device_name() if use_cuda else "cpu",
+                   "threads": torch.get_num_threads()})
+    if rank == 0:
+        _write_json(argv[2], result)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
