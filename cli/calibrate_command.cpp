@@ -249,6 +249,10 @@ int run_torch(const CalibrateArgs& a, int np) {
   if (!a.mpirun_args.empty()) throw UsageError("--mpirun-args: the torch backend starts its ranks with torchrun");
   validate::CalibrateOptions o = make_options(a);
   if (o.gemm_shapes.empty()) o.gemm_shapes = validate::generic_gemm_shapes(o.quick);
+  // gloo's collectives through FSDP2 spread 10-30% between repetitions on a shared CPU machine, and a
+  // reduce-scatter is a difference of two timings: a segment of 3 points fits that noise (slopes of
+  // a few MB/s over 4 KiB), one of 5 holds.
+  o.segments.min_points = 5;
   const std::string path = out_path(a, np);
   if (const std::string why = unwritable(path); !why.empty()) throw UsageError(why);
   o.name = std::filesystem::path(path).stem().string();

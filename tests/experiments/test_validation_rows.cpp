@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "costmodel/catalog.hpp"
+#include "costmodel/workload.hpp"
 #include "experiments/measured.hpp"
 #include "experiments/run.hpp"
 #include "unit_rows.hpp"
@@ -32,11 +34,20 @@ TEST_CASE("a measured row reads back as written", "[experiments][validate]") {
   m.time_error = 0.125;
   m.memory_error = 1;
   m.loss = 6.5;
+  m.state_bytes = 4096;
+  m.predicted_state_bytes = 4000;
   r.measurement = m;
   const UnitResult back = unit_result_from_json(nlohmann::json::parse(to_json(r).dump()));
   REQUIRE(back.measurement);
   CHECK(to_json(back) == to_json(r));
   CHECK(back.measurement->steps_s == m.steps_s);
+  CHECK(back.measurement->state_bytes == 4096);
+  CHECK(back.measurement->predicted_state_bytes == 4000);
+  // Rows written before the torch backend have no states: they read back as 0.
+  nlohmann::json old = to_json(r);
+  old["measurement"].erase("state_bytes");
+  old["measurement"].erase("predicted_state_bytes");
+  CHECK(unit_result_from_json(old).measurement->state_bytes == 0);
   REQUIRE(back.evaluation("measured") != nullptr);
   CHECK(back.evaluation("measured")->time_s == r.evaluation("measured")->time_s);
   CHECK(back.evaluation("nothing") == nullptr);
@@ -118,4 +129,32 @@ TEST_CASE("the measured order is checked where the predicted gap exceeds the mea
   }
   CHECK(order_failures == 1);
   CHECK_FALSE(strict.ok());
+}
+
+TEST_CASE("the states at rest the torch backend is held to, derived per operator", "[experiments][validate]") {
+  // 2 nodes x 2 ranks: world shards hold ceil(P/4), node groups ceil(P/2), REPLICATE all P; each
+  // parameter costs w + g + o = 4 + 4 + 8 bytes in fp32 with Adam.
+  osdp::costmodel::Plan plan;
+  plan.model = osdp::costmodel::load_model("val-nd-8x256");
+  plan.cluster = osdp::costmodel::load_cluster("cpu-2");
+  plan.cluster.nodes = 2;
+  plan.cluster.devices_per_node = 2;
+  const osdp::costmodel::Workload w = osdp::costmodel::lower(plan.model);
+  REQUIRE(w.operators.size() >= 4);
+  for (const auto& op : w.operators) plan.operators.push_back({op.name, {}});
+  auto share = [](std::int64_t p, std::int64_t n) { return static_cast<double>((p + n - 1) / n); };
+  double all_world = 0;
+  for (const auto& op : w.operators) all_world += 16 * share(op.parameters(), 4);
+  CHECK(states_at_rest_bytes(plan, w) == all_world);  // DP (the default choice): world shards
+  plan.operators[0].choice.zdp_slices = 1;            // ZDP: the same at rest
+  CHECK(states_at_rest_bytes(plan, w) == all_world);
+  plan.operators[1].choice.replicate = true;
+  plan.operators[2].choice.node_group = true;
+  plan.operators[3].choice.two_level = true;  // two-level collectives: world shards still
+  const double p1 = static_cast<double>(w.operators[1].parameters());
+  const auto p2 = w.operators[2].parameters();
+  const double expected = all_world - 16 * share(w.operators[1].parameters(), 4) + 16 * p1 -
+                          16 * share(p2, 4) + 16 * share(p2, 2);
+  CHECK(states_at_rest_bytes(plan, w) == expected);
+  CHECK(expected > all_world);
 }

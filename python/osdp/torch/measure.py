@@ -229,8 +229,8 @@ def _fsdp2_collectives(sweep: _Sweep, sizes: list[float], device: torch.device) 
                       all-gather above and the same forward + backward of an unsharded module;
       all-reduce      forward + backward on a (world x 1) mesh (whole copies: the gradient all-reduced),
                       less the unsharded module's.
-    Differences are taken pass by pass (the passes interleave the points), so that a slow spell
-    cancels."""
+    A derived point's time is the difference of the medians (the passes interleave the points, so a slow
+    spell touches every term alike)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -257,16 +257,19 @@ def _fsdp2_collectives(sweep: _Sweep, sizes: list[float], device: torch.device) 
         fields.append({"bytes": s})
     times = sweep.times("fsdp2 collectives", ops)
     counts = sweep.counts
-    ag, rs, ar = [], [], []
-    for i in range(len(sizes)):
-        t_ag, t_rs, t_ar, t_local = times[4 * i:4 * i + 4]
-        passes = min(len(t_ag), len(t_rs), len(t_ar), len(t_local))
-        ag.append(t_ag)
-        rs.append([max(t_rs[j] - t_ag[j] - t_local[j], 1e-7) for j in range(passes)])
-        ar.append([max(t_ar[j] - t_local[j], 1e-7) for j in range(passes)])
     batch = [counts[4 * i] for i in range(len(sizes))]
-    return (sweep.rows("all-gather", fields, ag, batch) + sweep.rows("reduce-scatter", fields, rs, batch) +
-            sweep.rows("all-reduce", fields, ar, batch))
+    out = sweep.rows("all-gather", fields, [times[4 * i] for i in range(len(sizes))], batch)
+    for name, terms in (("reduce-scatter", (1, 0, 3)), ("all-reduce", (2, 3))):
+        for i, f in enumerate(fields):
+            t = [times[4 * i + k] for k in terms]
+            passes = min(len(x) for x in t)
+            # The difference of the medians (each robust to a slow pass); min and max over the passes.
+            seconds = statistics.median(t[0]) - sum(statistics.median(x) for x in t[1:])
+            per_pass = [t[0][j] - sum(x[j] for x in t[1:]) for j in range(passes)]
+            out.append({"sweep": name, "bytes": f["bytes"], "m": 0, "n": 0, "k": 0, "count": 0, "batch": batch[i],
+                        "repeats": passes, "seconds": max(seconds, 1e-7), "min_s": min(per_pass),
+                        "max_s": max(per_pass)})
+    return out
 
 
 def _calibrate(job: dict, device: torch.device, status: Callable[[str], None]) -> dict:
@@ -341,6 +344,9 @@ def main(argv: list[str]) -> int:
             print(f"torch: {line}", file=sys.stderr, flush=True)
 
     try:
+        if os.environ.get("OSDP_TORCH_TEST_FAIL_RANK") == str(rank):  # test hook: a rank that dies
+            status("failing on purpose (OSDP_TORCH_TEST_FAIL_RANK)")
+            raise RuntimeError(f"rank {rank} fails on purpose (OSDP_TORCH_TEST_FAIL_RANK)")
         result = (_validate if job["kind"] == "validate" else _calibrate)(job, device, status)
     except Exception:
         print(f"osdp.torch.measure: rank {rank}: {traceback.format_exc()}", file=sys.stderr, flush=True)

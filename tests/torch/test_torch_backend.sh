@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The torch backend end to end (issue 15): `osdp validate --backend torch` runs plans in PyTorch FSDP2
+# on 2 CPU ranks (gloo, torchrun) and writes the rows, CSV and summary of the other backends;
+# `osdp calibrate --backend torch` fits torch's own collectives and kernels into a calibration that
+# osdp plan reads; a rank that dies, a Python without torch and options the backend does not take
+# are errors with a message. Times are not asserted (CI machines are shared): the memory at rest is,
+# to the byte, against the closed form derived here from the plan's operators.
+# Usage: OSDP=path/to/osdp bash test_torch_backend.sh VENV
+set -uo pipefail
+VENV=${1:?usage: test_torch_backend.sh VENV}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+# shellcheck source=../cli/harness.sh
+source "$ROOT/tests/cli/harness.sh"
+cd "$TMP" || exit 1
+export OSDP_PYTHON="$VENV/bin/python"
+
+# Three plans of val-nd-8x256 on cpu-2: FSDP, DDP (every operator REPLICATE) and the exact search
+# at 74 MiB, which splits and checkpoints (the test reads what it chose).
+run p1 "$OSDP" plan --model val-nd-8x256 --cluster cpu-2 --strategy fsdp --batch 2 --out fsdp.json
+run p2 "$OSDP" plan --model val-nd-8x256 --cluster cpu-2 --strategy ddp --batch 2 --out ddp.json
+run p3 "$OSDP" plan --model val-nd-8x256 --cluster cpu-2 --split-max 4 --memory 74MiB --out exact.json
+expect_rc "three plans of val-nd-8x256" p3 0
+run v "$OSDP" validate --backend torch --plan fsdp.json --plan ddp.json --plan exact.json --out res \
+  --warmup 1 --iterations 5
+if [[ $RC -eq 0 || $RC -eq 5 || $RC -eq 6 ]]; then ok "validate --backend torch ran every plan (exit $RC)"; else
+  not_ok "validate --backend torch: exit $RC" "$(tail -n 20 "$TMP/v.err")"; fi
+contains "the summary line names the job and the memory at rest" v.out "osdp validate: plans: 3 plans on 2 ranks" \
+  "memory at rest |error| max 0.00%"
+# FSDP2 shards every parameter's first dimension over the 2 ranks (all even here): a rank holds P/2 of
+# a sharded operator and P of a replicated one, each parameter with its gradient and Adam's two
+# moments, 4 + 4 + 8 bytes.
+for p in fsdp ddp exact; do "$OSDP" export $p.json --to fsdp2 --out $p.x >/dev/null; done  # each module's parameters
+jcheck "rows: 5 timed steps each, memory at rest to the byte, a loss near ln(vocab) after one step" res/summary.json '
+import json
+rows = [json.loads(l) for l in open(args[0])]
+assert len(rows) == 3, len(rows)
+model = json.load(open(args[1]))
+vocab = model["vocab"]
+for r, plan_file in zip(sorted(rows, key=lambda r: r["index"]), args[2:]):
+    export = json.load(open(plan_file.replace(".json", ".x/fsdp2_plan.json")))
+    m = r["measurement"]
+    assert len(m["steps_s"]) == 5 and min(m["steps_s"]) > 0, m["steps_s"]
+    mods = export["modules"]
+    assert all(x["parameters"] % 2 == 0 for x in mods)
+    want = sum(16 * (x["parameters"] if x["mesh"] == "replicate" else x["parameters"] // 2) for x in mods)
+    assert m["predicted_state_bytes"] == want, (plan_file, m["predicted_state_bytes"], want)
+    assert m["state_bytes"] == want, (plan_file, m["state_bytes"], want)
+    assert m["memory_error"] == 0 and m["peak_bytes"] == 0
+    assert abs(m["loss"] - math.log(vocab)) < 1.0, (m["loss"], math.log(vocab))
+    ev = {e["evaluator"]: e for e in r["evaluations"]}
+    assert ev["measured"]["iteration_time_s"] == sorted(m["steps_s"])[2]
+' res/rows.jsonl "$ROOT/data/models/val-nd-8x256.json" fsdp.json ddp.json exact.json
+jcheck "summary.json names the torch backend and the Python it ran" res/summary.json '
+p = j["provenance"]
+assert p["backend"] == "torch" and p["python"].endswith("/bin/python"), p
+assert j["plans"] == 3 and j["verdict"] in ("pass", "fail", "inconclusive"), j["plans"]'
+contains "validation.csv has the states columns" res/validation.csv "predicted_state_bytes,measured_state_bytes,loss,plan"
+
+# --resume keeps the finished rows and runs nothing.
+run resume "$OSDP" validate --backend torch --plan fsdp.json --plan ddp.json --plan exact.json --out res --resume
+if grep -q "running" "$TMP/resume.err"; then not_ok "--resume ran a finished plan again" "$(cat "$TMP/resume.err")"; else
+  ok "--resume: every row was kept, no plan ran again"; fi
+
+# A rank that dies ends the job with exit 4, naming the job and where rank 0 was.
+OSDP_TORCH_TEST_FAIL_RANK=1 run dies "$OSDP" validate --backend torch --plan fsdp.json --out dead --iterations 5
+expect_rc "a rank that dies" dies 4
+contains "the message says the torch job failed" dies.err "the torch job (2 ranks" "failed with exit status"
+contains "the rank's own error is shown" dies.err "rank 1 fails on purpose"
+
+# Errors before anything runs: exit 2.
+run nopy "$OSDP" validate --backend torch --plan fsdp.json --out x --python /bin/false
+expect_rc "a Python without torch" nopy 2
+contains "the message says what to do" nopy.err "cannot import torch" "setup-python.sh"
+run tasks "$OSDP" validate --backend torch --plan fsdp.json --out x --tasks
+expect_rc "--tasks with the torch backend" tasks 2
+run np "$OSDP" validate --backend torch --plan fsdp.json --out x -np 4
+expect_rc "-np 4 for a plan of 2 ranks" np 2
+run pyelse "$OSDP" validate --plan fsdp.json --out x --python /bin/false
+expect_rc "--python without --backend torch" pyelse 2
+run calnp "$OSDP" calibrate --backend torch --quick
+expect_rc "calibrate --backend torch without -np" calnp 2
+
+# Calibration: the three collectives, the kernels, and a file osdp plan reads.
+# From 64 KiB: below it a reduce-scatter (a difference of two timings) is mostly gloo's noise.
+run cal "$OSDP" calibrate --backend torch -np 2 --quick --min-size 64KiB --out cal/torch.json
+expect_rc "calibrate --backend torch -np 2 --quick --min-size 64KiB" cal 0
+jcheck "the calibration: every collective fitted, torch named, the points kept" cal/torch.json '
+assert set(j["collectives"]) == {"allgather", "reducescatter", "allreduce"}, list(j["collectives"])
+for k in ("allgather", "reducescatter", "allreduce"):
+    assert len(j["collectives"][k]) >= 1, k
+p = j["provenance"]
+assert p["backend"] == "torch (gloo)" and p["backend_version"].startswith("torch "), p
+assert j["compute"]["fp32_flops"] > 0'
+if [[ -s cal/torch.measurements.csv ]] && grep -q "^all-gather," cal/torch.measurements.csv; then
+  ok "the raw points beside it"; else not_ok "the raw points beside it" "$(ls cal)"; fi
+run plan "$OSDP" plan --model val-nd-8x256 --cluster cpu-2 --calibration cal/torch.json
+expect_rc "osdp plan --calibration with the torch calibration" plan 0
+finish
