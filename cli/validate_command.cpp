@@ -44,7 +44,7 @@ struct ValidateArgs {
   std::vector<std::string> plans, np;
   std::optional<int> warmup, iterations;
   double timeout_s = 120;
-  bool resume = false, force = false, quiet = false, tasks = false;
+  bool resume = false, force = false, quiet = false, tasks = false, no_check = false;
 };
 
 std::vector<std::string> child_args(const ValidateArgs& a, int np) {
@@ -117,6 +117,12 @@ int report(const ValidateArgs& a, const experiments::MeasuredJob& job, const exp
         " {} |error| max {:.2f}%\n",
         job.name, s.plans, ranks, 100 * s.median_abs_time_error, 100 * s.max_abs_time_error,
         a.backend == "torch" ? "memory at rest" : "peak memory", 100 * s.max_abs_memory_error);
+    if (s.checked > 0)
+      std::cout << fmt::format(
+          "  one step in torch against osdp's executor, {} plans: loss within {:.1e}, gradients {:.1e}, "
+          "weights {:.1e}{}\n",
+          s.checked, s.max_check_loss_error, s.max_check_grad_diff, s.max_check_weight_diff,
+          s.numerics_failed ? " (over tolerance)" : "");
     for (const auto& x : s.speedups)
       std::cout << fmt::format("  speedup {} over {}: predicted {:.3f}x, measured {:.3f}x ({:+.1f}%)\n",
                                x.faster, x.than, x.predicted, x.measured, 100 * x.error);
@@ -149,6 +155,7 @@ int run_torch(const ValidateArgs& a, const experiments::MeasuredJob& job) {
   t.python = a.python.empty() ? validate::default_torch_python() : a.python;
   t.timeout_s = a.timeout_s;
   t.progress = !a.quiet;
+  t.check = !a.no_check;
   o.run_group = experiments::torch_group_runner(t);
   validate::CpuDevice device;
   validate::SelfCommunicator self(device);
@@ -222,6 +229,7 @@ int run_validate(const ValidateArgs& a) {
   } else {
     check_backend(a.backend);
     if (!a.python.empty()) throw UsageError("--python: only for --backend torch");
+    if (a.no_check) throw UsageError("--no-check: only for --backend torch");
   }
   // Bad input, and units for another world size, are reported before any rank starts.
   const experiments::MeasuredJob job = make_job(a);
@@ -279,12 +287,14 @@ Action add_validate_command(CLI::App& app) {
       "--backend torch runs the plans in PyTorch instead: each exported for FSDP2 (osdp export --to fsdp2)\n"
       "and applied to osdp's GPT (python/osdp/torch), Adam on synthetic tokens, ranks started by torchrun\n"
       "(gloo on CPUs, NCCL on GPUs), one torchrun job per configuration; memory is then compared at rest\n"
-      "(the parameters, gradients and optimizer states in the local shards against the plan's).\n"
+      "(the parameters, gradients and optimizer states in the local shards against the plan's). Each\n"
+      "fp32 plan also runs one step in FSDP2 on osdp's executor arithmetic from the executor's weights and\n"
+      "tokens: its loss, gradients and updated weights must equal osdp's executor's (fp32 tolerance).\n"
       "Exit codes: 0 within tolerance; 2 bad input; 4 a rank failed or timed out (the job is aborted);\n"
       "5 an error passed the tolerance (the experiment's \"validation\" block; for plan files 5% median,\n"
       "10% largest step-time error, 1% peak memory); 6 inconclusive: the machine's spread (the median over\n"
       "the plans of the slowest less the fastest timed step, over the median step) exceeds the median\n"
-      "tolerance, so the time errors say nothing either way (a peak-memory failure is still 5).");
+      "tolerance, so the time errors say nothing either way (a peak-memory or numerics failure is still 5).");
   app.add_option("experiment", a->file, "Experiment file with a \"validation\" block");
   app.add_option("--plan", a->plans, "A plan file (osdp plan --out) to run as it is; repeat for more")
       ->take_all()
@@ -298,6 +308,8 @@ Action add_validate_command(CLI::App& app) {
          "mpi (CPU ranks, Open MPI), nccl (one GPU per rank: CUDA, cuBLAS, NCCL; see osdp --version) or "
          "torch (PyTorch FSDP2 under torchrun)")
       ->capture_default_str();
+  app.add_flag("--no-check", a->no_check,
+               "--backend torch: skip the one-step check against osdp's executor (time and memory only)");
   app.add_option("--python", a->python,
                  "--backend torch: the Python with torch and the osdp package (default: $OSDP_PYTHON, else the "
                  "build's venv, else python3)");

@@ -134,6 +134,10 @@ class Running {
     measurement_.steps_s = r.steps_s;
     measurement_.loss = r.loss;
     measurement_.state_bytes = r.param_bytes + r.grad_bytes + r.optimizer_bytes;
+    measurement_.check_loss_error = r.check_loss_error;
+    measurement_.check_grad_diff = r.check_grad_diff;
+    measurement_.check_weight_diff = r.check_weight_diff;
+    measurement_.check_note = r.check_note;
   }
   int batch_size() const { return plan_.batch_size; }
   void warm_up() {

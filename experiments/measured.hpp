@@ -83,15 +83,24 @@ struct ValidationSummary {
   std::vector<OrderResult> orders;    // the pairs whose predicted gap exceeds the measured spread
   std::vector<std::string> failures;  // what passed a tolerance
   bool memory_failed = false;         // a peak-memory error passed its tolerance (timing noise aside)
+  // The torch backend's numerics check (Measurement::check_*): plans checked, the largest of each
+  // difference, and whether one passed its tolerance (kCheck*; noise does not excuse it either).
+  int checked = 0;
+  double max_check_loss_error = 0, max_check_grad_diff = 0, max_check_weight_diff = 0;
+  bool numerics_failed = false;
   // The machine's noise: the median over the plans of (slowest - fastest timed step) / median step.
   double spread = 0;
   double spread_tolerance = 0;  // the median step-time tolerance it is held to
   bool ok() const { return failures.empty() && plans > 0; }
   // Timing errors cannot be judged when the steps of one plan spread further than the tolerance:
   // the verdict is then inconclusive (unless memory failed, which noise does not excuse).
-  bool inconclusive() const { return plans > 0 && !memory_failed && spread > spread_tolerance; }
+  bool inconclusive() const { return plans > 0 && !memory_failed && !numerics_failed && spread > spread_tolerance; }
   const char* verdict() const { return inconclusive() ? "inconclusive" : ok() ? "pass" : "fail"; }
 };
+// The numerics check's tolerances (fp32; those of tests/executor/test_executor_mpi.cpp): the loss
+// relative, a gradient relative to its operator's largest, the weights after Adam's first step
+// absolute (the step moves each weight by about the learning rate, 1e-3).
+inline constexpr double kCheckLoss = 1e-5, kCheckGrad = 1e-4, kCheckWeight = 5e-5;
 ValidationSummary summarize(const std::vector<UnitResult>& rows, const ValidationSpec& spec);
 
 using DeviceFactory = std::function<std::unique_ptr<validate::Device>(const costmodel::Plan&)>;
@@ -107,6 +116,9 @@ struct ExternalResult {
   std::vector<double> steps_s;  // each timed step, the slowest rank's time
   double loss = 0;
   double param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;  // the largest rank's local shards
+  // The numerics check (Measurement::check_*): -1 when the plan was not checked.
+  double check_loss_error = -1, check_grad_diff = -1, check_weight_diff = -1;
+  std::string check_note;  // the operators of the largest differences
 };
 // Runs the plans side by side (warm-up, then timed steps interleaved) and returns one result each.
 using GroupRunner = std::function<std::vector<ExternalResult>(const std::vector<ExternalPlan>&,

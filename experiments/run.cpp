@@ -165,7 +165,11 @@ nlohmann::json to_json(const UnitResult& r) {
                         {"memory_error", m->memory_error},
                         {"loss", m->loss},
                         {"state_bytes", m->state_bytes},
-                        {"predicted_state_bytes", m->predicted_state_bytes}};
+                        {"predicted_state_bytes", m->predicted_state_bytes},
+                        {"check_loss_error", m->check_loss_error},
+                        {"check_grad_diff", m->check_grad_diff},
+                        {"check_weight_diff", m->check_weight_diff},
+                        {"check_note", m->check_note}};
   return j;
 }
 
@@ -210,6 +214,10 @@ UnitResult unit_result_from_json(const nlohmann::json& j) {
     x.loss = m.at("loss").get<double>();
     x.state_bytes = m.value("state_bytes", 0.0);  // rows written before the torch backend have none
     x.predicted_state_bytes = m.value("predicted_state_bytes", 0.0);
+    x.check_loss_error = m.value("check_loss_error", -1.0);
+    x.check_grad_diff = m.value("check_grad_diff", -1.0);
+    x.check_weight_diff = m.value("check_weight_diff", -1.0);
+    x.check_note = m.value("check_note", std::string());
     r.measurement = std::move(x);
   }
   return r;

@@ -50,6 +50,12 @@ struct Measurement {
   // optimizer states in the largest rank's local shards, and the plan's at-rest states per rank
   // ((w+g+o) of each operator's share); memory_error compares these two instead.
   double state_bytes = 0, predicted_state_bytes = 0;
+  // The torch backend's numerics check: one step of the plan in FSDP2 on osdp's executor arithmetic
+  // against osdp's executor, from the same weights and tokens: the loss's relative error, the largest
+  // gradient difference over the operator's largest gradient, the largest difference of the updated
+  // weights; -1 when not checked. check_note names the operators of the largest differences.
+  double check_loss_error = -1, check_grad_diff = -1, check_weight_diff = -1;
+  std::string check_note;
 };
 
 struct UnitResult {

@@ -1,18 +1,118 @@
 #include "experiments/torch_measured.hpp"
 
+#include <cstdint>
+#include <fstream>
+
 #include <fmt/format.h>
 
+#include "costmodel/error.hpp"
+#include "costmodel/workload.hpp"
+#include "sim/replay.hpp"
+#include "validate/cpu/cpu_device.hpp"
 #include "validate/executor/backend.hpp"
+#include "validate/executor/executor.hpp"
+#include "validate/executor/numerics.hpp"
+#include "validate/executor/self_communicator.hpp"
 #include "validate/torch/fsdp2_export.hpp"
 
 namespace osdp::experiments {
+namespace {
+
+const char* kind_name(costmodel::OperatorKind k) {
+  switch (k) {
+    case costmodel::OperatorKind::kEmbedding:
+      return "embedding";
+    case costmodel::OperatorKind::kAttention:
+      return "attention";
+    case costmodel::OperatorKind::kMlp:
+      return "mlp";
+    case costmodel::OperatorKind::kProjection:
+      return "projection";
+    case costmodel::OperatorKind::kHead:
+      return "head";
+  }
+  return "?";
+}
+
+template <typename T>
+void write_raw(const std::string& path, const std::vector<T>& v) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(T)));
+  if (!out) throw Error(fmt::format("cannot write {}", path));
+}
+
+}  // namespace
+
+nlohmann::json executor_reference(const costmodel::Plan& plan, const std::string& dir, int index) {
+  const costmodel::Workload w = costmodel::lower(plan.model);
+  const int world = plan.cluster.world_size();
+  costmodel::Plan ref = plan;  // one process, every operator DP and whole, the global batch
+  ref.cluster = resize(plan.cluster, 1);
+  ref.batch_size = plan.batch_size * world;
+  ref.prefetch = 0;
+  for (auto& op : ref.operators) op.choice = costmodel::Choice{};
+  const sim::Replay replay = sim::replay_plan(ref, w, sim::SimOptions{});
+  validate::CpuDevice dev(validate::CpuDeviceOptions{0, false, 0});
+  validate::SelfCommunicator self(dev);
+  const validate::ExecutorOptions xo;
+  validate::Executor ex(dev, self, w, ref, replay.schedule, xo);
+  std::vector<std::vector<float>> initial, updated, grads;
+  for (int u = 0; u < static_cast<int>(w.operators.size()); ++u) initial.push_back(ex.logical_weights(u));
+  const validate::StepStats st = ex.step();
+  for (int u = 0; u < static_cast<int>(w.operators.size()); ++u) {
+    updated.push_back(ex.logical_weights(u));
+    grads.push_back(ex.logical_gradients(u));
+  }
+  std::vector<float> blob;
+  for (const auto* part : {&initial, &updated, &grads})
+    for (const auto& v : *part) blob.insert(blob.end(), v.begin(), v.end());
+  const std::int64_t seq = plan.model.seq, vocab = plan.model.vocab;
+  std::vector<std::int32_t> tokens;
+  for (std::int64_t sample = 0; sample < ref.batch_size; ++sample)
+    for (std::int64_t t = 0; t <= seq; ++t) tokens.push_back(validate::token_of(sample, t, vocab));
+  const std::string weights_file = fmt::format("{}/reference-{}.f32", dir, index),
+                    tokens_file = fmt::format("{}/reference-{}.tokens.i32", dir, index);
+  write_raw(weights_file, blob);
+  write_raw(tokens_file, tokens);
+  nlohmann::json ops = nlohmann::json::array();
+  std::int64_t offset = 0;
+  for (const auto& op : w.operators) {
+    nlohmann::json ws = nlohmann::json::array();
+    for (const auto& x : op.weights)
+      ws.push_back({{"name", x.name}, {"rows", x.rows}, {"cols", x.cols}, {"matrix", x.rows > 1}});
+    ops.push_back({{"name", op.name},
+                   {"kind", kind_name(op.kind)},
+                   {"hidden", op.hidden},
+                   {"heads", op.kind == costmodel::OperatorKind::kAttention ? op.split_units : 1},
+                   {"tied", op.tied_gradient},
+                   {"offset", offset},
+                   {"parameters", op.parameters()},
+                   {"weights", ws}});
+    offset += op.parameters();
+  }
+  return {{"weights_file", weights_file},
+          {"tokens_file", tokens_file},
+          {"parameters", offset},
+          {"seq", seq},
+          {"vocab", vocab},
+          {"loss", st.loss},
+          {"adam", {{"lr", xo.adam.lr}, {"beta1", xo.adam.beta1}, {"beta2", xo.adam.beta2}, {"eps", xo.adam.eps}}},
+          {"operators", ops}};
+}
 
 GroupRunner torch_group_runner(const validate::TorchJobOptions& options) {
   return [options](const std::vector<ExternalPlan>& plans, const ValidationSpec& spec) {
     const validate::NameMapping mapping = validate::default_name_mapping();
+    const validate::ScratchDir scratch;  // the references, for as long as the job runs
     nlohmann::json list = nlohmann::json::array();
-    for (const ExternalPlan& p : plans)
-      list.push_back({{"label", p.label}, {"export", validate::export_fsdp2(*p.plan, p.origin, mapping)}});
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+      const ExternalPlan& p = plans[i];
+      nlohmann::json entry = {{"label", p.label}, {"export", validate::export_fsdp2(*p.plan, p.origin, mapping)}};
+      // Mixed precision computes in bf16: no fp32 equality to check.
+      if (options.check && p.plan->model.precision == costmodel::Precision::kFp32)
+        entry["check"] = executor_reference(*p.plan, scratch.path(), static_cast<int>(i));
+      list.push_back(std::move(entry));
+    }
     const nlohmann::json job = {{"kind", "validate"},
                                 {"warmup", spec.warmup},
                                 {"iterations", spec.iterations},
@@ -30,6 +130,13 @@ GroupRunner torch_group_runner(const validate::TorchJobOptions& options) {
         x.param_bytes = r.at("param_bytes").get<double>();
         x.grad_bytes = r.at("grad_bytes").get<double>();
         x.optimizer_bytes = r.at("optimizer_bytes").get<double>();
+        if (const auto c = r.find("check"); c != r.end()) {
+          x.check_loss_error = c->at("loss_error").get<double>();
+          x.check_grad_diff = c->at("grad_diff").get<double>();
+          x.check_weight_diff = c->at("weight_diff").get<double>();
+          x.check_note = fmt::format("largest gradient difference in {}, largest weight difference in {}",
+                                     c->at("grad_op").get<std::string>(), c->at("weight_op").get<std::string>());
+        }
         results.push_back(std::move(x));
       }
     } catch (const nlohmann::json::exception& e) {

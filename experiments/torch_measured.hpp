@@ -4,6 +4,14 @@
 // nn.Module, the plan applied with osdp.torch.apply_plan, Adam, synthetic tokens; warm-up, then timed
 // steps interleaved, each the slowest rank's; the local shards' parameter, gradient and optimizer-state
 // bytes of the largest rank.
+//
+// The numerics check (TorchJobOptions::check): before the timing, each fp32 plan also runs one step
+// in FSDP2 on osdp's executor arithmetic (python/osdp/torch/executor_model.py) from the executor's own
+// initial weights and tokens, and its loss, gradients and updated weights are compared with osdp's
+// executor's step (Measurement::check_*, tolerances kCheck*): the export then means what the plan
+// means. The executor runs here, in this process, unsharded on the global batch (one rank, every
+// operator DP and whole); tests/executor/test_executor_mpi.cpp holds every sharded plan's step equal to
+// that one.
 #pragma once
 
 #include "experiments/measured.hpp"
@@ -12,5 +20,11 @@
 namespace osdp::experiments {
 
 GroupRunner torch_group_runner(const validate::TorchJobOptions& options);
+
+// osdp's executor's step for the numerics check of `plan`: the initial weights, the updated weights
+// and the gradients (the IR's logical order, float32) and the global batch's tokens (int32, samples x
+// (seq + 1)) written in `dir` as reference-INDEX.*; returns what measure.py reads (files, the IR's
+// operators and weights, the loss, Adam's parameters).
+nlohmann::json executor_reference(const costmodel::Plan& plan, const std::string& dir, int index);
 
 }  // namespace osdp::experiments

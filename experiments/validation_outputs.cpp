@@ -72,6 +72,9 @@ nlohmann::json row_json(const UnitResult& r) {
           {"memory_error", f.m.memory_error},
           {"predicted_state_bytes", f.m.predicted_state_bytes},
           {"measured_state_bytes", f.m.state_bytes},
+          {"check_loss_error", f.m.check_loss_error},
+          {"check_grad_diff", f.m.check_grad_diff},
+          {"check_weight_diff", f.m.check_weight_diff},
           {"loss", f.m.loss}};
 }
 
@@ -100,6 +103,20 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
                                        m.state_bytes > 0 ? "memory at rest (parameters, gradients, optimizer states)"
                                                          : "peak memory",
                                        100 * m.memory_error, 100 * spec.memory_max));
+    if (m.check_loss_error >= 0) {
+      ++s.checked;
+      s.max_check_loss_error = std::max(s.max_check_loss_error, m.check_loss_error);
+      s.max_check_grad_diff = std::max(s.max_check_grad_diff, m.check_grad_diff);
+      s.max_check_weight_diff = std::max(s.max_check_weight_diff, m.check_weight_diff);
+      if (m.check_loss_error > kCheckLoss || m.check_grad_diff > kCheckGrad || m.check_weight_diff > kCheckWeight) {
+        s.numerics_failed = true;
+        s.failures.push_back(fmt::format(
+            "{} {} b={}: one step in torch differs from osdp's executor: loss {:.2e} (tolerance {:.0e}), "
+            "gradients {:.2e} ({:.0e}), weights {:.2e} ({:.0e}); {}",
+            r.model, r.strategy, r.batch_size, m.check_loss_error, kCheckLoss, m.check_grad_diff, kCheckGrad,
+            m.check_weight_diff, kCheckWeight, m.check_note));
+      }
+    }
   }
   s.median_abs_time_error = errs.empty() ? 0.0 : costmodel::median(errs);
   s.spread = spreads.empty() ? 0.0 : costmodel::median(spreads);
@@ -234,6 +251,12 @@ std::string write_validation_outputs(const std::string& dir, const MeasuredJob& 
         {"as_predicted",
          std::count_if(s.orders.begin(), s.orders.end(), [](const OrderResult& o) { return o.ok; })},
         {"checks", orders}}},
+      {"numerics",
+       {{"checked", s.checked},
+        {"max_loss_error", s.max_check_loss_error},
+        {"max_grad_diff", s.max_check_grad_diff},
+        {"max_weight_diff", s.max_check_weight_diff},
+        {"tolerance", {{"loss", kCheckLoss}, {"grad", kCheckGrad}, {"weight", kCheckWeight}}}}},
       {"failures", s.failures},
       {"ok", s.ok()},
       {"spread", s.spread},

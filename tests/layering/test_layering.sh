@@ -37,8 +37,10 @@ only "experiments/ never includes cli/" experiments 'costmodel|search|sim|valida
 only "validate/executor/ includes no backend folder" validate/executor 'costmodel|sim|validate/executor'
 only "validate/cpu/ includes the executor's interface, not mpi/ or cuda/" validate/cpu 'costmodel|validate/executor|validate/cpu'
 only "validate/calibrate/ runs on any backend (no cpu/, mpi/ or cuda/)" validate/calibrate 'costmodel|validate/executor|validate/calibrate'
+only "validate/torch/ drives torchrun: the executor's errors and the launcher's run_child, no device" validate/torch \
+  'costmodel|validate/executor|validate/torch|validate/mpi'
 none "no MPI or CUDA header outside validate/mpi, validate/cuda and the sweep's MPI division" \
-  '#include <(mpi|cuda|cublas|nccl)' costmodel search sim validate/executor validate/cpu validate/calibrate
+  '#include <(mpi|cuda|cublas|nccl)' costmodel search sim validate/executor validate/cpu validate/calibrate validate/torch
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

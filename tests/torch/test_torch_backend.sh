@@ -27,7 +27,7 @@ run v "$OSDP" validate --backend torch --plan fsdp.json --plan ddp.json --plan e
 if [[ $RC -eq 0 || $RC -eq 5 || $RC -eq 6 ]]; then ok "validate --backend torch ran every plan (exit $RC)"; else
   not_ok "validate --backend torch: exit $RC" "$(tail -n 20 "$TMP/v.err")"; fi
 contains "the summary line names the job and the memory at rest" v.out "osdp validate: plans: 3 plans on 2 ranks" \
-  "memory at rest |error| max 0.00%"
+  "memory at rest |error| max 0.00%" "one step in torch against osdp's executor, 3 plans"
 # FSDP2 shards every parameter's first dimension over the 2 ranks (all even here): a rank holds P/2 of
 # a sharded operator and P of a replicated one, each parameter with its gradient and Adam's two
 # moments, 4 + 4 + 8 bytes.
@@ -49,6 +49,9 @@ for r, plan_file in zip(sorted(rows, key=lambda r: r["index"]), args[2:]):
     assert m["state_bytes"] == want, (plan_file, m["state_bytes"], want)
     assert m["memory_error"] == 0 and m["peak_bytes"] == 0
     assert abs(m["loss"] - math.log(vocab)) < 1.0, (m["loss"], math.log(vocab))
+    # One step in FSDP2 on the executor arithmetic equals the executor itself (fp32 tolerances).
+    assert 0 <= m["check_loss_error"] <= 1e-5 and 0 <= m["check_grad_diff"] <= 1e-4, m
+    assert 0 <= m["check_weight_diff"] <= 5e-5, m
     ev = {e["evaluator"]: e for e in r["evaluations"]}
     assert ev["measured"]["iteration_time_s"] == sorted(m["steps_s"])[2]
 ' res/rows.jsonl "$ROOT/data/models/val-nd-8x256.json" fsdp.json ddp.json exact.json
@@ -62,6 +65,15 @@ contains "validation.csv has the states columns" res/validation.csv "predicted_s
 run resume "$OSDP" validate --backend torch --plan fsdp.json --plan ddp.json --plan exact.json --out res --resume
 if grep -q "running" "$TMP/resume.err"; then not_ok "--resume ran a finished plan again" "$(cat "$TMP/resume.err")"; else
   ok "--resume: every row was kept, no plan ran again"; fi
+
+# The check fails when torch steps differently (twice the learning rate: every weight moves about
+# 1e-3 further): exit 5 even where the timings are noise, naming the plan and the operators.
+OSDP_TORCH_TEST_LR_SCALE=2 run differs "$OSDP" validate --backend torch --plan fsdp.json --out differs --iterations 5
+expect_rc "a torch step that differs from osdp's executor" differs 5
+contains "the failure names the plan and what differs" differs.err "one step in torch differs from osdp's executor" \
+  "fsdp b=2" "largest weight difference in"
+run nocheck "$OSDP" validate --backend torch --plan fsdp.json --out nocheck --iterations 5 --no-check
+jcheck "--no-check: no plan checked" nocheck/summary.json 'assert j["numerics"]["checked"] == 0, j["numerics"]'
 
 # A rank that dies ends the job with exit 4, naming the job and where rank 0 was.
 OSDP_TORCH_TEST_FAIL_RANK=1 run dies "$OSDP" validate --backend torch --plan fsdp.json --out dead --iterations 5

@@ -41,23 +41,6 @@ std::vector<std::string> with_env(const std::vector<std::string>& program) {
   return words;
 }
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "osdp-torch-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr)
-      throw Error(fmt::format("cannot make a directory for the torch job in {}",
-                              fs::temp_directory_path().string()));
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
-
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
@@ -66,6 +49,18 @@ std::string read_text(const std::string& path) {
 }
 
 }  // namespace
+
+ScratchDir::ScratchDir() {
+  std::string pattern = (fs::temp_directory_path() / "osdp-torch-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr)
+    throw Error(fmt::format("cannot make a directory for the torch job in {}", fs::temp_directory_path().string()));
+  path_ = pattern;
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
 
 std::string default_torch_python() {
   if (const char* p = std::getenv("OSDP_PYTHON"); p != nullptr && *p != '\0') return p;
@@ -91,9 +86,9 @@ std::string torch_unavailable_reason(const std::string& python) {
 
 nlohmann::json run_torch_job(nlohmann::json job, const TorchJobOptions& o) {
   if (o.nproc < 1) throw UsageError(fmt::format("the torch job needs at least 1 rank, not {}", o.nproc));
-  const TempDir dir;
-  const std::string job_path = dir.path + "/job.json", out_path = dir.path + "/result.json",
-                    status_path = dir.path + "/status.txt";
+  const ScratchDir dir;
+  const std::string job_path = dir.path() + "/job.json", out_path = dir.path() + "/result.json",
+                    status_path = dir.path() + "/status.txt";
   job["timeout_s"] = o.timeout_s;
   job["progress"] = o.progress;
   job["status_file"] = status_path;

@@ -20,9 +20,24 @@ struct TorchJobOptions {
   int nproc = 1;           // ranks
   double timeout_s = 120;  // a collective not done by then fails (gloo's and NCCL's process-group timeout)
   bool progress = false;   // rank 0 prints what it is doing
+  bool check = true;       // validate: also the numerics check of each fp32 plan (experiments/torch_measured.hpp)
 };
 
 std::string default_torch_python();
+
+// A fresh directory under the system's temporary one (mkdtemp), removed with everything in it when
+// this goes out of scope.
+class ScratchDir {
+ public:
+  ScratchDir();
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 // "" when `python` imports torch and osdp.torch; else why not, with what to do about it. Runs the
 // interpreter once (a second or two).

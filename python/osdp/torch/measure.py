@@ -13,6 +13,9 @@ and zeroing the gradients, after a barrier; its time is the slowest rank's (an a
 elapsed times with MAX). The bytes of parameters, gradients and optimizer states are counted from the
 local shards (``DTensor.to_local()``) during the last timed step (gradients after backward, the
 optimizer's states after its step), the largest rank's; so is the loss (the mean over ranks).
+A plan with a ``check`` is first run for one step on osdp's executor arithmetic
+(``osdp.torch.executor_model``) from the executor's initial weights and tokens, and its loss,
+gradients and updated weights are compared with the executor's step that osdp wrote (``_check``).
 
 ``calibrate``: the sweeps of ``osdp calibrate`` in torch's own kernels: all-gather, reduce-scatter and
 all-reduce of a full buffer of S bytes as FSDP2 runs them (``_fsdp2_collectives`` says how: with
@@ -126,7 +129,71 @@ class _Plan:
                 "optimizer_bytes": _max_over_ranks(self.optimizer_bytes)}
 
 
+def _read(path: str, dtype: torch.dtype) -> torch.Tensor:
+    with open(path, "rb") as f:
+        return torch.frombuffer(bytearray(f.read()), dtype=dtype)
+
+
+def _check(entry: dict, device: torch.device) -> dict:
+    """One step of the plan on osdp's executor arithmetic (``ExecutorModel``) from the executor's own
+    initial weights and tokens, against the executor's step written by osdp: the loss (relative), the
+    gradients (largest difference over the operator's largest gradient) and the updated weights
+    (largest absolute difference; Adam's first step moves a weight by about its learning rate)."""
+    from . import apply_plan, load_export
+    from .executor_model import ExecutorModel
+
+    chk = entry["check"]
+    blob = _read(chk["weights_file"], torch.float32)
+    total = chk["parameters"]
+    weights = []
+    for op in chk["operators"]:
+        at, ws = op["offset"], []
+        for w in op["weights"]:
+            n = w["rows"] * w["cols"]
+            ws.append(blob[at:at + n].reshape(w["rows"], w["cols"]).clone())
+            at += n
+        weights.append(ws)
+    model = ExecutorModel(chk, weights).to(device)
+    apply_plan(model, load_export(entry["export"]))
+    a = chk["adam"]
+    lr = a["lr"] * float(os.environ.get("OSDP_TORCH_TEST_LR_SCALE", "1"))  # test hook: a step that differs
+    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(a["beta1"], a["beta2"]), eps=a["eps"])
+    rank, world = dist.get_rank(), dist.get_world_size()
+    seq = chk["seq"]
+    tokens = _read(chk["tokens_file"], torch.int32).reshape(-1, seq + 1).long()
+    b = tokens.shape[0] // world
+    mine = tokens[b * rank:b * (rank + 1)].to(device)
+    loss = model(mine[:, :-1], mine[:, 1:])
+    loss.backward()
+    grads = model.logical(grads=True)
+    opt.step()
+    updated = model.logical()
+    mean = loss.detach().to(torch.float64)
+    dist.all_reduce(mean)
+    got_loss = mean.item() / world
+    out = {"loss": got_loss, "loss_ref": chk["loss"],
+           "loss_error": abs(got_loss - chk["loss"]) / max(abs(chk["loss"]), 1e-30),
+           "weight_diff": 0.0, "weight_op": "", "grad_diff": 0.0, "grad_op": ""}
+    for op, g, w in zip(chk["operators"], grads, updated):
+        at, n = op["offset"], op["parameters"]
+        ref_w, ref_g = blob[total + at:total + at + n], blob[2 * total + at:2 * total + at + n]
+        if g.numel() != n or w.numel() != n:
+            raise ValueError(f"operator {op['name']}: {w.numel()} parameters in torch, {n} in osdp's IR")
+        wd = (w - ref_w).abs().max().item()
+        gd = (g - ref_g).abs().max().item() / max(ref_g.abs().max().item(), 1e-30)
+        if wd >= out["weight_diff"]:
+            out["weight_diff"], out["weight_op"] = wd, op["name"]
+        if gd >= out["grad_diff"]:
+            out["grad_diff"], out["grad_op"] = gd, op["name"]
+    return out
+
+
 def _validate(job: dict, device: torch.device, status: Callable[[str], None]) -> dict:
+    checks = {}
+    for i, entry in enumerate(job["plans"]):
+        if "check" in entry:
+            status(f"plan {i + 1} of {len(job['plans'])} ({entry['label']}): one step on osdp's executor arithmetic")
+            checks[i] = _check(entry, device)
     plans = []
     for i, entry in enumerate(job["plans"]):
         status(f"plan {i + 1} of {len(job['plans'])} ({entry['label']}): building and sharding")
@@ -140,7 +207,10 @@ def _validate(job: dict, device: torch.device, status: Callable[[str], None]) ->
         for p in plans:
             status(f"plan {p.label}: timed step {k + 1} of {iterations}")
             p.step(timed=True, last=k == iterations - 1)
-    return {"plans": [p.result() for p in plans]}
+    results = [p.result() for p in plans]
+    for i, c in checks.items():
+        results[i]["check"] = c
+    return {"plans": results}
 
 
 # ---- calibrate ---------------------------------------------------------------------------------------
