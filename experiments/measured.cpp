@@ -167,21 +167,32 @@ class Running {
       row_.measurement = std::move(m);
       return row_;
     }
-    if (o_.run_group) {
+    if (o_.run_group) {  // run elsewhere (the torch backend): memory at rest, no peak
       if (m.steps_s.empty())
         throw validate::BackendFailure(fmt::format("plan {} of {}: the backend returned no timed steps",
                                                    row_.strategy, item_.origin));
-      const double time = costmodel::median(m.steps_s);
-      m.min_s = *std::min_element(m.steps_s.begin(), m.steps_s.end());
-      m.max_s = *std::max_element(m.steps_s.begin(), m.steps_s.end());
-      const Evaluation& sim = row_.evaluations.back();
-      m.time_error = (time - sim.time_s) / sim.time_s;
       m.memory_error = (m.state_bytes - m.predicted_state_bytes) / m.predicted_state_bytes;
-      // No peak is measured: the measured evaluation carries the simulator's.
-      row_.evaluations.push_back({"measured", true, sim.throughput * sim.time_s / time, time, sim.peak_bytes});
-      row_.measurement = std::move(measurement_);
-      return row_;
+    } else {
+      finish_executor();
     }
+    const double time = costmodel::median(m.steps_s);
+    m.min_s = *std::min_element(m.steps_s.begin(), m.steps_s.end());
+    m.max_s = *std::max_element(m.steps_s.begin(), m.steps_s.end());
+    const Evaluation& sim = row_.evaluations.back();
+    m.time_error = (time - sim.time_s) / sim.time_s;
+    // Counted as the other evaluators count peaks: the cluster's reserve included (the torch backend
+    // measures no peak: the simulator's).
+    const double peak = o_.run_group ? sim.peak_bytes : m.peak_bytes + (sim.peak_bytes - m.predicted_peak_bytes);
+    row_.evaluations.push_back({"measured", true, sim.throughput * sim.time_s / time, time, peak});
+    row_.measurement = std::move(measurement_);
+    return row_;
+  }
+
+ private:
+  // The executor's figures of the plan (peak, padding, the driver's view, loss, the task files), then
+  // its device and executor released.
+  void finish_executor() {
+    Measurement& m = measurement_;
     m.peak_bytes = comm_.max_over_ranks(peak_);
     m.baseline_bytes = static_cast<double>(last_.baseline_bytes);
     m.padding_bytes = static_cast<double>(last_.padding_bytes);
@@ -199,20 +210,9 @@ class Running {
     }
     executor_.reset();
     dev_.reset();
-    const double time = costmodel::median(m.steps_s);
-    m.min_s = *std::min_element(m.steps_s.begin(), m.steps_s.end());
-    m.max_s = *std::max_element(m.steps_s.begin(), m.steps_s.end());
-    const Evaluation& sim = row_.evaluations.back();
-    m.time_error = (time - sim.time_s) / sim.time_s;
     m.memory_error = (m.peak_bytes - m.predicted_peak_bytes) / m.predicted_peak_bytes;
-    // Counted as the other evaluators count peaks: the cluster's reserve included.
-    row_.evaluations.push_back({"measured", true, sim.throughput * sim.time_s / time, time,
-                                m.peak_bytes + (sim.peak_bytes - m.predicted_peak_bytes)});
-    row_.measurement = std::move(measurement_);
-    return row_;
   }
 
- private:
   const MeasuredItem& item_;
   validate::Communicator& comm_;
   const ValidationOptions& o_;

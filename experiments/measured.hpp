@@ -97,10 +97,14 @@ struct ValidationSummary {
   bool inconclusive() const { return plans > 0 && !memory_failed && !numerics_failed && spread > spread_tolerance; }
   const char* verdict() const { return inconclusive() ? "inconclusive" : ok() ? "pass" : "fail"; }
 };
-// The numerics check's tolerances (fp32; those of tests/executor/test_executor_mpi.cpp): the loss
-// relative, a gradient relative to its operator's largest, the weights after Adam's first step
-// absolute (the step moves each weight by about the learning rate, 1e-3).
-inline constexpr double kCheckLoss = 1e-5, kCheckGrad = 1e-4, kCheckWeight = 5e-5;
+// The numerics check's tolerances (fp32; python/osdp/torch/measure.py's _check says how each is
+// measured): the loss relative; an operator's gradient as the norm of the difference over the norm
+// (1e-3: fp32 rounding is 1e-7-1e-6, but a relu unit whose pre-activation rounds to the other side of
+// the kink changes its rows' gradients outright: val-4x384 at micro-batch 4 measured 1.5e-4 in the
+// embedding, whose rows few tokens share; a gradient scaled or a shard or slice lost is 1e-1 or
+// more); the weights after Adam's first step absolute, where the step's sign is stable (the step moves
+// each weight by about the learning rate, 1e-3).
+inline constexpr double kCheckLoss = 1e-5, kCheckGrad = 1e-3, kCheckWeight = 5e-5;
 ValidationSummary summarize(const std::vector<UnitResult>& rows, const ValidationSpec& spec);
 
 using DeviceFactory = std::function<std::unique_ptr<validate::Device>(const costmodel::Plan&)>;

@@ -50,7 +50,7 @@ for r, plan_file in zip(sorted(rows, key=lambda r: r["index"]), args[2:]):
     assert m["memory_error"] == 0 and m["peak_bytes"] == 0
     assert abs(m["loss"] - math.log(vocab)) < 1.0, (m["loss"], math.log(vocab))
     # One step in FSDP2 on the executor arithmetic equals the executor itself (fp32 tolerances).
-    assert 0 <= m["check_loss_error"] <= 1e-5 and 0 <= m["check_grad_diff"] <= 1e-4, m
+    assert 0 <= m["check_loss_error"] <= 1e-5 and 0 <= m["check_grad_diff"] <= 1e-3, m
     assert 0 <= m["check_weight_diff"] <= 5e-5, m
     ev = {e["evaluator"]: e for e in r["evaluations"]}
     assert ev["measured"]["iteration_time_s"] == sorted(m["steps_s"])[2]
