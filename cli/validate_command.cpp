@@ -16,8 +16,8 @@
 #include "costmodel/workload.hpp"
 #include "experiments/measured.hpp"
 #include "experiments/results_dir.hpp"
-#include "osdp_version.hpp"
 #include "experiments/torch_measured.hpp"
+#include "osdp_version.hpp"
 #include "sim/replay.hpp"
 #include "validate/cpu/cpu_device.hpp"
 #include "validate/executor/self_communicator.hpp"
@@ -80,7 +80,6 @@ experiments::MeasuredJob make_job(const ValidateArgs& a) {
   return job;
 }
 
-
 // Reads and checks the inputs that every backend needs, into the options.
 experiments::ValidationOptions make_options(const ValidateArgs& a, const experiments::MeasuredJob& job) {
   experiments::ValidationOptions o;
@@ -102,49 +101,47 @@ experiments::ValidationOptions make_options(const ValidateArgs& a, const experim
 
 // Rank 0 (or the torch backend's launcher): the outputs, the summary lines and the exit code.
 int report(const ValidateArgs& a, const experiments::MeasuredJob& job, const experiments::ValidationOptions& o,
-           const std::vector<experiments::UnitResult>& rows, nlohmann::json prov, int ranks) {
-  {
-    const experiments::ValidationSummary s = experiments::summarize(rows, job.validation);
-    prov["date"] = costmodel::utc_now();
-    prov["tool"] = fmt::format("osdp {} ({})", OSDP_VERSION, OSDP_GIT_HASH);
-    prov["gemm"] = a.gemm;
-    prov["calibration"] = o.calibration     ? o.calibration->name
-                          : a.plans.empty() ? std::string("(the clusters' own)")
-                                            : std::string("(the plan files' own)");
-    const std::string plot = experiments::write_validation_outputs(o.out_dir, job, rows, s, prov);
+         const std::vector<experiments::UnitResult>& rows, nlohmann::json prov, int ranks) {
+  const experiments::ValidationSummary s = experiments::summarize(rows, job.validation);
+  prov["date"] = costmodel::utc_now();
+  prov["tool"] = fmt::format("osdp {} ({})", OSDP_VERSION, OSDP_GIT_HASH);
+  prov["gemm"] = a.gemm;
+  prov["calibration"] = o.calibration     ? o.calibration->name
+                        : a.plans.empty() ? std::string("(the clusters' own)")
+                                          : std::string("(the plan files' own)");
+  const std::string plot = experiments::write_validation_outputs(o.out_dir, job, rows, s, prov);
+  std::cout << fmt::format(
+      "osdp validate: {}: {} plans on {} ranks; step time |error| median {:.1f}%, max {:.1f}%;"
+      " {} |error| max {:.2f}%\n",
+      job.name, s.plans, ranks, 100 * s.median_abs_time_error, 100 * s.max_abs_time_error,
+      a.backend == "torch" ? "memory at rest" : "peak memory", 100 * s.max_abs_memory_error);
+  if (s.checked > 0)
     std::cout << fmt::format(
-        "osdp validate: {}: {} plans on {} ranks; step time |error| median {:.1f}%, max {:.1f}%;"
-        " {} |error| max {:.2f}%\n",
-        job.name, s.plans, ranks, 100 * s.median_abs_time_error, 100 * s.max_abs_time_error,
-        a.backend == "torch" ? "memory at rest" : "peak memory", 100 * s.max_abs_memory_error);
-    if (s.checked > 0)
-      std::cout << fmt::format(
-          "  one step in torch against osdp's executor, {} plans: loss within {:.1e}, gradients {:.1e}, "
-          "weights {:.1e}{}\n",
-          s.checked, s.max_check_loss_error, s.max_check_grad_diff, s.max_check_weight_diff,
-          s.numerics_failed ? " (over tolerance)" : "");
-    for (const auto& x : s.speedups)
-      std::cout << fmt::format("  speedup {} over {}: predicted {:.3f}x, measured {:.3f}x ({:+.1f}%)\n",
-                               x.faster, x.than, x.predicted, x.measured, 100 * x.error);
-    std::cout << fmt::format(
-        "  order: {} of {} pairs of plans predicted further apart than their steps spread measure in the "
-        "predicted order ({} pairs in all)\n",
-        std::count_if(s.orders.begin(), s.orders.end(), [](const auto& x) { return x.ok; }), s.orders.size(),
-        s.order_pairs);
-    std::cout << fmt::format("  results in {0}/validation.csv, {0}/summary.json{1}\n", o.out_dir,
-                             plot.empty() ? fmt::format(", {}/predicted_vs_measured.png", o.out_dir) : "");
-    if (!plot.empty()) std::cerr << "osdp validate: " << plot << "\n";
-    for (const auto& f : s.failures) std::cerr << "osdp validate: over tolerance: " << f << "\n";
-    if (s.inconclusive()) {
-      std::cerr << fmt::format(
-          "osdp validate: inconclusive: the machine's spread {:.1f}% (the median over the plans of the "
-          "slowest less the fastest timed step) exceeds the tolerance {:.1f}%: the time errors above are "
-          "not evidence either way; run again on a quieter machine (load average {})\n",
-          100 * s.spread, 100 * s.spread_tolerance, load_text());
-      return kExitInconclusive;
-    }
-    return s.ok() ? kExitOk : kExitTolerance;
+        "  one step in torch against osdp's executor, {} plans: loss within {:.1e}, gradients {:.1e}, "
+        "weights {:.1e}{}\n",
+        s.checked, s.max_check_loss_error, s.max_check_grad_diff, s.max_check_weight_diff,
+        s.numerics_failed ? " (over tolerance)" : "");
+  for (const auto& x : s.speedups)
+    std::cout << fmt::format("  speedup {} over {}: predicted {:.3f}x, measured {:.3f}x ({:+.1f}%)\n",
+                             x.faster, x.than, x.predicted, x.measured, 100 * x.error);
+  std::cout << fmt::format(
+      "  order: {} of {} pairs of plans predicted further apart than their steps spread measure in the "
+      "predicted order ({} pairs in all)\n",
+      std::count_if(s.orders.begin(), s.orders.end(), [](const auto& x) { return x.ok; }), s.orders.size(),
+      s.order_pairs);
+  std::cout << fmt::format("  results in {0}/validation.csv, {0}/summary.json{1}\n", o.out_dir,
+                           plot.empty() ? fmt::format(", {}/predicted_vs_measured.png", o.out_dir) : "");
+  if (!plot.empty()) std::cerr << "osdp validate: " << plot << "\n";
+  for (const auto& f : s.failures) std::cerr << "osdp validate: over tolerance: " << f << "\n";
+  if (s.inconclusive()) {
+    std::cerr << fmt::format(
+        "osdp validate: inconclusive: the machine's spread {:.1f}% (the median over the plans of the "
+        "slowest less the fastest timed step) exceeds the tolerance {:.1f}%: the time errors above are "
+        "not evidence either way; run again on a quieter machine (load average {})\n",
+        100 * s.spread, 100 * s.spread_tolerance, load_text());
+    return kExitInconclusive;
   }
+  return s.ok() ? kExitOk : kExitTolerance;
 }
 
 // The torch backend: this process prepares the plans and predictions, torchrun runs them (one job per
@@ -156,7 +153,8 @@ int run_torch(const ValidateArgs& a, const experiments::MeasuredJob& job) {
   t.timeout_s = a.timeout_s;
   t.progress = !a.quiet;
   t.check = !a.no_check;
-  o.run_group = experiments::torch_group_runner(t);
+  const auto ran = std::make_shared<nlohmann::json>(nlohmann::json::object());
+  o.run_group = experiments::torch_group_runner(t, ran);
   validate::CpuDevice device;
   validate::SelfCommunicator self(device);
   const experiments::DeviceFactory no_device = [](const costmodel::Plan&) -> std::unique_ptr<validate::Device> {
@@ -171,7 +169,10 @@ int run_torch(const ValidateArgs& a, const experiments::MeasuredJob& job) {
   }
   const int ranks = job.items.empty() ? 0 : job.items.front().world_size;
   nlohmann::json prov = costmodel::machine(ranks, 1);
-  prov["backend"] = "torch";
+  prov["backend"] = fmt::format("torch ({})", ran->value("backend", "no job ran"));
+  prov["backend_version"] = fmt::format("torch {}", ran->value("torch", "?"));
+  prov["device"] = fmt::format("{} ({} thread{} per rank)", ran->value("device", "?"), ran->value("threads", 0),
+                               ran->value("threads", 0) == 1 ? "" : "s");
   prov["python"] = t.python;
   return report(a, job, o, rows, std::move(prov), ranks);
 }

@@ -100,8 +100,8 @@ nlohmann::json executor_reference(const costmodel::Plan& plan, const std::string
           {"operators", ops}};
 }
 
-GroupRunner torch_group_runner(const validate::TorchJobOptions& options) {
-  return [options](const std::vector<ExternalPlan>& plans, const ValidationSpec& spec) {
+GroupRunner torch_group_runner(const validate::TorchJobOptions& options, std::shared_ptr<nlohmann::json> ran) {
+  return [options, ran](const std::vector<ExternalPlan>& plans, const ValidationSpec& spec) {
     const validate::NameMapping mapping = validate::default_name_mapping();
     const validate::ScratchDir scratch;  // the references, for as long as the job runs
     nlohmann::json list = nlohmann::json::array();
@@ -121,6 +121,9 @@ GroupRunner torch_group_runner(const validate::TorchJobOptions& options) {
     validate::TorchJobOptions o = options;
     o.nproc = plans.front().plan->cluster.world_size();
     const nlohmann::json out = validate::run_torch_job(job, o);
+    if (ran)
+      for (const char* key : {"torch", "backend", "device", "threads"})
+        if (out.contains(key)) (*ran)[key] = out[key];
     std::vector<ExternalResult> results;
     try {
       for (const auto& r : out.at("plans")) {

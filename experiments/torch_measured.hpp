@@ -14,12 +14,19 @@
 // that one.
 #pragma once
 
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
 #include "experiments/measured.hpp"
 #include "validate/torch/torch_job.hpp"
 
 namespace osdp::experiments {
 
-GroupRunner torch_group_runner(const validate::TorchJobOptions& options);
+// `ran`, when given, receives what the last job said of itself: {"torch": version, "backend": "gloo" or
+// "nccl", "device", "threads"} (for the provenance).
+GroupRunner torch_group_runner(const validate::TorchJobOptions& options,
+                               std::shared_ptr<nlohmann::json> ran = nullptr);
 
 // osdp's executor's step for the numerics check of `plan`: the initial weights, the updated weights
 // and the gradients (the IR's logical order, float32) and the global batch's tokens (int32, samples x

@@ -57,7 +57,8 @@ for r, plan_file in zip(sorted(rows, key=lambda r: r["index"]), args[2:]):
 ' res/rows.jsonl "$ROOT/data/models/val-nd-8x256.json" fsdp.json ddp.json exact.json
 jcheck "summary.json names the torch backend and the Python it ran" res/summary.json '
 p = j["provenance"]
-assert p["backend"] == "torch" and p["python"].endswith("/bin/python"), p
+assert p["backend"] == "torch (gloo)" and p["python"].endswith("/bin/python"), p
+assert p["backend_version"].startswith("torch 2.") and p["device"] == "cpu (1 thread per rank)", p
 assert j["plans"] == 3 and j["verdict"] in ("pass", "fail", "inconclusive"), j["plans"]'
 contains "validation.csv has the states columns" res/validation.csv "predicted_state_bytes,measured_state_bytes,loss,plan"
 
