@@ -37,7 +37,7 @@ using costmodel::format_seconds;
 
 struct CalibrateArgs {
   std::string backend = "mpi", out, min_size, max_size, mpirun_args;  // sizes: empty for the default
-  std::string gemm = "fp32", python;  // python: --backend torch's interpreter
+  std::string gemm = "fp32", python;                                  // python: --backend torch's interpreter
   std::vector<std::string> np;  // "-np N" arrives as {"p", "N"} (CLI11 has no multi-letter short names)
   std::vector<std::string> models{"nd-48x1024"};
   int repeats = 0;   // 0: the default (7, or 2 with --quick)
@@ -246,7 +246,8 @@ int run_torch(const CalibrateArgs& a, int np) {
   if (np < 1) throw UsageError("--backend torch: give the number of ranks, -np N");
   if (a.per_node > 0) throw UsageError("--per-node: the torch backend measures the world's rings only");
   if (a.gemm != "fp32") throw UsageError("--gemm bf16: the torch backend times fp32 GEMMs only");
-  if (!a.mpirun_args.empty()) throw UsageError("--mpirun-args: the torch backend starts its ranks with torchrun");
+  if (!a.mpirun_args.empty())
+    throw UsageError("--mpirun-args: the torch backend starts its ranks with torchrun");
   validate::CalibrateOptions o = make_options(a);
   if (o.gemm_shapes.empty()) o.gemm_shapes = validate::generic_gemm_shapes(o.quick);
   // gloo's collectives through FSDP2 spread 10-30% between repetitions on a shared CPU machine, and a
@@ -293,7 +294,8 @@ int run_torch(const CalibrateArgs& a, int np) {
       run.measurements.push_back(std::move(x));
     }
   } catch (const nlohmann::json::exception& e) {
-    std::cerr << "osdp calibrate: error: the torch job's result is not what osdp expects: " << e.what() << "\n";
+    std::cerr << "osdp calibrate: error: the torch job's result is not what osdp expects: " << e.what()
+              << "\n";
     return kExitJobFailed;
   }
   costmodel::fit_measurements(run, o.name, o.segments);
@@ -365,13 +367,15 @@ Action add_calibrate_command(CLI::App& app) {
       "otherwise mpirun's.");
   app.add_option(
          "--backend", a->backend,
-         "mpi (CPU ranks, Open MPI), nccl (one GPU per rank: CUDA, cuBLAS, NCCL; see osdp --version) or torch "
+         "mpi (CPU ranks, Open MPI), nccl (one GPU per rank: CUDA, cuBLAS, NCCL; see osdp --version) or "
+         "torch "
          "(PyTorch's own collectives and kernels, ranks started by torchrun: gloo on CPUs, NCCL on GPUs)")
       ->check(CLI::IsMember({"mpi", "nccl", "torch"}))
       ->capture_default_str();
-  app.add_option("--python", a->python,
-                 "--backend torch: the Python with torch and the osdp package (default: $OSDP_PYTHON, else the "
-                 "build's venv, else python3)");
+  app.add_option(
+      "--python", a->python,
+      "--backend torch: the Python with torch and the osdp package (default: $OSDP_PYTHON, else the "
+      "build's venv, else python3)");
   app.add_option("-n,--np", a->np, "Number of ranks (written -np N, as for mpirun)")
       ->expected(1, 2)
       ->type_name("N");

@@ -94,14 +94,14 @@ experiments::ValidationOptions make_options(const ValidateArgs& a, const experim
   o.tasks = a.tasks;
   o.gemm_math = gemm_math(a.gemm);
   o.group_delay_ms = test_delay_ms("OSDP_VALIDATE_TEST_DELAY_MS");
-  if (!a.quiet)
-    o.progress = [](const std::string& line) { std::cerr << "validate: " << line << std::endl; };
+  if (!a.quiet) o.progress = [](const std::string& line) { std::cerr << "validate: " << line << std::endl; };
   return o;
 }
 
 // Rank 0 (or the torch backend's launcher): the outputs, the summary lines and the exit code.
-int report(const ValidateArgs& a, const experiments::MeasuredJob& job, const experiments::ValidationOptions& o,
-         const std::vector<experiments::UnitResult>& rows, nlohmann::json prov, int ranks) {
+int report(const ValidateArgs& a, const experiments::MeasuredJob& job,
+           const experiments::ValidationOptions& o, const std::vector<experiments::UnitResult>& rows,
+           nlohmann::json prov, int ranks) {
   const experiments::ValidationSummary s = experiments::summarize(rows, job.validation);
   prov["date"] = costmodel::utc_now();
   prov["tool"] = fmt::format("osdp {} ({})", OSDP_VERSION, OSDP_GIT_HASH);
@@ -157,7 +157,8 @@ int run_torch(const ValidateArgs& a, const experiments::MeasuredJob& job) {
   o.run_group = experiments::torch_group_runner(t, ran);
   validate::CpuDevice device;
   validate::SelfCommunicator self(device);
-  const experiments::DeviceFactory no_device = [](const costmodel::Plan&) -> std::unique_ptr<validate::Device> {
+  const experiments::DeviceFactory no_device =
+      [](const costmodel::Plan&) -> std::unique_ptr<validate::Device> {
     throw osdp::Error("the torch backend makes no osdp device");
   };
   std::vector<experiments::UnitResult> rows;
@@ -171,8 +172,8 @@ int run_torch(const ValidateArgs& a, const experiments::MeasuredJob& job) {
   nlohmann::json prov = costmodel::machine(ranks, 1);
   prov["backend"] = fmt::format("torch ({})", ran->value("backend", "no job ran"));
   prov["backend_version"] = fmt::format("torch {}", ran->value("torch", "?"));
-  prov["device"] = fmt::format("{} ({} thread{} per rank)", ran->value("device", "?"), ran->value("threads", 0),
-                               ran->value("threads", 0) == 1 ? "" : "s");
+  prov["device"] = fmt::format("{} ({} thread{} per rank)", ran->value("device", "?"),
+                               ran->value("threads", 0), ran->value("threads", 0) == 1 ? "" : "s");
   prov["python"] = t.python;
   return report(a, job, o, rows, std::move(prov), ranks);
 }
@@ -223,7 +224,8 @@ int run_validate(const ValidateArgs& a) {
   const bool torch = a.backend == "torch";
   if (torch) {
     if (a.tasks)
-      throw UsageError("--tasks: the torch backend does not time single tasks; osdp's executor does (--backend mpi)");
+      throw UsageError(
+          "--tasks: the torch backend does not time single tasks; osdp's executor does (--backend mpi)");
     if (a.gemm != "fp32") throw UsageError("--gemm bf16: the torch backend runs the plan's own precision");
     if (!a.mpirun_args.empty())
       throw UsageError("--mpirun-args: the torch backend starts its ranks with torchrun, not mpirun");
@@ -252,8 +254,8 @@ int run_validate(const ValidateArgs& a) {
       !why.empty())
     throw UsageError(why);
   if (torch) {
-    if (const std::string why =
-            validate::torch_unavailable_reason(a.python.empty() ? validate::default_torch_python() : a.python);
+    if (const std::string why = validate::torch_unavailable_reason(
+            a.python.empty() ? validate::default_torch_python() : a.python);
         !why.empty())
       throw UsageError(fmt::format("--backend torch: {}", why));
     return run_torch(a, job);
@@ -311,9 +313,10 @@ Action add_validate_command(CLI::App& app) {
       ->capture_default_str();
   app.add_flag("--no-check", a->no_check,
                "--backend torch: skip the one-step check against osdp's executor (time and memory only)");
-  app.add_option("--python", a->python,
-                 "--backend torch: the Python with torch and the osdp package (default: $OSDP_PYTHON, else the "
-                 "build's venv, else python3)");
+  app.add_option(
+      "--python", a->python,
+      "--backend torch: the Python with torch and the osdp package (default: $OSDP_PYTHON, else the "
+      "build's venv, else python3)");
   app.add_option("-n,--np", a->np, "Number of ranks (written -np N, as for mpirun)");
   app.add_option("--calibration", a->calibration,
                  "Calibration file (from osdp calibrate) to predict with, instead of the clusters' own");

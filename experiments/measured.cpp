@@ -169,8 +169,8 @@ class Running {
     }
     if (o_.run_group) {  // run elsewhere (the torch backend): memory at rest, no peak
       if (m.steps_s.empty())
-        throw validate::BackendFailure(fmt::format("plan {} of {}: the backend returned no timed steps",
-                                                   row_.strategy, item_.origin));
+        throw validate::BackendFailure(
+            fmt::format("plan {} of {}: the backend returned no timed steps", row_.strategy, item_.origin));
       m.memory_error = (m.state_bytes - m.predicted_state_bytes) / m.predicted_state_bytes;
     } else {
       finish_executor();
@@ -182,7 +182,8 @@ class Running {
     m.time_error = (time - sim.time_s) / sim.time_s;
     // Counted as the other evaluators count peaks: the cluster's reserve included (the torch backend
     // measures no peak: the simulator's).
-    const double peak = o_.run_group ? sim.peak_bytes : m.peak_bytes + (sim.peak_bytes - m.predicted_peak_bytes);
+    const double peak =
+        o_.run_group ? sim.peak_bytes : m.peak_bytes + (sim.peak_bytes - m.predicted_peak_bytes);
     row_.evaluations.push_back({"measured", true, sim.throughput * sim.time_s / time, time, peak});
     row_.measurement = std::move(measurement_);
     return row_;
@@ -270,7 +271,8 @@ double states_at_rest_bytes(const costmodel::Plan& plan, const costmodel::Worklo
     const std::int64_t p = workload.operators[i].parameters();
     const costmodel::Choice& c = plan.operators[i].choice;
     const std::int64_t ranks = c.replicate ? 1 : c.node_group ? node : world;
-    total += static_cast<double>(b.weight + b.gradient + b.optimizer) * static_cast<double>((p + ranks - 1) / ranks);
+    total += static_cast<double>(b.weight + b.gradient + b.optimizer) *
+             static_cast<double>((p + ranks - 1) / ranks);
   }
   return total;
 }
@@ -351,13 +353,13 @@ std::vector<UnitResult> run_measured(const MeasuredJob& job, validate::Communica
     const bool at_rest = m && m->state_bytes > 0;
     o.progress(
         row.feasible && m
-            ? fmt::format("[{}/{}] {} {} b={}: predicted {:.1f} ms, measured {:.1f} ms ({:+.1f}%); {} {} "
-                          "predicted, {} measured ({:+.2f}%)",
-                          position, total, row.model, row.strategy, row.batch_size, 1e3 * sim->time_s,
-                          1e3 * measured->time_s, 100 * m->time_error, at_rest ? "states at rest" : "peak",
-                          costmodel::format_bytes(at_rest ? m->predicted_state_bytes : m->predicted_peak_bytes),
-                          costmodel::format_bytes(at_rest ? m->state_bytes : m->peak_bytes),
-                          100 * m->memory_error)
+            ? fmt::format(
+                  "[{}/{}] {} {} b={}: predicted {:.1f} ms, measured {:.1f} ms ({:+.1f}%); {} {} "
+                  "predicted, {} measured ({:+.2f}%)",
+                  position, total, row.model, row.strategy, row.batch_size, 1e3 * sim->time_s,
+                  1e3 * measured->time_s, 100 * m->time_error, at_rest ? "states at rest" : "peak",
+                  costmodel::format_bytes(at_rest ? m->predicted_state_bytes : m->predicted_peak_bytes),
+                  costmodel::format_bytes(at_rest ? m->state_bytes : m->peak_bytes), 100 * m->memory_error)
             : fmt::format("[{}/{}] {} {}: no plan fits", position, total, row.model, row.strategy));
   };
   // The plans of one group run side by side, their steps interleaved, so that a machine whose speed
@@ -402,8 +404,8 @@ std::vector<UnitResult> run_measured(const MeasuredJob& job, validate::Communica
       if (!plans.empty()) {
         const std::vector<ExternalResult> results = o.run_group(plans, job.validation);
         if (results.size() != plans.size())
-          throw validate::BackendFailure(fmt::format("the backend returned {} results for {} plans",
-                                                     results.size(), plans.size()));
+          throw validate::BackendFailure(
+              fmt::format("the backend returned {} results for {} plans", results.size(), plans.size()));
         for (std::size_t i = 0; i < which.size(); ++i) group[which[i]]->set_external(results[i]);
       }
     }

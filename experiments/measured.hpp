@@ -94,7 +94,9 @@ struct ValidationSummary {
   bool ok() const { return failures.empty() && plans > 0; }
   // Timing errors cannot be judged when the steps of one plan spread further than the tolerance:
   // the verdict is then inconclusive (unless memory failed, which noise does not excuse).
-  bool inconclusive() const { return plans > 0 && !memory_failed && !numerics_failed && spread > spread_tolerance; }
+  bool inconclusive() const {
+    return plans > 0 && !memory_failed && !numerics_failed && spread > spread_tolerance;
+  }
   const char* verdict() const { return inconclusive() ? "inconclusive" : ok() ? "pass" : "fail"; }
 };
 // The numerics check's tolerances (fp32; python/osdp/torch/measure.py's _check says how each is
@@ -125,8 +127,8 @@ struct ExternalResult {
   std::string check_note;  // the operators of the largest differences
 };
 // Runs the plans side by side (warm-up, then timed steps interleaved) and returns one result each.
-using GroupRunner = std::function<std::vector<ExternalResult>(const std::vector<ExternalPlan>&,
-                                                              const ValidationSpec&)>;
+using GroupRunner =
+    std::function<std::vector<ExternalResult>(const std::vector<ExternalPlan>&, const ValidationSpec&)>;
 
 // The bytes of parameters, gradients and optimizer states a rank holds at rest under `plan`: per
 // operator (w+g+o) times its share of the P parameters (ceil(P/N) sharded over the world, ceil(P/G)

@@ -96,18 +96,21 @@ nlohmann::json executor_reference(const costmodel::Plan& plan, const std::string
           {"seq", seq},
           {"vocab", vocab},
           {"loss", st.loss},
-          {"adam", {{"lr", xo.adam.lr}, {"beta1", xo.adam.beta1}, {"beta2", xo.adam.beta2}, {"eps", xo.adam.eps}}},
+          {"adam",
+           {{"lr", xo.adam.lr}, {"beta1", xo.adam.beta1}, {"beta2", xo.adam.beta2}, {"eps", xo.adam.eps}}},
           {"operators", ops}};
 }
 
-GroupRunner torch_group_runner(const validate::TorchJobOptions& options, std::shared_ptr<nlohmann::json> ran) {
+GroupRunner torch_group_runner(const validate::TorchJobOptions& options,
+                               std::shared_ptr<nlohmann::json> ran) {
   return [options, ran](const std::vector<ExternalPlan>& plans, const ValidationSpec& spec) {
     const validate::NameMapping mapping = validate::default_name_mapping();
     const validate::ScratchDir scratch;  // the references, for as long as the job runs
     nlohmann::json list = nlohmann::json::array();
     for (std::size_t i = 0; i < plans.size(); ++i) {
       const ExternalPlan& p = plans[i];
-      nlohmann::json entry = {{"label", p.label}, {"export", validate::export_fsdp2(*p.plan, p.origin, mapping)}};
+      nlohmann::json entry = {{"label", p.label},
+                              {"export", validate::export_fsdp2(*p.plan, p.origin, mapping)}};
       // Mixed precision computes in bf16: no fp32 equality to check.
       if (options.check && p.plan->model.precision == costmodel::Precision::kFp32)
         entry["check"] = executor_reference(*p.plan, scratch.path(), static_cast<int>(i));
@@ -137,13 +140,15 @@ GroupRunner torch_group_runner(const validate::TorchJobOptions& options, std::sh
           x.check_loss_error = c->at("loss_error").get<double>();
           x.check_grad_diff = c->at("grad_diff").get<double>();
           x.check_weight_diff = c->at("weight_diff").get<double>();
-          x.check_note = fmt::format("largest gradient difference in {}, largest weight difference in {}",
-                                     c->at("grad_op").get<std::string>(), c->at("weight_op").get<std::string>());
+          x.check_note =
+              fmt::format("largest gradient difference in {}, largest weight difference in {}",
+                          c->at("grad_op").get<std::string>(), c->at("weight_op").get<std::string>());
         }
         results.push_back(std::move(x));
       }
     } catch (const nlohmann::json::exception& e) {
-      throw validate::BackendFailure(fmt::format("the torch job's result is not what osdp expects: {}", e.what()));
+      throw validate::BackendFailure(
+          fmt::format("the torch job's result is not what osdp expects: {}", e.what()));
     }
     return results;
   };

@@ -98,17 +98,17 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
                                        r.strategy, r.batch_size, 100 * m.time_error, 100 * spec.time_max));
     if (std::fabs(m.memory_error) > spec.memory_max) s.memory_failed = true;
     if (std::fabs(m.memory_error) > spec.memory_max)
-      s.failures.push_back(fmt::format("{} {} b={}: {} off by {:+.2f}% (tolerance {:.2f}%)", r.model, r.strategy,
-                                       r.batch_size,
-                                       m.state_bytes > 0 ? "memory at rest (parameters, gradients, optimizer states)"
-                                                         : "peak memory",
-                                       100 * m.memory_error, 100 * spec.memory_max));
+      s.failures.push_back(fmt::format(
+          "{} {} b={}: {} off by {:+.2f}% (tolerance {:.2f}%)", r.model, r.strategy, r.batch_size,
+          m.state_bytes > 0 ? "memory at rest (parameters, gradients, optimizer states)" : "peak memory",
+          100 * m.memory_error, 100 * spec.memory_max));
     if (m.check_loss_error >= 0) {
       ++s.checked;
       s.max_check_loss_error = std::max(s.max_check_loss_error, m.check_loss_error);
       s.max_check_grad_diff = std::max(s.max_check_grad_diff, m.check_grad_diff);
       s.max_check_weight_diff = std::max(s.max_check_weight_diff, m.check_weight_diff);
-      if (m.check_loss_error > kCheckLoss || m.check_grad_diff > kCheckGrad || m.check_weight_diff > kCheckWeight) {
+      if (m.check_loss_error > kCheckLoss || m.check_grad_diff > kCheckGrad ||
+          m.check_weight_diff > kCheckWeight) {
         s.numerics_failed = true;
         s.failures.push_back(fmt::format(
             "{} {} b={}: one step in torch differs from osdp's executor: loss {:.2e} (tolerance {:.0e}), "

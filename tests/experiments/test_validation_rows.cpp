@@ -131,7 +131,8 @@ TEST_CASE("the measured order is checked where the predicted gap exceeds the mea
   CHECK_FALSE(strict.ok());
 }
 
-TEST_CASE("the states at rest the torch backend is held to, derived per operator", "[experiments][validate]") {
+TEST_CASE("the states at rest the torch backend is held to, derived per operator",
+          "[experiments][validate]") {
   // 2 nodes x 2 ranks: world shards hold ceil(P/4), node groups ceil(P/2), REPLICATE all P; each
   // parameter costs w + g + o = 4 + 4 + 8 bytes in fp32 with Adam.
   osdp::costmodel::Plan plan;

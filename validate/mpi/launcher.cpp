@@ -1,7 +1,7 @@
 // Relaunching this executable under mpirun, and any other child (run_child): fork and exec with the
-// caller's stdio, then waitpid, forwarding SIGINT/SIGTERM to the child meanwhile. The child asks the kernel for SIGTERM when the
-// launcher dies (PR_SET_PDEATHSIG), so that kill -9 of the launcher takes mpirun, and with it the
-// ranks, down too instead of leaving them running.
+// caller's stdio, then waitpid, forwarding SIGINT/SIGTERM to the child meanwhile. The child asks the kernel
+// for SIGTERM when the launcher dies (PR_SET_PDEATHSIG), so that kill -9 of the launcher takes mpirun, and
+// with it the ranks, down too instead of leaving them running.
 #include "validate/mpi/launcher.hpp"
 
 #include <fcntl.h>
@@ -202,7 +202,8 @@ int run_child(std::vector<std::string> words, const std::string& what, const std
     if (done < 0 && errno != EINTR) {
       const int error = errno;
       g_child = 0;
-      throw Error(fmt::format("waiting for {} \"{}\" (pid {}): {}", what, program, pid, std::strerror(error)));
+      throw Error(
+          fmt::format("waiting for {} \"{}\" (pid {}): {}", what, program, pid, std::strerror(error)));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

@@ -53,7 +53,8 @@ std::string read_text(const std::string& path) {
 ScratchDir::ScratchDir() {
   std::string pattern = (fs::temp_directory_path() / "osdp-torch-XXXXXX").string();
   if (mkdtemp(pattern.data()) == nullptr)
-    throw Error(fmt::format("cannot make a directory for the torch job in {}", fs::temp_directory_path().string()));
+    throw Error(
+        fmt::format("cannot make a directory for the torch job in {}", fs::temp_directory_path().string()));
   path_ = pattern;
 }
 
@@ -71,7 +72,8 @@ std::string default_torch_python() {
 }
 
 std::string torch_unavailable_reason(const std::string& python) {
-  std::vector<std::string> words = with_env({python, "-c", "import torch, torch.distributed, osdp.torch.measure"});
+  std::vector<std::string> words =
+      with_env({python, "-c", "import torch, torch.distributed, osdp.torch.measure"});
   // Quietly: the interpreter's own traceback is not the message.
   std::string line;
   for (const auto& w : words) line += fmt::format(" '{}'", w);
@@ -94,10 +96,10 @@ nlohmann::json run_torch_job(nlohmann::json job, const TorchJobOptions& o) {
   job["status_file"] = status_path;
   costmodel::write_file_atomic(job_path, job.dump());
   const std::string python = o.python.empty() ? default_torch_python() : o.python;
-  const int status = run_child(with_env({python, "-m", "torch.distributed.run", "--standalone",
-                                         "--nproc_per_node", std::to_string(o.nproc), "-m",
-                                         "osdp.torch.measure", job_path, out_path}),
-                               "torchrun", " (--python or OSDP_PYTHON names the interpreter)");
+  const int status =
+      run_child(with_env({python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+                          std::to_string(o.nproc), "-m", "osdp.torch.measure", job_path, out_path}),
+                "torchrun", " (--python or OSDP_PYTHON names the interpreter)");
   if (forwarded_signal() != 0)
     throw BackendFailure(fmt::format("the torch job was interrupted (signal {})", forwarded_signal()));
   std::error_code ec;

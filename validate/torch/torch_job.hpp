@@ -20,7 +20,7 @@ struct TorchJobOptions {
   int nproc = 1;           // ranks
   double timeout_s = 120;  // a collective not done by then fails (gloo's and NCCL's process-group timeout)
   bool progress = false;   // rank 0 prints what it is doing
-  bool check = true;       // validate: also the numerics check of each fp32 plan (experiments/torch_measured.hpp)
+  bool check = true;  // validate: also the numerics check of each fp32 plan (experiments/torch_measured.hpp)
 };
 
 std::string default_torch_python();
