@@ -25,11 +25,12 @@ Kernel gemm(std::string name, I m, I n, I k, Dim batch_dim, Dim split_dim = Dim:
   return g;
 }
 
-Kernel elementwise(std::string name, double bytes_per_sample) {
+Kernel elementwise(std::string name, double bytes_per_sample, bool tp_sliced = false) {
   Kernel e;
   e.kind = KernelKind::kElementwise;
   e.name = std::move(name);
   e.bytes_per_sample = bytes_per_sample;
+  e.tp_sliced = tp_sliced;
   return e;
 }
 
@@ -71,8 +72,9 @@ Operator attention(int layer, const StageSpec& st, I s, double e, double mask) {
   op.split_units = a;  // a slice holds whole heads
   add_linear(op, op.name + ".qkv", s, h, 3 * h, true);
   op.forward.push_back(gemm(op.name + ".scores", s, s, d, Dim::kCount, Dim::kCount, a));
-  op.forward.push_back(elementwise(op.name + ".softmax", 2 * ad * sd * sd * e));
-  if (mask > 0) op.forward.push_back(elementwise(op.name + ".attn_dropout", ad * sd * sd * (2 * e + mask)));
+  op.forward.push_back(elementwise(op.name + ".softmax", 2 * ad * sd * sd * e, true));
+  if (mask > 0)
+    op.forward.push_back(elementwise(op.name + ".attn_dropout", ad * sd * sd * (2 * e + mask), true));
   op.forward.push_back(gemm(op.name + ".av", s, d, s, Dim::kCount, Dim::kCount, a));
   // The projection comes after attention in the forward pass.
   Operator proj_part;
@@ -87,7 +89,7 @@ Operator attention(int layer, const StageSpec& st, I s, double e, double mask) {
   op.backward.push_back(proj_part.backward[1]);
   op.backward.push_back(gemm(op.name + ".av.dA", s, s, d, Dim::kCount, Dim::kCount, a));
   op.backward.push_back(gemm(op.name + ".av.dV", s, d, s, Dim::kCount, Dim::kCount, a));
-  op.backward.push_back(elementwise(op.name + ".softmax.bwd", 3 * ad * sd * sd * e));
+  op.backward.push_back(elementwise(op.name + ".softmax.bwd", 3 * ad * sd * sd * e, true));
   op.backward.push_back(gemm(op.name + ".scores.dQ", s, d, s, Dim::kCount, Dim::kCount, a));
   op.backward.push_back(gemm(op.name + ".scores.dK", s, d, s, Dim::kCount, Dim::kCount, a));
   op.backward.push_back(gemm(op.name + ".qkv.dX", s, h, 3 * h, Dim::kM, Dim::kN));
@@ -114,7 +116,7 @@ Operator mlp(int layer, const StageSpec& st, I s, double e, double mask) {
   add_layer_norm(op, op.name + ".ln2", h, sd, e);
   Operator fc2_part;
   add_linear(op, op.name + ".fc1", s, h, f, true);
-  op.forward.push_back(elementwise(op.name + ".gelu", 2 * sd * fd * e));
+  op.forward.push_back(elementwise(op.name + ".gelu", 2 * sd * fd * e, true));
   add_linear(fc2_part, op.name + ".fc2", s, f, h);
   for (auto& w : fc2_part.weights) op.weights.push_back(w);
   op.forward.push_back(fc2_part.forward.front());
@@ -124,7 +126,7 @@ Operator mlp(int layer, const StageSpec& st, I s, double e, double mask) {
   op.backward.push_back(elementwise(op.name + ".residual.bwd", 2 * sd * hd * e));
   op.backward.push_back(fc2_part.backward[0]);
   op.backward.push_back(fc2_part.backward[1]);
-  op.backward.push_back(elementwise(op.name + ".gelu.bwd", 3 * sd * fd * e));
+  op.backward.push_back(elementwise(op.name + ".gelu.bwd", 3 * sd * fd * e, true));
   op.backward.push_back(fc1_bwd[0]);
   op.backward.push_back(fc1_bwd[1]);
   op.backward.push_back(elementwise(op.name + ".ln2.bwd", 4 * sd * hd * e));
@@ -142,8 +144,8 @@ void add_head(Operator& op, const std::string& prefix, I s, I h, I vocab, double
   op.forward.push_back(elementwise(prefix + "ln_f", 2 * sd * hd * e));
   if (own_weight) op.weights.push_back({prefix + "lm_head", h, vocab, true});
   op.forward.push_back(gemm(prefix + "logits", s, vocab, h, Dim::kM, Dim::kK));
-  op.forward.push_back(elementwise(prefix + "cross_entropy", 3 * sd * vd * e));
-  op.backward.push_back(elementwise(prefix + "cross_entropy.bwd", 2 * sd * vd * e));
+  op.forward.push_back(elementwise(prefix + "cross_entropy", 3 * sd * vd * e, true));
+  op.backward.push_back(elementwise(prefix + "cross_entropy.bwd", 2 * sd * vd * e, true));
   op.backward.push_back(gemm(prefix + "logits.dX", s, h, vocab, Dim::kM, Dim::kN));
   op.backward.push_back(gemm(prefix + "logits.dW", h, vocab, s, Dim::kK, Dim::kM));
   op.backward.push_back(elementwise(prefix + "ln_f.bwd", 4 * sd * hd * e));

@@ -41,6 +41,11 @@ struct Kernel {
   Dim split_dim = Dim::kNone;  // divided by the split count n (kernels a slice runs a share of)
   double bytes_per_sample = 0.0;
   int site = 0;  // 0: at the operator's place; 1: at the LM head's place (a tied embedding's head)
+  // An elementwise kernel over per-head, per-ffn-column or per-vocabulary-entry data, which tensor
+  // parallelism divides among its ranks (softmax, attention dropout, GeLU, cross entropy); the others
+  // (layer norms, residuals, dropout of the hidden state) run whole on each rank unless sequence
+  // parallelism splits them (costmodel/hybrid.hpp).
+  bool tp_sliced = false;
 
   double flops(int batch) const;  // 2 m n k count for the batch
   // The kernel for one slice of an n-way split (m, n or k along split_dim divided by n).

@@ -1,0 +1,216 @@
+// Hybrid parallelism (Galvatron's space, issue 16): pipeline stages with micro-batches, a tensor-
+// parallel degree per unit (a transformer layer, the embedding, a projection, the LM head), and
+// within each unit's data-parallel group the per-operator choices of cost_model.hpp. The analytic
+// model of a hybrid plan, both tiers; search/hybrid.hpp searches it.
+//
+// Layout. N = M G devices (M nodes of G). A plan has a pipeline degree pp (a power of two dividing
+// N); stage s holds the N_s = N / pp consecutive ranks s N_s .. (s+1) N_s - 1 and a contiguous run of
+// units (the embedding in the first stage, the LM head in the last). A unit u of stage s has a
+// tensor-parallel degree t_u, a power of two with t_u <= G and t_u | N_s: its TP groups are t_u
+// consecutive ranks (inside a node), its data-parallel group the d_u = N_s / t_u ranks at one TP
+// index (spread over the stage's nodes). m micro-batches, each of b0 samples per device at t = 1:
+// the global batch is B = b0 m N / pp, a unit of degree t runs micro-batches of b = b0 t samples on
+// each rank of its TP group (every rank of a stage does the same work). Throughput B / T.
+//
+// Tensor parallelism (Megatron-LM column/row split): a TP slice of an operator is the slice an
+// operator split (workload.hpp) cuts: an attention slice holds whole heads (its columns of QKV, its
+// rows of the projection), an MLP slice its columns of fc1 and rows of fc2, the LM head its columns
+// (vocabulary-parallel). Its GEMMs are the split's slice kernels; its elementwise kernels over heads,
+// ffn columns or the vocabulary (Kernel::tp_sliced) run 1/t of their bytes; layer norms, residuals
+// and hidden-state dropout run whole on each rank, or 1/t of them with sequence parallelism (SP).
+// Parameters: column-split weights and their biases, row-split weights divided by t; row-split
+// biases and layer norms whole. Saved activations per sample: the replicated part R stays whole
+// (without SP), the rest is divided by t; with SP all of it:
+//   attention, MLP: R = (2e + mask) s h  (the layer norm's input, the first GEMM's input, the
+//                   residual dropout's mask: Korthikanti et al. 2022, 10 s h of the 34 s h at e = 2)
+//   head:           R = e s h;  embedding: R = everything.  Checkpointed input e s h: whole without SP.
+// TP collectives, on the critical path (not overlapped), each an all-reduce of X = b s h e bytes on a
+// ring of t ranks on the intra-node link, AR_t(X) = 2((t-1) alpha + (t-1)/t X beta) (with SP a
+// reduce-scatter plus an all-gather, the same time by the ring formula):
+//   attention, MLP: one in forward (after the row-split GEMM), one in backward (before the
+//                   column-split GEMM's input gradient leaves); a checkpointed operator's recompute
+//                   repeats the forward one;
+//   embedding: one in forward;  LM head: one in backward.
+//
+// One operator's price at (t, choice, b0, m), priced on the data-parallel group's ring (a cluster of
+// d ranks: one node of d when N_s <= G, else N_s / G nodes of G / t; cost_model.hpp's formulas on
+// it; a calibration's world segments only where that group is the whole world), with the TP slice's
+// P_t parameters, n slices of Ps = ceil(P_t / n), k of them ZDP, and ag, rs the slice's all-gather
+// and reduce-scatter, ar the all-reduce of g P_t:
+//   per micro-batch, forward:  fwd = the slice's forward kernels at b;   comm_f = (k + (n-k)/m) ag
+//                               (ZDP slices gather for every micro-batch, DP slices once per step)
+//                  backward: bwd = its backward kernels (+ fwd when checkpointed);
+//                            comm_b = (k + regather) ag + n rs / m   (REPLICATE: ar / m): gradients
+//                            are reduced once per step, after the last micro-batch (Megatron's and
+//                            PyTorch pipelining's deferred gradient sync)
+//   time = ov(fwd, comm_f) + ov(bwd, comm_b) + tp_f + tp_b (+ tp_f when checkpointed) + opt / m
+//          (ov as in cost_model.hpp when overlap is on and prefetch >= 1, else the sum; the paper
+//          tier prices compute as b gamma and has no optimizer term); the per-step work is spread
+//          over the step's micro-batches, so the stage's m micro-batches sum to the step's work
+//   states = (w+g+o) shard + (n-k) w Ps + [tied gradient] g P_t + [m > 1, sharded] n g Ps
+//            (the accumulated unsharded gradient, reduced at the step's end)
+//   act    = b (checkpointed ? input : saved)      per micro-batch in flight
+//   trans  = b workspace + gathered ZDP slices as in cost_model.hpp + [m = 1, sharded] g Ps
+//            + [checkpointed] b (saved - input)
+// With t = 1, m = 1 and pp = 1 this is exactly CostModel::cost (a test holds it).
+//
+// Between units. A unit of degree t' after one of degree t != t' re-lays its input out: the larger
+// per-device batch's activation X = b0 max(t, t') s h e is all-gathered on a ring of max/min ranks
+// (forward when t grows, backward when it shrinks), once per micro-batch: AG_{t'/t}(X). Stage
+// boundaries hand activations over in the t = 1 layout (each rank its b0 samples: Megatron's
+// scatter-gather of p2p), so a stage's first unit re-lays from 1 and its last unit to 1; the send
+// takes p2p = alpha + b0 s h e beta each way on the link between the stages (between nodes when
+// N_s >= G), charged to the sending stage per micro-batch. A tied embedding on a pipeline keeps its
+// token table in the first stage and a copy in the last (the LM head): the copy's gradient is
+// all-reduced between the two once per step, AR_2(g P_t) on the link between them, charged / m to the
+// last stage.
+//
+// Stage time per micro-batch c_s = sum of its units' operator times + its re-layouts + its sends.
+// Step:   T = sum_s c_s + (m - 1) max_s c_s   (fill and drain, then the slowest stage sets the
+//         pace: (m + pp - 1) c for equal stages, bubble fraction (pp - 1) / (m + pp - 1); GPipe and
+//         1F1B take the same time)
+// Memory of stage s: reserve + prefetch reserve + sum states + f_s sum act + max trans, with f_s the
+// micro-batches in flight: GPipe m, 1F1B min(pp - s, m).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "costmodel/calibration.hpp"
+#include "costmodel/choice.hpp"
+#include "costmodel/cluster.hpp"
+#include "costmodel/cost_model.hpp"
+#include "costmodel/model.hpp"
+#include "costmodel/workload.hpp"
+
+namespace osdp::costmodel {
+
+enum class PipelineSchedule { kGpipe, k1F1B };
+const char* to_string(PipelineSchedule s);
+std::optional<PipelineSchedule> schedule_from_string(const std::string& s);
+
+// The units a hybrid plan gives a TP degree, over the operators of the workload it prices.
+struct HybridUnit {
+  std::string name;      // "embedding", "layer3", "stage1.projection", "head"
+  std::vector<int> ops;  // indices into HybridWorkload::workload.operators, in order
+  int hidden = 0;        // width of the activation it hands on
+  bool layer = false;    // a transformer layer
+};
+
+// The workload a pipeline of pp stages runs: for pp > 1 a tied embedding is lowered untied (token
+// table in the first stage, its copy as the LM head in the last) and `tied_copy` marks the head.
+struct HybridWorkload {
+  Workload workload;
+  std::vector<HybridUnit> units;
+  bool tied_copy = false;
+  int pp = 1;
+};
+HybridWorkload hybrid_workload(const ModelSpec& model, int pp);
+
+// The TP slice of an operator (the opening comment), sequence-parallel or not.
+Operator tp_slice(const Operator& op, int t, bool sequence_parallel, const PrecisionBytes& bytes,
+                  bool dropout, int seq);
+// Whether an operator can run at TP degree t: 1 always; attention and MLP when t divides their heads
+// and widths; embedding and head (vocabulary padded to a multiple of t) when they have a weight to
+// split; projections never.
+bool tp_allowed(const Operator& op, int t);
+// Elements per sample of the TP all-reduce in forward and in backward of an operator.
+struct TpTraffic {
+  double forward_elements = 0, backward_elements = 0;
+};
+TpTraffic tp_traffic(const Operator& op, int seq);
+
+// A hybrid plan.
+struct HybridPlan {
+  int pp = 1;
+  int micro_batches = 1;  // m
+  int b0 = 1;             // samples per device per micro-batch at t = 1
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  bool sequence_parallel = false;
+  std::vector<int> stage_first_unit;  // pp entries, stage s holds units [first[s], first[s+1])
+  std::vector<int> unit_tp;           // per unit
+  std::vector<Choice> choices;        // per operator of the hybrid workload
+
+  int global_batch(int world) const { return b0 * micro_batches * world / pp; }
+};
+
+struct HybridOpCost {
+  double time_s = 0;  // per micro-batch (per-step parts spread over the m micro-batches)
+  double states_bytes = 0;
+  double act_bytes = 0;  // per micro-batch in flight
+  double transient_bytes = 0;
+  double compute_s = 0, dp_comm_s = 0, tp_comm_s = 0;  // parts of time_s before overlap
+};
+
+struct HybridStage {
+  int first_unit = 0, end_unit = 0;
+  double time_s = 0;  // c_s: per micro-batch
+  double peak_bytes = 0;
+  int in_flight = 1;
+  double compute_s = 0, dp_comm_s = 0, tp_comm_s = 0, p2p_s = 0, relayout_s = 0;
+};
+
+struct HybridEvaluation {
+  double time_s = 0;
+  double peak_bytes = 0;  // the largest stage's
+  double throughput = 0;  // global samples per second
+  double bubble_fraction = 0;
+  int global_batch = 0;
+  bool fits = false;
+  std::vector<HybridStage> stages;
+};
+
+class HybridCostModel {
+ public:
+  HybridCostModel(const ClusterSpec& cluster, const Calibration* calibration, Precision precision,
+                  CostOptions options, bool dropout);
+
+  int world_size() const { return cluster_.world_size(); }
+  int node_size() const { return cluster_.devices_per_node; }
+  const ClusterSpec& cluster() const { return cluster_; }
+  const CostOptions& options() const { return options_; }
+  bool dropout() const { return dropout_; }
+  // Whether (pp, t) is a valid layout: pp | N, t a power of two with t <= G, t | N/pp, and the
+  // stage's data-parallel group a whole number of ranks per node.
+  bool valid(int pp, int t) const;
+  // The cost model of a unit's data-parallel group (cached).
+  const CostModel& dp_model(int pp, int t) const;
+
+  HybridOpCost op_cost(const Operator& op, int t, const Choice& choice, int b0, int m, int pp, bool sp,
+                       const PrecisionBytes& bytes, int seq) const;
+  // An all-reduce of `bytes` on a TP ring of t ranks (the intra-node link).
+  double tp_allreduce_s(int t, double bytes) const;
+  // The re-layout from degree t to t2 of activations `hidden` wide at b0 samples per device.
+  double relayout_s(int t, int t2, int b0, int seq, int hidden, int activation_bytes) const;
+  // One p2p send of b0 samples' activations between stages (one direction).
+  double p2p_s(int pp, int b0, int seq, int hidden, int activation_bytes) const;
+  // The tied copy's gradient all-reduce between the first and the last stage (once per step).
+  double tied_allreduce_s(int pp, double bytes) const;
+  static int in_flight(PipelineSchedule s, int pp, int stage, int m);
+  // Memory every stage sets aside whatever the plan: the device reserve and the prefetch reserve.
+  double fixed_bytes(const Workload& w) const;
+  double capacity_bytes() const { return capacity_; }
+  void set_capacity(double bytes) { capacity_ = bytes; }
+
+  HybridEvaluation evaluate(const HybridWorkload& hw, const HybridPlan& plan) const;
+
+ private:
+  ClusterSpec cluster_;
+  const Calibration* calibration_;
+  Precision precision_;
+  CostOptions options_;
+  bool dropout_;
+  double capacity_;
+  mutable std::map<std::pair<int, int>, std::unique_ptr<CostModel>> dp_models_;
+  mutable std::map<std::pair<int, int>, std::unique_ptr<Calibration>> dp_calibrations_;
+};
+
+nlohmann::json to_json(const HybridWorkload& hw, const HybridPlan& plan, const HybridEvaluation& ev);
+
+}  // namespace osdp::costmodel
