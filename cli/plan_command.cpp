@@ -1,5 +1,7 @@
 #include <cmath>
 #include <iostream>
+
+#include <unistd.h>
 #include <memory>
 
 #include <fmt/format.h>
@@ -8,9 +10,11 @@
 #include "costmodel/catalog.hpp"
 #include "costmodel/error.hpp"
 #include "costmodel/files.hpp"
+#include "costmodel/hybrid.hpp"
 #include "costmodel/json_reader.hpp"
 #include "costmodel/units.hpp"
 #include "osdp_version.hpp"
+#include "search/hybrid.hpp"
 #include "search/report.hpp"
 #include "search/request.hpp"
 
@@ -25,6 +29,12 @@ struct PlanArgs {
   std::string out, emit_costs, baseline = "fsdp", evaluate = "analytic";
   int evaluate_top = 5;
   bool json = false;
+  // --hybrid (search/hybrid.hpp)
+  bool hybrid = false, sequence_parallel = false;
+  std::vector<int> pp, tp;
+  std::string schedule = "1f1b";
+  int max_micro_batches = 8, micro_batches = 0, global_batch = 0, max_b0 = 4096;
+  double galvatron_overlap = 0;
 };
 
 // The smallest whole number of MiB that fits, so that the figure can be passed back as --memory.
@@ -73,7 +83,167 @@ void print_evaluation(const std::vector<EvaluatedBatch>& ev, int analytic_best) 
                                  : fmt::format(" (the analytic model picked {})", analytic_best));
 }
 
+// "layer0-15 t2" runs of equal values over consecutive names.
+std::vector<std::string> runs(const std::vector<std::string>& names, const std::vector<std::string>& values) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (i < names.size()) {
+    std::size_t j = i;
+    while (j + 1 < names.size() && values[j + 1] == values[i]) ++j;
+    out.push_back(i == j ? fmt::format("{} {}", names[i], values[i])
+                         : fmt::format("{}..{} {}", names[i], names[j], values[i]));
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string join_lines(const std::vector<std::string>& parts, std::size_t width, const std::string& indent) {
+  std::string out, line;
+  for (const auto& p : parts) {
+    if (!line.empty() && line.size() + 2 + p.size() > width) {
+      out += line + ",\n" + indent;
+      line.clear();
+    }
+    line += (line.empty() ? "" : ", ") + p;
+  }
+  return out + line;
+}
+
+int run_plan_hybrid(const PlanArgs& a) {
+  search::PlanRequest req = a.req;
+  const std::string strategy = req.strategy;
+  const auto& names = search::hybrid_strategy_names();
+  if (std::find(names.begin(), names.end(), strategy) == names.end())
+    throw UsageError(fmt::format("--strategy with --hybrid: expected one of {}, got \"{}\"",
+                                 fmt::join(names, ", "), strategy));
+  req.strategy = "exact";
+  const auto prepared = search::prepare_search(req, fmt::format("{}+{}", OSDP_VERSION, OSDP_GIT_HASH));
+  const search::PlanContext& ctx = prepared->ctx;
+  costmodel::HybridCostModel cost(ctx.cluster, ctx.calibration ? &*ctx.calibration : nullptr,
+                                  ctx.model.precision, ctx.cost_options, ctx.model.dropout);
+  cost.set_capacity(prepared->options.memory_limit_bytes);
+  search::HybridSearchOptions so;
+  so.space = prepared->options.space;
+  so.pp = a.pp;
+  so.tp = a.tp;
+  so.max_micro_batches = a.max_micro_batches;
+  if (a.micro_batches > 0) so.micro_batches = a.micro_batches;
+  if (a.global_batch > 0) so.global_batch = a.global_batch;
+  so.max_b0 = a.max_b0;
+  so.sequence_parallel = a.sequence_parallel;
+  so.galvatron_overlap = a.galvatron_overlap;
+  if (a.schedule == "both")
+    so.schedules = {costmodel::PipelineSchedule::k1F1B, costmodel::PipelineSchedule::kGpipe};
+  else
+    so.schedules = {*costmodel::schedule_from_string(a.schedule)};
+  if (isatty(2))
+    so.progress = [](int pp, double thr, std::int64_t layouts, double seconds) {
+      std::cerr << fmt::format(
+          "osdp plan --hybrid: pipeline degree {} searched ({} layouts, {:.1f} s); best {}\n", pp, layouts,
+          seconds, thr > 0 ? fmt::format("{:.2f} samples/s", thr) : "none fits yet");
+    };
+  const auto r = search::search_hybrid(ctx.model, cost, strategy, so);
+  std::vector<search::HybridResult> baselines;
+  if (a.baseline != "none")
+    for (const auto& n : names)
+      if (n != strategy) baselines.push_back(search::search_hybrid(ctx.model, cost, n, so));
+
+  const int N = ctx.cluster.world_size();
+  auto result_json = [&](const search::HybridResult& x) {
+    nlohmann::json j{{"strategy", x.strategy},
+                     {"feasible", x.feasible},
+                     {"layouts", x.layouts},
+                     {"labels", x.labels},
+                     {"search_seconds", x.search_seconds}};
+    if (x.feasible) j["plan"] = costmodel::to_json(x.workload, x.plan, x.evaluation);
+    return j;
+  };
+  if (!a.out.empty() && r.feasible) {
+    nlohmann::json doc{{"schema_version", 1},
+                       {"kind", "hybrid"},
+                       {"tool_version", ctx.tool_version},
+                       {"strategy", r.strategy},
+                       {"model", costmodel::to_json(ctx.model)},
+                       {"cluster", costmodel::to_json(ctx.cluster)},
+                       {"memory_limit_bytes", prepared->options.memory_limit_bytes},
+                       {"hybrid", costmodel::to_json(r.workload, r.plan, r.evaluation)}};
+    costmodel::write_file_atomic(a.out, doc.dump(1) + "\n");
+  }
+  if (a.json) {
+    nlohmann::json j = result_json(r);
+    j["model"] = ctx.model.name;
+    j["cluster"] = ctx.cluster.name;
+    j["world_size"] = N;
+    j["memory_limit_bytes"] = prepared->options.memory_limit_bytes;
+    nlohmann::json bs = nlohmann::json::array();
+    for (const auto& b : baselines) {
+      nlohmann::json bj = result_json(b);
+      if (b.feasible) bj["throughput_samples_per_s"] = b.evaluation.throughput;
+      if (b.feasible && r.feasible)
+        bj["speedup_of_strategy"] = r.evaluation.throughput / b.evaluation.throughput;
+      bs.push_back(bj);
+    }
+    j["baselines"] = bs;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("osdp plan --hybrid: {} on {} ({} x {}), memory limit {}, strategy {}\n",
+                             ctx.model.name, ctx.cluster.name, N, ctx.cluster.device_name,
+                             format_bytes(prepared->options.memory_limit_bytes), r.strategy);
+    if (r.feasible) {
+      const auto& p = r.plan;
+      const auto& ev = r.evaluation;
+      std::cout
+          << fmt::format(
+                 "  global batch   {} = {} micro-batches x {} per device x {} devices per stage (t = 1)\n",
+                 ev.global_batch, p.micro_batches, p.b0, N / p.pp)
+          << fmt::format("  pipeline       {} stage{}, {}{}\n", p.pp, p.pp > 1 ? "s" : "",
+                         costmodel::to_string(p.schedule), p.sequence_parallel ? ", sequence parallel" : "")
+          << fmt::format("  throughput     {:.2f} samples/s\n", ev.throughput)
+          << fmt::format("  step time      {} (bubble {:.1f}%)\n", format_seconds(ev.time_s),
+                         100 * ev.bubble_fraction)
+          << fmt::format("  peak memory    {} of {} (the largest stage's)\n", format_bytes(ev.peak_bytes),
+                         format_bytes(prepared->options.memory_limit_bytes));
+      const std::string indent(17, ' ');
+      for (int s = 0; s < p.pp; ++s) {
+        const auto& st = ev.stages[static_cast<std::size_t>(s)];
+        std::vector<std::string> un, tv, on, ch;
+        for (int u = st.first_unit; u < st.end_unit; ++u) {
+          un.push_back(r.workload.units[static_cast<std::size_t>(u)].name);
+          tv.push_back(fmt::format("tp{}", p.unit_tp[static_cast<std::size_t>(u)]));
+          for (int oi : r.workload.units[static_cast<std::size_t>(u)].ops) {
+            on.push_back(r.workload.workload.operators[static_cast<std::size_t>(oi)].name);
+            ch.push_back(p.choices[static_cast<std::size_t>(oi)].label());
+          }
+        }
+        std::cout << fmt::format("  stage {:<8} {} per micro-batch, peak {}, {} in flight\n", s,
+                                 format_seconds(st.time_s), format_bytes(st.peak_bytes), st.in_flight)
+                  << indent << "degrees  " << join_lines(runs(un, tv), 90, indent + "         ") << "\n"
+                  << indent << "choices  " << join_lines(runs(on, ch), 90, indent + "         ") << "\n";
+      }
+    } else {
+      std::cout << "  no hybrid plan fits under this memory limit\n";
+    }
+    std::cout << fmt::format("  search         {} over {} layouts\n", format_seconds(r.search_seconds),
+                             r.layouts);
+    for (const auto& b : baselines) {
+      if (b.feasible)
+        std::cout << fmt::format("  {:<14} {:.2f} samples/s (pp {}, m {}, batch {}){}; search {}\n",
+                                 b.strategy, b.evaluation.throughput, b.plan.pp, b.plan.micro_batches,
+                                 b.evaluation.global_batch,
+                                 r.feasible ? fmt::format(" -> {} is {:.3f}x", r.strategy,
+                                                          r.evaluation.throughput / b.evaluation.throughput)
+                                            : std::string(),
+                                 format_seconds(b.search_seconds));
+      else
+        std::cout << fmt::format("  {:<14} does not fit\n", b.strategy);
+    }
+    if (!a.out.empty() && r.feasible) std::cout << "  plan written to " << a.out << "\n";
+  }
+  return r.feasible ? kExitOk : kExitNoFit;
+}
+
 int run_plan(const PlanArgs& a) {
+  if (a.hybrid) return run_plan_hybrid(a);
   const auto prepared = search::prepare_search(a.req, fmt::format("{}+{}", OSDP_VERSION, OSDP_GIT_HASH));
   const search::PlanContext& ctx = prepared->ctx;
   const costmodel::Workload& w = prepared->workload;
@@ -228,6 +398,35 @@ Action add_plan_command(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   app.add_flag("--json", a->json, "Print one JSON object instead of the summary");
+  auto* hy = app.add_option_group("Hybrid parallelism (--hybrid)");
+  hy->add_flag("--hybrid", a->hybrid,
+               "Search the hybrid space: pipeline stages and micro-batches, a tensor-parallel degree per "
+               "layer, the per-operator choices within each data-parallel group (strategies: exact, "
+               "galvatron, megatron-3d, dp-only; the others are shown beside it)");
+  hy->add_option("--pp", a->pp, "Pipeline degrees to try (default: every power of two dividing the devices)")
+      ->check(PowerOfTwo(1 << 20));
+  hy->add_option("--tp", a->tp, "Tensor-parallel degrees allowed (default: powers of two up to a node)")
+      ->check(PowerOfTwo(1 << 20));
+  hy->add_option("--schedule", a->schedule, "Pipeline schedule: 1f1b, gpipe or both")
+      ->check(CLI::IsMember({"1f1b", "gpipe", "both"}))
+      ->capture_default_str();
+  hy->add_option("--max-micro-batches", a->max_micro_batches, "Micro-batches per step searched: 1 to this")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  hy->add_option("--micro-batches", a->micro_batches, "A fixed number of micro-batches")
+      ->check(CLI::Range(1, 1024));
+  hy->add_option("--global-batch", a->global_batch,
+                 "A fixed global batch (samples per step over all devices)")
+      ->check(CLI::Range(1, 1 << 24));
+  hy->add_option("--max-micro-batch-size", a->max_b0, "Largest samples per device per micro-batch searched")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  hy->add_flag("--sequence-parallel", a->sequence_parallel,
+               "Tensor-parallel units also split layer norms, residuals and dropout along the sequence");
+  hy->add_option("--galvatron-overlap", a->galvatron_overlap,
+                 "galvatron only: choose with its overlap coefficient (e.g. 1.3; 0: osdp's times)")
+      ->check(CLI::Range(0.0, 10.0))
+      ->capture_default_str();
   return [a]() { return run_plan(*a); };
 }
 

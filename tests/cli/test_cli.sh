@@ -380,4 +380,45 @@ run groups_one "$OSDP" plan --model nd-48x1024 --cluster titan-rtx-8 --groups
 expect_rc "--groups on one node is refused" groups_one 2
 contains "saying what it needs" "$TMP/groups_one.err" "--groups: node groups and two-level collectives need a cluster of several nodes"
 
+# Hybrid parallelism (issue 16): the exact search over stages, micro-batches and TP degrees beside
+# the baselines; dp-only is osdp's data-parallel space and must price as `osdp plan` does.
+run hybrid "$OSDP" plan --hybrid --model val-4x384 --cluster h100-8 --memory 1100MiB --json --out "$TMP/hybrid.plan.json"
+expect_rc "plan --hybrid on 8 devices" hybrid 0
+run flat_exact "$OSDP" plan --model val-4x384 --cluster h100-8 --memory 1100MiB --baseline none --json
+expect_rc "the same case in the data-parallel space" flat_exact 0
+cp "$TMP/flat_exact.out" "$TMP/flat_exact.json"
+jcheck "exact beats or ties every baseline; dp-only is osdp plan's exact" "$TMP/hybrid.out" '
+import json
+flat = json.load(open("'"$TMP"'/flat_exact.json"))
+thr = j["plan"]["predicted_throughput_samples_per_s"]
+assert j["feasible"] and j["strategy"] == "exact"
+names = {b["strategy"]: b for b in j["baselines"]}
+assert set(names) == {"galvatron", "megatron-3d", "dp-only"}, names.keys()
+for b in j["baselines"]:
+    if b["feasible"]:
+        assert thr >= b["throughput_samples_per_s"] * (1 - 1e-12), (b["strategy"], thr, b["throughput_samples_per_s"])
+dp = names["dp-only"]
+assert abs(dp["throughput_samples_per_s"] / flat["throughput_samples_per_s"] - 1) < 1e-9, (dp["throughput_samples_per_s"], flat["throughput_samples_per_s"])
+assert dp["plan"]["pp"] == 1 and dp["plan"]["micro_batches"] == 1
+'
+jcheck "the hybrid plan file: stages, degrees and choices of every unit" "$TMP/hybrid.plan.json" '
+h = j["hybrid"]
+assert j["kind"] == "hybrid" and h["pp"] == len(h["stages"])
+units = [u for s in h["stages"] for u in s["units"]]
+assert units[0]["name"] == "embedding" and len([u for u in units if u["name"].startswith("layer")]) == 4
+assert all(u["tp"] in (1, 2, 4, 8) and u["operators"] for u in units)
+assert h["global_batch"] == h["micro_batches"] * h["micro_batch_per_device"] * 8 // h["pp"]
+assert max(s["peak_memory_bytes"] for s in h["stages"]) <= 1100 * 2**20
+'
+run hybrid_m3d "$OSDP" plan --hybrid --strategy megatron-3d --model val-4x384 --cluster h100-8 --memory 1100MiB --baseline none --json
+expect_rc "--hybrid --strategy megatron-3d" hybrid_m3d 0
+jcheck "megatron-3d: one TP degree for every layer, every operator REPLICATE" "$TMP/hybrid_m3d.out" '
+units = [u for s in j["plan"]["stages"] for u in s["units"] if u["name"].startswith("layer")]
+assert len({u["tp"] for u in units}) == 1
+assert all(o["choice"].startswith("REPLICATE") for u in units for o in u["operators"])
+'
+run hybrid_bad "$OSDP" plan --hybrid --strategy fsdp --model val-4x384 --cluster h100-8
+expect_rc "--hybrid with a data-parallel strategy is refused" hybrid_bad 2
+contains "naming the hybrid strategies" "$TMP/hybrid_bad.err" "exact, galvatron, megatron-3d, dp-only"
+
 finish

@@ -1,0 +1,680 @@
+#include "search/hybrid.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "costmodel/error.hpp"
+
+namespace osdp::search {
+
+using costmodel::Choice;
+using costmodel::HybridCostModel;
+using costmodel::HybridOpCost;
+using costmodel::HybridPlan;
+using costmodel::HybridWorkload;
+using costmodel::Operator;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// How a strategy restricts and prices the per-operator items.
+struct ItemRules {
+  bool galvatron = false;  // REPLICATE or ZDP only, memory rounded up to whole MiB
+  double overlap = 0;      // galvatron's overlap coefficient for choosing (0: osdp's time)
+};
+
+struct Item {
+  Choice choice;
+  HybridOpCost cost;
+  double time_s = 0;  // what the search minimises (osdp's time, or galvatron's)
+};
+
+// Everything one layout's search needs.
+class LayoutContext {
+ public:
+  LayoutContext(const HybridCostModel& model, const HybridWorkload& hw, const HybridLayout& layout,
+                const HybridSearchOptions& options, ItemRules rules)
+      : model_(model), hw_(hw), layout_(layout), options_(options), rules_(rules) {
+    const auto& units = hw.units;
+    allowed_.resize(units.size());
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      for (int t = 1; t <= model.node_size(); t *= 2) {
+        if (!options.tp.empty() && std::find(options.tp.begin(), options.tp.end(), t) == options.tp.end())
+          continue;
+        if (!model.valid(layout.pp, t)) continue;
+        bool ok = true;
+        for (int oi : units[u].ops) ok = ok && costmodel::tp_allowed(op(oi), t);
+        if (ok) allowed_[u].push_back(t);
+      }
+    }
+    fixed_ = model.fixed_bytes(hw.workload);
+  }
+
+  const Operator& op(int oi) const { return hw_.workload.operators[static_cast<std::size_t>(oi)]; }
+  const std::vector<int>& allowed(int u) const { return allowed_[static_cast<std::size_t>(u)]; }
+  double fixed() const { return fixed_; }
+  double capacity() const { return model_.capacity_bytes(); }
+  int in_flight(int s) const {
+    return HybridCostModel::in_flight(layout_.schedule, layout_.pp, s, layout_.m);
+  }
+
+  // The items of an operator at degree t: every choice of the space, less those another item is no
+  // worse than in time, states, activations and transient bytes.
+  const std::vector<Item>& items(int oi, int t) const {
+    const Operator& o = op(oi);
+    auto& slot = items_[{o.shape_id, t}];
+    if (!slot.empty()) return slot;
+    const Operator sliced = costmodel::tp_slice(o, t, layout_.sequence_parallel, hw_.workload.bytes,
+                                                model_dropout(), hw_.workload.seq);
+    SpaceOptions space = options_.space;
+    if (rules_.galvatron) space.split_max = 1;
+    std::vector<Item> all;
+    for (const Choice& c : choices_for(sliced, space)) {
+      if (rules_.galvatron && !(c.replicate || c.is_zdp())) continue;
+      if (rules_.galvatron && (c.node_group || c.two_level)) continue;
+      Item it;
+      it.choice = c;
+      it.cost = model_.op_cost(o, t, c, layout_.b0, layout_.m, layout_.pp, layout_.sequence_parallel,
+                               hw_.workload.bytes, hw_.workload.seq);
+      it.time_s = it.cost.time_s;
+      if (rules_.galvatron) {
+        auto up = [](double b) { return std::ceil(b / kMiB) * kMiB; };
+        it.cost.states_bytes = up(it.cost.states_bytes);
+        it.cost.act_bytes = up(it.cost.act_bytes);
+        it.cost.transient_bytes = up(it.cost.transient_bytes);
+        if (rules_.overlap > 0)
+          it.time_s = std::max(rules_.overlap * it.cost.compute_s, rules_.overlap * it.cost.dp_comm_s) +
+                      it.cost.tp_comm_s;
+      }
+      all.push_back(it);
+    }
+    for (std::size_t a = 0; a < all.size(); ++a) {
+      bool dominated = false;
+      for (std::size_t b = 0; b < all.size() && !dominated; ++b) {
+        if (a == b) continue;
+        const auto &x = all[a], &y = all[b];
+        const bool no_worse = y.time_s <= x.time_s && y.cost.states_bytes <= x.cost.states_bytes &&
+                              y.cost.act_bytes <= x.cost.act_bytes &&
+                              y.cost.transient_bytes <= x.cost.transient_bytes;
+        const bool equal = y.time_s == x.time_s && y.cost.states_bytes == x.cost.states_bytes &&
+                           y.cost.act_bytes == x.cost.act_bytes &&
+                           y.cost.transient_bytes == x.cost.transient_bytes;
+        dominated = no_worse && (!equal || b < a);
+      }
+      if (!dominated) slot.push_back(all[a]);
+    }
+    return slot;
+  }
+
+  // Re-layout into unit u from degree t (t < 0: none, the first unit of the model).
+  double relayout_into(int u, int from, int t) const {
+    if (from < 0 || u == 0) return 0;
+    return model_.relayout_s(from, t, layout_.b0, hw_.workload.seq,
+                             hw_.units[static_cast<std::size_t>(u - 1)].hidden,
+                             hw_.workload.bytes.activation);
+  }
+  // What ends stage s after unit u at degree t: the re-layout to 1 and the sends (not the last
+  // stage), the tied copy's gradient all-reduce (the last).
+  double stage_end(int s, int u, int t) const {
+    const int e = hw_.workload.bytes.activation, seq = hw_.workload.seq;
+    const int hidden = hw_.units[static_cast<std::size_t>(u)].hidden;
+    if (s + 1 < layout_.pp)
+      return model_.relayout_s(t, 1, layout_.b0, seq, hidden, e) +
+             2 * model_.p2p_s(layout_.pp, layout_.b0, seq, hidden, e);
+    if (!hw_.tied_copy) return 0;
+    const int head = hw_.units.back().ops.back();
+    const Operator sliced =
+        costmodel::tp_slice(op(head), t, layout_.sequence_parallel, hw_.workload.bytes, model_dropout(), seq);
+    return model_.tied_allreduce_s(layout_.pp,
+                                   hw_.workload.bytes.gradient * static_cast<double>(sliced.parameters())) /
+           layout_.m;
+  }
+
+  const HybridLayout& layout() const { return layout_; }
+  const HybridWorkload& workload() const { return hw_; }
+
+  // Whether some plan could fit: every unit's least persistent bytes (stage 0's micro-batches in
+  // flight, the most) within a stage's budget, and their sum within pp budgets. When this fails at
+  // some b0 it fails at every larger one.
+  bool might_fit() const {
+    const double budget = capacity() - fixed_;
+    const int f = in_flight(0);
+    double sum = 0;
+    for (std::size_t u = 0; u < hw_.units.size(); ++u) {
+      double unit = kInf;
+      for (int t : allowed_[u]) {
+        double x = 0;
+        for (int oi : hw_.units[u].ops) {
+          double best = kInf;
+          for (const Item& it : items(oi, t))
+            best = std::min(
+                best, it.cost.states_bytes + std::min(f, in_flight(layout_.pp - 1)) * it.cost.act_bytes);
+          x += best;
+        }
+        unit = std::min(unit, x);
+      }
+      if (unit > budget) return false;
+      sum += unit;
+    }
+    return sum <= layout_.pp * budget;
+  }
+
+  // The least time per micro-batch any plan spends on units i..j-1 (their operators' fastest items
+  // at any degree, without re-layouts): prefix sums.
+  double least_time(int i, int j) const {
+    if (least_prefix_.empty()) {
+      least_prefix_.assign(hw_.units.size() + 1, 0.0);
+      for (std::size_t u = 0; u < hw_.units.size(); ++u) {
+        double unit = kInf;
+        for (int t : allowed_[u]) {
+          double sum = 0;
+          for (int oi : hw_.units[u].ops) {
+            double best = kInf;
+            for (const Item& it : items(oi, t)) best = std::min(best, it.time_s);
+            sum += best;
+          }
+          unit = std::min(unit, sum);
+        }
+        least_prefix_[u + 1] = least_prefix_[u] + (unit == kInf ? 0.0 : unit);
+      }
+    }
+    return least_prefix_[static_cast<std::size_t>(j)] - least_prefix_[static_cast<std::size_t>(i)];
+  }
+
+ private:
+  bool model_dropout() const { return model_.dropout(); }
+  const HybridCostModel& model_;
+  const HybridWorkload& hw_;
+  HybridLayout layout_;
+  const HybridSearchOptions& options_;
+  ItemRules rules_;
+  std::vector<std::vector<int>> allowed_;
+  double fixed_ = 0;
+  mutable std::map<std::pair<int, int>, std::vector<Item>> items_;
+  mutable std::vector<double> least_prefix_;
+};
+
+struct Label {
+  double persistent = 0, transient = 0, time = 0;
+  int parent = -1;
+  int op = -1, item = -1, t = -1;
+};
+
+struct Chain {
+  std::vector<Label> arena;
+  std::vector<double> best;     // per end unit j (stage holds units i..j-1): c*, or infinity
+  std::vector<int> best_label;  // the label the best of j ends at
+};
+
+// Keeps the labels no other label of the same degree beats in persistent bytes, largest transient
+// and time, and those that still fit.
+std::vector<int> pareto(const std::vector<Label>& arena, std::vector<int> idx, double budget) {
+  idx.erase(std::remove_if(idx.begin(), idx.end(),
+                           [&](int i) {
+                             const Label& l = arena[static_cast<std::size_t>(i)];
+                             return l.persistent + l.transient > budget;
+                           }),
+            idx.end());
+  std::sort(idx.begin(), idx.end(), [&](int a, int b) {
+    const Label &x = arena[static_cast<std::size_t>(a)], &y = arena[static_cast<std::size_t>(b)];
+    return std::tie(x.t, x.transient, x.persistent, x.time) <
+           std::tie(y.t, y.transient, y.persistent, y.time);
+  });
+  std::vector<int> out;
+  std::map<double, double> stair;  // persistent -> least time, over labels of this degree kept so far
+  int current_t = -2;
+  for (int i : idx) {
+    const Label& l = arena[static_cast<std::size_t>(i)];
+    if (l.t != current_t) {
+      stair.clear();
+      current_t = l.t;
+    }
+    auto it = stair.upper_bound(l.persistent);
+    if (it != stair.begin() && std::prev(it)->second <= l.time) continue;
+    auto [pos, inserted] = stair.insert_or_assign(l.persistent, l.time);
+    for (auto nx = std::next(pos); nx != stair.end() && nx->second >= l.time;) nx = stair.erase(nx);
+    out.push_back(i);
+  }
+  return out;
+}
+
+// c*(s, i, j) for every j up to j_max, with the labels to rebuild the plans. With a step time
+// `bound` to beat (the best plan of another layout at this global batch), a label is dropped when no
+// plan through it can: any plan whose stage s holds units i..u with time tau takes at least
+//   T >= (m - 1) tau + sum_s c_s >= m tau + least_time(units outside i..u).
+Chain run_chain(const LayoutContext& ctx, int s, int i, int j_max, double bound, std::int64_t* labels,
+                bool* cut) {
+  const auto& units = ctx.workload().units;
+  const int f = ctx.in_flight(s);
+  const double budget = ctx.capacity() - ctx.fixed();
+  Chain ch;
+  ch.best.assign(units.size() + 1, kInf);
+  ch.best_label.assign(units.size() + 1, -1);
+  ch.arena.push_back(Label{0, 0, 0, -1, -1, -1, s == 0 ? -1 : 1});
+  std::vector<int> current{0};
+  const int U = static_cast<int>(units.size());
+  const int m = ctx.layout().m;
+  const double everything = ctx.least_time(0, U);
+  for (int u = i; u < j_max && !current.empty(); ++u) {
+    const double rest = everything - ctx.least_time(i, u + 1);  // units outside i..u
+    const double tau_max = bound < kInf ? (bound - rest) / m : kInf;
+    std::vector<int> next;
+    for (int t : ctx.allowed(u)) {
+      std::vector<int> cur;
+      for (int li : current) {
+        Label l = ch.arena[static_cast<std::size_t>(li)];
+        const double r = ctx.relayout_into(u, l.t, t);
+        Label n = l;
+        n.time += r;
+        n.parent = li;
+        n.op = -1;
+        n.item = -1;
+        n.t = t;
+        ch.arena.push_back(n);
+        cur.push_back(static_cast<int>(ch.arena.size()) - 1);
+      }
+      for (int oi : units[static_cast<std::size_t>(u)].ops) {
+        const auto& items = ctx.items(oi, t);
+        std::vector<int> grown;
+        for (int li : cur) {
+          for (std::size_t k = 0; k < items.size(); ++k) {
+            const Label& l = ch.arena[static_cast<std::size_t>(li)];
+            const auto& c = items[k].cost;
+            Label n;
+            n.persistent = l.persistent + c.states_bytes + f * c.act_bytes;
+            n.transient = std::max(l.transient, c.transient_bytes);
+            n.time = l.time + items[k].time_s;
+            if (n.persistent + n.transient > budget) continue;
+            if (n.time >= tau_max) {
+              *cut = true;
+              continue;
+            }
+            n.parent = li;
+            n.op = oi;
+            n.item = static_cast<int>(k);
+            n.t = t;
+            ch.arena.push_back(n);
+            grown.push_back(static_cast<int>(ch.arena.size()) - 1);
+          }
+        }
+        cur = pareto(ch.arena, std::move(grown), budget);
+      }
+      next.insert(next.end(), cur.begin(), cur.end());
+    }
+    current = pareto(ch.arena, std::move(next), budget);
+    if (labels) *labels += static_cast<std::int64_t>(current.size());
+    const int j = u + 1;
+    for (int li : current) {
+      const Label& l = ch.arena[static_cast<std::size_t>(li)];
+      const double c = l.time + ctx.stage_end(s, u, l.t);
+      if (c < ch.best[static_cast<std::size_t>(j)]) {
+        ch.best[static_cast<std::size_t>(j)] = c;
+        ch.best_label[static_cast<std::size_t>(j)] = li;
+      }
+    }
+  }
+  return ch;
+}
+
+// Fills the plan's degrees and choices of units i..j-1 from the label a chain ended at.
+void rebuild(const LayoutContext& ctx, const Chain& ch, int label, HybridPlan& plan) {
+  const auto& hw = ctx.workload();
+  std::vector<int> op_unit(hw.workload.operators.size(), -1);
+  for (std::size_t u = 0; u < hw.units.size(); ++u)
+    for (int oi : hw.units[u].ops) op_unit[static_cast<std::size_t>(oi)] = static_cast<int>(u);
+  for (int li = label; li >= 0; li = ch.arena[static_cast<std::size_t>(li)].parent) {
+    const Label& l = ch.arena[static_cast<std::size_t>(li)];
+    if (l.op < 0) continue;
+    plan.choices[static_cast<std::size_t>(l.op)] =
+        ctx.items(l.op, l.t)[static_cast<std::size_t>(l.item)].choice;
+    plan.unit_tp[static_cast<std::size_t>(op_unit[static_cast<std::size_t>(l.op)])] = l.t;
+  }
+}
+
+HybridPlan empty_plan(const HybridWorkload& hw, const HybridLayout& layout) {
+  HybridPlan p;
+  p.pp = layout.pp;
+  p.micro_batches = layout.m;
+  p.b0 = layout.b0;
+  p.schedule = layout.schedule;
+  p.sequence_parallel = layout.sequence_parallel;
+  p.stage_first_unit.assign(static_cast<std::size_t>(layout.pp), 0);
+  p.unit_tp.assign(hw.units.size(), 1);
+  p.choices.assign(hw.workload.operators.size(), Choice{});
+  return p;
+}
+
+// Stage s's first unit for even stages: layers divided equally (the remainder to the first stages);
+// the embedding with the first stage, a projection with the layer after it, the head with the last.
+std::vector<int> even_stage_starts(const HybridWorkload& hw, int pp) {
+  std::vector<int> layer_units;
+  for (std::size_t u = 0; u < hw.units.size(); ++u)
+    if (hw.units[u].layer) layer_units.push_back(static_cast<int>(u));
+  const int L = static_cast<int>(layer_units.size());
+  if (L < pp) return {};
+  std::vector<int> starts{0};
+  int acc = 0;
+  for (int s = 0; s + 1 < pp; ++s) {
+    acc += L / pp + (s < L % pp ? 1 : 0);
+    int u = layer_units[static_cast<std::size_t>(acc)];
+    while (
+        u > 0 && !hw.units[static_cast<std::size_t>(u - 1)].layer && u - 1 > starts.back() &&
+        hw.workload.operators[static_cast<std::size_t>(hw.units[static_cast<std::size_t>(u - 1)].ops.front())]
+                .kind == costmodel::OperatorKind::kProjection)
+      --u;
+    starts.push_back(u);
+  }
+  return starts;
+}
+
+std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const HybridWorkload& hw,
+                                       const HybridLayout& layout, const HybridSearchOptions& options,
+                                       ItemRules rules, bool even, double bound, std::int64_t* labels,
+                                       bool* bounded = nullptr) {
+  bool cut = false;
+  if (bounded) *bounded = false;
+
+  const LayoutContext ctx(model, hw, layout, options, rules);
+  const int U = static_cast<int>(hw.units.size()), pp = layout.pp, m = layout.m;
+  if (U < pp || !ctx.might_fit()) return std::nullopt;
+  std::vector<int> starts;
+  if (even) {
+    starts = even_stage_starts(hw, pp);
+    if (starts.empty()) return std::nullopt;
+  }
+  // c[s][i][j]
+  std::vector<std::vector<Chain>> chains(static_cast<std::size_t>(pp));
+  std::vector<std::vector<std::vector<double>>> c(
+      static_cast<std::size_t>(pp), std::vector<std::vector<double>>(static_cast<std::size_t>(U + 1)));
+  for (int s = 0; s < pp; ++s) {
+    chains[static_cast<std::size_t>(s)].resize(static_cast<std::size_t>(U));
+    const int i_lo = s == 0 ? 0 : s, i_hi = s == 0 ? 0 : U - (pp - s);
+    for (int i = i_lo; i <= i_hi; ++i) {
+      if (even && i != starts[static_cast<std::size_t>(s)]) continue;
+      const int j_max = s + 1 == pp ? U : U - (pp - 1 - s);
+      auto& chn = chains[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
+      chn = run_chain(ctx, s, i, j_max, bound, labels, &cut);
+      if (bounded) *bounded = cut;
+      c[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)] = chn.best;
+    }
+  }
+  auto cost = [&](int s, int i, int j) {
+    const auto& row = c[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
+    if (row.empty()) return kInf;
+    if (s + 1 == pp && j != U) return kInf;
+    if (even && s + 1 < pp && j != starts[static_cast<std::size_t>(s + 1)]) return kInf;
+    return row[static_cast<std::size_t>(j)];
+  };
+  // Least sum over splits whose stages take at most `cap`; fills `split` (stage starts).
+  auto least_sum = [&](double cap, std::vector<int>* split) {
+    // best[s][j]: least sum of stages 0..s-1 covering units 0..j-1
+    std::vector<std::vector<double>> best(static_cast<std::size_t>(pp + 1),
+                                          std::vector<double>(static_cast<std::size_t>(U + 1), kInf));
+    std::vector<std::vector<int>> from(static_cast<std::size_t>(pp + 1),
+                                       std::vector<int>(static_cast<std::size_t>(U + 1), -1));
+    best[0][0] = 0;
+    for (int s = 0; s < pp; ++s)
+      for (int i = 0; i <= U; ++i) {
+        const double b = best[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
+        if (b == kInf || i >= U) continue;
+        for (int j = i + 1; j <= U; ++j) {
+          const double x = cost(s, i, j);
+          if (x > cap) continue;
+          if (b + x < best[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)]) {
+            best[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)] = b + x;
+            from[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)] = i;
+          }
+        }
+      }
+    const double total = best[static_cast<std::size_t>(pp)][static_cast<std::size_t>(U)];
+    if (split && total < kInf) {
+      split->assign(static_cast<std::size_t>(pp), 0);
+      int j = U;
+      for (int s = pp; s >= 1; --s) {
+        const int i = from[static_cast<std::size_t>(s)][static_cast<std::size_t>(j)];
+        (*split)[static_cast<std::size_t>(s - 1)] = i;
+        j = i;
+      }
+    }
+    return total;
+  };
+  const double free_sum = least_sum(kInf, nullptr);
+  if (free_sum == kInf) return std::nullopt;
+  std::vector<double> thresholds;
+  for (int s = 0; s < pp; ++s)
+    for (int i = 0; i < U; ++i)
+      for (int j = i + 1; j <= U; ++j) {
+        const double x = cost(s, i, j);
+        if (x < kInf) thresholds.push_back(x);
+      }
+  std::sort(thresholds.begin(), thresholds.end());
+  thresholds.erase(std::unique(thresholds.begin(), thresholds.end()), thresholds.end());
+  double best_t = kInf;
+  std::vector<int> best_split;
+  for (double cap : thresholds) {
+    if (free_sum + (m - 1) * cap >= best_t) break;
+    std::vector<int> split;
+    const double sum = least_sum(cap, &split);
+    if (sum == kInf) continue;
+    const double t = sum + (m - 1) * cap;
+    if (t < best_t) {
+      best_t = t;
+      best_split = split;
+    }
+  }
+  if (best_split.empty()) return std::nullopt;
+  HybridPlan plan = empty_plan(hw, layout);
+  plan.stage_first_unit = best_split;
+  for (int s = 0; s < pp; ++s) {
+    const int i = best_split[static_cast<std::size_t>(s)];
+    const int j = s + 1 < pp ? best_split[static_cast<std::size_t>(s + 1)] : U;
+    const Chain& chn = chains[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
+    rebuild(ctx, chn, chn.best_label[static_cast<std::size_t>(j)], plan);
+  }
+  return plan;
+}
+
+}  // namespace
+
+const std::vector<std::string>& hybrid_strategy_names() {
+  static const std::vector<std::string> names{"exact", "galvatron", "megatron-3d", "dp-only"};
+  return names;
+}
+
+std::optional<HybridPlan> solve_layout_exact(const HybridCostModel& model, const HybridWorkload& hw,
+                                             const HybridLayout& layout, const HybridSearchOptions& options,
+                                             std::int64_t* labels) {
+  return solve_layout(model, hw, layout, options, ItemRules{}, false, kInf, labels);
+}
+
+std::optional<HybridPlan> brute_force_layout(const HybridCostModel& model, const HybridWorkload& hw,
+                                             const HybridLayout& layout, const HybridSearchOptions& options) {
+  const LayoutContext ctx(model, hw, layout, options, ItemRules{});
+  const int U = static_cast<int>(hw.units.size()), pp = layout.pp;
+  if (U < pp) return std::nullopt;
+  std::optional<HybridPlan> best;
+  double best_t = kInf;
+  HybridPlan plan = empty_plan(hw, layout);
+  // Every split: choose pp - 1 boundaries among units 1..U-1.
+  std::function<void(int, int)> splits = [&](int s, int from) {
+    if (s == pp) {
+      std::function<void(int)> units = [&](int u) {
+        if (u == U) {
+          // Every choice of every operator.
+          std::function<void(std::size_t)> ops = [&](std::size_t k) {
+            if (k == hw.workload.operators.size()) {
+              const auto ev = model.evaluate(hw, plan);
+              if (ev.fits && ev.time_s < best_t) {
+                best_t = ev.time_s;
+                best = plan;
+              }
+              return;
+            }
+            int unit = 0;
+            for (std::size_t v = 0; v < hw.units.size(); ++v)
+              for (int oi : hw.units[v].ops)
+                if (oi == static_cast<int>(k)) unit = static_cast<int>(v);
+            const int t = plan.unit_tp[static_cast<std::size_t>(unit)];
+            const Operator sliced = costmodel::tp_slice(hw.workload.operators[k], t, layout.sequence_parallel,
+                                                        hw.workload.bytes, model.dropout(), hw.workload.seq);
+            for (const Choice& c : choices_for(sliced, options.space)) {
+              plan.choices[k] = c;
+              ops(k + 1);
+            }
+          };
+          ops(0);
+          return;
+        }
+        for (int t : ctx.allowed(u)) {
+          plan.unit_tp[static_cast<std::size_t>(u)] = t;
+          units(u + 1);
+        }
+      };
+      units(0);
+      return;
+    }
+    for (int i = from; i <= U - (pp - s); ++i) {
+      plan.stage_first_unit[static_cast<std::size_t>(s)] = i;
+      splits(s + 1, i + 1);
+    }
+  };
+  plan.stage_first_unit[0] = 0;
+  splits(1, 1);
+  return best;
+}
+
+HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostModel& cost,
+                           const std::string& strategy, const HybridSearchOptions& options) {
+  const auto& names = hybrid_strategy_names();
+  if (std::find(names.begin(), names.end(), strategy) == names.end())
+    throw UsageError(
+        fmt::format("unknown hybrid strategy \"{}\" (known: {})", strategy, fmt::join(names, ", ")));
+  const auto start = std::chrono::steady_clock::now();
+  HybridResult res;
+  res.strategy = strategy;
+  const int N = cost.world_size();
+  HybridSearchOptions opts = options;
+  if (strategy == "dp-only") {
+    opts.pp = {1};
+    opts.tp = {1};
+    opts.micro_batches = 1;
+  }
+  std::vector<int> pps;
+  for (int pp = 1; pp <= N; pp *= 2)
+    if (N % pp == 0 && (opts.pp.empty() || std::find(opts.pp.begin(), opts.pp.end(), pp) != opts.pp.end()))
+      pps.push_back(pp);
+  const bool galvatron = strategy == "galvatron";
+  const bool megatron = strategy == "megatron-3d";
+  ItemRules rules;
+  if (galvatron) {
+    rules.galvatron = true;
+    rules.overlap = opts.galvatron_overlap;
+  }
+  double best_thr = 0;
+  auto consider = [&](const HybridWorkload& hw, const HybridPlan& plan) {
+    const auto ev = cost.evaluate(hw, plan);
+    if (!ev.fits) return false;
+    if (ev.throughput > best_thr) {
+      best_thr = ev.throughput;
+      res.feasible = true;
+      res.workload = hw;
+      res.plan = plan;
+      res.evaluation = ev;
+    }
+    return true;
+  };
+  for (int pp : pps) {
+    const HybridWorkload hw = costmodel::hybrid_workload(model, pp);
+    const int U = static_cast<int>(hw.units.size());
+    if (U < pp) continue;
+    for (auto schedule : opts.schedules) {
+      std::vector<int> ms;
+      if (opts.micro_batches)
+        ms = {*opts.micro_batches};
+      else
+        for (int m = 1; m <= opts.max_micro_batches; ++m) ms.push_back(m);
+      if (galvatron) {
+        // Global batch sizes in steps of 8; micro-batches by its heuristic.
+        for (int B = 8;; B += 8) {
+          if (opts.global_batch && B != *opts.global_batch) {
+            if (B > *opts.global_batch) break;
+            continue;
+          }
+          const int dp = N / pp;
+          const int m = pp == 1 ? 1 : std::min(8, std::max(pp, (B / dp + 3) / 4));
+          if (B % (dp * m) != 0) {
+            if (B / (dp * m) > opts.max_b0) break;
+            continue;
+          }
+          HybridLayout layout{pp, m, B / (dp * m), schedule, opts.sequence_parallel};
+          if (layout.b0 > opts.max_b0) break;
+          ++res.layouts;
+          const auto plan = solve_layout(cost, hw, layout, opts, rules, true, kInf, &res.labels);
+          if (!plan) break;
+          consider(hw, *plan);
+        }
+        continue;
+      }
+      for (int m : ms) {
+        for (int b0 = 1; b0 <= opts.max_b0; ++b0) {
+          if (opts.global_batch) {
+            const int B = b0 * m * N / pp;
+            if (B < *opts.global_batch) continue;
+            if (B > *opts.global_batch) break;
+          }
+          const HybridLayout layout{pp, m, b0, schedule, opts.sequence_parallel};
+          ++res.layouts;
+          bool any = false;
+          if (megatron) {
+            const auto starts = even_stage_starts(hw, pp);
+            if (starts.empty()) break;
+            for (int t = 1; t <= cost.node_size(); t *= 2) {
+              if (!cost.valid(pp, t)) continue;
+              if (!opts.tp.empty() && std::find(opts.tp.begin(), opts.tp.end(), t) == opts.tp.end()) continue;
+              for (bool ckpt : {false, true}) {
+                if (ckpt && opts.space.checkpoint == CheckpointPolicy::kOff) continue;
+                if (!ckpt && opts.space.checkpoint == CheckpointPolicy::kOn) continue;
+                HybridPlan plan = empty_plan(hw, layout);
+                plan.stage_first_unit = starts;
+                for (std::size_t u = 0; u < hw.units.size(); ++u) {
+                  int tu = t;
+                  for (int oi : hw.units[u].ops)
+                    if (!costmodel::tp_allowed(hw.workload.operators[static_cast<std::size_t>(oi)], tu))
+                      tu = 1;
+                  plan.unit_tp[u] = tu;
+                  for (int oi : hw.units[u].ops)
+                    plan.choices[static_cast<std::size_t>(oi)] = Choice{true, 1, 0, ckpt};
+                }
+                if (consider(hw, plan)) any = true;
+              }
+            }
+          } else {
+            // Only a step faster than B / (the best throughput so far) can win.
+            const double bound = best_thr > 0 ? b0 * m * N / pp / best_thr : kInf;
+            bool bounded = false;
+            const auto plan =
+                solve_layout(cost, hw, layout, opts, rules, false, bound, &res.labels, &bounded);
+            if (plan) any = consider(hw, *plan) || any;
+            any = any || bounded;
+          }
+          if (!any && !opts.global_batch) break;  // a larger b0 fits no better
+        }
+      }
+    }
+    if (opts.progress)
+      opts.progress(pp, best_thr, res.layouts,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  res.search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return res;
+}
+
+}  // namespace osdp::search

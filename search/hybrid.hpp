@@ -1,0 +1,95 @@
+// Search over the hybrid space of costmodel/hybrid.hpp (issue 16): pipeline degree, stage split,
+// micro-batches, per-unit tensor-parallel degree and per-operator data-parallel choices.
+//
+// exact (the optimum of the analytic model over the whole space). For one layout (pp, m, b0,
+// schedule, SP) the step is T = sum_s c_s + (m - 1) max_s c_s with stages independent in memory, so:
+//   1. c*(s, i, j), the least time per micro-batch of stage s holding units i..j-1 within the
+//      memory limit, for every s, i and j: a dynamic program along the units, one state per TP
+//      degree of the unit before (the re-layout between units depends on both degrees), each state a
+//      Pareto set of (persistent bytes, largest transient, time); a label is dropped only when
+//      another with the same degree is no worse in all three, or when it no longer fits. Persistent
+//      bytes are states plus f_s micro-batches of activations (f_s of the schedule).
+//   2. The split: for every threshold C among the c* values (ascending), the least sum of c* over
+//      splits whose stages all take at most C, a DP over (stage, first unit); T(C) = sum + (m-1) C.
+//      The optimum is the least T(C) (at C = the optimal split's slowest stage, T(C) is at most its
+//      T); thresholds stop once the unconstrained least sum + (m - 1) C reaches the best T.
+//   Over layouts: every valid pp, every schedule asked for, m = 1..max_micro_batches (or the one
+//   given), and b0 = 1, 2, ... until no split fits (memory grows with b0); the highest throughput
+//   B / T wins (B = b0 m N / pp). With a global batch given, only layouts with that B.
+// brute_force_layout: every plan of one layout (stage splits x degrees x choices), for tests.
+// megatron-3d: one TP degree for every unit, even stages, every operator REPLICATE (DDP), all or no
+//   checkpointing; a grid over tp, pp, m and b0.
+// galvatron: Galvatron's search as its released code does it: even stages (layers divided equally,
+//   the remainder to the first stages), per layer a TP degree with DDP or ZeRO-3 data parallelism
+//   (REPLICATE or ZDP, no splits), checkpointing when allowed, memory rounded up to whole MiB per
+//   operator, global batch sizes in steps of 8, micro-batches by its heuristic (1 without a
+//   pipeline, else min(8, max(pp, ceil(B / (N / pp) / 4))) as osdp reads it), and optionally its
+//   1.3 overlap coefficient (compute and data-parallel communication each slowed by it, their max
+//   taken) for choosing. Its plans are priced by osdp's model like every other strategy's.
+// dp-only: exact restricted to pp = 1, t = 1, m = 1 (osdp's data-parallel space).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "costmodel/hybrid.hpp"
+#include "costmodel/model.hpp"
+#include "search/space.hpp"
+
+namespace osdp::search {
+
+struct HybridSearchOptions {
+  SpaceOptions space;                // the per-operator choices within each data-parallel group
+  std::vector<int> pp;               // pipeline degrees to try; empty: every valid one
+  std::vector<int> tp;               // TP degrees allowed; empty: every valid one
+  int max_micro_batches = 8;         // m = 1..this
+  std::optional<int> micro_batches;  // a fixed m
+  std::optional<int> global_batch;   // a fixed global batch B
+  int max_b0 = 4096;                 // samples per device per micro-batch, at most
+  std::vector<costmodel::PipelineSchedule> schedules{costmodel::PipelineSchedule::k1F1B};
+  bool sequence_parallel = false;
+  double galvatron_overlap = 0;  // galvatron only: its overlap coefficient (0: osdp's times)
+  // Called after each pipeline degree: the degree, the best throughput so far (0: none fits yet),
+  // layouts solved and seconds spent.
+  std::function<void(int pp, double throughput, std::int64_t layouts, double seconds)> progress;
+};
+
+struct HybridLayout {
+  int pp = 1, m = 1, b0 = 1;
+  costmodel::PipelineSchedule schedule = costmodel::PipelineSchedule::k1F1B;
+  bool sequence_parallel = false;
+};
+
+struct HybridResult {
+  std::string strategy;
+  bool feasible = false;
+  costmodel::HybridWorkload workload;
+  costmodel::HybridPlan plan;
+  costmodel::HybridEvaluation evaluation;
+  std::int64_t layouts = 0;  // layouts solved
+  std::int64_t labels = 0;   // DP labels created (exact, galvatron)
+  double search_seconds = 0;
+};
+
+const std::vector<std::string>& hybrid_strategy_names();
+
+// The best plan of one layout, exact; none when nothing fits.
+std::optional<costmodel::HybridPlan> solve_layout_exact(const costmodel::HybridCostModel& model,
+                                                        const costmodel::HybridWorkload& hw,
+                                                        const HybridLayout& layout,
+                                                        const HybridSearchOptions& options,
+                                                        std::int64_t* labels = nullptr);
+// The same by enumerating every plan of the layout (small instances only).
+std::optional<costmodel::HybridPlan> brute_force_layout(const costmodel::HybridCostModel& model,
+                                                        const costmodel::HybridWorkload& hw,
+                                                        const HybridLayout& layout,
+                                                        const HybridSearchOptions& options);
+
+// A strategy of hybrid_strategy_names() over every layout; UsageError for an unknown name.
+HybridResult search_hybrid(const costmodel::ModelSpec& model, const costmodel::HybridCostModel& cost,
+                           const std::string& strategy, const HybridSearchOptions& options);
+
+}  // namespace osdp::search
