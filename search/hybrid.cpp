@@ -6,10 +6,12 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"
+#include "search/solvers.hpp"
 
 namespace osdp::search {
 
@@ -214,6 +216,98 @@ struct Chain {
   std::vector<int> best_label;  // the label the best of j ends at
 };
 
+// The LP relaxation of a stage's remaining operators (the flat exact's bound, solvers.hpp): every
+// operator of the units before `end_unit` one group, its items over every degree its unit allows
+// (the degrees' coupling, re-layouts and transients relaxed), persistent bytes with f micro-batches
+// in flight (the fewest of any stage). least(k, R) is a lower bound on the time of the operators
+// from position k to the end within R persistent bytes (infinity when even their smallest do not
+// fit): the smallest-persistent items, then the lower hull's increments bought greedily by slope.
+class SuffixBound {
+ public:
+  SuffixBound(const LayoutContext& ctx, int f, int end_unit) {
+    const auto& units = ctx.workload().units;
+    std::vector<std::vector<std::pair<double, double>>> groups;  // per operator: hull points (p, time)
+    std::vector<double> least_transient;                         // per operator: its smallest transient
+    for (std::size_t u = 0; u < static_cast<std::size_t>(end_unit); ++u)
+      for (int oi : units[u].ops) {
+        std::vector<std::pair<double, double>> pts;
+        double least_x = kInf;
+        for (int t : ctx.allowed(static_cast<int>(u)))
+          for (const auto& it : ctx.items(oi, t)) {
+            pts.emplace_back(it.cost.states_bytes + f * it.cost.act_bytes, it.time_s);
+            least_x = std::min(least_x, it.cost.transient_bytes);
+          }
+        least_transient.push_back(least_x);
+        std::sort(pts.begin(), pts.end());
+        std::vector<std::pair<double, double>> hull;  // p ascending, time descending, convex
+        for (const auto& q : pts) {
+          if (!hull.empty() && q.second >= hull.back().second) continue;
+          while (hull.size() >= 2) {
+            const auto& a = hull[hull.size() - 2];
+            const auto& b = hull.back();
+            // b is above the segment a-q: drop it
+            if ((b.second - a.second) * (q.first - a.first) >= (q.second - a.second) * (b.first - a.first))
+              hull.pop_back();
+            else
+              break;
+          }
+          hull.push_back(q);
+        }
+        groups.push_back(std::move(hull));
+        op_position_[oi] = static_cast<int>(groups.size()) - 1;
+      }
+    const std::size_t K = groups.size();
+    base_p_.assign(K + 1, 0.0);
+    base_t_.assign(K + 1, 0.0);
+    min_x_.assign(K + 1, 0.0);
+    cum_p_.assign(K + 1, std::vector<double>{0.0});
+    cum_t_.assign(K + 1, std::vector<double>{0.0});
+    std::vector<std::pair<double, double>> incs;  // (dp, dt) of positions k..K-1
+    for (std::size_t k = K; k-- > 0;) {
+      const auto& h = groups[k];
+      base_p_[k] = base_p_[k + 1] + (h.empty() ? kInf : h.front().first);
+      base_t_[k] = base_t_[k + 1] + (h.empty() ? 0.0 : h.front().second);
+      min_x_[k] = std::max(min_x_[k + 1], least_transient[k]);
+      for (std::size_t x = 1; x < h.size(); ++x)
+        incs.emplace_back(h[x].first - h[x - 1].first, h[x].second - h[x - 1].second);
+      std::sort(incs.begin(), incs.end(), [](const auto& a, const auto& b) {
+        return a.second * b.first < b.second * a.first;  // steeper (more time saved per byte) first
+      });
+      auto& cp = cum_p_[k];
+      auto& ct = cum_t_[k];
+      cp.assign(1, 0.0);
+      ct.assign(1, 0.0);
+      for (const auto& [dp, dt] : incs) {
+        cp.push_back(cp.back() + dp);
+        ct.push_back(ct.back() + dt);
+      }
+    }
+  }
+  // The position of an operator (its index in unit order).
+  int position(int op) const { return op_position_.at(op); }
+  int end() const { return static_cast<int>(base_p_.size()) - 1; }
+  // `budget` is what the persistent bytes so far leave, `transient` the largest transient so far: the
+  // operators from k on may use budget - max(transient, the least largest transient they force).
+  double least(int k, double budget, double transient) const {
+    const auto kk = static_cast<std::size_t>(k);
+    budget -= std::max(transient, min_x_[kk]);
+    if (budget < base_p_[kk]) return kInf;
+    const double r = budget - base_p_[kk];
+    const auto& cp = cum_p_[kk];
+    const auto& ct = cum_t_[kk];
+    const std::size_t n =
+        static_cast<std::size_t>(std::upper_bound(cp.begin(), cp.end(), r) - cp.begin()) - 1;
+    double gain = ct[n];
+    if (n + 1 < cp.size()) gain += (ct[n + 1] - ct[n]) * (r - cp[n]) / (cp[n + 1] - cp[n]);
+    return base_t_[kk] + gain;
+  }
+
+ private:
+  std::map<int, int> op_position_;
+  std::vector<double> base_p_, base_t_, min_x_;
+  std::vector<std::vector<double>> cum_p_, cum_t_;
+};
+
 // Keeps the labels no other label of the same degree beats in persistent bytes, largest transient
 // and time, and those that still fit.
 std::vector<int> pareto(const std::vector<Label>& arena, std::vector<int> idx, double budget) {
@@ -250,8 +344,14 @@ std::vector<int> pareto(const std::vector<Label>& arena, std::vector<int> idx, d
 // `bound` to beat (the best plan of another layout at this global batch), a label is dropped when no
 // plan through it can: any plan whose stage s holds units i..u with time tau takes at least
 //   T >= (m - 1) tau + sum_s c_s >= m tau + least_time(units outside i..u).
-Chain run_chain(const LayoutContext& ctx, int s, int i, int j_max, double bound, std::int64_t* labels,
-                bool* cut) {
+// c*(s, i, j), with the labels to rebuild the plan. A label at operator position k with persistent
+// P, largest transient X and time tau is dropped when it no longer fits, when the LP of the stage's
+// operators after it cannot fit in what is left, or when no plan through it can beat `bound` (the
+// incumbent, or the best plan of another layout at this global batch):
+//   T >= (m - 1) c_s + sum_s' c_s' >= m (tau + least(k + 1, budget - P - X)) + outside,
+// `outside` a lower bound on the other stages' sum (their units' LP in their stages' memory).
+Chain run_chain(const LayoutContext& ctx, int s, int i, int j, double bound, std::int64_t* labels, bool* cut,
+                const SuffixBound& suffix, double outside) {
   const auto& units = ctx.workload().units;
   const int f = ctx.in_flight(s);
   const double budget = ctx.capacity() - ctx.fixed();
@@ -260,12 +360,8 @@ Chain run_chain(const LayoutContext& ctx, int s, int i, int j_max, double bound,
   ch.best_label.assign(units.size() + 1, -1);
   ch.arena.push_back(Label{0, 0, 0, -1, -1, -1, s == 0 ? -1 : 1});
   std::vector<int> current{0};
-  const int U = static_cast<int>(units.size());
   const int m = ctx.layout().m;
-  const double everything = ctx.least_time(0, U);
-  for (int u = i; u < j_max && !current.empty(); ++u) {
-    const double rest = everything - ctx.least_time(i, u + 1);  // units outside i..u
-    const double tau_max = bound < kInf ? (bound - rest) / m : kInf;
+  for (int u = i; u < j && !current.empty(); ++u) {
     std::vector<int> next;
     for (int t : ctx.allowed(u)) {
       std::vector<int> cur;
@@ -283,6 +379,7 @@ Chain run_chain(const LayoutContext& ctx, int s, int i, int j_max, double bound,
       }
       for (int oi : units[static_cast<std::size_t>(u)].ops) {
         const auto& items = ctx.items(oi, t);
+        const int after_pos = suffix.position(oi) + 1;
         std::vector<int> grown;
         for (int li : cur) {
           for (std::size_t k = 0; k < items.size(); ++k) {
@@ -293,7 +390,9 @@ Chain run_chain(const LayoutContext& ctx, int s, int i, int j_max, double bound,
             n.transient = std::max(l.transient, c.transient_bytes);
             n.time = l.time + items[k].time_s;
             if (n.persistent + n.transient > budget) continue;
-            if (n.time >= tau_max) {
+            const double after = suffix.least(after_pos, budget - n.persistent, n.transient);
+            if (after == kInf) continue;  // what is left of the stage cannot fit
+            if (m * (n.time + after) + outside >= bound) {
               *cut = true;
               continue;
             }
@@ -311,14 +410,13 @@ Chain run_chain(const LayoutContext& ctx, int s, int i, int j_max, double bound,
     }
     current = pareto(ch.arena, std::move(next), budget);
     if (labels) *labels += static_cast<std::int64_t>(current.size());
-    const int j = u + 1;
-    for (int li : current) {
-      const Label& l = ch.arena[static_cast<std::size_t>(li)];
-      const double c = l.time + ctx.stage_end(s, u, l.t);
-      if (c < ch.best[static_cast<std::size_t>(j)]) {
-        ch.best[static_cast<std::size_t>(j)] = c;
-        ch.best_label[static_cast<std::size_t>(j)] = li;
-      }
+  }
+  for (int li : current) {
+    const Label& l = ch.arena[static_cast<std::size_t>(li)];
+    const double c = l.time + ctx.stage_end(s, j - 1, l.t);
+    if (c < ch.best[static_cast<std::size_t>(j)]) {
+      ch.best[static_cast<std::size_t>(j)] = c;
+      ch.best_label[static_cast<std::size_t>(j)] = li;
     }
   }
   return ch;
@@ -375,6 +473,53 @@ std::vector<int> even_stage_starts(const HybridWorkload& hw, int pp) {
   return starts;
 }
 
+// A plan of one TP degree for every unit that allows it (1 for the others), even stages, and the
+// per-operator choices of each stage solved exactly by the flat solver (solvers.hpp: the stage is a
+// multiple-choice knapsack with a max-transient term once the degrees are fixed): the incumbent
+// the layout's DP must beat.
+std::optional<HybridPlan> uniform_plan(const HybridCostModel& model, const LayoutContext& ctx, int t) {
+  const auto& hw = ctx.workload();
+  const auto& layout = ctx.layout();
+  const auto starts = even_stage_starts(hw, layout.pp);
+  if (starts.empty()) return std::nullopt;
+  HybridPlan plan = empty_plan(hw, layout);
+  plan.stage_first_unit = starts;
+  const int U = static_cast<int>(hw.units.size());
+  for (int s = 0; s < layout.pp; ++s) {
+    const int f = ctx.in_flight(s);
+    const int end = s + 1 < layout.pp ? starts[static_cast<std::size_t>(s + 1)] : U;
+    Instance inst;
+    inst.capacity_bytes = ctx.capacity();
+    inst.fixed_memory_bytes = ctx.fixed();
+    std::vector<std::pair<int, int>> op_t;  // (operator, degree) per group
+    for (int u = starts[static_cast<std::size_t>(s)]; u < end; ++u) {
+      const auto& allowed = ctx.allowed(u);
+      int tu = 0;
+      if (std::find(allowed.begin(), allowed.end(), t) != allowed.end())
+        tu = t;
+      else if (std::find(allowed.begin(), allowed.end(), 1) != allowed.end())
+        tu = 1;
+      if (tu == 0) return std::nullopt;
+      plan.unit_tp[static_cast<std::size_t>(u)] = tu;
+      for (int oi : hw.units[static_cast<std::size_t>(u)].ops) {
+        Group g;
+        for (const auto& it : ctx.items(oi, tu))
+          g.items.push_back(
+              {it.time_s, it.cost.states_bytes + f * it.cost.act_bytes, it.cost.transient_bytes});
+        inst.groups.push_back(std::move(g));
+        op_t.emplace_back(oi, tu);
+      }
+    }
+    const Solution sol = solve_exact(inst);
+    if (!sol.feasible) return std::nullopt;
+    for (std::size_t g = 0; g < op_t.size(); ++g)
+      plan.choices[static_cast<std::size_t>(op_t[g].first)] =
+          ctx.items(op_t[g].first, op_t[g].second)[static_cast<std::size_t>(sol.chosen[g])].choice;
+  }
+  if (!model.evaluate(hw, plan).fits) return std::nullopt;
+  return plan;
+}
+
 std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const HybridWorkload& hw,
                                        const HybridLayout& layout, const HybridSearchOptions& options,
                                        ItemRules rules, bool even, double bound, std::int64_t* labels,
@@ -390,28 +535,99 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
     starts = even_stage_starts(hw, pp);
     if (starts.empty()) return std::nullopt;
   }
-  // c[s][i][j]
-  std::vector<std::vector<Chain>> chains(static_cast<std::size_t>(pp));
+  // The incumbent (osdp's times only: galvatron chooses by its own).
+  std::optional<HybridPlan> incumbent;
+  double incumbent_t = kInf;
+  if (!even && !rules.galvatron)
+    for (int t = 1; t <= model.node_size(); t *= 2) {
+      if (!model.valid(pp, t)) continue;
+      auto p = uniform_plan(model, ctx, t);
+      if (!p) continue;
+      const double x = model.evaluate(hw, *p).time_s;
+      if (x < incumbent_t) {
+        incumbent_t = x;
+        incumbent = std::move(p);
+      }
+    }
+  const double outer_bound = bound;
+  bound = std::min(bound, incumbent_t);
+  // One LP structure per stage end and micro-batches in flight
+  // (a stage's own chain uses its own micro-batches in flight; the other stages' bound the fewest).
+  const int f_min = ctx.in_flight(pp - 1);
+  std::map<std::pair<int, int>, std::unique_ptr<SuffixBound>> suffix;
+  auto suffix_to = [&](int j, int f = -1) -> const SuffixBound& {
+    if (f < 0) f = f_min;
+    auto& p = suffix[{f, j}];
+    if (!p) p = std::make_unique<SuffixBound>(ctx, f, j);
+    return *p;
+  };
+  const double budget = ctx.capacity() - ctx.fixed();
+  auto first_op = [&](int u) { return hw.units[static_cast<std::size_t>(u)].ops.front(); };
+  auto outside_least = [&](int s, int i, int j) {
+    const double before = i == 0 ? 0.0 : suffix_to(i).least(0, s * budget, 0.0);
+    const double after =
+        j == U ? 0.0 : suffix_to(U).least(suffix_to(U).position(first_op(j)), (pp - 1 - s) * budget, 0.0);
+    return before + after;
+  };
+  // The incumbent wins unless the DP found something faster (every label that could was kept).
+  auto fallback = [&]() -> std::optional<HybridPlan> {
+    if (incumbent && incumbent_t < outer_bound) return incumbent;
+    if (bounded) *bounded = *bounded || incumbent.has_value();
+    return std::nullopt;
+  };
+
+  // c[s][i][j]: stages that cannot be part of a plan beating the bound are left at infinity.
   std::vector<std::vector<std::vector<double>>> c(
-      static_cast<std::size_t>(pp), std::vector<std::vector<double>>(static_cast<std::size_t>(U + 1)));
+      static_cast<std::size_t>(pp),
+      std::vector<std::vector<double>>(static_cast<std::size_t>(U + 1),
+                                       std::vector<double>(static_cast<std::size_t>(U + 1), kInf)));
+  std::vector<std::vector<std::vector<bool>>> lp_fits(
+      static_cast<std::size_t>(pp),
+      std::vector<std::vector<bool>>(static_cast<std::size_t>(U + 1),
+                                     std::vector<bool>(static_cast<std::size_t>(U + 1))));
   for (int s = 0; s < pp; ++s) {
-    chains[static_cast<std::size_t>(s)].resize(static_cast<std::size_t>(U));
     const int i_lo = s == 0 ? 0 : s, i_hi = s == 0 ? 0 : U - (pp - s);
     for (int i = i_lo; i <= i_hi; ++i) {
       if (even && i != starts[static_cast<std::size_t>(s)]) continue;
-      const int j_max = s + 1 == pp ? U : U - (pp - 1 - s);
-      auto& chn = chains[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
-      chn = run_chain(ctx, s, i, j_max, bound, labels, &cut);
-      if (bounded) *bounded = cut;
-      c[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)] = chn.best;
+      const int j_lo = s + 1 == pp ? U : i + 1, j_hi = s + 1 == pp ? U : U - (pp - 1 - s);
+      for (int j = j_lo; j <= j_hi; ++j) {
+        if (even && s + 1 < pp && j != starts[static_cast<std::size_t>(s + 1)]) continue;
+        const SuffixBound& sb = suffix_to(j, ctx.in_flight(s));
+        const double least = sb.least(sb.position(first_op(i)), budget, 0.0);
+        if (least == kInf) break;  // a longer stage fits no better
+        lp_fits[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] = true;
+        // The units before i in stages 0..s-1, those from j on in stages s+1..pp-1: each set's LP
+        // within the memory of its stages together.
+        const double outside = outside_least(s, i, j);
+        if (outside == kInf) continue;
+        if (m * least + outside >= bound) {
+          cut = true;
+          continue;
+        }
+        const Chain chn = run_chain(ctx, s, i, j, bound, labels, &cut, sb, outside);
+        c[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] =
+            chn.best[static_cast<std::size_t>(j)];
+      }
     }
   }
+  // Whether any split has every stage within memory even in the LP relaxation: if none, no plan fits
+  // this layout (nor a larger b0), bound or not.
+  {
+    std::vector<std::vector<bool>> reach(static_cast<std::size_t>(pp + 1),
+                                         std::vector<bool>(static_cast<std::size_t>(U + 1)));
+    reach[0][0] = true;
+    for (int s = 0; s < pp; ++s)
+      for (int i = 0; i < U; ++i)
+        if (reach[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)])
+          for (int j = i + 1; j <= U; ++j)
+            if (lp_fits[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)]
+                       [static_cast<std::size_t>(j)])
+              reach[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)] = true;
+    if (!reach[static_cast<std::size_t>(pp)][static_cast<std::size_t>(U)]) return std::nullopt;
+  }
+  if (bounded) *bounded = cut;
   auto cost = [&](int s, int i, int j) {
-    const auto& row = c[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
-    if (row.empty()) return kInf;
-    if (s + 1 == pp && j != U) return kInf;
-    if (even && s + 1 < pp && j != starts[static_cast<std::size_t>(s + 1)]) return kInf;
-    return row[static_cast<std::size_t>(j)];
+    return c[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
   };
   // Least sum over splits whose stages take at most `cap`; fills `split` (stage starts).
   auto least_sum = [&](double cap, std::vector<int>* split) {
@@ -447,7 +663,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
     return total;
   };
   const double free_sum = least_sum(kInf, nullptr);
-  if (free_sum == kInf) return std::nullopt;
+  if (free_sum == kInf) return fallback();
   std::vector<double> thresholds;
   for (int s = 0; s < pp; ++s)
     for (int i = 0; i < U; ++i)
@@ -470,15 +686,18 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
       best_split = split;
     }
   }
-  if (best_split.empty()) return std::nullopt;
+  if (best_split.empty()) return fallback();
   HybridPlan plan = empty_plan(hw, layout);
   plan.stage_first_unit = best_split;
   for (int s = 0; s < pp; ++s) {
     const int i = best_split[static_cast<std::size_t>(s)];
     const int j = s + 1 < pp ? best_split[static_cast<std::size_t>(s + 1)] : U;
-    const Chain& chn = chains[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
+    bool ignored = false;
+    const Chain chn = run_chain(ctx, s, i, j, bound, nullptr, &ignored, suffix_to(j, ctx.in_flight(s)),
+                                outside_least(s, i, j));
     rebuild(ctx, chn, chn.best_label[static_cast<std::size_t>(j)], plan);
   }
+  if (incumbent && model.evaluate(hw, plan).time_s >= incumbent_t) return fallback();
   return plan;
 }
 
