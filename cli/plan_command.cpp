@@ -1,8 +1,8 @@
 #include <cmath>
 #include <iostream>
+#include <memory>
 
 #include <unistd.h>
-#include <memory>
 
 #include <fmt/format.h>
 
@@ -83,7 +83,7 @@ void print_evaluation(const std::vector<EvaluatedBatch>& ev, int analytic_best) 
                                  : fmt::format(" (the analytic model picked {})", analytic_best));
 }
 
-// "layer0-15 t2" runs of equal values over consecutive names.
+// Runs of equal values over consecutive names: "layer0..layer15 tp2".
 std::vector<std::string> runs(const std::vector<std::string>& names, const std::vector<std::string>& values) {
   std::vector<std::string> out;
   std::size_t i = 0;
@@ -116,6 +116,11 @@ int run_plan_hybrid(const PlanArgs& a) {
   if (std::find(names.begin(), names.end(), strategy) == names.end())
     throw UsageError(fmt::format("--strategy with --hybrid: expected one of {}, got \"{}\"",
                                  fmt::join(names, ", "), strategy));
+  // What the hybrid search does not take (yet), refused rather than ignored.
+  if (a.req.batch != "auto")
+    throw UsageError("--batch does not apply with --hybrid: use --max-micro-batch-size or --global-batch");
+  if (a.evaluate != "analytic") throw UsageError("--evaluate sim: hybrid plans are not simulated yet");
+  if (!a.emit_costs.empty()) throw UsageError("--emit-costs does not apply with --hybrid");
   req.strategy = "exact";
   const auto prepared = search::prepare_search(req, fmt::format("{}+{}", OSDP_VERSION, OSDP_GIT_HASH));
   const search::PlanContext& ctx = prepared->ctx;

@@ -143,12 +143,12 @@ class LayoutContext {
   const HybridLayout& layout() const { return layout_; }
   const HybridWorkload& workload() const { return hw_; }
 
-  // Whether some plan could fit: every unit's least persistent bytes (stage 0's micro-batches in
-  // flight, the most) within a stage's budget, and their sum within pp budgets. When this fails at
-  // some b0 it fails at every larger one.
+  // Whether some plan could fit: every unit's least persistent bytes (with the fewest micro-batches
+  // in flight of any stage) within a stage's budget, and their sum within pp budgets. When this
+  // fails at some b0 it fails at every larger one.
   bool might_fit() const {
     const double budget = capacity() - fixed_;
-    const int f = in_flight(0);
+    const int f = in_flight(layout_.pp - 1);
     double sum = 0;
     for (std::size_t u = 0; u < hw_.units.size(); ++u) {
       double unit = kInf;
@@ -157,8 +157,7 @@ class LayoutContext {
         for (int oi : hw_.units[u].ops) {
           double best = kInf;
           for (const Item& it : items(oi, t))
-            best = std::min(
-                best, it.cost.states_bytes + std::min(f, in_flight(layout_.pp - 1)) * it.cost.act_bytes);
+            best = std::min(best, it.cost.states_bytes + f * it.cost.act_bytes);
           x += best;
         }
         unit = std::min(unit, x);
@@ -167,28 +166,6 @@ class LayoutContext {
       sum += unit;
     }
     return sum <= layout_.pp * budget;
-  }
-
-  // The least time per micro-batch any plan spends on units i..j-1 (their operators' fastest items
-  // at any degree, without re-layouts): prefix sums.
-  double least_time(int i, int j) const {
-    if (least_prefix_.empty()) {
-      least_prefix_.assign(hw_.units.size() + 1, 0.0);
-      for (std::size_t u = 0; u < hw_.units.size(); ++u) {
-        double unit = kInf;
-        for (int t : allowed_[u]) {
-          double sum = 0;
-          for (int oi : hw_.units[u].ops) {
-            double best = kInf;
-            for (const Item& it : items(oi, t)) best = std::min(best, it.time_s);
-            sum += best;
-          }
-          unit = std::min(unit, sum);
-        }
-        least_prefix_[u + 1] = least_prefix_[u] + (unit == kInf ? 0.0 : unit);
-      }
-    }
-    return least_prefix_[static_cast<std::size_t>(j)] - least_prefix_[static_cast<std::size_t>(i)];
   }
 
  private:
@@ -201,7 +178,6 @@ class LayoutContext {
   std::vector<std::vector<int>> allowed_;
   double fixed_ = 0;
   mutable std::map<std::pair<int, int>, std::vector<Item>> items_;
-  mutable std::vector<double> least_prefix_;
 };
 
 struct Label {
@@ -340,10 +316,6 @@ std::vector<int> pareto(const std::vector<Label>& arena, std::vector<int> idx, d
   return out;
 }
 
-// c*(s, i, j) for every j up to j_max, with the labels to rebuild the plans. With a step time
-// `bound` to beat (the best plan of another layout at this global batch), a label is dropped when no
-// plan through it can: any plan whose stage s holds units i..u with time tau takes at least
-//   T >= (m - 1) tau + sum_s c_s >= m tau + least_time(units outside i..u).
 // c*(s, i, j), with the labels to rebuild the plan. A label at operator position k with persistent
 // P, largest transient X and time tau is dropped when it no longer fits, when the LP of the stage's
 // operators after it cannot fit in what is left, or when no plan through it can beat `bound` (the

@@ -420,5 +420,8 @@ assert all(o["choice"].startswith("REPLICATE") for u in units for o in u["operat
 run hybrid_bad "$OSDP" plan --hybrid --strategy fsdp --model val-4x384 --cluster h100-8
 expect_rc "--hybrid with a data-parallel strategy is refused" hybrid_bad 2
 contains "naming the hybrid strategies" "$TMP/hybrid_bad.err" "exact, galvatron, megatron-3d, dp-only"
+run hybrid_batch "$OSDP" plan --hybrid --batch 4 --model val-4x384 --cluster h100-8
+expect_rc "--hybrid with --batch is refused, not ignored" hybrid_batch 2
+contains "saying what to use" "$TMP/hybrid_batch.err" "--max-micro-batch-size or --global-batch"
 
 finish
