@@ -6,15 +6,18 @@
 //   1. c*(s, i, j), the least time per micro-batch of stage s holding units i..j-1 within the
 //      memory limit, for every s, i and j: a dynamic program along the units, one state per TP
 //      degree of the unit before (the re-layout between units depends on both degrees), each state a
-//      Pareto set of (persistent bytes, largest transient, time); a label is dropped only when
-//      another with the same degree is no worse in all three, or when it no longer fits. Persistent
+//      Pareto set of (persistent bytes, largest transient, time); a label is dropped when another
+//      with the same degree is no worse in all three, when it or the LP relaxation of the stage's
+//      remaining operators no longer fits, or when no plan through it can beat the incumbent (one
+//      degree for every unit, even stages, each stage solved by the flat exact solver) or an
+//      earlier layout's throughput (search/hybrid.cpp, run_chain, states the bound). Persistent
 //      bytes are states plus f_s micro-batches of activations (f_s of the schedule).
 //   2. The split: for every threshold C among the c* values (ascending), the least sum of c* over
 //      splits whose stages all take at most C, a DP over (stage, first unit); T(C) = sum + (m-1) C.
 //      The optimum is the least T(C) (at C = the optimal split's slowest stage, T(C) is at most its
 //      T); thresholds stop once the unconstrained least sum + (m - 1) C reaches the best T.
 //   Over layouts: every valid pp, every schedule asked for, m = 1..max_micro_batches (or the one
-//   given), and b0 = 1, 2, ... until no split fits (memory grows with b0); the highest throughput
+//   given), and b0 = 1, 2, ... until no split fits even in the LP (memory grows with b0); the highest throughput
 //   B / T wins (B = b0 m N / pp). With a global batch given, only layouts with that B.
 // brute_force_layout: every plan of one layout (stage splits x degrees x choices), for tests.
 // megatron-3d: one TP degree for every unit, even stages, every operator REPLICATE (DDP), all or no
