@@ -17,8 +17,8 @@
 //      The optimum is the least T(C) (at C = the optimal split's slowest stage, T(C) is at most its
 //      T); thresholds stop once the unconstrained least sum + (m - 1) C reaches the best T.
 //   Over layouts: every valid pp, every schedule asked for, m = 1..max_micro_batches (or the one
-//   given), and b0 = 1, 2, ... until no split fits even in the LP (memory grows with b0); the highest throughput
-//   B / T wins (B = b0 m N / pp). With a global batch given, only layouts with that B.
+//   given), and b0 = 1, 2, ... until no split fits even in the LP (memory grows with b0); the highest
+//   throughput B / T wins (B = b0 m N / pp). With a global batch given, only layouts with that B.
 // brute_force_layout: every plan of one layout (stage splits x degrees x choices), for tests.
 // megatron-3d: one TP degree for every unit, even stages, every operator REPLICATE (DDP), all or no
 //   checkpointing; a grid over tp, pp, m and b0.
