@@ -143,31 +143,6 @@ class LayoutContext {
   const HybridLayout& layout() const { return layout_; }
   const HybridWorkload& workload() const { return hw_; }
 
-  // Whether some plan could fit: every unit's least persistent bytes (with the fewest micro-batches
-  // in flight of any stage) within a stage's budget, and their sum within pp budgets. When this
-  // fails at some b0 it fails at every larger one.
-  bool might_fit() const {
-    const double budget = capacity() - fixed_;
-    const int f = in_flight(layout_.pp - 1);
-    double sum = 0;
-    for (std::size_t u = 0; u < hw_.units.size(); ++u) {
-      double unit = kInf;
-      for (int t : allowed_[u]) {
-        double x = 0;
-        for (int oi : hw_.units[u].ops) {
-          double best = kInf;
-          for (const Item& it : items(oi, t))
-            best = std::min(best, it.cost.states_bytes + f * it.cost.act_bytes);
-          x += best;
-        }
-        unit = std::min(unit, x);
-      }
-      if (unit > budget) return false;
-      sum += unit;
-    }
-    return sum <= layout_.pp * budget;
-  }
-
  private:
   bool model_dropout() const { return model_.dropout(); }
   const HybridCostModel& model_;
@@ -188,8 +163,8 @@ struct Label {
 
 struct Chain {
   std::vector<Label> arena;
-  std::vector<double> best;     // per end unit j (stage holds units i..j-1): c*, or infinity
-  std::vector<int> best_label;  // the label the best of j ends at
+  double best = kInf;   // c*(s, i, j), or infinity
+  int best_label = -1;  // the label it ends at
 };
 
 // The LP relaxation of a stage's remaining operators (the flat exact's bound, solvers.hpp): every
@@ -328,8 +303,6 @@ Chain run_chain(const LayoutContext& ctx, int s, int i, int j, double bound, std
   const int f = ctx.in_flight(s);
   const double budget = ctx.capacity() - ctx.fixed();
   Chain ch;
-  ch.best.assign(units.size() + 1, kInf);
-  ch.best_label.assign(units.size() + 1, -1);
   ch.arena.push_back(Label{0, 0, 0, -1, -1, -1, s == 0 ? -1 : 1});
   std::vector<int> current{0};
   const int m = ctx.layout().m;
@@ -386,9 +359,9 @@ Chain run_chain(const LayoutContext& ctx, int s, int i, int j, double bound, std
   for (int li : current) {
     const Label& l = ch.arena[static_cast<std::size_t>(li)];
     const double c = l.time + ctx.stage_end(s, j - 1, l.t);
-    if (c < ch.best[static_cast<std::size_t>(j)]) {
-      ch.best[static_cast<std::size_t>(j)] = c;
-      ch.best_label[static_cast<std::size_t>(j)] = li;
+    if (c < ch.best) {
+      ch.best = c;
+      ch.best_label = li;
     }
   }
   return ch;
@@ -501,28 +474,12 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
 
   const LayoutContext ctx(model, hw, layout, options, rules);
   const int U = static_cast<int>(hw.units.size()), pp = layout.pp, m = layout.m;
-  if (U < pp || !ctx.might_fit()) return std::nullopt;
+  if (U < pp) return std::nullopt;
   std::vector<int> starts;
   if (even) {
     starts = even_stage_starts(hw, pp);
     if (starts.empty()) return std::nullopt;
   }
-  // The incumbent (osdp's times only: galvatron chooses by its own).
-  std::optional<HybridPlan> incumbent;
-  double incumbent_t = kInf;
-  if (!even && !rules.galvatron)
-    for (int t = 1; t <= model.node_size(); t *= 2) {
-      if (!model.valid(pp, t)) continue;
-      auto p = uniform_plan(model, ctx, t);
-      if (!p) continue;
-      const double x = model.evaluate(hw, *p).time_s;
-      if (x < incumbent_t) {
-        incumbent_t = x;
-        incumbent = std::move(p);
-      }
-    }
-  const double outer_bound = bound;
-  bound = std::min(bound, incumbent_t);
   // One LP structure per stage end and micro-batches in flight
   // (a stage's own chain uses its own micro-batches in flight; the other stages' bound the fewest).
   const int f_min = ctx.in_flight(pp - 1);
@@ -541,6 +498,58 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
         j == U ? 0.0 : suffix_to(U).least(suffix_to(U).position(first_op(j)), (pp - 1 - s) * budget, 0.0);
     return before + after;
   };
+  // The stages' LP lower bounds (infinity: even the relaxation does not fit), and whether any split
+  // has every stage within memory in the relaxation: if none, no plan fits this layout (nor a larger
+  // b0), bound or not, and nothing more is priced.
+  std::vector<std::vector<std::vector<double>>> lp(
+      static_cast<std::size_t>(pp),
+      std::vector<std::vector<double>>(static_cast<std::size_t>(U + 1),
+                                       std::vector<double>(static_cast<std::size_t>(U + 1), kInf)));
+  auto at = [](auto& v, int s, int i, int j) -> auto& {
+    return v[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
+  };
+  for (int s = 0; s < pp; ++s) {
+    const int i_lo = s == 0 ? 0 : s, i_hi = s == 0 ? 0 : U - (pp - s);
+    for (int i = i_lo; i <= i_hi; ++i) {
+      if (even && i != starts[static_cast<std::size_t>(s)]) continue;
+      const int j_lo = s + 1 == pp ? U : i + 1, j_hi = s + 1 == pp ? U : U - (pp - 1 - s);
+      for (int j = j_lo; j <= j_hi; ++j) {
+        if (even && s + 1 < pp && j != starts[static_cast<std::size_t>(s + 1)]) continue;
+        const SuffixBound& sb = suffix_to(j, ctx.in_flight(s));
+        const double least = sb.least(sb.position(first_op(i)), budget, 0.0);
+        if (least == kInf) break;  // a longer stage fits no better
+        at(lp, s, i, j) = least;
+      }
+    }
+  }
+  {
+    std::vector<std::vector<bool>> reach(static_cast<std::size_t>(pp + 1),
+                                         std::vector<bool>(static_cast<std::size_t>(U + 1)));
+    reach[0][0] = true;
+    for (int s = 0; s < pp; ++s)
+      for (int i = 0; i < U; ++i)
+        if (reach[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)])
+          for (int j = i + 1; j <= U; ++j)
+            if (at(lp, s, i, j) < kInf)
+              reach[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)] = true;
+    if (!reach[static_cast<std::size_t>(pp)][static_cast<std::size_t>(U)]) return std::nullopt;
+  }
+  // The incumbent (osdp's times only: galvatron chooses by its own).
+  std::optional<HybridPlan> incumbent;
+  double incumbent_t = kInf;
+  if (!even && !rules.galvatron)
+    for (int t = 1; t <= model.node_size(); t *= 2) {
+      if (!model.valid(pp, t)) continue;
+      auto p = uniform_plan(model, ctx, t);
+      if (!p) continue;
+      const double x = model.evaluate(hw, *p).time_s;
+      if (x < incumbent_t) {
+        incumbent_t = x;
+        incumbent = std::move(p);
+      }
+    }
+  const double outer_bound = bound;
+  bound = std::min(bound, incumbent_t);
   // The incumbent wins unless the DP found something faster (every label that could was kept).
   auto fallback = [&]() -> std::optional<HybridPlan> {
     if (incumbent && incumbent_t < outer_bound) return incumbent;
@@ -553,21 +562,11 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
       static_cast<std::size_t>(pp),
       std::vector<std::vector<double>>(static_cast<std::size_t>(U + 1),
                                        std::vector<double>(static_cast<std::size_t>(U + 1), kInf)));
-  std::vector<std::vector<std::vector<bool>>> lp_fits(
-      static_cast<std::size_t>(pp),
-      std::vector<std::vector<bool>>(static_cast<std::size_t>(U + 1),
-                                     std::vector<bool>(static_cast<std::size_t>(U + 1))));
-  for (int s = 0; s < pp; ++s) {
-    const int i_lo = s == 0 ? 0 : s, i_hi = s == 0 ? 0 : U - (pp - s);
-    for (int i = i_lo; i <= i_hi; ++i) {
-      if (even && i != starts[static_cast<std::size_t>(s)]) continue;
-      const int j_lo = s + 1 == pp ? U : i + 1, j_hi = s + 1 == pp ? U : U - (pp - 1 - s);
-      for (int j = j_lo; j <= j_hi; ++j) {
-        if (even && s + 1 < pp && j != starts[static_cast<std::size_t>(s + 1)]) continue;
-        const SuffixBound& sb = suffix_to(j, ctx.in_flight(s));
-        const double least = sb.least(sb.position(first_op(i)), budget, 0.0);
-        if (least == kInf) break;  // a longer stage fits no better
-        lp_fits[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] = true;
+  for (int s = 0; s < pp; ++s)
+    for (int i = 0; i <= U; ++i)
+      for (int j = i + 1; j <= U; ++j) {
+        const double least = at(lp, s, i, j);
+        if (least == kInf) continue;
         // The units before i in stages 0..s-1, those from j on in stages s+1..pp-1: each set's LP
         // within the memory of its stages together.
         const double outside = outside_least(s, i, j);
@@ -576,31 +575,11 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
           cut = true;
           continue;
         }
-        const Chain chn = run_chain(ctx, s, i, j, bound, labels, &cut, sb, outside);
-        c[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] =
-            chn.best[static_cast<std::size_t>(j)];
+        at(c, s, i, j) =
+            run_chain(ctx, s, i, j, bound, labels, &cut, suffix_to(j, ctx.in_flight(s)), outside).best;
       }
-    }
-  }
-  // Whether any split has every stage within memory even in the LP relaxation: if none, no plan fits
-  // this layout (nor a larger b0), bound or not.
-  {
-    std::vector<std::vector<bool>> reach(static_cast<std::size_t>(pp + 1),
-                                         std::vector<bool>(static_cast<std::size_t>(U + 1)));
-    reach[0][0] = true;
-    for (int s = 0; s < pp; ++s)
-      for (int i = 0; i < U; ++i)
-        if (reach[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)])
-          for (int j = i + 1; j <= U; ++j)
-            if (lp_fits[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)]
-                       [static_cast<std::size_t>(j)])
-              reach[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)] = true;
-    if (!reach[static_cast<std::size_t>(pp)][static_cast<std::size_t>(U)]) return std::nullopt;
-  }
   if (bounded) *bounded = cut;
-  auto cost = [&](int s, int i, int j) {
-    return c[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
-  };
+  auto cost = [&](int s, int i, int j) { return at(c, s, i, j); };
   // Least sum over splits whose stages take at most `cap`; fills `split` (stage starts).
   auto least_sum = [&](double cap, std::vector<int>* split) {
     // best[s][j]: least sum of stages 0..s-1 covering units 0..j-1
@@ -667,7 +646,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
     bool ignored = false;
     const Chain chn = run_chain(ctx, s, i, j, bound, nullptr, &ignored, suffix_to(j, ctx.in_flight(s)),
                                 outside_least(s, i, j));
-    rebuild(ctx, chn, chn.best_label[static_cast<std::size_t>(j)], plan);
+    rebuild(ctx, chn, chn.best_label, plan);
   }
   if (incumbent && model.evaluate(hw, plan).time_s >= incumbent_t) return fallback();
   return plan;
@@ -694,6 +673,9 @@ std::optional<HybridPlan> brute_force_layout(const HybridCostModel& model, const
   std::optional<HybridPlan> best;
   double best_t = kInf;
   HybridPlan plan = empty_plan(hw, layout);
+  std::vector<int> op_unit(hw.workload.operators.size());
+  for (std::size_t u = 0; u < hw.units.size(); ++u)
+    for (int oi : hw.units[u].ops) op_unit[static_cast<std::size_t>(oi)] = static_cast<int>(u);
   // Every split: choose pp - 1 boundaries among units 1..U-1.
   std::function<void(int, int)> splits = [&](int s, int from) {
     if (s == pp) {
@@ -709,11 +691,7 @@ std::optional<HybridPlan> brute_force_layout(const HybridCostModel& model, const
               }
               return;
             }
-            int unit = 0;
-            for (std::size_t v = 0; v < hw.units.size(); ++v)
-              for (int oi : hw.units[v].ops)
-                if (oi == static_cast<int>(k)) unit = static_cast<int>(v);
-            const int t = plan.unit_tp[static_cast<std::size_t>(unit)];
+            const int t = plan.unit_tp[static_cast<std::size_t>(op_unit[k])];
             const Operator sliced = costmodel::tp_slice(hw.workload.operators[k], t, layout.sequence_parallel,
                                                         hw.workload.bytes, model.dropout(), hw.workload.seq);
             for (const Choice& c : choices_for(sliced, options.space)) {

@@ -197,8 +197,8 @@ TEST_CASE("re-layout, p2p and the step of a pipeline: closed forms", "[hybrid]")
   CHECK(rel(gp.stages[2].peak_bytes - ev.stages[2].peak_bytes, (m - 2) * act) < 1e-9);
 }
 
-TEST_CASE("a balanced pipeline's bubble is (pp - 1) / (m + pp - 1)", "[hybrid]") {
-  // Stages of equal time: the model's T reduces to (m + pp - 1) c.
+TEST_CASE("without a pipeline, m micro-batches take m times one and leave no bubble", "[hybrid]") {
+  // T = sum c_s + (m - 1) max c_s with one stage is m c; the bubble 1 - m sum c_s / (pp T) is 0.
   const ModelSpec model = small_gpt(4, 128, 4, 32, 512, false);
   const ClusterSpec cluster = synthetic_cluster(1, 4);
   const HybridCostModel hybrid(cluster, nullptr, model.precision, CostOptions{}, model.dropout);
