@@ -1,0 +1,719 @@
+#include "search/hybrid_layout.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "costmodel/error.hpp"
+#include "search/solvers.hpp"
+
+namespace osdp::search {
+
+using costmodel::Choice;
+using costmodel::HybridCostModel;
+using costmodel::HybridOpCost;
+using costmodel::HybridPlan;
+using costmodel::HybridWorkload;
+using costmodel::Operator;
+
+namespace detail {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kMiB = 1024.0 * 1024.0;
+
+struct Item {
+  Choice choice;
+  HybridOpCost cost;
+  double time_s = 0;  // what the search minimises (osdp's time, or galvatron's)
+};
+
+// Everything one layout's search needs.
+class LayoutContext {
+ public:
+  LayoutContext(const HybridCostModel& model, const HybridWorkload& hw, const HybridLayout& layout,
+                const HybridSearchOptions& options, ItemRules rules)
+      : model_(model), hw_(hw), layout_(layout), options_(options), rules_(rules) {
+    const auto& units = hw.units;
+    allowed_.resize(units.size());
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      for (int t = 1; t <= model.node_size(); t *= 2) {
+        if (!options.tp.empty() && std::find(options.tp.begin(), options.tp.end(), t) == options.tp.end())
+          continue;
+        if (!model.valid(layout.pp, t)) continue;
+        bool ok = true;
+        for (int oi : units[u].ops) ok = ok && costmodel::tp_allowed(op(oi), t);
+        if (ok) allowed_[u].push_back(t);
+      }
+    }
+    fixed_ = model.fixed_bytes(hw.workload);
+  }
+
+  const Operator& op(int oi) const { return hw_.workload.operators[static_cast<std::size_t>(oi)]; }
+  const std::vector<int>& allowed(int u) const { return allowed_[static_cast<std::size_t>(u)]; }
+  double fixed() const { return fixed_; }
+  double capacity() const { return model_.capacity_bytes(); }
+  int in_flight(int s) const {
+    return HybridCostModel::in_flight(layout_.schedule, layout_.pp, s, layout_.m);
+  }
+
+  // The items of an operator at degree t: every choice of the space, less those another item is no
+  // worse than in time, states, activations and transient bytes.
+  const std::vector<Item>& items(int oi, int t) const {
+    const Operator& o = op(oi);
+    auto& slot = items_[{o.shape_id, t}];
+    if (!slot.empty()) return slot;
+    const Operator sliced = costmodel::tp_slice(o, t, layout_.sequence_parallel, hw_.workload.bytes,
+                                                model_dropout(), hw_.workload.seq);
+    SpaceOptions space = options_.space;
+    if (rules_.galvatron) space.split_max = 1;
+    std::vector<Item> all;
+    for (const Choice& c : choices_for(sliced, space)) {
+      if (rules_.galvatron && !(c.replicate || c.is_zdp())) continue;
+      if (rules_.galvatron && (c.node_group || c.two_level)) continue;
+      Item it;
+      it.choice = c;
+      it.cost = model_.op_cost(o, t, c, layout_.b0, layout_.m, layout_.pp, layout_.sequence_parallel,
+                               hw_.workload.bytes, hw_.workload.seq);
+      it.time_s = it.cost.time_s;
+      if (rules_.galvatron) {
+        auto up = [](double b) { return std::ceil(b / kMiB) * kMiB; };
+        it.cost.states_bytes = up(it.cost.states_bytes);
+        it.cost.act_bytes = up(it.cost.act_bytes);
+        it.cost.transient_bytes = up(it.cost.transient_bytes);
+        if (rules_.overlap > 0)
+          it.time_s = std::max(rules_.overlap * it.cost.compute_s, rules_.overlap * it.cost.dp_comm_s) +
+                      it.cost.tp_comm_s;
+      }
+      all.push_back(it);
+    }
+    for (std::size_t a = 0; a < all.size(); ++a) {
+      bool dominated = false;
+      for (std::size_t b = 0; b < all.size() && !dominated; ++b) {
+        if (a == b) continue;
+        const auto &x = all[a], &y = all[b];
+        const bool no_worse = y.time_s <= x.time_s && y.cost.states_bytes <= x.cost.states_bytes &&
+                              y.cost.act_bytes <= x.cost.act_bytes &&
+                              y.cost.transient_bytes <= x.cost.transient_bytes;
+        const bool equal = y.time_s == x.time_s && y.cost.states_bytes == x.cost.states_bytes &&
+                           y.cost.act_bytes == x.cost.act_bytes &&
+                           y.cost.transient_bytes == x.cost.transient_bytes;
+        dominated = no_worse && (!equal || b < a);
+      }
+      if (!dominated) slot.push_back(all[a]);
+    }
+    return slot;
+  }
+
+  // Re-layout into unit u from degree t (t < 0: none, the first unit of the model).
+  double relayout_into(int u, int from, int t) const {
+    if (from < 0 || u == 0) return 0;
+    return model_.relayout_s(from, t, layout_.b0, hw_.workload.seq,
+                             hw_.units[static_cast<std::size_t>(u - 1)].hidden,
+                             hw_.workload.bytes.activation);
+  }
+  // What ends stage s after unit u at degree t: the re-layout to 1 and the sends (not the last
+  // stage), the tied copy's gradient all-reduce (the last).
+  double stage_end(int s, int u, int t) const {
+    const int e = hw_.workload.bytes.activation, seq = hw_.workload.seq;
+    const int hidden = hw_.units[static_cast<std::size_t>(u)].hidden;
+    if (s + 1 < layout_.pp)
+      return model_.relayout_s(t, 1, layout_.b0, seq, hidden, e) +
+             2 * model_.p2p_s(layout_.pp, layout_.b0, seq, hidden, e);
+    if (!hw_.tied_copy) return 0;
+    const int head = hw_.units.back().ops.back();
+    const Operator sliced =
+        costmodel::tp_slice(op(head), t, layout_.sequence_parallel, hw_.workload.bytes, model_dropout(), seq);
+    return model_.tied_allreduce_s(layout_.pp,
+                                   hw_.workload.bytes.gradient * static_cast<double>(sliced.parameters())) /
+           layout_.m;
+  }
+
+  const HybridLayout& layout() const { return layout_; }
+  const HybridWorkload& workload() const { return hw_; }
+
+ private:
+  bool model_dropout() const { return model_.dropout(); }
+  const HybridCostModel& model_;
+  const HybridWorkload& hw_;
+  HybridLayout layout_;
+  const HybridSearchOptions& options_;
+  ItemRules rules_;
+  std::vector<std::vector<int>> allowed_;
+  double fixed_ = 0;
+  mutable std::map<std::pair<int, int>, std::vector<Item>> items_;
+};
+
+struct Label {
+  double persistent = 0, transient = 0, time = 0;
+  int parent = -1;
+  int op = -1, item = -1, t = -1;
+};
+
+struct Chain {
+  std::vector<Label> arena;
+  double best = kInf;   // c*(s, i, j), or infinity
+  int best_label = -1;  // the label it ends at
+};
+
+// The LP relaxation of a stage's remaining operators (the flat exact's bound, solvers.hpp): every
+// operator of the units before `end_unit` one group, its items over every degree its unit allows
+// (the degrees' coupling, re-layouts and transients relaxed), persistent bytes with f micro-batches
+// in flight (the fewest of any stage). least(k, R) is a lower bound on the time of the operators
+// from position k to the end within R persistent bytes (infinity when even their smallest do not
+// fit): the smallest-persistent items, then the lower hull's increments bought greedily by slope.
+class SuffixBound {
+ public:
+  SuffixBound(const LayoutContext& ctx, int f, int end_unit) {
+    const auto& units = ctx.workload().units;
+    std::vector<std::vector<std::pair<double, double>>> groups;  // per operator: hull points (p, time)
+    std::vector<double> least_transient;                         // per operator: its smallest transient
+    for (std::size_t u = 0; u < static_cast<std::size_t>(end_unit); ++u)
+      for (int oi : units[u].ops) {
+        std::vector<std::pair<double, double>> pts;
+        double least_x = kInf;
+        for (int t : ctx.allowed(static_cast<int>(u)))
+          for (const auto& it : ctx.items(oi, t)) {
+            pts.emplace_back(it.cost.states_bytes + f * it.cost.act_bytes, it.time_s);
+            least_x = std::min(least_x, it.cost.transient_bytes);
+          }
+        least_transient.push_back(least_x);
+        std::sort(pts.begin(), pts.end());
+        std::vector<std::pair<double, double>> hull;  // p ascending, time descending, convex
+        for (const auto& q : pts) {
+          if (!hull.empty() && q.second >= hull.back().second) continue;
+          while (hull.size() >= 2) {
+            const auto& a = hull[hull.size() - 2];
+            const auto& b = hull.back();
+            // b is above the segment a-q: drop it
+            if ((b.second - a.second) * (q.first - a.first) >= (q.second - a.second) * (b.first - a.first))
+              hull.pop_back();
+            else
+              break;
+          }
+          hull.push_back(q);
+        }
+        groups.push_back(std::move(hull));
+        op_position_[oi] = static_cast<int>(groups.size()) - 1;
+      }
+    const std::size_t K = groups.size();
+    base_p_.assign(K + 1, 0.0);
+    base_t_.assign(K + 1, 0.0);
+    min_x_.assign(K + 1, 0.0);
+    cum_p_.assign(K + 1, std::vector<double>{0.0});
+    cum_t_.assign(K + 1, std::vector<double>{0.0});
+    std::vector<std::pair<double, double>> incs;  // (dp, dt) of positions k..K-1
+    for (std::size_t k = K; k-- > 0;) {
+      const auto& h = groups[k];
+      base_p_[k] = base_p_[k + 1] + (h.empty() ? kInf : h.front().first);
+      base_t_[k] = base_t_[k + 1] + (h.empty() ? 0.0 : h.front().second);
+      min_x_[k] = std::max(min_x_[k + 1], least_transient[k]);
+      for (std::size_t x = 1; x < h.size(); ++x)
+        incs.emplace_back(h[x].first - h[x - 1].first, h[x].second - h[x - 1].second);
+      std::sort(incs.begin(), incs.end(), [](const auto& a, const auto& b) {
+        return a.second * b.first < b.second * a.first;  // steeper (more time saved per byte) first
+      });
+      auto& cp = cum_p_[k];
+      auto& ct = cum_t_[k];
+      cp.assign(1, 0.0);
+      ct.assign(1, 0.0);
+      for (const auto& [dp, dt] : incs) {
+        cp.push_back(cp.back() + dp);
+        ct.push_back(ct.back() + dt);
+      }
+    }
+  }
+  // The position of an operator (its index in unit order).
+  int position(int op) const { return op_position_.at(op); }
+  int end() const { return static_cast<int>(base_p_.size()) - 1; }
+  // `budget` is what the persistent bytes so far leave, `transient` the largest transient so far: the
+  // operators from k on may use budget - max(transient, the least largest transient they force).
+  double least(int k, double budget, double transient) const {
+    const auto kk = static_cast<std::size_t>(k);
+    budget -= std::max(transient, min_x_[kk]);
+    if (budget < base_p_[kk]) return kInf;
+    const double r = budget - base_p_[kk];
+    const auto& cp = cum_p_[kk];
+    const auto& ct = cum_t_[kk];
+    const std::size_t n =
+        static_cast<std::size_t>(std::upper_bound(cp.begin(), cp.end(), r) - cp.begin()) - 1;
+    double gain = ct[n];
+    if (n + 1 < cp.size()) gain += (ct[n + 1] - ct[n]) * (r - cp[n]) / (cp[n + 1] - cp[n]);
+    return base_t_[kk] + gain;
+  }
+
+ private:
+  std::map<int, int> op_position_;
+  std::vector<double> base_p_, base_t_, min_x_;
+  std::vector<std::vector<double>> cum_p_, cum_t_;
+};
+
+// Keeps the labels no other label of the same degree beats in persistent bytes, largest transient
+// and time, and those that still fit.
+std::vector<int> pareto(const std::vector<Label>& arena, std::vector<int> idx, double budget) {
+  idx.erase(std::remove_if(idx.begin(), idx.end(),
+                           [&](int i) {
+                             const Label& l = arena[static_cast<std::size_t>(i)];
+                             return l.persistent + l.transient > budget;
+                           }),
+            idx.end());
+  std::sort(idx.begin(), idx.end(), [&](int a, int b) {
+    const Label &x = arena[static_cast<std::size_t>(a)], &y = arena[static_cast<std::size_t>(b)];
+    return std::tie(x.t, x.transient, x.persistent, x.time) <
+           std::tie(y.t, y.transient, y.persistent, y.time);
+  });
+  std::vector<int> out;
+  std::map<double, double> stair;  // persistent -> least time, over labels of this degree kept so far
+  int current_t = -2;
+  for (int i : idx) {
+    const Label& l = arena[static_cast<std::size_t>(i)];
+    if (l.t != current_t) {
+      stair.clear();
+      current_t = l.t;
+    }
+    auto it = stair.upper_bound(l.persistent);
+    if (it != stair.begin() && std::prev(it)->second <= l.time) continue;
+    auto [pos, inserted] = stair.insert_or_assign(l.persistent, l.time);
+    for (auto nx = std::next(pos); nx != stair.end() && nx->second >= l.time;) nx = stair.erase(nx);
+    out.push_back(i);
+  }
+  return out;
+}
+
+// c*(s, i, j), with the labels to rebuild the plan. A label at operator position k with persistent
+// P, largest transient X and time tau is dropped when it no longer fits, when the LP of the stage's
+// operators after it cannot fit in what is left, or when no plan through it can beat `bound` (the
+// incumbent, or the best plan of another layout at this global batch):
+//   T >= (m - 1) c_s + sum_s' c_s' >= m (tau + least(k + 1, budget - P - X)) + outside,
+// `outside` a lower bound on the other stages' sum (their units' LP in their stages' memory).
+Chain run_chain(const LayoutContext& ctx, int s, int i, int j, double bound, std::int64_t* labels, bool* cut,
+                const SuffixBound& suffix, double outside) {
+  const auto& units = ctx.workload().units;
+  const int f = ctx.in_flight(s);
+  const double budget = ctx.capacity() - ctx.fixed();
+  Chain ch;
+  ch.arena.push_back(Label{0, 0, 0, -1, -1, -1, s == 0 ? -1 : 1});
+  std::vector<int> current{0};
+  const int m = ctx.layout().m;
+  for (int u = i; u < j && !current.empty(); ++u) {
+    std::vector<int> next;
+    for (int t : ctx.allowed(u)) {
+      std::vector<int> cur;
+      for (int li : current) {
+        Label l = ch.arena[static_cast<std::size_t>(li)];
+        const double r = ctx.relayout_into(u, l.t, t);
+        Label n = l;
+        n.time += r;
+        n.parent = li;
+        n.op = -1;
+        n.item = -1;
+        n.t = t;
+        ch.arena.push_back(n);
+        cur.push_back(static_cast<int>(ch.arena.size()) - 1);
+      }
+      for (int oi : units[static_cast<std::size_t>(u)].ops) {
+        const auto& items = ctx.items(oi, t);
+        const int after_pos = suffix.position(oi) + 1;
+        std::vector<int> grown;
+        for (int li : cur) {
+          for (std::size_t k = 0; k < items.size(); ++k) {
+            const Label& l = ch.arena[static_cast<std::size_t>(li)];
+            const auto& c = items[k].cost;
+            Label n;
+            n.persistent = l.persistent + c.states_bytes + f * c.act_bytes;
+            n.transient = std::max(l.transient, c.transient_bytes);
+            n.time = l.time + items[k].time_s;
+            if (n.persistent + n.transient > budget) continue;
+            const double after = suffix.least(after_pos, budget - n.persistent, n.transient);
+            if (after == kInf) continue;  // what is left of the stage cannot fit
+            if (m * (n.time + after) + outside >= bound) {
+              *cut = true;
+              continue;
+            }
+            n.parent = li;
+            n.op = oi;
+            n.item = static_cast<int>(k);
+            n.t = t;
+            ch.arena.push_back(n);
+            grown.push_back(static_cast<int>(ch.arena.size()) - 1);
+          }
+        }
+        cur = pareto(ch.arena, std::move(grown), budget);
+      }
+      next.insert(next.end(), cur.begin(), cur.end());
+    }
+    current = pareto(ch.arena, std::move(next), budget);
+    if (labels) *labels += static_cast<std::int64_t>(current.size());
+  }
+  for (int li : current) {
+    const Label& l = ch.arena[static_cast<std::size_t>(li)];
+    const double c = l.time + ctx.stage_end(s, j - 1, l.t);
+    if (c < ch.best) {
+      ch.best = c;
+      ch.best_label = li;
+    }
+  }
+  return ch;
+}
+
+// Fills the plan's degrees and choices of units i..j-1 from the label a chain ended at.
+void rebuild(const LayoutContext& ctx, const Chain& ch, int label, HybridPlan& plan) {
+  const auto& hw = ctx.workload();
+  std::vector<int> op_unit(hw.workload.operators.size(), -1);
+  for (std::size_t u = 0; u < hw.units.size(); ++u)
+    for (int oi : hw.units[u].ops) op_unit[static_cast<std::size_t>(oi)] = static_cast<int>(u);
+  for (int li = label; li >= 0; li = ch.arena[static_cast<std::size_t>(li)].parent) {
+    const Label& l = ch.arena[static_cast<std::size_t>(li)];
+    if (l.op < 0) continue;
+    plan.choices[static_cast<std::size_t>(l.op)] =
+        ctx.items(l.op, l.t)[static_cast<std::size_t>(l.item)].choice;
+    plan.unit_tp[static_cast<std::size_t>(op_unit[static_cast<std::size_t>(l.op)])] = l.t;
+  }
+}
+
+}  // namespace
+
+HybridPlan empty_plan(const HybridWorkload& hw, const HybridLayout& layout) {
+  HybridPlan p;
+  p.pp = layout.pp;
+  p.micro_batches = layout.m;
+  p.b0 = layout.b0;
+  p.schedule = layout.schedule;
+  p.sequence_parallel = layout.sequence_parallel;
+  p.stage_first_unit.assign(static_cast<std::size_t>(layout.pp), 0);
+  p.unit_tp.assign(hw.units.size(), 1);
+  p.choices.assign(hw.workload.operators.size(), Choice{});
+  return p;
+}
+
+std::vector<int> even_stage_starts(const HybridWorkload& hw, int pp) {
+  std::vector<int> layer_units;
+  for (std::size_t u = 0; u < hw.units.size(); ++u)
+    if (hw.units[u].layer) layer_units.push_back(static_cast<int>(u));
+  const int L = static_cast<int>(layer_units.size());
+  if (L < pp) return {};
+  std::vector<int> starts{0};
+  int acc = 0;
+  for (int s = 0; s + 1 < pp; ++s) {
+    acc += L / pp + (s < L % pp ? 1 : 0);
+    int u = layer_units[static_cast<std::size_t>(acc)];
+    while (
+        u > 0 && !hw.units[static_cast<std::size_t>(u - 1)].layer && u - 1 > starts.back() &&
+        hw.workload.operators[static_cast<std::size_t>(hw.units[static_cast<std::size_t>(u - 1)].ops.front())]
+                .kind == costmodel::OperatorKind::kProjection)
+      --u;
+    starts.push_back(u);
+  }
+  return starts;
+}
+
+namespace {
+
+// A plan of one TP degree for every unit that allows it (1 for the others), even stages, and the
+// per-operator choices of each stage solved exactly by the flat solver (solvers.hpp: the stage is a
+// multiple-choice knapsack with a max-transient term once the degrees are fixed): the incumbent
+// the layout's DP must beat.
+std::optional<HybridPlan> uniform_plan(const HybridCostModel& model, const LayoutContext& ctx, int t) {
+  const auto& hw = ctx.workload();
+  const auto& layout = ctx.layout();
+  const auto starts = even_stage_starts(hw, layout.pp);
+  if (starts.empty()) return std::nullopt;
+  HybridPlan plan = empty_plan(hw, layout);
+  plan.stage_first_unit = starts;
+  const int U = static_cast<int>(hw.units.size());
+  for (int s = 0; s < layout.pp; ++s) {
+    const int f = ctx.in_flight(s);
+    const int end = s + 1 < layout.pp ? starts[static_cast<std::size_t>(s + 1)] : U;
+    Instance inst;
+    inst.capacity_bytes = ctx.capacity();
+    inst.fixed_memory_bytes = ctx.fixed();
+    std::vector<std::pair<int, int>> op_t;  // (operator, degree) per group
+    for (int u = starts[static_cast<std::size_t>(s)]; u < end; ++u) {
+      const auto& allowed = ctx.allowed(u);
+      int tu = 0;
+      if (std::find(allowed.begin(), allowed.end(), t) != allowed.end())
+        tu = t;
+      else if (std::find(allowed.begin(), allowed.end(), 1) != allowed.end())
+        tu = 1;
+      if (tu == 0) return std::nullopt;
+      plan.unit_tp[static_cast<std::size_t>(u)] = tu;
+      for (int oi : hw.units[static_cast<std::size_t>(u)].ops) {
+        Group g;
+        for (const auto& it : ctx.items(oi, tu))
+          g.items.push_back(
+              {it.time_s, it.cost.states_bytes + f * it.cost.act_bytes, it.cost.transient_bytes});
+        inst.groups.push_back(std::move(g));
+        op_t.emplace_back(oi, tu);
+      }
+    }
+    const Solution sol = solve_exact(inst);
+    if (!sol.feasible) return std::nullopt;
+    for (std::size_t g = 0; g < op_t.size(); ++g)
+      plan.choices[static_cast<std::size_t>(op_t[g].first)] =
+          ctx.items(op_t[g].first, op_t[g].second)[static_cast<std::size_t>(sol.chosen[g])].choice;
+  }
+  if (!model.evaluate(hw, plan).fits) return std::nullopt;
+  return plan;
+}
+
+}  // namespace
+
+std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const HybridWorkload& hw,
+                                       const HybridLayout& layout, const HybridSearchOptions& options,
+                                       ItemRules rules, bool even, double bound, std::int64_t* labels,
+                                       bool* bounded) {
+  bool cut = false;
+  if (bounded) *bounded = false;
+
+  const LayoutContext ctx(model, hw, layout, options, rules);
+  const int U = static_cast<int>(hw.units.size()), pp = layout.pp, m = layout.m;
+  if (U < pp) return std::nullopt;
+  std::vector<int> starts;
+  if (even) {
+    starts = even_stage_starts(hw, pp);
+    if (starts.empty()) return std::nullopt;
+  }
+  // One LP structure per stage end and micro-batches in flight
+  // (a stage's own chain uses its own micro-batches in flight; the other stages' bound the fewest).
+  const int f_min = ctx.in_flight(pp - 1);
+  std::map<std::pair<int, int>, std::unique_ptr<SuffixBound>> suffix;
+  auto suffix_to = [&](int j, int f = -1) -> const SuffixBound& {
+    if (f < 0) f = f_min;
+    auto& p = suffix[{f, j}];
+    if (!p) p = std::make_unique<SuffixBound>(ctx, f, j);
+    return *p;
+  };
+  const double budget = ctx.capacity() - ctx.fixed();
+  auto first_op = [&](int u) { return hw.units[static_cast<std::size_t>(u)].ops.front(); };
+  auto outside_least = [&](int s, int i, int j) {
+    const double before = i == 0 ? 0.0 : suffix_to(i).least(0, s * budget, 0.0);
+    const double after =
+        j == U ? 0.0 : suffix_to(U).least(suffix_to(U).position(first_op(j)), (pp - 1 - s) * budget, 0.0);
+    return before + after;
+  };
+  // The stages' LP lower bounds (infinity: even the relaxation does not fit), and whether any split
+  // has every stage within memory in the relaxation: if none, no plan fits this layout (nor a larger
+  // b0), bound or not, and nothing more is priced.
+  std::vector<std::vector<std::vector<double>>> lp(
+      static_cast<std::size_t>(pp),
+      std::vector<std::vector<double>>(static_cast<std::size_t>(U + 1),
+                                       std::vector<double>(static_cast<std::size_t>(U + 1), kInf)));
+  auto at = [](auto& v, int s, int i, int j) -> auto& {
+    return v[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
+  };
+  for (int s = 0; s < pp; ++s) {
+    const int i_lo = s == 0 ? 0 : s, i_hi = s == 0 ? 0 : U - (pp - s);
+    for (int i = i_lo; i <= i_hi; ++i) {
+      if (even && i != starts[static_cast<std::size_t>(s)]) continue;
+      const int j_lo = s + 1 == pp ? U : i + 1, j_hi = s + 1 == pp ? U : U - (pp - 1 - s);
+      for (int j = j_lo; j <= j_hi; ++j) {
+        if (even && s + 1 < pp && j != starts[static_cast<std::size_t>(s + 1)]) continue;
+        const SuffixBound& sb = suffix_to(j, ctx.in_flight(s));
+        const double least = sb.least(sb.position(first_op(i)), budget, 0.0);
+        if (least == kInf) break;  // a longer stage fits no better
+        at(lp, s, i, j) = least;
+      }
+    }
+  }
+  {
+    std::vector<std::vector<bool>> reach(static_cast<std::size_t>(pp + 1),
+                                         std::vector<bool>(static_cast<std::size_t>(U + 1)));
+    reach[0][0] = true;
+    for (int s = 0; s < pp; ++s)
+      for (int i = 0; i < U; ++i)
+        if (reach[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)])
+          for (int j = i + 1; j <= U; ++j)
+            if (at(lp, s, i, j) < kInf)
+              reach[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)] = true;
+    if (!reach[static_cast<std::size_t>(pp)][static_cast<std::size_t>(U)]) return std::nullopt;
+  }
+  // The incumbent (osdp's times only: galvatron chooses by its own).
+  std::optional<HybridPlan> incumbent;
+  double incumbent_t = kInf;
+  if (!even && !rules.galvatron)
+    for (int t = 1; t <= model.node_size(); t *= 2) {
+      if (!model.valid(pp, t)) continue;
+      auto p = uniform_plan(model, ctx, t);
+      if (!p) continue;
+      const double x = model.evaluate(hw, *p).time_s;
+      if (x < incumbent_t) {
+        incumbent_t = x;
+        incumbent = std::move(p);
+      }
+    }
+  const double outer_bound = bound;
+  bound = std::min(bound, incumbent_t);
+  // The incumbent wins unless the DP found something faster (every label that could was kept).
+  auto fallback = [&]() -> std::optional<HybridPlan> {
+    if (incumbent && incumbent_t < outer_bound) return incumbent;
+    if (bounded) *bounded = *bounded || incumbent.has_value();
+    return std::nullopt;
+  };
+
+  // c[s][i][j]: stages that cannot be part of a plan beating the bound are left at infinity.
+  std::vector<std::vector<std::vector<double>>> c(
+      static_cast<std::size_t>(pp),
+      std::vector<std::vector<double>>(static_cast<std::size_t>(U + 1),
+                                       std::vector<double>(static_cast<std::size_t>(U + 1), kInf)));
+  for (int s = 0; s < pp; ++s)
+    for (int i = 0; i <= U; ++i)
+      for (int j = i + 1; j <= U; ++j) {
+        const double least = at(lp, s, i, j);
+        if (least == kInf) continue;
+        // The units before i in stages 0..s-1, those from j on in stages s+1..pp-1: each set's LP
+        // within the memory of its stages together.
+        const double outside = outside_least(s, i, j);
+        if (outside == kInf) continue;
+        if (m * least + outside >= bound) {
+          cut = true;
+          continue;
+        }
+        at(c, s, i, j) =
+            run_chain(ctx, s, i, j, bound, labels, &cut, suffix_to(j, ctx.in_flight(s)), outside).best;
+      }
+  if (bounded) *bounded = cut;
+  auto cost = [&](int s, int i, int j) { return at(c, s, i, j); };
+  // Least sum over splits whose stages take at most `cap`; fills `split` (stage starts).
+  auto least_sum = [&](double cap, std::vector<int>* split) {
+    // best[s][j]: least sum of stages 0..s-1 covering units 0..j-1
+    std::vector<std::vector<double>> best(static_cast<std::size_t>(pp + 1),
+                                          std::vector<double>(static_cast<std::size_t>(U + 1), kInf));
+    std::vector<std::vector<int>> from(static_cast<std::size_t>(pp + 1),
+                                       std::vector<int>(static_cast<std::size_t>(U + 1), -1));
+    best[0][0] = 0;
+    for (int s = 0; s < pp; ++s)
+      for (int i = 0; i <= U; ++i) {
+        const double b = best[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
+        if (b == kInf || i >= U) continue;
+        for (int j = i + 1; j <= U; ++j) {
+          const double x = cost(s, i, j);
+          if (x > cap) continue;
+          if (b + x < best[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)]) {
+            best[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)] = b + x;
+            from[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)] = i;
+          }
+        }
+      }
+    const double total = best[static_cast<std::size_t>(pp)][static_cast<std::size_t>(U)];
+    if (split && total < kInf) {
+      split->assign(static_cast<std::size_t>(pp), 0);
+      int j = U;
+      for (int s = pp; s >= 1; --s) {
+        const int i = from[static_cast<std::size_t>(s)][static_cast<std::size_t>(j)];
+        (*split)[static_cast<std::size_t>(s - 1)] = i;
+        j = i;
+      }
+    }
+    return total;
+  };
+  const double free_sum = least_sum(kInf, nullptr);
+  if (free_sum == kInf) return fallback();
+  std::vector<double> thresholds;
+  for (int s = 0; s < pp; ++s)
+    for (int i = 0; i < U; ++i)
+      for (int j = i + 1; j <= U; ++j) {
+        const double x = cost(s, i, j);
+        if (x < kInf) thresholds.push_back(x);
+      }
+  std::sort(thresholds.begin(), thresholds.end());
+  thresholds.erase(std::unique(thresholds.begin(), thresholds.end()), thresholds.end());
+  double best_t = kInf;
+  std::vector<int> best_split;
+  for (double cap : thresholds) {
+    if (free_sum + (m - 1) * cap >= best_t) break;
+    std::vector<int> split;
+    const double sum = least_sum(cap, &split);
+    if (sum == kInf) continue;
+    const double t = sum + (m - 1) * cap;
+    if (t < best_t) {
+      best_t = t;
+      best_split = split;
+    }
+  }
+  if (best_split.empty()) return fallback();
+  HybridPlan plan = empty_plan(hw, layout);
+  plan.stage_first_unit = best_split;
+  for (int s = 0; s < pp; ++s) {
+    const int i = best_split[static_cast<std::size_t>(s)];
+    const int j = s + 1 < pp ? best_split[static_cast<std::size_t>(s + 1)] : U;
+    bool ignored = false;
+    const Chain chn = run_chain(ctx, s, i, j, bound, nullptr, &ignored, suffix_to(j, ctx.in_flight(s)),
+                                outside_least(s, i, j));
+    rebuild(ctx, chn, chn.best_label, plan);
+  }
+  if (incumbent && model.evaluate(hw, plan).time_s >= incumbent_t) return fallback();
+  return plan;
+}
+
+}  // namespace detail
+
+std::optional<HybridPlan> solve_layout_exact(const HybridCostModel& model, const HybridWorkload& hw,
+                                             const HybridLayout& layout, const HybridSearchOptions& options,
+                                             std::int64_t* labels) {
+  return detail::solve_layout(model, hw, layout, options, detail::ItemRules{}, false,
+                              std::numeric_limits<double>::infinity(), labels);
+}
+
+std::optional<HybridPlan> brute_force_layout(const HybridCostModel& model, const HybridWorkload& hw,
+                                             const HybridLayout& layout, const HybridSearchOptions& options) {
+  using namespace detail;
+  const LayoutContext ctx(model, hw, layout, options, ItemRules{});
+  const int U = static_cast<int>(hw.units.size()), pp = layout.pp;
+  if (U < pp) return std::nullopt;
+  std::optional<HybridPlan> best;
+  double best_t = kInf;
+  HybridPlan plan = empty_plan(hw, layout);
+  std::vector<int> op_unit(hw.workload.operators.size());
+  for (std::size_t u = 0; u < hw.units.size(); ++u)
+    for (int oi : hw.units[u].ops) op_unit[static_cast<std::size_t>(oi)] = static_cast<int>(u);
+  // Every split: choose pp - 1 boundaries among units 1..U-1.
+  std::function<void(int, int)> splits = [&](int s, int from) {
+    if (s == pp) {
+      std::function<void(int)> units = [&](int u) {
+        if (u == U) {
+          // Every choice of every operator.
+          std::function<void(std::size_t)> ops = [&](std::size_t k) {
+            if (k == hw.workload.operators.size()) {
+              const auto ev = model.evaluate(hw, plan);
+              if (ev.fits && ev.time_s < best_t) {
+                best_t = ev.time_s;
+                best = plan;
+              }
+              return;
+            }
+            const int t = plan.unit_tp[static_cast<std::size_t>(op_unit[k])];
+            const Operator sliced = costmodel::tp_slice(hw.workload.operators[k], t, layout.sequence_parallel,
+                                                        hw.workload.bytes, model.dropout(), hw.workload.seq);
+            for (const Choice& c : choices_for(sliced, options.space)) {
+              plan.choices[k] = c;
+              ops(k + 1);
+            }
+          };
+          ops(0);
+          return;
+        }
+        for (int t : ctx.allowed(u)) {
+          plan.unit_tp[static_cast<std::size_t>(u)] = t;
+          units(u + 1);
+        }
+      };
+      units(0);
+      return;
+    }
+    for (int i = from; i <= U - (pp - s); ++i) {
+      plan.stage_first_unit[static_cast<std::size_t>(s)] = i;
+      splits(s + 1, i + 1);
+    }
+  };
+  plan.stage_first_unit[0] = 0;
+  splits(1, 1);
+  return best;
+}
+
+}  // namespace osdp::search
