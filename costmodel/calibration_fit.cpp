@@ -279,6 +279,7 @@ GemmFit fit_gemm(const std::vector<GemmPoint>& points, double overhead_s, double
     if (!(p.seconds > 0) || p.min_dim() < 1 || p.count < 1)
       throw Error(fmt::format("GEMM fit: a point [{} x {} x {}] x {} in {} s is not a positive measurement",
                               p.m, p.n, p.k, p.count, p.seconds));
+  for (const GemmPoint& p : points) overhead_s = std::min(overhead_s, p.seconds);
   auto solve = [&](const std::vector<std::size_t>& used) {
     const Eigen::Index rows = checked_rows(used.size());
     Rows2 x(rows, 2);
@@ -324,6 +325,7 @@ GemmFit fit_gemm(const std::vector<GemmPoint>& points, double overhead_s, double
   out.points_used = static_cast<int>(used.size());
   out.points_memory_bound = static_cast<int>(points.size() - used.size());
   out.residual_rms = rms(f.sse, out.points_used);
+  out.overhead_s = overhead_s;
   return out;
 }
 

@@ -95,6 +95,7 @@ struct GemmFit {
   double residual_rms = 0;         // over the points used
   int points_used = 0;
   int points_memory_bound = 0;  // left out: the model prices them by its memory term
+  double overhead_s = 0;        // the overhead the fit subtracted (see fit_gemm)
 };
 
 // Fits peak and d_half with the kernel overhead fixed (the elementwise fit's: ComputeSpec has one
@@ -105,7 +106,9 @@ struct GemmFit {
 // memory term (all points if fewer than two are), then, at most 4 times, the points whose memory term
 // is at most their compute term at the fitted coefficients are refitted (never below two). A negative
 // d_half is clamped to 0; peak must come out positive (throws osdp::Error otherwise, as with fewer than
-// two points).
+// two points). No kernel takes less than its overhead: where a GEMM was timed faster than overhead_s
+// (an elementwise fit's overhead holds its harness's cost, Python's slicing in the torch backend's),
+// the fit subtracts the fastest GEMM's time instead.
 GemmFit fit_gemm(const std::vector<GemmPoint>& points, double overhead_s,
                  double memory_bandwidth_bytes_per_s);
 

@@ -113,6 +113,7 @@ void fit_measurements(CalibrationRun& run, const std::string& name, const Segmen
   fit["elementwise"] = {{"points", run.elementwise.points}, {"residual_rms", run.elementwise.residual_rms}};
   fit["gemm"] = {{"points", run.gemm.points_used},
                  {"memory_bound_left_out", run.gemm.points_memory_bound},
+                 {"overhead_s", run.gemm.overhead_s},
                  {"residual_rms", run.gemm.residual_rms}};
   fit["adam"] = {{"points", run.adam.points},
                  {"residual_rms", run.adam.residual_rms},

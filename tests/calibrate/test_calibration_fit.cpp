@@ -268,6 +268,27 @@ TEST_CASE("memory-bound GEMMs are left out of the compute fit", "[calibrate][fit
   CHECK(g.residual_rms > 0.01);
 }
 
+// The torch backend's elementwise overhead (tens of microseconds of Python around a small add) can
+// exceed a small GEMM's whole time; subtracted as it is, it leaves that GEMM a negative compute time
+// and no positive peak. The fit subtracts at most the fastest GEMM's time: here the 32^3 point's,
+// 3 us + 65536 / (90e9 x 32 / 72) s = 4.64 us, which the fit then reports.
+TEST_CASE("the GEMM fit subtracts no more overhead than the fastest GEMM took", "[calibrate][fit]") {
+  std::vector<costmodel::GemmPoint> pts;
+  for (const std::int64_t d : {32, 64, 128, 256}) pts.push_back(gemm_point(d, d, d, 1, 3e-6, 90e9, 40));
+  pts.push_back(gemm_point(256, 256, 32, 1, 3e-6, 90e9, 40));
+  const double fastest = 3e-6 + 2.0 * 32 * 32 * 32 / (90e9 * 32.0 / 72.0);
+  REQUIRE(pts[0].seconds == Approx(fastest).epsilon(1e-12));
+  const costmodel::GemmFit f = costmodel::fit_gemm(pts, 25e-6, 0.0);
+  const costmodel::GemmFit g = costmodel::fit_gemm(pts, fastest, 0.0);
+  CHECK(f.overhead_s == Approx(fastest).epsilon(1e-12));
+  CHECK(f.peak_flops_per_s > 0);
+  CHECK(f.peak_flops_per_s == Approx(g.peak_flops_per_s).epsilon(1e-12));
+  CHECK(f.half_efficiency_dim == Approx(g.half_efficiency_dim).epsilon(1e-12));
+  // An overhead below every GEMM's time is subtracted as given.
+  CHECK(costmodel::fit_gemm(pts, 3e-6, 0.0).overhead_s == 3e-6);
+  CHECK(costmodel::fit_gemm(pts, 3e-6, 0.0).peak_flops_per_s == Approx(90e9).epsilon(1e-9));
+}
+
 TEST_CASE("a GEMM efficiency that does not fall with d gives d_half = 0", "[calibrate][fit]") {
   // Small GEMMs faster than large ones per flop: the best d_half would be negative; held at 0, the
   // peak is the relative fit of t = flops / peak: 1/peak = sum(f/t) / sum((f/t)^2).
