@@ -102,6 +102,15 @@ std::string csv_path(const std::string& json_path) {
   return stem + ".measurements.csv";
 }
 
+// The measured points go to their CSV before the fit, so that a fit that fails loses none of them.
+void keep_points(const costmodel::CalibrationRun& run, const std::string& path) {
+  costmodel::write_file_atomic(csv_path(path), costmodel::measurements_csv(run));
+}
+
+[[noreturn]] void fit_failed(const osdp::Error& e, const std::string& path) {
+  throw osdp::Error(fmt::format("{} (the measured points are in {})", e.what(), csv_path(path)));
+}
+
 std::string pct(double x) {
   return fmt::format("{:.1f}%", 100 * x);
 }
@@ -226,14 +235,16 @@ int run_ranks(const CalibrateArgs& a, int np) {
     };
   costmodel::CalibrationRun run;
   try {
-    run = validate::run_calibration(device, comm, o, progress);
+    run = validate::run_calibration(device, comm, o, progress,
+                                    [&](const costmodel::CalibrationRun& r) { keep_points(r, path); });
   } catch (const validate::BackendFailure& e) {
     validate::abort_job(fmt::format("osdp calibrate: {}", e.what()));  // the message names the rank
   } catch (const validate::OutOfMemory& e) {
     validate::abort_job(fmt::format("osdp calibrate: {}", e.what()));
+  } catch (const osdp::Error& e) {
+    fit_failed(e, path);
   }
   if (!root) return kExitOk;
-  costmodel::write_file_atomic(csv_path(path), costmodel::measurements_csv(run));
   costmodel::write_file_atomic(path, costmodel::calibration_file_json(run).dump(2) + "\n");
   print_summary(run, path);
   return kExitOk;
@@ -298,7 +309,12 @@ int run_torch(const CalibrateArgs& a, int np) {
               << "\n";
     return kExitJobFailed;
   }
-  costmodel::fit_measurements(run, o.name, o.segments);
+  keep_points(run, path);
+  try {
+    costmodel::fit_measurements(run, o.name, o.segments);
+  } catch (const osdp::Error& e) {
+    fit_failed(e, path);
+  }
   run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   nlohmann::json& p = run.calibration.provenance;
   const nlohmann::json machine = costmodel::machine(np, 1);
@@ -317,7 +333,6 @@ int run_torch(const CalibrateArgs& a, int np) {
   p["wall_s"] = run.wall_s;
   p["interference"] = "not measured: the torch backend runs each rank's collectives on its compute stream";
   p["measurements_file"] = std::filesystem::path(csv_path(path)).filename().string();
-  costmodel::write_file_atomic(csv_path(path), costmodel::measurements_csv(run));
   costmodel::write_file_atomic(path, costmodel::calibration_file_json(run).dump(2) + "\n");
   print_summary(run, path);
   return kExitOk;

@@ -347,7 +347,7 @@ std::string compiler() {
 }  // namespace
 
 costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, const CalibrateOptions& o,
-                                          const ProgressFn& progress) {
+                                          const ProgressFn& progress, const MeasuredFn& measured) {
   const auto load_at_start = costmodel::load_average();
   const auto start = std::chrono::steady_clock::now();
   const int world = comm.size();
@@ -380,6 +380,7 @@ costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, co
   sweep_kernels(sw, run.measurements);
   sweep_gemms(sw, gemms, run.measurements);
   if (!overlaps.empty()) sweep_overlap(sw, overlaps, run.measurements);
+  if (measured && comm.rank() == 0) measured(run);
   costmodel::fit_measurements(run, o.name, o.segments);
   run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

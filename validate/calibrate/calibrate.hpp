@@ -88,10 +88,13 @@ struct CalibrationProgress {
 };
 using ProgressFn = std::function<void(const CalibrationProgress&)>;
 
+// Called on rank 0 with every measured point, before the fit (which may fail): a caller keeps them.
+using MeasuredFn = std::function<void(const costmodel::CalibrationRun&)>;
+
 // Runs every sweep on every rank (all ranks must call it with the same options) and fits. `progress`
-// is called on rank 0 only. Device memory comes from Device::allocate and is freed before it returns.
-// Throws BackendFailure when the backend fails, osdp::Error when a fit is impossible.
+// and `measured` are called on rank 0 only. Device memory comes from Device::allocate and is freed
+// before it returns. Throws BackendFailure when the backend fails, osdp::Error when a fit is impossible.
 costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, const CalibrateOptions& options,
-                                          const ProgressFn& progress = {});
+                                          const ProgressFn& progress = {}, const MeasuredFn& measured = {});
 
 }  // namespace osdp::validate
