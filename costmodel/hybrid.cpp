@@ -236,10 +236,50 @@ double HybridCostModel::fixed_bytes(const Workload& w) const {
   return cluster_.reserve_bytes + prefetch_reserve_bytes(w, options_.prefetch);
 }
 
+HybridOpParts HybridCostModel::op_parts(const Operator& op0, int t, const Choice& ch, int b0, int pp, bool sp,
+                                        const PrecisionBytes& B, int seq) const {
+  const CostModel& sub = dp_model(pp, t);
+  const Operator op = tp_slice(op0, t, sp, B, dropout_, seq);
+  const int b = b0 * t;
+  const double P = static_cast<double>(op.parameters());
+  const int n = ch.replicate ? 1 : ch.split;
+  const int k = ch.replicate ? 0 : ch.zdp_slices;
+  const bool ckpt = ch.checkpoint && op.checkpointable;
+  HybridOpParts x;
+  if (ch.replicate) {
+    x.grad_sync_s = sub.collective_s(Collective::kAllReduce, B.gradient * P);
+  } else {
+    const double Ps = ceil_div(P, n);
+    const auto sc = sub.shard_comm_s(ch, B.weight * Ps, B.gradient * Ps);
+    const int regather = (ckpt && options_.checkpoint_regather) ? k : 0;
+    x.zdp_forward_s = k * sc.all_gather_s;
+    x.zdp_backward_s = (k + regather) * sc.all_gather_s;
+    x.dp_gather_s = (n - k) * sc.all_gather_s;
+    x.grad_sync_s = n * sc.reduce_scatter_s;
+  }
+  const TpTraffic tr = tp_traffic(op0, seq);
+  x.tp_forward_s = tp_allreduce_s(t, b * tr.forward_elements * B.activation);
+  x.tp_backward_s =
+      tp_allreduce_s(t, b * tr.backward_elements * B.activation) + (ckpt ? x.tp_forward_s : 0.0);
+  const auto ph = sub.phases(op, b, ch.replicate ? 1 : ch.split);
+  x.forward_s = ph.forward_s;
+  x.backward_s = ph.backward_s + (ckpt ? ph.forward_s : 0.0);
+  const double shard_elems = ch.replicate ? P : ceil_div(P, sub.shards(ch));
+  x.optimizer_s = options_.tier == Tier::kPaper ? 0.0 : sub.optimizer_s(shard_elems, B);
+  return x;
+}
+
+double HybridCostModel::overlapped_s(const CostModel& sub, double compute_s, double comm_s) const {
+  if (options_.tier == Tier::kExtended && sub.overlap() && options_.prefetch > 0)
+    return CostModel::overlapped_s(compute_s, comm_s, sub.interference());
+  return compute_s + comm_s;
+}
+
 HybridOpCost HybridCostModel::op_cost(const Operator& op0, int t, const Choice& ch, int b0, int m, int pp,
                                       bool sp, const PrecisionBytes& B, int seq) const {
   assert(b0 >= 1 && m >= 1);
   const CostModel& sub = dp_model(pp, t);
+  const HybridOpParts x = op_parts(op0, t, ch, b0, pp, sp, B, seq);
   const Operator op = tp_slice(op0, t, sp, B, dropout_, seq);
   const int b = b0 * t;
   const double P = static_cast<double>(op.parameters());
@@ -248,35 +288,16 @@ HybridOpCost HybridCostModel::op_cost(const Operator& op0, int t, const Choice& 
   const double Ps = ceil_div(P, n);
   const bool ckpt = ch.checkpoint && op.checkpointable;
   const double md = m;
-
-  double comm_f = 0, comm_b = 0;
-  if (ch.replicate) {
-    comm_b = sub.collective_s(Collective::kAllReduce, B.gradient * P) / md;
-  } else {
-    const auto sc = sub.shard_comm_s(ch, B.weight * Ps, B.gradient * Ps);
-    const int regather = (ckpt && options_.checkpoint_regather) ? k : 0;
-    comm_f = (k + (n - k) / md) * sc.all_gather_s;
-    comm_b = (k + regather) * sc.all_gather_s + n * sc.reduce_scatter_s / md;
-  }
-  const TpTraffic tr = tp_traffic(op0, seq);
-  const double tp_f = tp_allreduce_s(t, b * tr.forward_elements * B.activation);
-  const double tp_b = tp_allreduce_s(t, b * tr.backward_elements * B.activation) + (ckpt ? tp_f : 0.0);
-
+  const double comm_f = x.zdp_forward_s + x.dp_gather_s / md;
+  const double comm_b = x.zdp_backward_s + x.grad_sync_s / md;
+  const double opt = x.optimizer_s / md;
   HybridOpCost c;
-  const auto ph = sub.phases(op, b, n);
   const double shard_elems = ch.replicate ? P : ceil_div(P, sub.shards(ch));
-  const double fwd = ph.forward_s;
-  const double bwd = ph.backward_s + (ckpt ? fwd : 0.0);
-  const double opt = options_.tier == Tier::kPaper ? 0.0 : sub.optimizer_s(shard_elems, B) / md;
-  c.compute_s = fwd + bwd + opt;
+  c.compute_s = x.forward_s + x.backward_s + opt;
   c.dp_comm_s = comm_f + comm_b;
-  c.tp_comm_s = tp_f + tp_b;
-  if (options_.tier == Tier::kExtended && sub.overlap() && options_.prefetch > 0)
-    c.time_s = CostModel::overlapped_s(fwd, comm_f, sub.interference()) +
-               CostModel::overlapped_s(bwd, comm_b, sub.interference()) + opt;
-  else
-    c.time_s = c.compute_s + c.dp_comm_s;
-  c.time_s += c.tp_comm_s;
+  c.tp_comm_s = x.tp_forward_s + x.tp_backward_s;
+  c.time_s =
+      overlapped_s(sub, x.forward_s, comm_f) + overlapped_s(sub, x.backward_s, comm_b) + opt + c.tp_comm_s;
 
   const double state = B.weight + B.gradient + B.optimizer;
   c.states_bytes = state * shard_elems;

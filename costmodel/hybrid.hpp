@@ -148,6 +148,18 @@ struct HybridOpCost {
   double compute_s = 0, dp_comm_s = 0, tp_comm_s = 0;  // parts of time_s before overlap
 };
 
+// One operator's price split by where a pipeline schedule places each part (sim/pipeline.hpp), with
+// the same terms as op_cost: per micro-batch the forward and backward compute (the backward with the
+// recompute), the ZDP slices' gathers of each and the TP all-reduces; per step the DP slices' gathers,
+// the gradients' reduction (reduce-scatters; REPLICATE's all-reduce) and the optimizer (0 in the paper
+// tier). op_cost spreads the per-step parts over the m micro-batches.
+struct HybridOpParts {
+  double forward_s = 0, backward_s = 0;
+  double zdp_forward_s = 0, zdp_backward_s = 0;
+  double tp_forward_s = 0, tp_backward_s = 0;
+  double dp_gather_s = 0, grad_sync_s = 0, optimizer_s = 0;
+};
+
 struct HybridStage {
   int first_unit = 0, end_unit = 0;
   double time_s = 0;  // c_s: per micro-batch
@@ -182,6 +194,11 @@ class HybridCostModel {
   // The cost model of a unit's data-parallel group (cached).
   const CostModel& dp_model(int pp, int t) const;
 
+  HybridOpParts op_parts(const Operator& op, int t, const Choice& choice, int b0, int pp, bool sp,
+                         const PrecisionBytes& bytes, int seq) const;
+  // Compute and the collectives beside it as op_cost combines them: overlapped (cost_model.hpp) in the
+  // extended tier with overlap and prefetch, else their sum.
+  double overlapped_s(const CostModel& sub, double compute_s, double comm_s) const;
   HybridOpCost op_cost(const Operator& op, int t, const Choice& choice, int b0, int m, int pp, bool sp,
                        const PrecisionBytes& bytes, int seq) const;
   // An all-reduce of `bytes` on a TP ring of t ranks (the intra-node link).
