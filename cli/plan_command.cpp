@@ -1,6 +1,7 @@
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "search/hybrid.hpp"
 #include "search/report.hpp"
 #include "search/request.hpp"
+#include "sim/pipeline.hpp"
 
 namespace osdp::cli {
 namespace {
@@ -32,7 +34,7 @@ struct PlanArgs {
   // --hybrid (search/hybrid.hpp)
   bool hybrid = false, sequence_parallel = false;
   std::vector<int> pp, tp;
-  std::string schedule = "1f1b";
+  std::string schedule = "1f1b", trace;
   int max_micro_batches = 8, micro_batches = 0, global_batch = 0, max_b0 = 4096;
   double galvatron_overlap = 0;
 };
@@ -119,7 +121,7 @@ int run_plan_hybrid(const PlanArgs& a) {
   // What the hybrid search does not take (yet), refused rather than ignored.
   if (a.req.batch != "auto")
     throw UsageError("--batch does not apply with --hybrid: use --max-micro-batch-size or --global-batch");
-  if (a.evaluate != "analytic") throw UsageError("--evaluate sim: hybrid plans are not simulated yet");
+  if (!a.trace.empty() && a.evaluate != "sim") throw UsageError("--trace needs --evaluate sim");
   if (!a.emit_costs.empty()) throw UsageError("--emit-costs does not apply with --hybrid");
   req.strategy = "exact";
   const auto prepared = search::prepare_search(req, fmt::format("{}+{}", OSDP_VERSION, OSDP_GIT_HASH));
@@ -153,6 +155,15 @@ int run_plan_hybrid(const PlanArgs& a) {
     for (const auto& n : names)
       if (n != strategy) baselines.push_back(search::search_hybrid(ctx.model, cost, n, so));
 
+  // --evaluate sim: the plan found, replayed by the pipeline simulator (sim/pipeline.hpp).
+  std::optional<sim::PipelineSpec> sim_spec;
+  std::optional<sim::PipelineResult> simulated;
+  if (a.evaluate == "sim" && r.feasible) {
+    sim_spec = sim::pipeline_spec(r.workload, r.plan, cost);
+    simulated = sim::simulate_pipeline(*sim_spec);
+    if (!a.trace.empty())
+      costmodel::write_file_atomic(a.trace, sim::pipeline_trace(*sim_spec, *simulated).dump() + "\n");
+  }
   const int N = ctx.cluster.world_size();
   auto result_json = [&](const search::HybridResult& x) {
     nlohmann::json j{{"strategy", x.strategy},
@@ -189,6 +200,12 @@ int run_plan_hybrid(const PlanArgs& a) {
       bs.push_back(bj);
     }
     j["baselines"] = bs;
+    j["evaluate"] = a.evaluate;
+    if (simulated) {
+      j["simulated"] = sim::pipeline_summary(*sim_spec, *simulated);
+      j["simulated"]["throughput_samples_per_s"] = r.evaluation.global_batch / simulated->step_s;
+      j["simulated"]["relative_to_analytic"] = simulated->step_s / r.evaluation.time_s - 1;
+    }
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << fmt::format("osdp plan --hybrid: {} on {} ({} x {}), memory limit {}, strategy {}\n",
@@ -208,6 +225,12 @@ int run_plan_hybrid(const PlanArgs& a) {
                          100 * ev.bubble_fraction)
           << fmt::format("  peak memory    {} of {} (the largest stage's)\n", format_bytes(ev.peak_bytes),
                          format_bytes(prepared->options.memory_limit_bytes));
+      if (simulated)
+        std::cout << fmt::format(
+            "  simulated      {} (bubble {:.1f}%, {:+.1f}% from the analytic step), {:.2f} samples/s{}\n",
+            format_seconds(simulated->step_s), 100 * simulated->bubble_fraction,
+            100 * (simulated->step_s / ev.time_s - 1), ev.global_batch / simulated->step_s,
+            a.trace.empty() ? std::string() : fmt::format("; trace in {}", a.trace));
       const std::string indent(17, ' ');
       for (int s = 0; s < p.pp; ++s) {
         const auto& st = ev.stages[static_cast<std::size_t>(s)];
@@ -220,8 +243,12 @@ int run_plan_hybrid(const PlanArgs& a) {
             ch.push_back(p.choices[static_cast<std::size_t>(oi)].label());
           }
         }
-        std::cout << fmt::format("  stage {:<8} {} per micro-batch, peak {}, {} in flight\n", s,
-                                 format_seconds(st.time_s), format_bytes(st.peak_bytes), st.in_flight)
+        std::cout << fmt::format("  stage {:<8} {} per micro-batch, peak {}, {} in flight{}\n", s,
+                                 format_seconds(st.time_s), format_bytes(st.peak_bytes), st.in_flight,
+                                 simulated ? fmt::format(" (simulated: peak {}, {} in flight)",
+                                                         format_bytes(simulated->stages[s].peak_bytes),
+                                                         simulated->stages[s].max_in_flight)
+                                           : std::string())
                   << indent << "degrees  " << join_lines(runs(un, tv), 90, indent + "         ") << "\n"
                   << indent << "choices  " << join_lines(runs(on, ch), 90, indent + "         ") << "\n";
       }
@@ -394,7 +421,8 @@ Action add_plan_command(CLI::App& app) {
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
   app.add_option("--evaluate", a->evaluate,
-                 "analytic: the cost model only; sim: also simulate the best plan of the top batch sizes")
+                 "analytic: the cost model only; sim: also simulate the best plan of the top batch sizes "
+                 "(with --hybrid: the plan found, on the pipeline simulator)")
       ->check(CLI::IsMember({"analytic", "sim"}))
       ->capture_default_str();
   app.add_option(
@@ -428,6 +456,9 @@ Action add_plan_command(CLI::App& app) {
       ->capture_default_str();
   hy->add_flag("--sequence-parallel", a->sequence_parallel,
                "Tensor-parallel units also split layer norms, residuals and dropout along the sequence");
+  hy->add_option("--trace", a->trace,
+                 "With --evaluate sim: write the simulated step as a Chrome trace (a process per stage, "
+                 "a thread per lane, a memory counter per stage)");
   hy->add_option("--galvatron-overlap", a->galvatron_overlap,
                  "galvatron only: choose with its overlap coefficient (e.g. 1.3; 0: osdp's times)")
       ->check(CLI::Range(0.0, 10.0))

@@ -423,5 +423,27 @@ contains "naming the hybrid strategies" "$TMP/hybrid_bad.err" "exact, galvatron,
 run hybrid_batch "$OSDP" plan --hybrid --batch 4 --model val-4x384 --cluster h100-8
 expect_rc "--hybrid with --batch is refused, not ignored" hybrid_batch 2
 contains "saying what to use" "$TMP/hybrid_batch.err" "--max-micro-batch-size or --global-batch"
+run hybrid_sim "$OSDP" plan --hybrid --model val-4x384 --cluster h100-8 --memory 1100MiB --pp 2 --micro-batches 4 --baseline none --evaluate sim --trace "$TMP/hybrid.trace.json" --json
+expect_rc "--hybrid --evaluate sim --trace" hybrid_sim 0
+jcheck "the pipeline simulator replays the plan: 1F1B holds min(pp - s, m) micro-batches" "$TMP/hybrid_sim.out" '
+s = j["simulated"]
+p = j["plan"]
+assert p["pp"] == 2 and p["micro_batches"] == 4 and s["micro_batches"] == 4
+assert [st["max_micro_batches_in_flight"] for st in s["stages"]] == [2, 1], s["stages"]
+assert 0 < s["bubble_fraction"] < 1 and s["iteration_time_s"] > 0
+assert abs(s["relative_to_analytic"] - (s["iteration_time_s"] / p["predicted_iteration_time_s"] - 1)) < 1e-9
+'
+jcheck "the trace: a process per stage, forward and backward of every micro-batch, memory counters" "$TMP/hybrid.trace.json" '
+ev = j["traceEvents"]
+names = {(e["pid"], e["name"]) for e in ev if e["ph"] == "X"}
+for s in (0, 1):
+    for mb in range(4):
+        assert any(pid == s and n.startswith("F ") and n.endswith(f" mb{mb}") for pid, n in names), (s, mb)
+        assert any(pid == s and n.startswith("B ") and n.endswith(f" mb{mb}") for pid, n in names), (s, mb)
+assert any(n.startswith("send activations") for _, n in names)
+assert {e["pid"] for e in ev if e["ph"] == "C"} == {0, 1}
+'
+run hybrid_trace "$OSDP" plan --hybrid --model val-4x384 --cluster h100-8 --trace "$TMP/x.json"
+expect_rc "--trace without --evaluate sim is refused" hybrid_trace 2
 
 finish
