@@ -256,23 +256,27 @@ class SuffixBound {
 
 // Keeps the labels no other label of the same degree beats in persistent bytes, largest transient
 // and time, and those that still fit.
-std::vector<int> pareto(const std::vector<Label>& arena, std::vector<int> idx, double budget) {
-  idx.erase(std::remove_if(idx.begin(), idx.end(),
-                           [&](int i) {
-                             const Label& l = arena[static_cast<std::size_t>(i)];
-                             return l.persistent + l.transient > budget;
-                           }),
-            idx.end());
-  std::sort(idx.begin(), idx.end(), [&](int a, int b) {
-    const Label &x = arena[static_cast<std::size_t>(a)], &y = arena[static_cast<std::size_t>(b)];
-    return std::tie(x.t, x.transient, x.persistent, x.time) <
-           std::tie(y.t, y.transient, y.persistent, y.time);
+std::vector<int> pareto(const std::vector<Label>& arena, const std::vector<int>& idx, double budget) {
+  // Sorted by value, not through the arena: the sort is most of the search's time.
+  struct Key {
+    int t;
+    double transient, persistent, time;
+    int index;
+  };
+  std::vector<Key> keys;
+  keys.reserve(idx.size());
+  for (int i : idx) {
+    const Label& l = arena[static_cast<std::size_t>(i)];
+    if (l.persistent + l.transient <= budget) keys.push_back({l.t, l.transient, l.persistent, l.time, i});
+  }
+  std::sort(keys.begin(), keys.end(), [](const Key& x, const Key& y) {
+    return std::tie(x.t, x.transient, x.persistent, x.time, x.index) <
+           std::tie(y.t, y.transient, y.persistent, y.time, y.index);
   });
   std::vector<int> out;
   std::map<double, double> stair;  // persistent -> least time, over labels of this degree kept so far
   int current_t = -2;
-  for (int i : idx) {
-    const Label& l = arena[static_cast<std::size_t>(i)];
+  for (const Key& l : keys) {
     if (l.t != current_t) {
       stair.clear();
       current_t = l.t;
@@ -281,7 +285,7 @@ std::vector<int> pareto(const std::vector<Label>& arena, std::vector<int> idx, d
     if (it != stair.begin() && std::prev(it)->second <= l.time) continue;
     auto [pos, inserted] = stair.insert_or_assign(l.persistent, l.time);
     for (auto nx = std::next(pos); nx != stair.end() && nx->second >= l.time;) nx = stair.erase(nx);
-    out.push_back(i);
+    out.push_back(l.index);
   }
   return out;
 }
@@ -344,11 +348,11 @@ Chain run_chain(const LayoutContext& ctx, int s, int i, int j, double bound, std
             grown.push_back(static_cast<int>(ch.arena.size()) - 1);
           }
         }
-        cur = pareto(ch.arena, std::move(grown), budget);
+        cur = pareto(ch.arena, grown, budget);
       }
       next.insert(next.end(), cur.begin(), cur.end());
     }
-    current = pareto(ch.arena, std::move(next), budget);
+    current = pareto(ch.arena, next, budget);
     if (labels) *labels += static_cast<std::int64_t>(current.size());
   }
   for (int li : current) {
