@@ -156,10 +156,12 @@ struct Label {
   int op = -1, item = -1, t = -1;
 };
 
+// The chains of one stage from one end, every other end recorded: forward from a stage start i,
+// best[j] = c*(s, i, j); backward from the model's end (the last stage), best[i] = c*(s, i, U).
 struct Chain {
   std::vector<Label> arena;
-  double best = kInf;   // c*(s, i, j), or infinity
-  int best_label = -1;  // the label it ends at
+  std::vector<double> best;     // per unit boundary, infinity where nothing fits
+  std::vector<int> best_label;  // the label it ends at
 };
 
 // The LP relaxation of a stage's remaining operators (the flat exact's bound, solvers.hpp): every
@@ -235,8 +237,12 @@ class SuffixBound {
   // `budget` is what the persistent bytes so far leave, `transient` the largest transient so far: the
   // operators from k on may use budget - max(transient, the least largest transient they force).
   double least(int k, double budget, double transient) const {
+    return least_within(k, budget - std::max(transient, min_x_[static_cast<std::size_t>(k)]));
+  }
+  // The same within `budget` persistent bytes, transients left out: for operators spread over several
+  // stages, each of which holds its own transient.
+  double least_within(int k, double budget) const {
     const auto kk = static_cast<std::size_t>(k);
-    budget -= std::max(transient, min_x_[kk]);
     if (budget < base_p_[kk]) return kInf;
     const double r = budget - base_p_[kk];
     const auto& cp = cum_p_[kk];
@@ -290,77 +296,139 @@ std::vector<int> pareto(const std::vector<Label>& arena, const std::vector<int>&
   return out;
 }
 
-// c*(s, i, j), with the labels to rebuild the plan. A label at operator position k with persistent
-// P, largest transient X and time tau is dropped when it no longer fits, when the LP of the stage's
-// operators after it cannot fit in what is left, or when no plan through it can beat `bound` (the
-// incumbent, or the best plan of another layout at this global batch):
-//   T >= (m - 1) c_s + sum_s' c_s' >= m (tau + least(k + 1, budget - P - X)) + outside,
-// `outside` a lower bound on the other stages' sum (their units' LP in their stages' memory).
-Chain run_chain(const LayoutContext& ctx, int s, int i, int j, double bound, std::int64_t* labels, bool* cut,
-                const SuffixBound& suffix, double outside) {
-  const auto& units = ctx.workload().units;
-  const int f = ctx.in_flight(s);
+// One unit's step of a chain: every degree t of unit u, the re-layout between it and the neighbour
+// already in the label (`relayout(label degree, t)`), then its operators' items; labels that do not fit
+// in the stage are dropped, and those `keep` refuses (counted in *cut). Returns the Pareto labels.
+template <class Relayout, class Keep>
+std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vector<int>& current, int u, int f,
+                           double budget, Relayout relayout, Keep keep) {
+  std::vector<int> next;
+  for (int t : ctx.allowed(u)) {
+    std::vector<int> cur;
+    for (int li : current) {
+      Label n = ch.arena[static_cast<std::size_t>(li)];
+      n.time += relayout(n.t, t);
+      n.parent = li;
+      n.op = -1;
+      n.item = -1;
+      n.t = t;
+      ch.arena.push_back(n);
+      cur.push_back(static_cast<int>(ch.arena.size()) - 1);
+    }
+    for (int oi : ctx.workload().units[static_cast<std::size_t>(u)].ops) {
+      const auto& items = ctx.items(oi, t);
+      std::vector<int> grown;
+      for (int li : cur) {
+        for (std::size_t k = 0; k < items.size(); ++k) {
+          const Label& l = ch.arena[static_cast<std::size_t>(li)];
+          const auto& c = items[k].cost;
+          Label n;
+          n.persistent = l.persistent + c.states_bytes + f * c.act_bytes;
+          n.transient = std::max(l.transient, c.transient_bytes);
+          n.time = l.time + items[k].time_s;
+          if (n.persistent + n.transient > budget || !keep(n, oi)) continue;
+          n.parent = li;
+          n.op = oi;
+          n.item = static_cast<int>(k);
+          n.t = t;
+          ch.arena.push_back(n);
+          grown.push_back(static_cast<int>(ch.arena.size()) - 1);
+        }
+      }
+      cur = pareto(ch.arena, grown, budget);
+    }
+    next.insert(next.end(), cur.begin(), cur.end());
+  }
+  return pareto(ch.arena, next, budget);
+}
+
+// The chain of stage s < pp - 1 from unit i forward, recording c*(s, i, j) for every j <= j_max. A
+// label at operator position k with persistent P, largest transient X and time tau is dropped when it
+// cannot be part of a plan beating `bound` whatever the stage's end:
+//   T >= m c_s + sum of the other stages >= m tau + before + least(k + 1, R),
+// `before` the LP of the units before i in stages 0..s-1, least the LP of every operator after k at
+// the fewest micro-batches in flight (weight 1 <= m for the rest of this stage) within the memory they
+// can have, R = (budget - P - X) + (pp - 1 - s) budget; infinity when they cannot fit there.
+Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double bound, std::int64_t* labels,
+                  bool* cut, const SuffixBound& pooled, double before) {
+  const int pp = ctx.layout().pp, m = ctx.layout().m, f = ctx.in_flight(s);
   const double budget = ctx.capacity() - ctx.fixed();
   Chain ch;
+  ch.best.assign(ctx.workload().units.size() + 1, kInf);
+  ch.best_label.assign(ch.best.size(), -1);
   ch.arena.push_back(Label{0, 0, 0, -1, -1, -1, s == 0 ? -1 : 1});
   std::vector<int> current{0};
-  const int m = ctx.layout().m;
-  for (int u = i; u < j && !current.empty(); ++u) {
-    std::vector<int> next;
-    for (int t : ctx.allowed(u)) {
-      std::vector<int> cur;
-      for (int li : current) {
-        Label l = ch.arena[static_cast<std::size_t>(li)];
-        const double r = ctx.relayout_into(u, l.t, t);
-        Label n = l;
-        n.time += r;
-        n.parent = li;
-        n.op = -1;
-        n.item = -1;
-        n.t = t;
-        ch.arena.push_back(n);
-        cur.push_back(static_cast<int>(ch.arena.size()) - 1);
-      }
-      for (int oi : units[static_cast<std::size_t>(u)].ops) {
-        const auto& items = ctx.items(oi, t);
-        const int after_pos = suffix.position(oi) + 1;
-        std::vector<int> grown;
-        for (int li : cur) {
-          for (std::size_t k = 0; k < items.size(); ++k) {
-            const Label& l = ch.arena[static_cast<std::size_t>(li)];
-            const auto& c = items[k].cost;
-            Label n;
-            n.persistent = l.persistent + c.states_bytes + f * c.act_bytes;
-            n.transient = std::max(l.transient, c.transient_bytes);
-            n.time = l.time + items[k].time_s;
-            if (n.persistent + n.transient > budget) continue;
-            const double after = suffix.least(after_pos, budget - n.persistent, n.transient);
-            if (after == kInf) continue;  // what is left of the stage cannot fit
-            if (m * (n.time + after) + outside >= bound) {
-              *cut = true;
-              continue;
-            }
-            n.parent = li;
-            n.op = oi;
-            n.item = static_cast<int>(k);
-            n.t = t;
-            ch.arena.push_back(n);
-            grown.push_back(static_cast<int>(ch.arena.size()) - 1);
-          }
-        }
-        cur = pareto(ch.arena, grown, budget);
-      }
-      next.insert(next.end(), cur.begin(), cur.end());
+  const auto relayout = [&](int u) {
+    return [&ctx, u](int from, int t) { return ctx.relayout_into(u, from, t); };
+  };
+  const auto keep = [&](const Label& n, int oi) {
+    const double rest = pooled.least_within(pooled.position(oi) + 1,
+                                            budget - n.persistent - n.transient + (pp - 1 - s) * budget);
+    if (rest == kInf) return false;  // the rest of the model cannot fit
+    if (m * n.time + before + rest >= bound) {
+      *cut = true;
+      return false;
     }
-    current = pareto(ch.arena, next, budget);
+    return true;
+  };
+  for (int u = i; u < j_max && !current.empty(); ++u) {
+    current = step_unit(ctx, ch, current, u, f, budget, relayout(u), keep);
     if (labels) *labels += static_cast<std::int64_t>(current.size());
+    for (int li : current) {
+      const Label& l = ch.arena[static_cast<std::size_t>(li)];
+      const double c = l.time + ctx.stage_end(s, u, l.t);
+      if (c < ch.best[static_cast<std::size_t>(u + 1)]) {
+        ch.best[static_cast<std::size_t>(u + 1)] = c;
+        ch.best_label[static_cast<std::size_t>(u + 1)] = li;
+      }
+    }
   }
-  for (int li : current) {
-    const Label& l = ch.arena[static_cast<std::size_t>(li)];
-    const double c = l.time + ctx.stage_end(s, j - 1, l.t);
-    if (c < ch.best) {
-      ch.best = c;
-      ch.best_label = li;
+  return ch;
+}
+
+// The chain of the last stage from the model's end backward, recording c*(pp - 1, i, U) for every
+// i >= i_min (the re-layout from 1 into unit i added there when pp > 1). After each unit u a label
+// (units u..U-1) is dropped when m tau + least(units 0..u-1 within (budget - P - X) + (pp - 1) budget)
+// reaches `bound`, or when those units cannot fit there.
+Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64_t* labels, bool* cut,
+                   const std::function<const SuffixBound&(int)>& prefix) {
+  const int pp = ctx.layout().pp, m = ctx.layout().m, s = pp - 1, f = ctx.in_flight(s);
+  const int U = static_cast<int>(ctx.workload().units.size());
+  const double budget = ctx.capacity() - ctx.fixed();
+  Chain ch;
+  ch.best.assign(static_cast<std::size_t>(U) + 1, kInf);
+  ch.best_label.assign(ch.best.size(), -1);
+  ch.arena.push_back(Label{0, 0, 0, -1, -1, -1, -1});
+  std::vector<int> current{0};
+  const auto keep = [](const Label&, int) { return true; };
+  for (int u = U - 1; u >= i_min && !current.empty(); --u) {
+    // Between unit u (degree t) and unit u + 1 (the label's degree); the last unit ends the stage.
+    const auto relayout = [&](int next_t, int t) {
+      return next_t < 0 ? ctx.stage_end(s, u, t) : ctx.relayout_into(u + 1, t, next_t);
+    };
+    current = step_unit(ctx, ch, current, u, f, budget, relayout, keep);
+    const double before_budget = (pp - 1) * budget;
+    std::vector<int> kept;
+    for (int li : current) {
+      const Label& l = ch.arena[static_cast<std::size_t>(li)];
+      const double rest =
+          u == 0 ? 0.0 : prefix(u).least_within(0, budget - l.persistent - l.transient + before_budget);
+      if (rest == kInf) continue;
+      if (m * l.time + rest >= bound) {
+        *cut = true;
+        continue;
+      }
+      kept.push_back(li);
+    }
+    current = std::move(kept);
+    if (labels) *labels += static_cast<std::int64_t>(current.size());
+    for (int li : current) {
+      const Label& l = ch.arena[static_cast<std::size_t>(li)];
+      const double c = l.time + (s > 0 ? ctx.relayout_into(u, 1, l.t) : 0.0);
+      if (c < ch.best[static_cast<std::size_t>(u)]) {
+        ch.best[static_cast<std::size_t>(u)] = c;
+        ch.best_label[static_cast<std::size_t>(u)] = li;
+      }
     }
   }
   return ch;
@@ -560,27 +628,61 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
     return std::nullopt;
   };
 
-  // c[s][i][j]: stages that cannot be part of a plan beating the bound are left at infinity.
+  // c[s][i][j]: stages that cannot be part of a plan beating the bound are left at infinity. Whether
+  // (s, i, j) is worth pricing: the units before i in stages 0..s-1 and those from j on in stages
+  // s+1..pp-1 within the memory of their stages (each set's LP) and this stage's LP, at weight m.
   std::vector<std::vector<std::vector<double>>> c(
       static_cast<std::size_t>(pp),
       std::vector<std::vector<double>>(static_cast<std::size_t>(U + 1),
                                        std::vector<double>(static_cast<std::size_t>(U + 1), kInf)));
-  for (int s = 0; s < pp; ++s)
-    for (int i = 0; i <= U; ++i)
-      for (int j = i + 1; j <= U; ++j) {
-        const double least = at(lp, s, i, j);
-        if (least == kInf) continue;
-        // The units before i in stages 0..s-1, those from j on in stages s+1..pp-1: each set's LP
-        // within the memory of its stages together.
-        const double outside = outside_least(s, i, j);
-        if (outside == kInf) continue;
-        if (m * least + outside >= bound) {
-          cut = true;
-          continue;
-        }
-        at(c, s, i, j) =
-            run_chain(ctx, s, i, j, bound, labels, &cut, suffix_to(j, ctx.in_flight(s)), outside).best;
+  auto wanted = [&](int s, int i, int j) {
+    const double least = at(lp, s, i, j);
+    if (least == kInf) return false;
+    const double outside = outside_least(s, i, j);
+    if (outside == kInf) return false;
+    if (m * least + outside >= bound) {
+      cut = true;
+      return false;
+    }
+    return true;
+  };
+  const SuffixBound& pooled = suffix_to(U);
+  const std::function<const SuffixBound&(int)> prefix = [&](int u) -> const SuffixBound& {
+    return suffix_to(u);
+  };
+  // The chain of stage s from its start i (forward) or from the model's end (the last stage).
+  auto chain = [&](int s, int i, std::int64_t* count, bool* cut_flag) {
+    if (s + 1 == pp)
+      return run_backward(ctx, even ? starts[static_cast<std::size_t>(s)] : s, bound, count, cut_flag,
+                          prefix);
+    const int j_max = even ? starts[static_cast<std::size_t>(s + 1)] : U - (pp - 1 - s);
+    const double before = i == 0 ? 0.0 : suffix_to(i).least(0, s * budget, 0.0);
+    return run_forward(ctx, s, i, j_max, bound, count, cut_flag, pooled, before);
+  };
+  for (int s = 0; s < pp; ++s) {
+    const bool last = s + 1 == pp;
+    const int i_lo = s == 0 ? 0 : s, i_hi = s == 0 ? 0 : U - (pp - s);
+    std::vector<std::pair<int, int>> ends;  // (i, j) worth pricing
+    for (int i = i_lo; i <= i_hi; ++i) {
+      if (even && i != starts[static_cast<std::size_t>(s)]) continue;
+      for (int j = last ? U : i + 1; j <= (last ? U : U - (pp - 1 - s)); ++j) {
+        if (even && !last && j != starts[static_cast<std::size_t>(s + 1)]) continue;
+        if (wanted(s, i, j)) ends.emplace_back(i, j);
       }
+    }
+    if (ends.empty()) continue;
+    if (last) {
+      const Chain ch = chain(s, -1, labels, &cut);
+      for (const auto& [i, j] : ends) at(c, s, i, j) = ch.best[static_cast<std::size_t>(i)];
+      continue;
+    }
+    for (std::size_t e = 0; e < ends.size();) {
+      const int i = ends[e].first;
+      const Chain ch = chain(s, i, labels, &cut);
+      for (; e < ends.size() && ends[e].first == i; ++e)
+        at(c, s, i, ends[e].second) = ch.best[static_cast<std::size_t>(ends[e].second)];
+    }
+  }
   if (bounded) *bounded = cut;
   auto cost = [&](int s, int i, int j) { return at(c, s, i, j); };
   // Least sum over splits whose stages take at most `cap`; fills `split` (stage starts).
@@ -647,9 +749,8 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
     const int i = best_split[static_cast<std::size_t>(s)];
     const int j = s + 1 < pp ? best_split[static_cast<std::size_t>(s + 1)] : U;
     bool ignored = false;
-    const Chain chn = run_chain(ctx, s, i, j, bound, nullptr, &ignored, suffix_to(j, ctx.in_flight(s)),
-                                outside_least(s, i, j));
-    rebuild(ctx, chn, chn.best_label, plan);
+    const Chain chn = chain(s, i, nullptr, &ignored);
+    rebuild(ctx, chn, chn.best_label[static_cast<std::size_t>(s + 1 == pp ? i : j)], plan);
   }
   if (incumbent && model.evaluate(hw, plan).time_s >= incumbent_t) return fallback();
   return plan;
