@@ -339,7 +339,8 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
     }
     next.insert(next.end(), cur.begin(), cur.end());
   }
-  return pareto(ch.arena, next, budget);
+  // Each degree's labels are already its Pareto set (pareto compares labels of one degree only).
+  return next;
 }
 
 // The chain of stage s < pp - 1 from unit i forward, recording c*(s, i, j) for every j <= j_max. A
