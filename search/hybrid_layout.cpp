@@ -606,6 +606,18 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
               reach[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)] = true;
     if (!reach[static_cast<std::size_t>(pp)][static_cast<std::size_t>(U)]) return std::nullopt;
   }
+  // The whole layout in the LP: T = sum c + (m - 1) max c >= (1 + (m - 1) / pp) sum c, and sum c is
+  // at least the LP of every operator within the stages' memory together (at the fewest micro-batches
+  // in flight). A layout that cannot beat `bound` even there is not priced further (not even its
+  // incumbent); `bounded` says so, as a larger b0 may still win.
+  {
+    const double all = suffix_to(U).least(0, pp * budget, 0.0);
+    if (all == kInf) return std::nullopt;
+    if ((1.0 + (m - 1.0) / pp) * all >= bound) {
+      if (bounded) *bounded = true;
+      return std::nullopt;
+    }
+  }
   // The incumbent (osdp's times only: galvatron chooses by its own).
   std::optional<HybridPlan> incumbent;
   double incumbent_t = kInf;

@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
                            pp.empty() ? std::string() : fmt::format(", pp {}", fmt::join(pp, ",")));
   std::cout << fmt::format("{:<13} {:<9} {:>4} | {:>9} {:>9} {:>7} | {:>9} {:>9} {:>7} | {:>5} | {}\n",
                            "model", "cluster", "GB", "galv s", "exact s", "ex/galv", "galv/s", "exact/s",
-                           "thr", "load", "exact plan (pp, m, batch, layer degrees)");
+                           "thr", "load", "plans: exact; galvatron (pp, m, batch, layer degrees)");
   nlohmann::json rows = nlohmann::json::array();
   int below = 0;
   for (const auto& model : models)
@@ -133,16 +133,19 @@ int main(int argc, char** argv) {
         const double ge = g.feasible ? g.evaluation.throughput : 0,
                      ee = e.feasible ? e.evaluation.throughput : 0;
         if (ee < ge * (1 - 1e-9)) ++below;
-        const std::string plan = e.feasible ? fmt::format("pp{} m{} B{} {}", e.plan.pp, e.plan.micro_batches,
-                                                          e.evaluation.global_batch, degrees(e))
-                                            : "none fits";
+        const auto describe = [](const search::HybridResult& r) {
+          return r.feasible ? fmt::format("pp{} m{} B{} {}", r.plan.pp, r.plan.micro_batches,
+                                          r.evaluation.global_batch, degrees(r))
+                            : std::string("none fits");
+        };
+        const std::string plan = describe(e), gplan = describe(g);
         std::cout
             << fmt::format(
                    "{:<13} {:<9} {:>4} | {:>9.3f} {:>9.3f} {:>7.1f} | {:>9.2f} {:>9.2f} {:>7} | {:>5} | {}\n",
                    model, cluster, mem, g.search_seconds, e.search_seconds,
                    e.search_seconds / std::max(g.search_seconds, 1e-9), ge, ee,
                    ge > 0 ? fmt::format("{:.3f}x", ee / ge) : std::string("-"),
-                   load ? fmt::format("{:.2f}", (*load)[0]) : std::string("?"), plan)
+                   load ? fmt::format("{:.2f}", (*load)[0]) : std::string("?"), plan + "; " + gplan)
             << std::flush;
         rows.push_back({{"model", model},
                         {"cluster", cluster},
@@ -154,7 +157,8 @@ int main(int argc, char** argv) {
                         {"exact_layouts", e.layouts},
                         {"exact_labels", e.labels},
                         {"load_average", load ? (*load)[0] : -1.0},
-                        {"exact_plan", plan}});
+                        {"exact_plan", plan},
+                        {"galvatron_plan", gplan}});
       }
   std::cout << fmt::format("target: exact within {:.0f} ms per case; exact below galvatron in {} case(s)\n",
                            kTargetExactS * 1e3, below);
