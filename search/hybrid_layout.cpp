@@ -390,7 +390,8 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
 // The chain of the last stage from the model's end backward, recording c*(pp - 1, i, U) for every
 // i >= i_min (the re-layout from 1 into unit i added there when pp > 1). After each unit u a label
 // (units u..U-1) is dropped when m tau + least(units 0..u-1 within (budget - P - X) + (pp - 1) budget)
-// reaches `bound`, or when those units cannot fit there.
+// reaches `bound`, or when those units cannot fit there; with pp = 1, when m (tau + least(units
+// 0..u-1 within budget - P - max(X, their least transient))) does.
 Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64_t* labels, bool* cut,
                    const std::function<const SuffixBound&(int)>& prefix) {
   const int pp = ctx.layout().pp, m = ctx.layout().m, s = pp - 1, f = ctx.in_flight(s);
@@ -412,10 +413,14 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
     std::vector<int> kept;
     for (int li : current) {
       const Label& l = ch.arena[static_cast<std::size_t>(li)];
+      // Without a pipeline the units before are this stage's own: within its memory (its largest
+      // transient set aside once), at weight m.
       const double rest =
-          u == 0 ? 0.0 : prefix(u).least_within(0, budget - l.persistent - l.transient + before_budget);
+          u == 0    ? 0.0
+          : pp == 1 ? prefix(u).least(0, budget - l.persistent, l.transient)
+                    : prefix(u).least_within(0, budget - l.persistent - l.transient + before_budget);
       if (rest == kInf) continue;
-      if (m * l.time + rest >= bound) {
+      if (m * l.time + (pp == 1 ? m : 1) * rest >= bound) {
         *cut = true;
         continue;
       }
