@@ -159,10 +159,11 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
   const int m = spec.micro_batches;
   if (pp < 1 || m < 1) throw Error("pipeline simulation: a pipeline needs a stage and a micro-batch");
   Builder b;
-  // Per stage and micro-batch: the first task of its forward and backward, its sends.
-  std::vector<std::vector<int>> first_fwd(pp, std::vector<int>(m, -1)),
-      first_bwd = first_fwd, send_act = first_fwd, send_grad = first_fwd;
+  // Per stage and micro-batch: the first task of its backward, its sends.
+  std::vector<std::vector<int>> first_bwd(pp, std::vector<int>(m, -1)), send_act = first_bwd,
+                                                                        send_grad = first_bwd;
   std::vector<std::vector<int>> syncs(pp);
+  std::vector<int> last_program(pp, -1);  // per stage: the last compute or tp task
   int embedding_last_backward = -1, head_last_backward = -1;
   for (int s = 0; s < pp; ++s) {
     const PipelineStage& st = spec.stages[static_cast<std::size_t>(s)];
@@ -206,7 +207,6 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
           if (pu.tp_forward_s > 0)
             program_task(PipeTaskKind::kTpForward, PipeLane::kTp, u, mb, pu.tp_forward_s);
         }
-        first_fwd[s][mb] = static_cast<int>(first);
         if (s + 1 < pp)
           send_act[s][mb] = b.add({PipeTaskKind::kSendActivations,
                                    PipeLane::kSendNext,
@@ -263,6 +263,7 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
                                     0});
       }
     }
+    last_program[s] = prev;
   }
   // A backward waits for its gradients from the next stage (built after it).
   for (int s = 0; s + 1 < pp; ++s)
@@ -286,12 +287,7 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
     for (const auto& u : spec.stages[static_cast<std::size_t>(s)].units) opt += u.optimizer_s;
     if (opt <= 0) continue;
     std::vector<int> deps = syncs[s];
-    int last = -1;
-    for (int i = static_cast<int>(b.tasks.size()) - 1; i >= 0 && last < 0; --i)
-      if (b.tasks[i].stage == s &&
-          (b.tasks[i].lane == PipeLane::kCompute || b.tasks[i].lane == PipeLane::kTp))
-        last = i;
-    deps.push_back(last);
+    deps.push_back(last_program[s]);
     if (tied >= 0 && (s == 0 || s == pp - 1)) deps.push_back(tied);
     b.add({PipeTaskKind::kOptimizer, PipeLane::kCompute, s, -1, -1, to_ticks(opt), deps, 0, 0, 0, 0});
   }

@@ -11,7 +11,6 @@
 // Not a test: timings depend on the machine, so it reports figures and checks no thresholds, except
 // that exact is never below galvatron (it searches a superset; a row says so if it ever is).
 
-#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <sstream>
