@@ -196,6 +196,51 @@ void check_rings(Checks& checks) {
   }
 }
 
+// split: ranks of equal color (here: rank parity), ranked by key (here: descending rank). Send and
+// receive: every rank sends 1 Mi floats to both neighbours on a ring before receiving (so the sends
+// must not wait for their receivers, as two pipeline stages sending to each other need), tagged so
+// that the two messages between a pair of ranks (2 ranks: both neighbours are the same rank) stay apart.
+void check_split_and_p2p(Checks& checks) {
+  MpiCommunicator comm({30.0, std::nullopt});
+  const int r = comm.rank(), world = comm.size();
+  CpuDevice dev({0, false, r});
+  auto& cs = dev.compute_stream();
+  Communicator& half = comm.split(r % 2, -r, "splitting by parity");
+  const int members = (world - r % 2 + 1) / 2;
+  int above = 0;  // members of this color with a higher rank: they come first
+  for (int q = r + 2; q < world; q += 2) ++above;
+  checks.expect(half.size() == members && half.rank() == above,
+                fmt::format("split by parity: rank {} of {}, expected {} of {}", half.rank(), half.size(),
+                            above, members));
+  Buffer mine(dev, 1, "rank");
+  mine.p[0] = static_cast<float>(r + 1);
+  cs.enqueue([&] { half.all_reduce(cs, mine.p, 1, "all-reduce over a split"); });
+  cs.synchronize();
+  double expected = 0;
+  for (int q = r % 2; q < world; q += 2) expected += q + 1;
+  checks.expect(mine.p[0] == static_cast<float>(expected), "all-reduce over a split sums its members");
+
+  const std::size_t n = std::size_t{1} << 20;
+  const int next = (r + 1) % world, prev = (r + world - 1) % world;
+  Buffer out(dev, n, "sent"), from_prev(dev, n, "from the previous rank"),
+      from_next(dev, n, "from the next rank");
+  for (std::size_t i = 0; i < n; ++i) out.p[i] = static_cast<float>(r * 1000 + static_cast<int>(i % 997));
+  cs.enqueue([&] {
+    comm.send(cs, out.p, n, next, 1, "send to the next rank");
+    out.p[0] = -1.0f;  // the send holds its own copy: reusing the buffer at once is allowed
+    comm.send(cs, out.p + 1, n - 1, prev, 2, "send to the previous rank");
+    comm.recv(cs, from_prev.p, n, prev, 1, "receive from the previous rank");
+    comm.recv(cs, from_next.p + 1, n - 1, next, 2, "receive from the next rank");
+    comm.flush_sends(cs, "the end of the exchange");
+  });
+  cs.synchronize();
+  bool ok = from_prev.p[0] == static_cast<float>(prev * 1000);
+  for (std::size_t i = 1; ok && i < n; ++i)
+    ok = from_prev.p[i] == static_cast<float>(prev * 1000 + static_cast<int>(i % 997)) &&
+         from_next.p[i] == static_cast<float>(next * 1000 + static_cast<int>(i % 997));
+  checks.expect(ok, "sends to both neighbours before any receive arrive whole and in order");
+}
+
 void check_faults(Checks& checks) {
   const auto throws = [](const char* text) {
     try {
@@ -308,6 +353,7 @@ int main(int argc, char** argv) {
     check_collectives(checks, true);
     check_collectives(checks, false);
     check_rings(checks);
+    check_split_and_p2p(checks);
     check_faults(checks);
     MpiCommunicator comm;
     const double failures = comm.sum_over_ranks(checks.failures);

@@ -1,6 +1,7 @@
 // The backend interface the executor runs a schedule on (DESIGN.md section 7): a device (tracked
 // memory, GEMM and elementwise kernels, streams with events) and a communicator (all-gather,
-// reduce-scatter, all-reduce over the ranks of the job).
+// reduce-scatter, all-reduce over the ranks of the job or of a split of it; sends and receives
+// between two ranks for pipelines).
 //
 // Stream semantics are CUDA's, so one executor drives every backend: work enqueued on a stream runs
 // after everything enqueued on it before, and after the events it was told to wait for. On the CPU
@@ -194,6 +195,37 @@ class Communicator {
     if (level == costmodel::RingLevel::kWorld || size() == 1) return *this;
     throw UsageError(fmt::format("the {} communicator has no node rings ({} ranks in nodes of {})", backend(),
                                  size(), per_node));
+  }
+
+  // The communicator of the ranks that pass the same `color` (>= 0), ranked by `key` (ties by rank
+  // here). Collective over this communicator: every rank calls it, the same number of times in the
+  // same order. Owned by this communicator and alive as long as it is. This default serves a job of
+  // one rank and refuses anything else.
+  virtual Communicator& split(int color, int key, const std::string& what) {
+    (void)color;
+    (void)key;
+    if (size() == 1) return *this;
+    throw UsageError(
+        fmt::format("{}: the {} communicator cannot be split ({} ranks)", what, backend(), size()));
+  }
+
+  // Point to point on stream `s` (called from work running on it), between ranks of this
+  // communicator, matched by (peer, tag) in order. send returns without waiting for the receiver (two
+  // stages may send to each other at once) and `buf` may be reused at once; recv completes before
+  // later work on `s`. flush_sends waits until every send has been delivered (before the step ends).
+  // This default refuses them: a backend without point-to-point cannot run a pipeline.
+  virtual void send(Stream& s, const float* buf, std::size_t elems, int peer, int tag,
+                    const std::string& what) {
+    (void)s, (void)buf, (void)elems, (void)peer, (void)tag;
+    throw UsageError(fmt::format("{}: the {} backend has no point-to-point transfers", what, backend()));
+  }
+  virtual void recv(Stream& s, float* buf, std::size_t elems, int peer, int tag, const std::string& what) {
+    (void)s, (void)buf, (void)elems, (void)peer, (void)tag;
+    throw UsageError(fmt::format("{}: the {} backend has no point-to-point transfers", what, backend()));
+  }
+  virtual void flush_sends(Stream& s, const std::string& what) {
+    (void)s;
+    (void)what;
   }
 
   // Host-side, between steps (no stream work in flight).

@@ -197,7 +197,64 @@ Communicator& MpiCommunicator::ring(costmodel::RingLevel level, int per_node) {
   return *slot;
 }
 
+Communicator& MpiCommunicator::split(int color, int key, const std::string& what) {
+  if (color < 0)
+    throw UsageError(fmt::format("rank {}: {}: split color {} is negative", job_rank_, what, color));
+  MPI_Comm comm = MPI_COMM_NULL;
+  {
+    std::lock_guard lock(*mutex_);
+    begin(what);
+    // Blocking, but every rank is here (the split is collective, asked for in the same order).
+    check_mpi(MPI_Comm_split(comm_, color, key, &comm), "MPI_Comm_split", what, job_rank_);
+  }
+  splits_.emplace_back(new MpiCommunicator(*this, comm));
+  return *splits_.back();
+}
+
+void MpiCommunicator::send(Stream& /*s*/, const float* buf, std::size_t elems, int peer, int tag,
+                           const std::string& what) {
+  std::lock_guard lock(*mutex_);
+  begin(what);
+  const int n = count(elems, what);
+  auto pending = std::make_unique<PendingSend>();
+  pending->data.assign(buf, buf + elems);
+  pending->what = what;
+  check_mpi(MPI_Isend(pending->data.data(), n, MPI_FLOAT, peer, tag, comm_, &pending->request), "MPI_Isend",
+            what, job_rank_);
+  sends_.push_back(std::move(pending));
+  // Forget the sends already delivered.
+  std::erase_if(sends_, [](const std::unique_ptr<PendingSend>& p) {
+    int done = 0;
+    MPI_Test(&p->request, &done, MPI_STATUS_IGNORE);
+    return done != 0;
+  });
+}
+
+void MpiCommunicator::recv(Stream& /*s*/, float* buf, std::size_t elems, int peer, int tag,
+                           const std::string& what) {
+  std::lock_guard lock(*mutex_);
+  begin(what);
+  const int n = count(elems, what);
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Irecv(buf, n, MPI_FLOAT, peer, tag, comm_, &request), "MPI_Irecv", what, job_rank_);
+  complete(request, what, elems * sizeof(float));
+}
+
+void MpiCommunicator::flush_sends(Stream& /*s*/, const std::string& what) {
+  std::lock_guard lock(*mutex_);
+  begin(what);
+  for (auto& p : sends_)
+    complete(p->request, fmt::format("{} ({})", p->what, what), p->data.size() * sizeof(float));
+  sends_.clear();
+}
+
 MpiCommunicator::~MpiCommunicator() {
+  // A send still pending (the step failed before flush_sends) keeps its buffer: leave it allocated.
+  if (!sends_.empty()) {
+    for (auto& p : sends_) (void)p.release();
+    sends_.clear();
+    timed_out_ = timed_out_.empty() ? "a send" : timed_out_;
+  }
   // After a timeout a request is still pending on comm_ and MPI would progress it on a freed
   // communicator: leave it allocated (the job is about to be aborted anyway).
   if (comm_ != MPI_COMM_NULL && timed_out_.empty() && mpi_running()) MPI_Comm_free(&comm_);

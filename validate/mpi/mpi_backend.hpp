@@ -108,6 +108,13 @@ class MpiCommunicator final : public Communicator {
   void all_reduce(Stream& s, float* buf, std::size_t elems, const std::string& what) override;
 
   Communicator& ring(costmodel::RingLevel level, int per_node) override;
+  // MPI_Comm_split of this communicator.
+  Communicator& split(int color, int key, const std::string& what) override;
+  // MPI_Isend of a copy of `buf` (kept until delivered); MPI_Irecv polled to the timeout.
+  void send(Stream& s, const float* buf, std::size_t elems, int peer, int tag,
+            const std::string& what) override;
+  void recv(Stream& s, float* buf, std::size_t elems, int peer, int tag, const std::string& what) override;
+  void flush_sends(Stream& s, const std::string& what) override;
 
   void barrier(const std::string& what) override;
   double max_over_ranks(double x) override;
@@ -133,6 +140,13 @@ class MpiCommunicator final : public Communicator {
   int job_rank_ = 0;  // this rank in the job (MPI_COMM_WORLD), for messages
   std::shared_ptr<std::mutex> mutex_ = std::make_shared<std::mutex>();     // one MPI operation at a time
   std::map<std::pair<int, int>, std::unique_ptr<MpiCommunicator>> rings_;  // (level, per_node) ->
+  std::vector<std::unique_ptr<MpiCommunicator>> splits_;                   // in the order made
+  struct PendingSend {
+    std::vector<float> data;
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::string what;
+  };
+  std::vector<std::unique_ptr<PendingSend>> sends_;  // not yet known to be delivered
   std::string timed_out_;  // the operation that timed out (its request is still pending), if any
 };
 

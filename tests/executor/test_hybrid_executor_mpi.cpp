@@ -1,0 +1,193 @@
+// Run under mpirun with 2 or 4 ranks: one training step of hybrid plans (tensor, pipeline and data
+// parallelism, validate/executor/hybrid_executor.hpp) on the mpi backend. After the step every
+// operator's weights and reduced gradients must equal those of one process running the unsharded
+// plan (all DP, the executor of executor.hpp) on the same global batch, and the loss must agree,
+// within the tolerances of test_executor_mpi.
+//
+// 2 ranks: TP 2; PP 2 under GPipe and 1F1B, with 2 and 3 micro-batches and both stage splits; TP 2
+// on a tied model (its LM head at the embedding's degree).
+// 4 ranks: TP 2 x DP 2; PP 2 x DP 2 under both schedules; PP 2 x TP 2; TP 4; and degrees that change
+// from unit to unit (1, 4, 2, 4: the activations re-laid out between them).
+// Choices mix DP, ZDP and REPLICATE over the operators. Exit 0 when every case passes.
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "costmodel/cost_model.hpp"
+#include "costmodel/hybrid.hpp"
+#include "executor_fixtures.hpp"
+#include "sim/schedule.hpp"
+#include "validate/backends.hpp"
+#include "validate/cpu/cpu_device.hpp"
+#include "validate/executor/executor.hpp"
+#include "validate/executor/hybrid_executor.hpp"
+#include "validate/executor/self_communicator.hpp"
+#include "validate/mpi/mpi_backend.hpp"
+
+using namespace osdp;
+using namespace osdp::validate;
+using namespace osdp::validate::testing;
+
+namespace {
+
+struct Outcome {
+  double loss = 0;
+  std::vector<std::vector<float>> weights, grads;
+};
+
+// The unsharded step: one process, all DP, the global batch.
+Outcome reference(const costmodel::ModelSpec& m, int global_batch) {
+  const costmodel::Workload w = costmodel::lower(m);
+  CpuDevice dev(CpuDeviceOptions{0, false, 0});
+  SelfCommunicator self(dev);
+  const costmodel::Plan p = make_plan(m, tiny_cluster(1, false), w, global_batch, 0, plan_patterns().front());
+  const costmodel::CostModel model(p.cluster, nullptr, p.model.precision, p.cost_options);
+  const sim::Schedule sched = sim::build_schedule(p, w, model);
+  ExecutorOptions opt;
+  opt.sample_offset = 0;
+  opt.loss_tokens = static_cast<std::int64_t>(global_batch) * m.seq;
+  Executor ex(dev, self, w, p, sched, opt);
+  Outcome o;
+  o.loss = ex.step().loss;
+  for (int u = 0; u < static_cast<int>(w.operators.size()); ++u) {
+    o.weights.push_back(ex.logical_weights(u));
+    o.grads.push_back(ex.logical_gradients(u));
+  }
+  return o;
+}
+
+double max_diff(const std::vector<float>& a, const std::vector<float>& b, bool relative) {
+  if (a.size() != b.size()) return 1e30;
+  double scale = 0, diff = 0;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
+    diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
+  }
+  return relative ? diff / std::max(scale, 1e-30) : diff;
+}
+
+// The degree a unit can take: `want` when every operator of it can be cut that many ways, else 1.
+int degree_for(const costmodel::HybridWorkload& hw, int unit, int want) {
+  for (const int o : hw.units[static_cast<std::size_t>(unit)].ops) {
+    const costmodel::Operator& op = hw.workload.operators[static_cast<std::size_t>(o)];
+    if (!costmodel::tp_allowed(op, want)) return 1;
+    const auto s = op.splits(want);
+    if (want > 1 && std::find(s.begin(), s.end(), want) == s.end()) return 1;
+  }
+  return want;
+}
+
+struct Case {
+  std::string name;
+  bool tied = false;
+  int pp = 1, m = 1;
+  costmodel::PipelineSchedule schedule = costmodel::PipelineSchedule::k1F1B;
+  // TP degree wanted for unit u of `units`; stage starts (empty: even by unit count).
+  std::function<int(int u, int units)> tp;
+  std::vector<int> starts;
+};
+
+costmodel::HybridPlan make_hybrid(const costmodel::ModelSpec& model, const Case& c) {
+  const costmodel::HybridWorkload hw = costmodel::hybrid_workload(model, c.pp);
+  const int units = static_cast<int>(hw.units.size());
+  costmodel::HybridPlan p;
+  p.pp = c.pp;
+  p.micro_batches = c.m;
+  p.b0 = 1;
+  p.schedule = c.schedule;
+  p.stage_first_unit = c.starts;
+  if (p.stage_first_unit.empty())
+    for (int s = 0; s < c.pp; ++s) p.stage_first_unit.push_back(s * units / c.pp);
+  for (int u = 0; u < units; ++u) p.unit_tp.push_back(degree_for(hw, u, c.tp(u, units)));
+  // DP, ZDP and REPLICATE in turn over the operators.
+  for (std::size_t o = 0; o < hw.workload.operators.size(); ++o) {
+    costmodel::Choice ch;
+    ch.replicate = o % 3 == 2;
+    ch.zdp_slices = o % 3 == 1 ? 1 : 0;
+    p.choices.push_back(ch);
+  }
+  return p;
+}
+
+std::vector<Case> cases_for(int ranks) {
+  using costmodel::PipelineSchedule;
+  const auto all = [](int t) { return [t](int, int) { return t; }; };
+  std::vector<Case> c;
+  if (ranks == 2) {
+    c.push_back({"TP 2", false, 1, 1, PipelineSchedule::k1F1B, all(2), {}});
+    c.push_back({"TP 2, 2 micro-batches", false, 1, 2, PipelineSchedule::k1F1B, all(2), {}});
+    c.push_back({"TP 2 (tied)", true, 1, 1, PipelineSchedule::k1F1B, all(2), {}});
+    for (const auto sched : {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B})
+      for (const int m : {2, 3}) {
+        const std::string name = fmt::format("PP 2 {} m {}", costmodel::to_string(sched), m);
+        c.push_back({name, false, 2, m, sched, all(1), {}});
+        c.push_back({name + " (one unit in stage 0)", false, 2, m, sched, all(1), {0, 1}});
+      }
+  } else if (ranks == 4) {
+    c.push_back({"TP 2 x DP 2", false, 1, 1, PipelineSchedule::k1F1B, all(2), {}});
+    c.push_back({"TP 2 x DP 2 (tied)", true, 1, 2, PipelineSchedule::k1F1B, all(2), {}});
+    c.push_back({"TP 4", false, 1, 1, PipelineSchedule::k1F1B, all(4), {}});
+    for (const auto sched : {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B}) {
+      const std::string s = costmodel::to_string(sched);
+      c.push_back({"PP 2 x DP 2 " + s, false, 2, 2, sched, all(1), {}});
+      c.push_back({"PP 2 x TP 2 " + s, false, 2, 3, sched, all(2), {}});
+    }
+    c.push_back({"TP 1, 4, 2, 4 by unit",
+                 false,
+                 1,
+                 2,
+                 PipelineSchedule::k1F1B,
+                 [](int u, int) { return u == 0       ? 1
+                                         : u % 2 == 1 ? 4
+                                                      : 2; },
+                 {}});
+  }
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MpiSession session(&argc, &argv);
+  const std::unique_ptr<BackendSession> backend = open_backend("mpi", BackendOptions{60, GemmMath::kFp32});
+  Communicator& comm = backend->comm();
+  const int ranks = comm.size(), rank = comm.rank();
+  const std::vector<Case> cases = cases_for(ranks);
+  if (cases.empty()) {
+    if (rank == 0) std::fprintf(stderr, "test_hybrid_executor_mpi runs on 2 or 4 ranks, not %d\n", ranks);
+    return 2;
+  }
+  int failures = 0;
+  for (const Case& c : cases) {
+    const costmodel::ModelSpec m = tiny_model(c.tied, c.tied ? 1 : 2);
+    const costmodel::HybridPlan plan = make_hybrid(m, c);
+    const int batch = plan.global_batch(ranks);
+    const Outcome ref = reference(m, batch);
+    const std::unique_ptr<Device> dev = backend->make_device(false);
+    HybridExecutor ex(*dev, comm, m, plan);
+    const HybridStepStats st = ex.step();
+    const costmodel::Workload& w = ex.workload().workload;
+    std::string why;
+    if (std::fabs(st.loss - ref.loss) > 1e-5 * std::fabs(ref.loss))
+      why += fmt::format(" loss {} vs {};", st.loss, ref.loss);
+    for (std::size_t u = 0; u < w.operators.size(); ++u) {
+      const double g = max_diff(ex.logical_gradients(static_cast<int>(u)), ref.grads[u], true);
+      const double wd = max_diff(ex.logical_weights(static_cast<int>(u)), ref.weights[u], false);
+      if (g > 1e-4) why += fmt::format(" {} gradient off by {:.2e} (relative);", w.operators[u].name, g);
+      if (wd > 5e-5) why += fmt::format(" {} weights off by {:.2e};", w.operators[u].name, wd);
+    }
+    std::string degrees;
+    for (const int t : plan.unit_tp) degrees += std::to_string(t);
+    if (!why.empty()) ++failures;
+    if (rank == 0)
+      std::printf("%s: %s on %d ranks (%s, batch %d, TP by unit %s)%s\n", why.empty() ? "ok  " : "FAIL",
+                  c.name.c_str(), ranks, m.name.c_str(), batch, degrees.c_str(), why.c_str());
+  }
+  if (rank == 0) std::printf("%d of %zu cases failed\n", failures, cases.size());
+  return failures == 0 ? 0 : 1;
+}
