@@ -228,6 +228,24 @@ class HybridCostModel {
   mutable std::map<std::pair<int, int>, std::unique_ptr<Calibration>> dp_calibrations_;
 };
 
+// The plan's "hybrid" block of a plan file: degrees, stages with their units' TP degrees and their
+// operators' choices (plan.hpp's fields, and the label), and the evaluation's figures.
 nlohmann::json to_json(const HybridWorkload& hw, const HybridPlan& plan, const HybridEvaluation& ev);
+
+// A hybrid plan file (osdp plan --hybrid --out): kind "hybrid", schema_version 1, the model, the
+// cluster, the memory limit and the "hybrid" block above.
+struct HybridPlanFile {
+  std::string tool_version, strategy;
+  ModelSpec model;
+  ClusterSpec cluster;
+  double memory_limit_bytes = 0;
+  HybridPlan plan;
+  double predicted_time_s = 0, predicted_peak_bytes = 0, predicted_throughput = 0;
+};
+// Checks the stages against the model's hybrid workload at the plan's pipeline degree: the units in
+// order, each stage non-empty, TP degrees powers of two dividing a stage's ranks and allowed for
+// every operator of the unit, and each operator's choice (plan.hpp's read_choice). Errors name the
+// file and the JSON pointer.
+HybridPlanFile read_hybrid_plan(const nlohmann::json& doc, const std::string& file);
 
 }  // namespace osdp::costmodel

@@ -9,6 +9,50 @@
 
 namespace osdp::costmodel {
 
+nlohmann::json choice_json(const Choice& c) {
+  nlohmann::json op = {{"mode", c.mode_name()},
+                       {"split", c.split},
+                       {"zdp_slices", c.zdp_slices},
+                       {"checkpoint", c.checkpoint}};
+  // Written only when not the default, so that single-level plans stay as they were.
+  if (c.node_group) op["group"] = c.group_name();
+  if (c.two_level) op["comm"] = c.comm_name();
+  return op;
+}
+
+Choice read_choice(JsonReader& o, const Operator& oper, const ClusterSpec& cluster) {
+  Choice choice;
+  const std::string mode = o.choice("mode", {"dp", "zdp", "mixed", "replicate"});
+  choice.replicate = mode == "replicate";
+  choice.split = static_cast<int>(o.integer_or("split", 1, 1 << 16, 1));
+  choice.zdp_slices =
+      static_cast<int>(o.integer_or("zdp_slices", 0, choice.split, mode == "zdp" ? choice.split : 0));
+  choice.checkpoint = o.boolean_or("checkpoint", false);
+  choice.node_group = o.choice_or("group", {"world", "node"}, "world") == "node";
+  choice.two_level = o.choice_or("comm", {"flat", "two-level"}, "flat") == "two-level";
+  if ((choice.node_group || choice.two_level) && choice.replicate)
+    o.fail(choice.node_group ? "group" : "comm",
+           "a REPLICATE operator is not sharded: it has no group or comm");
+  if (choice.node_group && choice.two_level)
+    o.fail("comm",
+           "a node-sharded operator's collectives are within the node: two-level applies to world shards");
+  if ((choice.node_group || choice.two_level) &&
+      (cluster.nodes < 2 || cluster.devices_per_node < 2 || !cluster.inter))
+    o.fail(choice.node_group ? "group" : "comm",
+           fmt::format("needs a cluster of several nodes with several devices each and an inter-node link "
+                       "(this one has {} x {})",
+                       cluster.nodes, cluster.devices_per_node));
+  if (choice.mode_name() != mode)
+    o.fail("mode", fmt::format("\"{}\" contradicts split {} with {} ZDP slices", mode, choice.split,
+                               choice.zdp_slices));
+  const auto allowed = oper.splits(choice.split);
+  if (allowed.back() != choice.split)
+    o.fail("split", fmt::format("operator \"{}\" cannot be split {} ways", oper.name, choice.split));
+  if (choice.checkpoint && !oper.checkpointable)
+    o.fail("checkpoint", fmt::format("operator \"{}\" cannot be checkpointed", oper.name));
+  return choice;
+}
+
 nlohmann::json to_json(const Plan& p) {
   nlohmann::json j;
   j["schema_version"] = 1;
@@ -25,14 +69,8 @@ nlohmann::json to_json(const Plan& p) {
   j["prefetch"] = p.prefetch;
   nlohmann::json ops = nlohmann::json::array();
   for (const auto& o : p.operators) {
-    nlohmann::json op = {{"name", o.name},
-                         {"mode", o.choice.mode_name()},
-                         {"split", o.choice.split},
-                         {"zdp_slices", o.choice.zdp_slices},
-                         {"checkpoint", o.choice.checkpoint}};
-    // Written only when not the default, so that single-level plans stay as they were.
-    if (o.choice.node_group) op["group"] = o.choice.group_name();
-    if (o.choice.two_level) op["comm"] = o.choice.comm_name();
+    nlohmann::json op = {{"name", o.name}};
+    op.update(choice_json(o.choice));
     ops.push_back(std::move(op));
   }
   j["operators"] = ops;
@@ -78,34 +116,7 @@ Plan read_plan(const nlohmann::json& doc, const std::string& file) {
     op.name = o.name("name");
     if (op.name != w.operators[i].name)
       o.fail("name", fmt::format("expected operator \"{}\" here, got \"{}\"", w.operators[i].name, op.name));
-    const std::string mode = o.choice("mode", {"dp", "zdp", "mixed", "replicate"});
-    op.choice.replicate = mode == "replicate";
-    op.choice.split = static_cast<int>(o.integer_or("split", 1, 1 << 16, 1));
-    op.choice.zdp_slices =
-        static_cast<int>(o.integer_or("zdp_slices", 0, op.choice.split, mode == "zdp" ? op.choice.split : 0));
-    op.choice.checkpoint = o.boolean_or("checkpoint", false);
-    op.choice.node_group = o.choice_or("group", {"world", "node"}, "world") == "node";
-    op.choice.two_level = o.choice_or("comm", {"flat", "two-level"}, "flat") == "two-level";
-    if ((op.choice.node_group || op.choice.two_level) && op.choice.replicate)
-      o.fail(op.choice.node_group ? "group" : "comm",
-             "a REPLICATE operator is not sharded: it has no group or comm");
-    if (op.choice.node_group && op.choice.two_level)
-      o.fail("comm",
-             "a node-sharded operator's collectives are within the node: two-level applies to world shards");
-    if ((op.choice.node_group || op.choice.two_level) &&
-        (p.cluster.nodes < 2 || p.cluster.devices_per_node < 2 || !p.cluster.inter))
-      o.fail(op.choice.node_group ? "group" : "comm",
-             fmt::format("needs a cluster of several nodes with several devices each and an inter-node link "
-                         "(this one has {} x {})",
-                         p.cluster.nodes, p.cluster.devices_per_node));
-    if (op.choice.mode_name() != mode)
-      o.fail("mode", fmt::format("\"{}\" contradicts split {} with {} ZDP slices", mode, op.choice.split,
-                                 op.choice.zdp_slices));
-    const auto allowed = w.operators[i].splits(op.choice.split);
-    if (allowed.back() != op.choice.split)
-      o.fail("split", fmt::format("operator \"{}\" cannot be split {} ways", op.name, op.choice.split));
-    if (op.choice.checkpoint && !w.operators[i].checkpointable)
-      o.fail("checkpoint", fmt::format("operator \"{}\" cannot be checkpointed", op.name));
+    op.choice = read_choice(o, w.operators[i], p.cluster);
     o.finish();
     p.operators.push_back(op);
   }

@@ -40,6 +40,15 @@ struct Plan {
 };
 
 nlohmann::json to_json(const Plan& plan);
+
+class JsonReader;
+struct Operator;
+// An operator's choice as plan files write it ("mode", "split", "zdp_slices", "checkpoint", and
+// "group", "comm" when not the default), and read back: checked against the operator (its splits,
+// whether it can be checkpointed) and the cluster (node groups need several nodes); the reader's
+// errors name the file and the JSON pointer.
+nlohmann::json choice_json(const Choice& c);
+Choice read_choice(JsonReader& o, const Operator& op, const ClusterSpec& cluster);
 // Checks that the operators are exactly those of the model's lowering, in order.
 Plan read_plan(const nlohmann::json& doc, const std::string& file);
 

@@ -7,6 +7,7 @@
 
 #include "../costmodel/cost_fixtures.hpp"
 #include "costmodel/cost_model.hpp"
+#include "costmodel/error.hpp"
 #include "costmodel/hybrid.hpp"
 #include "search/hybrid.hpp"
 
@@ -113,7 +114,8 @@ TEST_CASE("TP collectives: one all-reduce of b s h e each way per operator, on t
           "[hybrid]") {
   const int h = 256, s = 64;
   const ModelSpec model = small_gpt(1, h, 8, s, 1000);
-  const ClusterSpec cluster = synthetic_cluster(1, 8);
+  ClusterSpec cluster = synthetic_cluster(1, 8);
+  cluster.device_name = "synthetic";
   const HybridCostModel hybrid(cluster, nullptr, model.precision, CostOptions{}, model.dropout);
   const auto hw = costmodel::hybrid_workload(model, 1);
   const auto& w = hw.workload;
@@ -288,6 +290,72 @@ TEST_CASE("exact hybrid is never below the baselines it contains", "[hybrid]") {
     INFO(name);
     if (r.feasible) CHECK(ex.evaluation.throughput >= r.evaluation.throughput * (1 - 1e-12));
   }
+}
+
+// A plan file written from a hybrid plan reads back as the same plan; a file whose stages do not
+// hold the model's units, or whose TP degree an operator cannot take, is refused with its pointer.
+TEST_CASE("a hybrid plan file reads back as the plan written", "[hybrid]") {
+  const ModelSpec model = small_gpt(4, 64, 4, 16, 128, false);
+  ClusterSpec cluster = synthetic_cluster(1, 8);
+  cluster.device_name = "synthetic";
+  HybridPlan plan;
+  plan.pp = 2;
+  plan.micro_batches = 3;
+  plan.b0 = 2;
+  plan.schedule = PipelineSchedule::kGpipe;
+  const costmodel::HybridWorkload hw = costmodel::hybrid_workload(model, plan.pp);
+  const int units = static_cast<int>(hw.units.size());
+  plan.stage_first_unit = {0, 2};
+  for (int u = 0; u < units; ++u) plan.unit_tp.push_back(hw.units[static_cast<std::size_t>(u)].layer ? 2 : 1);
+  for (std::size_t o = 0; o < hw.workload.operators.size(); ++o)
+    plan.choices.push_back(o % 2 == 0 ? Choice{false, 1, 1, hw.workload.operators[o].checkpointable}
+                                      : Choice{true, 1, 0, false});
+  const HybridCostModel cost(cluster, nullptr, model.precision, CostOptions{}, model.dropout);
+  const auto ev = cost.evaluate(hw, plan);
+  nlohmann::json doc{{"schema_version", 1},
+                     {"kind", "hybrid"},
+                     {"tool_version", "test"},
+                     {"strategy", "exact"},
+                     {"model", costmodel::to_json(model)},
+                     {"cluster", costmodel::to_json(cluster)},
+                     {"memory_limit_bytes", 64e9},
+                     {"hybrid", costmodel::to_json(hw, plan, ev)}};
+  const auto f = costmodel::read_hybrid_plan(doc, "plan.json");
+  CHECK(f.plan.pp == 2);
+  CHECK(f.plan.micro_batches == 3);
+  CHECK(f.plan.b0 == 2);
+  CHECK(f.plan.schedule == PipelineSchedule::kGpipe);
+  CHECK(f.plan.stage_first_unit == plan.stage_first_unit);
+  CHECK(f.plan.unit_tp == plan.unit_tp);
+  CHECK(f.plan.choices == plan.choices);
+  CHECK(f.predicted_time_s == ev.time_s);
+  CHECK(f.model.name == model.name);
+
+  const auto refused = [&](nlohmann::json d, const std::string& pointer) {
+    try {
+      (void)costmodel::read_hybrid_plan(d, "plan.json");
+    } catch (const osdp::Error& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).find(pointer) != std::string::npos);
+      return true;
+    }
+    return false;
+  };
+  nlohmann::json moved = doc;  // the first stage's last unit handed to the second stage
+  auto& s0 = moved["hybrid"]["stages"][0]["units"];
+  auto& s1 = moved["hybrid"]["stages"][1]["units"];
+  s1.insert(s1.begin(), s0.back());
+  s0.erase(s0.size() - 1);
+  CHECK(costmodel::read_hybrid_plan(moved, "plan.json").plan.stage_first_unit == std::vector<int>{0, 1});
+  nlohmann::json swapped = doc;
+  std::swap(swapped["hybrid"]["stages"][1]["units"][0], swapped["hybrid"]["stages"][1]["units"][1]);
+  CHECK(refused(swapped, "/hybrid/stages/1/units/0/name"));
+  nlohmann::json bad_tp = doc;
+  bad_tp["hybrid"]["stages"][0]["units"][1]["tp"] = 3;
+  CHECK(refused(bad_tp, "/hybrid/stages/0/units/1/tp"));
+  nlohmann::json empty = doc;
+  empty["hybrid"]["stages"][0]["units"] = nlohmann::json::array();
+  CHECK(refused(empty, "/hybrid/stages/0/units"));
 }
 
 }  // namespace
