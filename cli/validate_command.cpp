@@ -2,6 +2,8 @@
 // experiment's tolerances (validate/validation.hpp does the work). Outside mpirun it relaunches
 // itself under mpirun; inside, every rank runs every plan and rank 0 writes the results.
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -12,8 +14,12 @@
 #include "cli/mpi_args.hpp"
 #include "costmodel/catalog.hpp"
 #include "costmodel/error.hpp"
+#include "costmodel/files.hpp"
+#include "costmodel/hybrid.hpp"
+#include "costmodel/json_reader.hpp"
 #include "costmodel/provenance.hpp"
 #include "costmodel/workload.hpp"
+#include "experiments/hybrid_validation.hpp"
 #include "experiments/measured.hpp"
 #include "experiments/results_dir.hpp"
 #include "experiments/torch_measured.hpp"
@@ -218,9 +224,154 @@ int run_ranks(const ValidateArgs& a, int np) {
 }
 #endif
 
+// ---- hybrid plan files (osdp plan --hybrid --out) ----------------------------------------------
+
+constexpr double kHybridTimeTolerance = 0.05;  // as for plan files: 5% on the median step
+
+bool is_hybrid_file(const std::string& path) {
+  const nlohmann::json doc = costmodel::load_json_file(path);
+  return doc.is_object() && doc.contains("kind") && doc["kind"] == "hybrid";
+}
+
+std::vector<costmodel::HybridPlanFile> read_hybrid_files(const ValidateArgs& a) {
+  std::vector<costmodel::HybridPlanFile> files;
+  for (const auto& path : a.plans) {
+    if (!is_hybrid_file(path))
+      throw UsageError(
+          fmt::format("{}: not a hybrid plan file; hybrid and data-parallel plan files run in "
+                      "separate osdp validate jobs",
+                      path));
+    files.push_back(costmodel::read_hybrid_plan(costmodel::load_json_file(path), path));
+    const int n = files.back().cluster.world_size();
+    if (n != files.front().cluster.world_size())
+      throw UsageError(fmt::format("{}: a plan for {} ranks beside one for {}", path, n,
+                                   files.front().cluster.world_size()));
+  }
+  return files;
+}
+
+std::string hybrid_out_dir(const ValidateArgs& a) {
+  return a.out.empty() ? std::string("results/validate-hybrid") : a.out;
+}
+
+// Rank 0: the table, OUT/hybrid-validation.json and the exit code.
+int report_hybrid(const ValidateArgs& a, const std::vector<experiments::HybridValidationRow>& rows,
+                  nlohmann::json prov) {
+  prov["date"] = costmodel::utc_now();
+  prov["tool"] = fmt::format("osdp {} ({})", OSDP_VERSION, OSDP_GIT_HASH);
+  prov["load_average"] = load_text();
+  nlohmann::json out_rows = nlohmann::json::array();
+  bool numerics_failed = false, over = false, noisy = false;
+  std::cout << fmt::format("osdp validate: {} hybrid plans\n", rows.size())
+            << fmt::format("  {:<28} {:>3} {:>3} {:>5} {:>10} {:>10} {:>10} {:>8} {:>7}  {}\n", "plan", "pp",
+                           "m", "batch", "predicted", "simulated", "measured", "error", "spread", "numerics");
+  for (const auto& r : rows) {
+    out_rows.push_back(experiments::to_json(r));
+    const double err = r.predicted_s > 0 ? r.median_s / r.predicted_s - 1 : 0;
+    numerics_failed |= r.checked && !r.numerics_ok;
+    if (std::fabs(err) > kHybridTimeTolerance) (r.spread > kHybridTimeTolerance ? noisy : over) = true;
+    std::cout << fmt::format(
+        "  {:<28} {:>3} {:>3} {:>5} {:>10} {:>10} {:>10} {:>+7.1f}% {:>6.1f}%  {}\n", r.origin.substr(0, 28),
+        r.file.plan.pp, r.file.plan.micro_batches, r.file.plan.global_batch(r.file.cluster.world_size()),
+        costmodel::format_seconds(r.predicted_s), costmodel::format_seconds(r.simulated_s),
+        costmodel::format_seconds(r.median_s), 100 * err, 100 * r.spread,
+        !r.checked ? std::string("not checked")
+        : r.numerics_ok
+            ? fmt::format("ok (gradients {:.1e}, weights {:.1e})", r.gradient_error, r.weight_error)
+            : "OFF: " + r.numerics_problem);
+  }
+  const std::string dir = hybrid_out_dir(a);
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/hybrid-validation.json";
+  costmodel::write_file_atomic(path, nlohmann::json{{"provenance", prov}, {"rows", out_rows}}.dump(1) + "\n");
+  std::cout << "  results in " << path << "\n";
+  if (numerics_failed) {
+    std::cerr << "osdp validate: a hybrid step's gradients or weights differ from the unsharded step's\n";
+    return kExitTolerance;
+  }
+  if (over) return kExitTolerance;
+  if (noisy) {
+    std::cerr << fmt::format(
+        "osdp validate: inconclusive: a plan's steps spread more than the time tolerance {:.0f}% (load "
+        "average {})\n",
+        100 * kHybridTimeTolerance, load_text());
+    return kExitInconclusive;
+  }
+  return kExitOk;
+}
+
+#ifdef OSDP_HAVE_MPI_BACKEND
+int run_hybrid_ranks(const ValidateArgs& a, int np) {
+  validate::MpiSession session;
+  std::unique_ptr<validate::BackendSession> backend;
+  try {
+    backend = validate::open_backend(a.backend, {a.timeout_s, gemm_math(a.gemm)});
+  } catch (const osdp::Error& err) {
+    validate::abort_job(fmt::format("osdp validate: {}", err.what()));
+  }
+  validate::Communicator& comm = backend->comm();
+  const bool root = comm.rank() == 0;
+  try {
+    if (np > 0 && comm.size() != np)
+      throw UsageError(fmt::format("-np {} but mpirun started {} ranks", np, comm.size()));
+    const std::vector<costmodel::HybridPlanFile> files = read_hybrid_files(a);
+    experiments::HybridValidationOptions o;
+    o.warmup = a.warmup.value_or(2);
+    o.iterations = a.iterations.value_or(5);
+    o.gemm_math = gemm_math(a.gemm);
+    if (!a.quiet)
+      o.progress = [](const std::string& line) { std::cerr << "validate: " << line << std::endl; };
+    std::vector<experiments::HybridValidationRow> rows;
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      const std::unique_ptr<validate::Device> dev = backend->make_device(false);
+      rows.push_back(experiments::run_hybrid_validation(files[i], a.plans[i], *dev, comm, o));
+    }
+    if (!root) return kExitOk;
+    nlohmann::json prov = costmodel::machine(comm.size(), 1);
+    prov["backend"] = comm.backend();
+    prov["backend_version"] = comm.version();
+    prov["device"] = backend->device_name();
+    return report_hybrid(a, rows, std::move(prov));
+  } catch (const validate::BackendFailure& err) {
+    validate::abort_job(err.what());
+  } catch (const validate::OutOfMemory& err) {
+    validate::abort_job(err.what());
+  } catch (const osdp::Error& err) {
+    // Every rank reads the same files and plans: they fail alike, so none waits for another.
+    if (root) std::cerr << "osdp validate: error: " << err.what() << "\n";
+    return kExitInput;
+  }
+}
+#endif
+
+int run_validate_hybrid(const ValidateArgs& a, int np) {
+  if (a.backend != "mpi")
+    throw UsageError(fmt::format(
+        "--backend {}: hybrid plans run on osdp's hybrid executor over MPI ranks (--backend mpi); the {} "
+        "backend has no split communicators or point-to-point transfers yet",
+        a.backend, a.backend));
+  if (a.tasks) throw UsageError("--tasks: the hybrid executor does not time single tasks");
+  if (a.resume) throw UsageError("--resume: a hybrid validation writes one file at its end; run it again");
+  const auto files = read_hybrid_files(a);  // bad input fails here, before any rank starts
+  const int n = files.front().cluster.world_size();
+  if (np > 0 && np != n) throw UsageError(fmt::format("-np {}: the hybrid plans are for {} ranks", np, n));
+  const std::string path = hybrid_out_dir(a) + "/hybrid-validation.json";
+  if (std::filesystem::exists(path) && !a.force)
+    throw UsageError(fmt::format("{} exists: give --force to replace it, or another --out", path));
+#ifdef OSDP_HAVE_MPI_BACKEND
+  return launch_or_run("validate", np, child_args(a, np), a.mpirun_args,
+                       [&] { return run_hybrid_ranks(a, np); });
+#else
+  return launch_or_run("validate", np, {}, a.mpirun_args, [] { return kExitInput; });
+#endif
+}
+
 int run_validate(const ValidateArgs& a) {
   (void)gemm_math(a.gemm);
   const int np = parse_np(a.np);
+  if (a.file.empty() && !a.plans.empty() &&
+      std::any_of(a.plans.begin(), a.plans.end(), [](const std::string& p) { return is_hybrid_file(p); }))
+    return run_validate_hybrid(a, np);
   const bool torch = a.backend == "torch";
   if (torch) {
     if (a.tasks)
@@ -278,6 +429,10 @@ Action add_validate_command(CLI::App& app) {
       "calibration)\n"
       "  osdp validate --plan a.json [--plan b.json ...] -np N\n"
       "                                          plan files from `osdp plan --out`, run as they are\n"
+      "Hybrid plan files (`osdp plan --hybrid --out`) run on the hybrid executor (tensor, pipeline and data\n"
+      "parallelism over MPI ranks): first one step against the unsharded step (gradients and updated\n"
+      "weights), then warm-up and timed steps; the median is held beside the plan's prediction and the\n"
+      "pipeline simulator's; results in OUT/hybrid-validation.json (OUT: results/validate-hybrid).\n"
       "The simulator predicts each plan's step time and peak memory; the plan then runs on the backend:\n"
       "warm-up steps, then timed ones (each the slowest rank's time); the median is compared. Real\n"
       "arithmetic on real data, the schedule's buffers allocated through a tracking allocator (peak less\n"
