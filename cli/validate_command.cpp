@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -185,7 +186,20 @@ int run_torch(const ValidateArgs& a, const experiments::MeasuredJob& job) {
 }
 
 #ifdef OSDP_HAVE_MPI_BACKEND
-int run_ranks(const ValidateArgs& a, int np) {
+// The provenance of a measurement on `comm`'s ranks.
+nlohmann::json backend_provenance(validate::BackendSession& backend, validate::Communicator& comm) {
+  nlohmann::json prov = costmodel::machine(comm.size(), 1);
+  prov["backend"] = comm.backend();
+  prov["backend_version"] = comm.version();
+  prov["device"] = backend.device_name();
+  return prov;
+}
+
+// Inside mpirun, on every rank: opens the backend, checks the job's size and runs `body`. A backend
+// failure or one rank's out-of-memory aborts the job (the others would wait for it); bad input,
+// which every rank reads alike, is reported by rank 0.
+int on_ranks(const ValidateArgs& a, int np,
+             const std::function<int(validate::BackendSession&, validate::Communicator&)>& body) {
   validate::MpiSession session;
   std::unique_ptr<validate::BackendSession> backend;
   try {
@@ -196,31 +210,32 @@ int run_ranks(const ValidateArgs& a, int np) {
     validate::abort_job(fmt::format("osdp validate: {}", err.what()));
   }
   validate::Communicator& comm = backend->comm();
-  const bool root = comm.rank() == 0;
   try {
     if (np > 0 && comm.size() != np)
       throw UsageError(fmt::format("-np {} but mpirun started {} ranks", np, comm.size()));
+    return body(*backend, comm);
+  } catch (const validate::BackendFailure& err) {
+    validate::abort_job(err.what());
+  } catch (const validate::OutOfMemory& err) {
+    validate::abort_job(err.what());
+  } catch (const osdp::Error& err) {
+    if (comm.rank() == 0) std::cerr << "osdp validate: error: " << err.what() << "\n";
+    return kExitInput;
+  }
+}
+
+int run_ranks(const ValidateArgs& a, int np) {
+  return on_ranks(a, np, [&](validate::BackendSession& backend, validate::Communicator& comm) {
     const experiments::MeasuredJob job = make_job(a);
     const experiments::ValidationOptions o = make_options(a, job);
     // prefetch 0 overlaps nothing: one stream runs both (on the CPU, no hand-offs between threads).
     const experiments::DeviceFactory make_device = [&backend](const costmodel::Plan& plan) {
-      return backend->make_device(plan.cluster.overlap.enabled && plan.prefetch > 0);
+      return backend.make_device(plan.cluster.overlap.enabled && plan.prefetch > 0);
     };
     const auto rows = experiments::run_measured(job, comm, make_device, o);
-    if (!root) return kExitOk;
-    nlohmann::json prov = costmodel::machine(comm.size(), 1);
-    prov["backend"] = comm.backend();
-    prov["backend_version"] = comm.version();
-    prov["device"] = backend->device_name();
-    return report(a, job, o, rows, std::move(prov), comm.size());
-  } catch (const validate::BackendFailure& err) {
-    validate::abort_job(err.what());
-  } catch (const validate::OutOfMemory& err) {  // one rank's: the others would wait for it
-    validate::abort_job(err.what());
-  } catch (const osdp::Error& err) {
-    if (root) std::cerr << "osdp validate: error: " << err.what() << "\n";
-    return kExitInput;
-  }
+    if (comm.rank() != 0) return kExitOk;
+    return report(a, job, o, rows, backend_provenance(backend, comm), comm.size());
+  });
 }
 #endif
 
@@ -302,18 +317,7 @@ int report_hybrid(const ValidateArgs& a, const std::vector<experiments::HybridVa
 
 #ifdef OSDP_HAVE_MPI_BACKEND
 int run_hybrid_ranks(const ValidateArgs& a, int np) {
-  validate::MpiSession session;
-  std::unique_ptr<validate::BackendSession> backend;
-  try {
-    backend = validate::open_backend(a.backend, {a.timeout_s, gemm_math(a.gemm)});
-  } catch (const osdp::Error& err) {
-    validate::abort_job(fmt::format("osdp validate: {}", err.what()));
-  }
-  validate::Communicator& comm = backend->comm();
-  const bool root = comm.rank() == 0;
-  try {
-    if (np > 0 && comm.size() != np)
-      throw UsageError(fmt::format("-np {} but mpirun started {} ranks", np, comm.size()));
+  return on_ranks(a, np, [&](validate::BackendSession& backend, validate::Communicator& comm) {
     const std::vector<costmodel::HybridPlanFile> files = read_hybrid_files(a);
     experiments::HybridValidationOptions o;
     o.warmup = a.warmup.value_or(2);
@@ -323,24 +327,12 @@ int run_hybrid_ranks(const ValidateArgs& a, int np) {
       o.progress = [](const std::string& line) { std::cerr << "validate: " << line << std::endl; };
     std::vector<experiments::HybridValidationRow> rows;
     for (std::size_t i = 0; i < files.size(); ++i) {
-      const std::unique_ptr<validate::Device> dev = backend->make_device(false);
+      const std::unique_ptr<validate::Device> dev = backend.make_device(false);
       rows.push_back(experiments::run_hybrid_validation(files[i], a.plans[i], *dev, comm, o));
     }
-    if (!root) return kExitOk;
-    nlohmann::json prov = costmodel::machine(comm.size(), 1);
-    prov["backend"] = comm.backend();
-    prov["backend_version"] = comm.version();
-    prov["device"] = backend->device_name();
-    return report_hybrid(a, rows, std::move(prov));
-  } catch (const validate::BackendFailure& err) {
-    validate::abort_job(err.what());
-  } catch (const validate::OutOfMemory& err) {
-    validate::abort_job(err.what());
-  } catch (const osdp::Error& err) {
-    // Every rank reads the same files and plans: they fail alike, so none waits for another.
-    if (root) std::cerr << "osdp validate: error: " << err.what() << "\n";
-    return kExitInput;
-  }
+    if (comm.rank() != 0) return kExitOk;
+    return report_hybrid(a, rows, backend_provenance(backend, comm));
+  });
 }
 #endif
 

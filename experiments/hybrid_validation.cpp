@@ -22,7 +22,9 @@ namespace {
 // largest, weights absolute (Adam's first step moves each by about lr).
 constexpr double kGradientTolerance = 1e-4, kWeightTolerance = 5e-5;
 
-double max_diff(const std::vector<float>& a, const std::vector<float>& b, bool relative) {
+}  // namespace
+
+double max_difference(const std::vector<float>& a, const std::vector<float>& b, bool relative) {
   if (a.size() != b.size()) return INFINITY;
   double scale = 0, diff = 0;
   for (std::size_t i = 0; i < b.size(); ++i) {
@@ -32,16 +34,12 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b, bool r
   return relative ? diff / std::max(scale, 1e-30) : diff;
 }
 
-// One process, all DP, the global batch: every operator's weights after the step and its gradient.
-struct Reference {
-  double loss = 0;
-  std::vector<std::vector<float>> weights, grads;
-};
-Reference unsharded_step(const costmodel::HybridPlanFile& f, int global_batch, validate::GemmMath math) {
+ReferenceStep unsharded_step(const costmodel::ModelSpec& model, const costmodel::ClusterSpec& cluster,
+                             int global_batch, validate::GemmMath math) {
   costmodel::Plan p;
   p.strategy = "dp";
-  p.model = f.model;
-  p.cluster = f.cluster;
+  p.model = model;
+  p.cluster = cluster;
   p.cluster.nodes = 1;
   p.cluster.devices_per_node = 1;
   p.cluster.memory_bytes = 1e15;
@@ -49,8 +47,8 @@ Reference unsharded_step(const costmodel::HybridPlanFile& f, int global_batch, v
   p.batch_size = global_batch;
   const costmodel::Workload w = costmodel::lower(p.model);
   for (const auto& op : w.operators) p.operators.push_back({op.name, costmodel::Choice{}});
-  const costmodel::CostModel model(p.cluster, nullptr, p.model.precision, p.cost_options);
-  const sim::Schedule sched = sim::build_schedule(p, w, model);
+  const costmodel::CostModel cost(p.cluster, nullptr, p.model.precision, p.cost_options);
+  const sim::Schedule sched = sim::build_schedule(p, w, cost);
   validate::CpuDevice dev(validate::CpuDeviceOptions{0, false, 0});
   validate::SelfCommunicator self(dev);
   validate::ExecutorOptions opt;
@@ -58,7 +56,7 @@ Reference unsharded_step(const costmodel::HybridPlanFile& f, int global_batch, v
   opt.loss_tokens = static_cast<std::int64_t>(global_batch) * w.seq;
   opt.gemm_math = math;
   validate::Executor ex(dev, self, w, p, sched, opt);
-  Reference r;
+  ReferenceStep r;
   r.loss = ex.step().loss;
   for (int u = 0; u < static_cast<int>(w.operators.size()); ++u) {
     r.weights.push_back(ex.logical_weights(u));
@@ -66,8 +64,6 @@ Reference unsharded_step(const costmodel::HybridPlanFile& f, int global_batch, v
   }
   return r;
 }
-
-}  // namespace
 
 HybridValidationRow run_hybrid_validation(const costmodel::HybridPlanFile& file, const std::string& origin,
                                           validate::Device& dev, validate::Communicator& comm,
@@ -106,10 +102,10 @@ HybridValidationRow run_hybrid_validation(const costmodel::HybridPlanFile& file,
     // Rank 0 runs the reference; the others wait at the broadcast of its verdict.
     double verdict[3] = {0, 0, 0};
     if (root) {
-      const Reference ref = unsharded_step(file, batch, o.gemm_math);
+      const ReferenceStep ref = unsharded_step(file.model, file.cluster, batch, o.gemm_math);
       for (std::size_t u = 0; u < ops.size(); ++u) {
-        const double g = max_diff(grads[u], ref.grads[u], true),
-                     w = max_diff(weights[u], ref.weights[u], false);
+        const double g = max_difference(grads[u], ref.grads[u], true),
+                     w = max_difference(weights[u], ref.weights[u], false);
         row.gradient_error = std::max(row.gradient_error, g);
         row.weight_error = std::max(row.weight_error, w);
         if (g > kGradientTolerance || w > kWeightTolerance)

@@ -37,6 +37,19 @@ struct HybridValidationRow {
   std::string numerics_problem;                 // the operators off, when not ok
 };
 
+// The step a hybrid plan is held to: one process on the CPU, every operator DP (the executor of
+// executor.hpp), the global batch (samples 0 .. batch - 1, the loss over all their tokens): every
+// operator's weights after the step and its gradient, in the IR's logical order.
+struct ReferenceStep {
+  double loss = 0;
+  std::vector<std::vector<float>> weights, grads;
+};
+ReferenceStep unsharded_step(const costmodel::ModelSpec& model, const costmodel::ClusterSpec& cluster,
+                             int global_batch, validate::GemmMath math);
+
+// The largest |a - b|, relative to the largest |b| or absolute; infinite when the sizes differ.
+double max_difference(const std::vector<float>& a, const std::vector<float>& b, bool relative);
+
 // Collective over `comm` (every rank, the same plan): runs the plan and returns its row (the same on
 // every rank). `dev` is this rank's device. Throws UsageError when the plan is for another number of
 // ranks or the executor cannot run it.

@@ -1,8 +1,8 @@
 // Run under mpirun with 2 or 4 ranks: one training step of hybrid plans (tensor, pipeline and data
 // parallelism, validate/executor/hybrid_executor.hpp) on the mpi backend. After the step every
 // operator's weights and reduced gradients must equal those of one process running the unsharded
-// plan (all DP, the executor of executor.hpp) on the same global batch, and the loss must agree,
-// within the tolerances of test_executor_mpi.
+// plan (experiments::unsharded_step: all DP, the executor of executor.hpp) on the same global batch,
+// and the loss must agree, within the tolerances of test_executor_mpi.
 //
 // 2 ranks: TP 2; PP 2 under GPipe and 1F1B, with 2 and 3 micro-batches and both stage splits; TP 2
 // on a tied model (its LM head at the embedding's degree).
@@ -18,15 +18,11 @@
 
 #include <fmt/format.h>
 
-#include "costmodel/cost_model.hpp"
 #include "costmodel/hybrid.hpp"
 #include "executor_fixtures.hpp"
-#include "sim/schedule.hpp"
+#include "experiments/hybrid_validation.hpp"
 #include "validate/backends.hpp"
-#include "validate/cpu/cpu_device.hpp"
-#include "validate/executor/executor.hpp"
 #include "validate/executor/hybrid_executor.hpp"
-#include "validate/executor/self_communicator.hpp"
 #include "validate/mpi/mpi_backend.hpp"
 
 using namespace osdp;
@@ -34,42 +30,6 @@ using namespace osdp::validate;
 using namespace osdp::validate::testing;
 
 namespace {
-
-struct Outcome {
-  double loss = 0;
-  std::vector<std::vector<float>> weights, grads;
-};
-
-// The unsharded step: one process, all DP, the global batch.
-Outcome reference(const costmodel::ModelSpec& m, int global_batch) {
-  const costmodel::Workload w = costmodel::lower(m);
-  CpuDevice dev(CpuDeviceOptions{0, false, 0});
-  SelfCommunicator self(dev);
-  const costmodel::Plan p = make_plan(m, tiny_cluster(1, false), w, global_batch, 0, plan_patterns().front());
-  const costmodel::CostModel model(p.cluster, nullptr, p.model.precision, p.cost_options);
-  const sim::Schedule sched = sim::build_schedule(p, w, model);
-  ExecutorOptions opt;
-  opt.sample_offset = 0;
-  opt.loss_tokens = static_cast<std::int64_t>(global_batch) * m.seq;
-  Executor ex(dev, self, w, p, sched, opt);
-  Outcome o;
-  o.loss = ex.step().loss;
-  for (int u = 0; u < static_cast<int>(w.operators.size()); ++u) {
-    o.weights.push_back(ex.logical_weights(u));
-    o.grads.push_back(ex.logical_gradients(u));
-  }
-  return o;
-}
-
-double max_diff(const std::vector<float>& a, const std::vector<float>& b, bool relative) {
-  if (a.size() != b.size()) return 1e30;
-  double scale = 0, diff = 0;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
-    diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
-  }
-  return relative ? diff / std::max(scale, 1e-30) : diff;
-}
 
 // The degree a unit can take: `want` when every operator of it can be cut that many ways, else 1.
 int degree_for(const costmodel::HybridWorkload& hw, int unit, int want) {
@@ -167,7 +127,8 @@ int main(int argc, char** argv) {
     const costmodel::ModelSpec m = tiny_model(c.tied, c.tied ? 1 : 2);
     const costmodel::HybridPlan plan = make_hybrid(m, c);
     const int batch = plan.global_batch(ranks);
-    const Outcome ref = reference(m, batch);
+    const experiments::ReferenceStep ref =
+        experiments::unsharded_step(m, tiny_cluster(1, false), batch, GemmMath::kFp32);
     const std::unique_ptr<Device> dev = backend->make_device(false);
     HybridExecutor ex(*dev, comm, m, plan);
     const HybridStepStats st = ex.step();
@@ -176,8 +137,10 @@ int main(int argc, char** argv) {
     if (std::fabs(st.loss - ref.loss) > 1e-5 * std::fabs(ref.loss))
       why += fmt::format(" loss {} vs {};", st.loss, ref.loss);
     for (std::size_t u = 0; u < w.operators.size(); ++u) {
-      const double g = max_diff(ex.logical_gradients(static_cast<int>(u)), ref.grads[u], true);
-      const double wd = max_diff(ex.logical_weights(static_cast<int>(u)), ref.weights[u], false);
+      const double g =
+          experiments::max_difference(ex.logical_gradients(static_cast<int>(u)), ref.grads[u], true);
+      const double wd =
+          experiments::max_difference(ex.logical_weights(static_cast<int>(u)), ref.weights[u], false);
       if (g > 1e-4) why += fmt::format(" {} gradient off by {:.2e} (relative);", w.operators[u].name, g);
       if (wd > 5e-5) why += fmt::format(" {} weights off by {:.2e};", w.operators[u].name, wd);
     }

@@ -216,6 +216,30 @@ float* HybridExecutor::relayout(float* x, int t_from, int t_to, I width, const c
   return y;
 }
 
+HybridExecutor::PassView HybridExecutor::view(const Pass& p) const {
+  const Operator& op = hw_.workload.operators[static_cast<std::size_t>(p.op)];
+  OpState& st = *ops_[static_cast<std::size_t>(p.op)];
+  return {op, st, shape(st.t), width_in(op, p.site), is_head(op, p.site), is_lookup(op, p.site)};
+}
+
+// What forward and backward pass to the arithmetic alike: the slice, its weights and what the
+// forward saved (its elementwise kernels pass over the input's `input_floats`).
+SliceArgs HybridExecutor::slice_args(const Pass& p, const OpState& st, const Saved& sv,
+                                     I input_floats) const {
+  SliceArgs a;
+  a.op = &hw_.workload.operators[static_cast<std::size_t>(p.op)];
+  a.layout = &st.layout;
+  a.slice = st.tp_index;
+  a.site = p.site;
+  a.weights = st.weights;
+  a.x = sv.x;
+  a.internals = sv.internals;
+  a.tokens = reinterpret_cast<const std::int32_t*>(sv.tokens);
+  a.touch = sv.x;
+  a.touch_floats = sv.x != nullptr ? input_floats : 0;
+  return a;
+}
+
 void HybridExecutor::forward(int k) {
   const costmodel::Workload& w = hw_.workload;
   Stream& s = dev_.compute_stream();
@@ -233,11 +257,8 @@ void HybridExecutor::forward(int k) {
   }
   for (std::size_t pi = 0; pi < passes_.size(); ++pi) {
     const Pass& p = passes_[pi];
-    const Operator& op = w.operators[static_cast<std::size_t>(p.op)];
-    OpState& st = *ops_[static_cast<std::size_t>(p.op)];
-    const MathShape m = shape(st.t);
-    const I rows = m.rows(), win = width_in(op, p.site);
-    const bool head = is_head(op, p.site), lookup = is_lookup(op, p.site);
+    const auto [op, st, m, win, head, lookup] = view(p);
+    const I rows = m.rows();
     Saved& sv = saved[pi];
     if (!lookup) {
       cur = relayout(cur, cur_t, st.t, win, op.name.c_str(), k);
@@ -258,18 +279,8 @@ void HybridExecutor::forward(int k) {
       else
         dev_.fill(s, y, static_cast<std::size_t>(rows * op.hidden), 0.0f);
     }
-    SliceArgs a;
-    a.op = &op;
-    a.layout = &st.layout;
-    a.slice = st.tp_index;
-    a.site = p.site;
-    a.weights = st.weights;
-    a.x = sv.x;
-    a.internals = sv.internals;
+    SliceArgs a = slice_args(p, st, sv, rows * win);
     a.y = y;
-    a.tokens = reinterpret_cast<const std::int32_t*>(sv.tokens);
-    a.touch = sv.x;
-    a.touch_floats = sv.x != nullptr ? rows * win : 0;
     forward_slice(dev_, s, m, a);
     const std::string what = fmt::format("TP all-reduce of {} (micro-batch {})", op.name, k);
     if (head) {
@@ -308,11 +319,8 @@ void HybridExecutor::backward(int k) {
   }
   for (std::size_t pi = passes_.size(); pi-- > 0;) {
     const Pass& p = passes_[pi];
-    const Operator& op = w.operators[static_cast<std::size_t>(p.op)];
-    OpState& st = *ops_[static_cast<std::size_t>(p.op)];
-    const MathShape m = shape(st.t);
-    const I rows = m.rows(), win = width_in(op, p.site);
-    const bool head = is_head(op, p.site), lookup = is_lookup(op, p.site);
+    const auto [op, st, m, win, head, lookup] = view(p);
+    const I rows = m.rows();
     Saved& sv = saved[pi];
     if (!head) dy = relayout(dy, dy_t, st.t, op.hidden, op.name.c_str(), k);
     float* dx = nullptr;
@@ -326,21 +334,11 @@ void HybridExecutor::backward(int k) {
     float* workspace = alloc(workspace_floats(op, st.t, m), "hybrid workspace");
     const OperatorLayout& L = st.layout;
     dev_.fill(s, st.scratch, static_cast<std::size_t>(L.padded_elems), 0.0f);
-    SliceArgs a;
-    a.op = &op;
-    a.layout = &L;
-    a.slice = st.tp_index;
-    a.site = p.site;
-    a.weights = st.weights;
+    SliceArgs a = slice_args(p, st, sv, rows * win);
     a.grads = st.scratch;
-    a.x = sv.x;
-    a.internals = sv.internals;
     a.dy = dy;
     a.dx = dx;
     a.workspace = workspace;
-    a.tokens = reinterpret_cast<const std::int32_t*>(sv.tokens);
-    a.touch = sv.x;
-    a.touch_floats = sv.x != nullptr ? rows * win : 0;
     backward_slice(dev_, s, m, a);
     // The step's gradient accumulates every micro-batch's (add_folded with one sample: g += scratch).
     dev_.add_folded(s, st.scratch, static_cast<std::size_t>(L.padded_elems), 0, st.grad,

@@ -78,6 +78,16 @@ class HybridExecutor {
     int op = 0, site = 0, unit = 0;
   };
 
+  // A pass's operator, its state at this rank, its shape at its degree, its input width and kind.
+  struct PassView {
+    const costmodel::Operator& op;
+    OpState& st;
+    MathShape m;
+    std::int64_t win;
+    bool head, lookup;
+  };
+  PassView view(const Pass& p) const;
+  SliceArgs slice_args(const Pass& p, const OpState& st, const Saved& sv, std::int64_t input_floats) const;
   void forward(int k);
   void backward(int k);
   void reduce_and_update();
