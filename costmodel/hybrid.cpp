@@ -318,6 +318,32 @@ HybridOpCost HybridCostModel::op_cost(const Operator& op0, int t, const Choice& 
   return c;
 }
 
+HybridCostModel::Relayout HybridCostModel::relayout_into(const HybridWorkload& hw, const HybridPlan& plan,
+                                                         int s, int u) const {
+  const int t = plan.unit_tp[static_cast<std::size_t>(u)];
+  const bool first = u == plan.stage_first_unit[static_cast<std::size_t>(s)];
+  if (first && s == 0) return {};  // the embedding takes no activation
+  const int from = first ? 1 : plan.unit_tp[static_cast<std::size_t>(u - 1)];
+  const int hidden = hw.units[static_cast<std::size_t>(u - 1)].hidden;
+  return {relayout_s(from, t, plan.b0, hw.workload.seq, hidden, hw.workload.bytes.activation), t > from};
+}
+
+HybridCostModel::StageExit HybridCostModel::stage_exit(const HybridWorkload& hw, int pp, int b0, int s, int u,
+                                                       int t) const {
+  if (s + 1 >= pp) return {};
+  const int e = hw.workload.bytes.activation, seq = hw.workload.seq;
+  const int hidden = hw.units[static_cast<std::size_t>(u)].hidden;
+  return {relayout_s(t, 1, b0, seq, hidden, e), p2p_s(pp, b0, seq, hidden, e)};
+}
+
+double HybridCostModel::tied_sync_s(const HybridWorkload& hw, int pp, int t, bool sequence_parallel) const {
+  if (!hw.tied_copy) return 0;
+  const int head = hw.units.back().ops.back();
+  const Operator sliced = tp_slice(hw.workload.operators[static_cast<std::size_t>(head)], t,
+                                   sequence_parallel, hw.workload.bytes, dropout_, hw.workload.seq);
+  return tied_allreduce_s(pp, hw.workload.bytes.gradient * static_cast<double>(sliced.parameters()));
+}
+
 HybridEvaluation HybridCostModel::evaluate(const HybridWorkload& hw, const HybridPlan& plan) const {
   const auto& units = hw.units;
   const auto& ops = hw.workload.operators;
@@ -333,7 +359,6 @@ HybridEvaluation HybridCostModel::evaluate(const HybridWorkload& hw, const Hybri
       throw UsageError(fmt::format("stage {} is empty", s - 1));
   if (plan.stage_first_unit.back() >= static_cast<int>(units.size()))
     throw UsageError(fmt::format("stage {} is empty", pp - 1));
-  const int e = hw.workload.bytes.activation;
   const int seq = hw.workload.seq;
   HybridEvaluation ev;
   ev.global_batch = plan.global_batch(world_size());
@@ -344,13 +369,11 @@ HybridEvaluation HybridCostModel::evaluate(const HybridWorkload& hw, const Hybri
     st.end_unit = s + 1 < pp ? plan.stage_first_unit[s + 1] : static_cast<int>(units.size());
     st.in_flight = in_flight(plan.schedule, pp, s, m);
     double states = 0, act = 0, trans = 0;
-    int prev_t = s == 0 ? plan.unit_tp[static_cast<std::size_t>(st.first_unit)] : 1;
-    int prev_hidden = st.first_unit > 0 ? units[static_cast<std::size_t>(st.first_unit - 1)].hidden : 0;
     for (int u = st.first_unit; u < st.end_unit; ++u) {
       const HybridUnit& unit = units[static_cast<std::size_t>(u)];
       const int t = plan.unit_tp[static_cast<std::size_t>(u)];
       if (!valid(pp, t)) throw UsageError(fmt::format("{}: TP degree {} with {} stages", unit.name, t, pp));
-      st.relayout_s += relayout_s(prev_t, t, plan.b0, seq, prev_hidden, e);
+      st.relayout_s += relayout_into(hw, plan, s, u).seconds;
       for (int oi : unit.ops) {
         const Operator& op = ops[static_cast<std::size_t>(oi)];
         if (!tp_allowed(op, t)) throw UsageError(fmt::format("{} cannot run at TP degree {}", op.name, t));
@@ -364,20 +387,12 @@ HybridEvaluation HybridCostModel::evaluate(const HybridWorkload& hw, const Hybri
         act += c.act_bytes;
         trans = std::max(trans, c.transient_bytes);
       }
-      prev_t = t;
-      prev_hidden = unit.hidden;
     }
-    if (s + 1 < pp) {
-      st.relayout_s += relayout_s(prev_t, 1, plan.b0, seq, prev_hidden, e);
-      st.p2p_s = 2 * p2p_s(pp, plan.b0, seq, prev_hidden, e);
-    }
-    if (s == pp - 1 && hw.tied_copy) {
-      const int head = units.back().ops.back();
-      const Operator sliced = tp_slice(ops[static_cast<std::size_t>(head)], plan.unit_tp.back(),
-                                       plan.sequence_parallel, hw.workload.bytes, dropout_, seq);
-      st.p2p_s +=
-          tied_allreduce_s(pp, hw.workload.bytes.gradient * static_cast<double>(sliced.parameters())) / m;
-    }
+    const int last = st.end_unit - 1;
+    const StageExit exit = stage_exit(hw, pp, plan.b0, s, last, plan.unit_tp[static_cast<std::size_t>(last)]);
+    st.relayout_s += exit.relayout_s;
+    st.p2p_s = 2 * exit.send_s;
+    if (s == pp - 1) st.p2p_s += tied_sync_s(hw, pp, plan.unit_tp.back(), plan.sequence_parallel) / m;
     st.time_s += st.relayout_s + st.p2p_s;
     st.peak_bytes = fixed + states + st.in_flight * act + trans;
     ev.stages.push_back(st);

@@ -209,6 +209,23 @@ class HybridCostModel {
   double p2p_s(int pp, int b0, int seq, int hidden, int activation_bytes) const;
   // The tied copy's gradient all-reduce between the first and the last stage (once per step).
   double tied_allreduce_s(int pp, double bytes) const;
+  // The walk between units and stages that evaluate, the pipeline simulator and the search share:
+  // the re-layout into unit u of stage s from the unit before it (a stage's first unit from the t = 1
+  // layout, the first stage's first unit from none), gathering in forward when the degree grows;
+  struct Relayout {
+    double seconds = 0;
+    bool forward = false;
+  };
+  Relayout relayout_into(const HybridWorkload& hw, const HybridPlan& plan, int s, int u) const;
+  // what ends stage s after its last unit u at degree t: the re-layout to t = 1 and one send each
+  // way (none for the last stage);
+  struct StageExit {
+    double relayout_s = 0, send_s = 0;
+  };
+  StageExit stage_exit(const HybridWorkload& hw, int pp, int b0, int s, int u, int t) const;
+  // the tied copy's gradient all-reduce, once per step, with the LM head at degree t (0 without a
+  // tied copy).
+  double tied_sync_s(const HybridWorkload& hw, int pp, int t, bool sequence_parallel) const;
   static int in_flight(PipelineSchedule s, int pp, int stage, int m);
   // Memory every stage sets aside whatever the plan: the device reserve and the prefetch reserve.
   double fixed_bytes(const Workload& w) const;

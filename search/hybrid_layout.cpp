@@ -121,18 +121,11 @@ class LayoutContext {
   // What ends stage s after unit u at degree t: the re-layout to 1 and the sends (not the last
   // stage), the tied copy's gradient all-reduce (the last).
   double stage_end(int s, int u, int t) const {
-    const int e = hw_.workload.bytes.activation, seq = hw_.workload.seq;
-    const int hidden = hw_.units[static_cast<std::size_t>(u)].hidden;
-    if (s + 1 < layout_.pp)
-      return model_.relayout_s(t, 1, layout_.b0, seq, hidden, e) +
-             2 * model_.p2p_s(layout_.pp, layout_.b0, seq, hidden, e);
-    if (!hw_.tied_copy) return 0;
-    const int head = hw_.units.back().ops.back();
-    const Operator sliced =
-        costmodel::tp_slice(op(head), t, layout_.sequence_parallel, hw_.workload.bytes, model_dropout(), seq);
-    return model_.tied_allreduce_s(layout_.pp,
-                                   hw_.workload.bytes.gradient * static_cast<double>(sliced.parameters())) /
-           layout_.m;
+    if (s + 1 < layout_.pp) {
+      const auto exit = model_.stage_exit(hw_, layout_.pp, layout_.b0, s, u, t);
+      return exit.relayout_s + 2 * exit.send_s;
+    }
+    return model_.tied_sync_s(hw_, layout_.pp, t, layout_.sequence_parallel) / layout_.m;
   }
 
   const HybridLayout& layout() const { return layout_; }

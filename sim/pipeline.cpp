@@ -67,7 +67,7 @@ PipelineSpec pipeline_spec(const costmodel::HybridWorkload& hw, const costmodel:
   const auto& units = hw.units;
   const auto& ops = hw.workload.operators;
   const int pp = plan.pp, m = plan.micro_batches;
-  const int e = hw.workload.bytes.activation, seq = hw.workload.seq;
+  const int seq = hw.workload.seq;
   PipelineSpec spec;
   spec.micro_batches = m;
   spec.schedule = plan.schedule;
@@ -76,16 +76,14 @@ PipelineSpec pipeline_spec(const costmodel::HybridWorkload& hw, const costmodel:
     const auto& st = ev.stages[static_cast<std::size_t>(s)];
     PipelineStage stage;
     stage.resident_bytes = fixed;
-    int prev_t = s == 0 ? plan.unit_tp[static_cast<std::size_t>(st.first_unit)] : 1;
-    int prev_hidden = st.first_unit > 0 ? units[static_cast<std::size_t>(st.first_unit - 1)].hidden : 0;
     for (int u = st.first_unit; u < st.end_unit; ++u) {
       const int t = plan.unit_tp[static_cast<std::size_t>(u)];
       PipelineUnit pu;
       pu.name = units[static_cast<std::size_t>(u)].name;
       pu.tp = t;
       // A re-layout gathers forward when the degree grows, backward when it shrinks (hybrid.hpp).
-      const double relayout = model.relayout_s(prev_t, t, plan.b0, seq, prev_hidden, e);
-      (t > prev_t ? pu.relayout_forward_s : pu.relayout_backward_s) = relayout;
+      const auto relayout = model.relayout_into(hw, plan, s, u);
+      (relayout.forward ? pu.relayout_forward_s : pu.relayout_backward_s) = relayout.seconds;
       const costmodel::CostModel& sub = model.dp_model(pp, t);
       for (int oi : units[static_cast<std::size_t>(u)].ops) {
         const auto& op = ops[static_cast<std::size_t>(oi)];
@@ -105,22 +103,15 @@ PipelineSpec pipeline_spec(const costmodel::HybridWorkload& hw, const costmodel:
         stage.resident_bytes += c.states_bytes;
       }
       stage.units.push_back(pu);
-      prev_t = t;
-      prev_hidden = units[static_cast<std::size_t>(u)].hidden;
     }
-    if (s + 1 < pp) {
-      stage.exit_relayout_backward_s = model.relayout_s(prev_t, 1, plan.b0, seq, prev_hidden, e);
-      stage.send_s = model.p2p_s(pp, plan.b0, seq, prev_hidden, e);
-    }
+    const int last = st.end_unit - 1;
+    const auto exit =
+        model.stage_exit(hw, pp, plan.b0, s, last, plan.unit_tp[static_cast<std::size_t>(last)]);
+    stage.exit_relayout_backward_s = exit.relayout_s;
+    stage.send_s = exit.send_s;
     spec.stages.push_back(std::move(stage));
   }
-  if (hw.tied_copy) {
-    const costmodel::Operator head =
-        costmodel::tp_slice(ops[static_cast<std::size_t>(units.back().ops.back())], plan.unit_tp.back(),
-                            plan.sequence_parallel, hw.workload.bytes, model.dropout(), seq);
-    spec.tied_allreduce_s =
-        model.tied_allreduce_s(pp, hw.workload.bytes.gradient * static_cast<double>(head.parameters()));
-  }
+  spec.tied_allreduce_s = model.tied_sync_s(hw, pp, plan.unit_tp.back(), plan.sequence_parallel);
   return spec;
 }
 
