@@ -175,15 +175,17 @@ int run_plan_hybrid(const PlanArgs& a) {
     return j;
   };
   if (!a.out.empty() && r.feasible) {
-    nlohmann::json doc{{"schema_version", 1},
-                       {"kind", "hybrid"},
-                       {"tool_version", ctx.tool_version},
-                       {"strategy", r.strategy},
-                       {"model", costmodel::to_json(ctx.model)},
-                       {"cluster", costmodel::to_json(ctx.cluster)},
-                       {"memory_limit_bytes", prepared->options.memory_limit_bytes},
-                       {"hybrid", costmodel::to_json(r.workload, r.plan, r.evaluation)}};
-    costmodel::write_file_atomic(a.out, doc.dump(1) + "\n");
+    costmodel::HybridPlanFile f;
+    f.tool_version = ctx.tool_version;
+    f.strategy = r.strategy;
+    f.model = ctx.model;
+    f.cluster = ctx.cluster;
+    f.calibration = ctx.calibration;
+    f.cost_options = ctx.cost_options;
+    f.memory_limit_bytes = prepared->options.memory_limit_bytes;
+    f.plan = r.plan;
+    costmodel::write_file_atomic(
+        a.out, costmodel::hybrid_plan_file_json(f, r.workload, r.evaluation).dump(1) + "\n");
   }
   if (a.json) {
     nlohmann::json j = result_json(r);

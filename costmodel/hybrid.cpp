@@ -465,6 +465,14 @@ HybridPlanFile read_hybrid_plan(const nlohmann::json& doc, const std::string& fi
   f.model = read_model(doc.at("model"), file, "/model");
   r.object("cluster");
   f.cluster = read_cluster(doc.at("cluster"), file, "/cluster");
+  if (r.object_if("calibration"))
+    f.calibration = read_calibration(doc.at("calibration"), file, f.cluster.compute, "/calibration");
+  if (auto c = r.object_if("cost_model")) {
+    f.cost_options.tier =
+        c->choice("tier", {"paper", "extended"}) == "paper" ? Tier::kPaper : Tier::kExtended;
+    f.cost_options.checkpoint_regather = c->boolean_or("checkpoint_regather", false);
+    c->finish();
+  }
   f.memory_limit_bytes = r.quantity("memory_limit_bytes", UnitKind::kBytes, 1.0, kInf);
   JsonReader h = r.object("hybrid");
   HybridPlan& p = f.plan;
@@ -540,6 +548,23 @@ HybridPlanFile read_hybrid_plan(const nlohmann::json& doc, const std::string& fi
   h.finish();
   r.finish();
   return f;
+}
+
+nlohmann::json hybrid_plan_file_json(const HybridPlanFile& f, const HybridWorkload& hw,
+                                     const HybridEvaluation& ev) {
+  nlohmann::json doc{{"schema_version", 1},
+                     {"kind", "hybrid"},
+                     {"tool_version", f.tool_version},
+                     {"strategy", f.strategy},
+                     {"model", to_json(f.model)},
+                     {"cluster", to_json(f.cluster)},
+                     {"cost_model",
+                      {{"tier", to_string(f.cost_options.tier)},
+                       {"checkpoint_regather", f.cost_options.checkpoint_regather}}},
+                     {"memory_limit_bytes", f.memory_limit_bytes},
+                     {"hybrid", to_json(hw, f.plan, ev)}};
+  if (f.calibration) doc["calibration"] = to_json(*f.calibration);
+  return doc;
 }
 
 }  // namespace osdp::costmodel

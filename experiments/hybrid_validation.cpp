@@ -80,8 +80,9 @@ HybridValidationRow run_hybrid_validation(const costmodel::HybridPlanFile& file,
   row.file = file;
   row.predicted_s = file.predicted_time_s;
   {
-    const costmodel::HybridCostModel cost(file.cluster, nullptr, file.model.precision,
-                                          costmodel::CostOptions{}, file.model.dropout);
+    costmodel::HybridCostModel cost(file.cluster, file.calibration ? &*file.calibration : nullptr,
+                                    file.model.precision, file.cost_options, file.model.dropout);
+    cost.set_capacity(file.memory_limit_bytes);
     const costmodel::HybridWorkload hw = costmodel::hybrid_workload(file.model, file.plan.pp);
     row.simulated_s = sim::simulate_pipeline(sim::pipeline_spec(hw, file.plan, cost)).step_s;
   }

@@ -1,9 +1,10 @@
 // Validation of hybrid plans (issue 16, point 7): a plan file of `osdp plan --hybrid --out` runs for
 // real on the job's ranks through the hybrid executor (validate/executor/hybrid_executor.hpp), and
 // its measured step is held beside the plan's analytic prediction and the pipeline simulator's
-// (sim/pipeline.hpp, recomputed from the plan's cluster). Before the timed steps, one step's
-// gradients and updated weights are checked against the unsharded step of one process (all DP, the
-// global batch, the executor of executor.hpp on the CPU), within the executor tests' tolerances.
+// (sim/pipeline.hpp, recomputed from the plan's cluster, calibration and cost model). Before the
+// timed steps, one step's gradients and updated weights are checked against the unsharded step of
+// one process (all DP, the global batch, the executor of executor.hpp on the CPU), within the
+// executor tests' tolerances.
 #pragma once
 
 #include <functional>
@@ -28,7 +29,7 @@ struct HybridValidationRow {
   std::string origin;
   costmodel::HybridPlanFile file;
   double predicted_s = 0;           // the plan file's analytic step
-  double simulated_s = 0;           // the pipeline simulator's, from the plan's cluster
+  double simulated_s = 0;           // the pipeline simulator's, from the plan file
   std::vector<double> steps_s;      // each timed step: the slowest rank's
   double median_s = 0, spread = 0;  // spread: (slowest - fastest) / median
   double loss = 0;

@@ -312,14 +312,16 @@ TEST_CASE("a hybrid plan file reads back as the plan written", "[hybrid]") {
                                       : Choice{true, 1, 0, false});
   const HybridCostModel cost(cluster, nullptr, model.precision, CostOptions{}, model.dropout);
   const auto ev = cost.evaluate(hw, plan);
-  nlohmann::json doc{{"schema_version", 1},
-                     {"kind", "hybrid"},
-                     {"tool_version", "test"},
-                     {"strategy", "exact"},
-                     {"model", costmodel::to_json(model)},
-                     {"cluster", costmodel::to_json(cluster)},
-                     {"memory_limit_bytes", 64e9},
-                     {"hybrid", costmodel::to_json(hw, plan, ev)}};
+  costmodel::HybridPlanFile written;
+  written.tool_version = "test";
+  written.strategy = "exact";
+  written.model = model;
+  written.cluster = cluster;
+  written.cost_options.tier = costmodel::Tier::kPaper;
+  written.cost_options.checkpoint_regather = true;
+  written.memory_limit_bytes = 64e9;
+  written.plan = plan;
+  const nlohmann::json doc = costmodel::hybrid_plan_file_json(written, hw, ev);
   const auto f = costmodel::read_hybrid_plan(doc, "plan.json");
   CHECK(f.plan.pp == 2);
   CHECK(f.plan.micro_batches == 3);
@@ -330,6 +332,9 @@ TEST_CASE("a hybrid plan file reads back as the plan written", "[hybrid]") {
   CHECK(f.plan.choices == plan.choices);
   CHECK(f.predicted_time_s == ev.time_s);
   CHECK(f.model.name == model.name);
+  CHECK(f.cost_options.tier == costmodel::Tier::kPaper);
+  CHECK(f.cost_options.checkpoint_regather);
+  CHECK(!f.calibration);
 
   const auto refused = [&](nlohmann::json d, const std::string& pointer) {
     try {

@@ -4,7 +4,7 @@
 # with that calibration, and the lab is removed (also on Ctrl-C or error).
 #
 #   validate-lab.sh [--rate 1gbit] [--experiment experiments/lab-validate.json] [--out DIR]
-#                   [--name NAME] [--calibration FILE] [--resume] [-- VALIDATE-OPTIONS...]
+#                   [--name NAME] [--calibration FILE] [--resume] [--hybrid] [-- VALIDATE-OPTIONS...]
 #
 #   --rate         the link rate (tc's units: 1gbit, 200mbit)
 #   --experiment   the experiment file (default: experiments/lab-validate.json beside this script)
@@ -14,6 +14,11 @@
 #                  settings)
 #   --resume       keep the plans already in OUT/rows.jsonl (osdp validate --resume); otherwise a
 #                  results directory with finished rows is started again (--force)
+#   --hybrid       instead of the experiment: a pipeline of 2 stages, one per node, so that each
+#                  micro-batch's activation and gradient cross the link: `osdp plan --hybrid` with the
+#                  lab's calibration makes a GPipe and a 1F1B plan of val-ic-256-512 (4 micro-batches
+#                  of 2 samples), and `osdp validate` runs both on the hybrid executor
+#                  (OUT/hybrid-validation.json; OUT defaults to results/lab-validate-hybrid/RATE)
 #   -- ...         more options for osdp validate, e.g. -- --warmup 1 --iterations 5
 #
 # Environment: OSDP (the osdp program; default: osdp on PATH), OSDP_DATA_DIR as for osdp.
@@ -31,6 +36,7 @@ OUT=
 NAME=labval
 CALIBRATION=
 MODE=--force
+HYBRID=0
 VALIDATE_ARGS=()
 OSDP=${OSDP:-osdp}
 
@@ -47,14 +53,24 @@ while (($#)); do
     --name) NAME=${2:?--name needs a value}; shift 2 ;;
     --calibration) CALIBRATION=${2:?--calibration needs a value}; shift 2 ;;
     --resume) MODE=--resume; shift ;;
+    --hybrid) HYBRID=1; shift ;;
     --) shift; VALIDATE_ARGS=("$@"); break ;;
-    -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option \"$1\" (try $PROG --help)" ;;
   esac
 done
 
 [[ -f $EXPERIMENT ]] || die "--experiment: no file $EXPERIMENT"
 OSDP=$(command -v "$OSDP") || die "no osdp program (set OSDP or put osdp on PATH)"
+if ((HYBRID)); then
+  [[ $MODE == --force ]] || die "--resume: a hybrid validation writes one file at its end; run it again"
+  [[ -n $OUT ]] || OUT=results/lab-validate-hybrid/$RATE
+  # The plans' model: the only untied one of the validation models (a tied embedding split over
+  # stages is not executed yet); calibration times its GEMMs.
+  EXPERIMENT=$(mktemp --suffix=.json)
+  trap 'rm -f "$EXPERIMENT"' EXIT
+  printf '{"base": {"model": "val-ic-256-512"}}\n' >"$EXPERIMENT"
+fi
 [[ -n $OUT ]] || OUT=results/lab-validate/$RATE
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -85,12 +101,24 @@ if [[ -z $CALIBRATION ]]; then
   "$OSDP" calibrate --backend mpi -np 2 --mpirun-args "$OSDP_LAB_MPIRUN_ARGS" "${MODEL_ARGS[@]}" \
     --max-size 16MiB --out "$CALIBRATION"
 fi
+if ((HYBRID)); then
+  plans=()
+  for schedule in gpipe 1f1b; do
+    "$OSDP" plan --hybrid --model val-ic-256-512 --cluster lab-2x1 --calibration "$CALIBRATION" --memory 4GiB \
+      --pp 2 --tp 1 --micro-batches 4 --global-batch 8 --schedule $schedule --baseline none \
+      --out "$OUT/pp2-$schedule.json" >"$OUT/pp2-$schedule.txt"
+    plans+=(--plan "$OUT/pp2-$schedule.json")
+  done
+  "$OSDP" validate "${plans[@]}" -np 2 --mpirun-args "$OSDP_LAB_MPIRUN_ARGS" --out "$OUT" --force \
+    "${VALIDATE_ARGS[@]}"
+  exit
+fi
 "$OSDP" validate "$EXPERIMENT" -np 2 --calibration "$CALIBRATION" --mpirun-args "$OSDP_LAB_MPIRUN_ARGS" \
   --out "$OUT" --tasks $MODE "${VALIDATE_ARGS[@]}"
 EOF
 )
 status=0
-OSDP=$OSDP OUT=$OUT EXPERIMENT=$EXPERIMENT CALIBRATION=$CALIBRATION MODE=$MODE \
+OSDP=$OSDP OUT=$OUT EXPERIMENT=$EXPERIMENT CALIBRATION=$CALIBRATION MODE=$MODE HYBRID=$HYBRID \
   "$LAB" run --nodes 2 --ranks-per-node 1 --rate "$RATE" --name "$NAME" -- \
   bash -c "MODEL_ARGS=(${MODEL_ARGS[*]}); VALIDATE_ARGS=(${VALIDATE_ARGS[*]}); $inner" || status=$?
 load after
