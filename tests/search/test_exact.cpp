@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "../test_size.hpp"
+
 #include "costmodel/cost_model.hpp"
 #include "costmodel/workload.hpp"
 #include "search/scheduler.hpp"
@@ -304,13 +306,16 @@ TEST_CASE("exact equals brute force on instances priced from random small models
 }
 
 // Issue 14: the same with node groups and two-level collectives in the space, on random clusters of
-// 2-4 nodes whose inter-node link is 2-50x slower than the intra-node one.
+// 2-4 nodes whose inter-node link is 2-50x slower than the intra-node one. The sanitizer pass
+// (test_size.hpp) takes 30 instances of up to 2e5 combinations instead of 120 of up to 2e6.
 TEST_CASE("exact equals brute force with node groups and two-level collectives", "[exact][model][groups]") {
   std::mt19937_64 rng(1414);
   std::uniform_int_distribution<int> nodes(2, 4);
   std::uniform_real_distribution<double> u(0.0, 1.0);
   int checked = 0, grouped = 0;
-  for (int trial = 0; checked < 120; ++trial) {
+  const int instances = testing::test_size(120, 30);
+  const double max_combinations = testing::test_size(2e6, 2e5);
+  for (int trial = 0; checked < instances; ++trial) {
     const costmodel::ModelSpec m = random_model(rng, 1 + trial % 2);
     costmodel::ClusterSpec c = random_cluster(rng);
     c.nodes = nodes(rng);
@@ -326,7 +331,7 @@ TEST_CASE("exact equals brute force with node groups and two-level collectives",
     const search::BatchCosts costs =
         search::price_batch(w, model, space, 1 + trial % 3, 1e12, c.reserve_bytes);
     Instance inst = search::to_instance(costs);
-    if (combinations(inst) > 2e6) continue;
+    if (combinations(inst) > max_combinations) continue;
     bind_capacity(inst, trial);
     INFO("trial " << trial << " ops " << inst.groups.size() << " nodes " << c.nodes << " x "
                   << c.devices_per_node);

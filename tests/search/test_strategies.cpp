@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "../test_size.hpp"
+
 #include "costmodel/catalog.hpp"
 #include "costmodel/cost_model.hpp"
 #include "costmodel/error.hpp"
@@ -45,7 +47,6 @@ search::SearchOptions options(const Setup& s, double memory, int split_max, sear
 TEST_CASE("exact is never worse than any other strategy on every bundled model and cluster", "[strategies]") {
   const auto registry = search::default_strategies({20000});  // dfs bounded to keep the test short
   int compared = 0, exact_feasible = 0;
-  const bool sanitizer_pass = std::getenv("OSDP_SANITIZER_PASS") != nullptr;
   for (const auto& m : costmodel::list_catalog("models")) {
     for (const auto& c : costmodel::list_catalog("clusters")) {
       Setup s(m.path, c.path);
@@ -54,7 +55,7 @@ TEST_CASE("exact is never worse than any other strategy on every bundled model a
       // code paths, takes the first only (there the whole product took 526 s, the pass's tests 1052 s
       // two at a time).
       for (double memory : {8 * kGiB, 16 * kGiB}) {
-        if (sanitizer_pass && memory > 8 * kGiB) continue;
+        if (memory > testing::test_size(16 * kGiB, 8 * kGiB)) continue;
         auto opt = options(s, memory, 4, search::CheckpointPolicy::kAuto);
         // On a cluster of several nodes exact searches node groups and two-level collectives too, so
         // that hsdp and fsdp-2level are in its space; elsewhere those two do not apply.
@@ -76,7 +77,7 @@ TEST_CASE("exact is never worse than any other strategy on every bundled model a
       }
     }
   }
-  REQUIRE(compared >= 13 * 3 * (sanitizer_pass ? 1 : 2) * 5);
+  REQUIRE(compared >= 13 * 3 * testing::test_size(2, 1) * 5);
   REQUIRE(exact_feasible > 0);
 }
 
