@@ -170,7 +170,8 @@ int run_plan_hybrid(const PlanArgs& a) {
                      {"feasible", x.feasible},
                      {"layouts", x.layouts},
                      {"labels", x.labels},
-                     {"search_seconds", x.search_seconds}};
+                     {"search_seconds", x.search_seconds},
+                     {"skipped", x.skipped}};
     if (x.feasible) j["plan"] = costmodel::to_json(x.workload, x.plan, x.evaluation);
     return j;
   };
@@ -255,8 +256,11 @@ int run_plan_hybrid(const PlanArgs& a) {
                   << indent << "choices  " << join_lines(runs(on, ch), 90, indent + "         ") << "\n";
       }
     } else {
-      std::cout << "  no hybrid plan fits under this memory limit\n";
+      std::cout << (r.layouts == 0 && !r.skipped.empty()
+                        ? "  no hybrid plan: no pipeline degree could be searched\n"
+                        : "  no hybrid plan fits under this memory limit\n");
     }
+    for (const auto& why : r.skipped) std::cout << "  not searched   " << why << "\n";
     std::cout << fmt::format("  search         {} over {} layouts\n", format_seconds(r.search_seconds),
                              r.layouts);
     for (const auto& b : baselines) {

@@ -73,6 +73,32 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
     const HybridWorkload hw = costmodel::hybrid_workload(model, pp);
     const int U = static_cast<int>(hw.units.size());
     if (U < pp) continue;
+    // A unit none of whose operators' weights split to any degree asked for (an untied embedding's
+    // table, a projection) leaves the layout no plan: say so rather than search for none. Megatron's
+    // grid keeps such a unit at TP 1 by its own rule.
+    if (!opts.tp.empty() && !megatron) {
+      std::string blocked;
+      for (const auto& unit : hw.units) {
+        bool any = false;
+        for (const int t : opts.tp) {
+          bool ok = true;
+          for (const int oi : unit.ops)
+            ok = ok && costmodel::tp_allowed(hw.workload.operators[static_cast<std::size_t>(oi)], t);
+          any = any || ok;
+        }
+        if (!any) {
+          blocked = unit.name;
+          break;
+        }
+      }
+      if (!blocked.empty()) {
+        res.skipped.push_back(fmt::format(
+            "pipeline degree {}: unit {} can take none of the TP degrees {} (its weights do not split that "
+            "way); allow TP 1 with --tp 1 ...",
+            pp, blocked, fmt::join(opts.tp, ", ")));
+        continue;
+      }
+    }
     for (auto schedule : opts.schedules) {
       std::vector<int> ms;
       if (opts.micro_batches)

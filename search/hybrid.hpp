@@ -75,6 +75,9 @@ struct HybridResult {
   std::int64_t layouts = 0;  // layouts solved
   std::int64_t labels = 0;   // DP labels created (exact, galvatron)
   double search_seconds = 0;
+  // Pipeline degrees passed over because a unit can take none of the TP degrees asked for (--tp):
+  // why, one line each; empty when every degree was searched.
+  std::vector<std::string> skipped;
 };
 
 const std::vector<std::string>& hybrid_strategy_names();

@@ -420,6 +420,19 @@ assert all(o["choice"].startswith("REPLICATE") for u in units for o in u["operat
 run hybrid_bad "$OSDP" plan --hybrid --strategy fsdp --model val-4x384 --cluster h100-8
 expect_rc "--hybrid with a data-parallel strategy is refused" hybrid_bad 2
 contains "naming the hybrid strategies" "$TMP/hybrid_bad.err" "exact, galvatron, megatron-3d, dp-only"
+# At pp 2 the tied table is lowered untied, and an untied token table does not split: --tp 2 alone
+# leaves the embedding no degree. The pipeline degree is passed over with that reason, not reported
+# as a memory limit; with pp 1 allowed too, pp 1 is searched.
+run hybrid_tp "$OSDP" plan --hybrid --model val-4x384 --cluster h100-8 --memory 40GB --pp 2 --tp 2 --baseline none
+expect_rc "--pp 2 --tp 2: no plan" hybrid_tp 3
+contains "the reason is the embedding's degree, not memory" "$TMP/hybrid_tp.out" \
+  "no pipeline degree could be searched" "not searched   pipeline degree 2: unit embedding can take none of the TP degrees 2"
+run hybrid_tp1 "$OSDP" plan --hybrid --model val-4x384 --cluster h100-8 --memory 40GB --pp 1 2 --tp 2 --baseline none --json
+expect_rc "--pp 1 2 --tp 2: pp 1 searched" hybrid_tp1 0
+jcheck "the skipped degree is in the JSON" "$TMP/hybrid_tp1.out" '
+assert j["feasible"] and j["plan"]["pp"] == 1, j["plan"]["pp"]
+assert len(j["skipped"]) == 1 and "unit embedding" in j["skipped"][0], j["skipped"]
+'
 run hybrid_batch "$OSDP" plan --hybrid --batch 4 --model val-4x384 --cluster h100-8
 expect_rc "--hybrid with --batch is refused, not ignored" hybrid_batch 2
 contains "saying what to use" "$TMP/hybrid_batch.err" "--max-micro-batch-size or --global-batch"
