@@ -193,6 +193,7 @@ int run_plan_hybrid(const PlanArgs& a) {
     j["model"] = ctx.model.name;
     j["cluster"] = ctx.cluster.name;
     j["world_size"] = N;
+    j["tool_version"] = ctx.tool_version;
     j["memory_limit_bytes"] = prepared->options.memory_limit_bytes;
     nlohmann::json bs = nlohmann::json::array();
     for (const auto& b : baselines) {
@@ -392,7 +393,8 @@ Action add_plan_command(CLI::App& app) {
   app.add_option("--memory", a->req.memory,
                  "Device memory limit, e.g. 8GiB or 16GB (default: the device's memory)");
   app.add_option("--strategy", a->req.strategy,
-                 "exact | fsdp | zero2 | ddp | hsdp | fsdp-2level | osdp-ref | dfs")
+                 "exact | fsdp | zero2 | ddp | hsdp | fsdp-2level | osdp-ref | dfs; with --hybrid: exact | "
+                 "galvatron | megatron-3d | dp-only")
       ->capture_default_str();
   app.add_option("--batch", a->req.batch, "Micro-batch size per device, or auto for the batch-size scheduler")
       ->capture_default_str();
