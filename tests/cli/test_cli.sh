@@ -423,11 +423,11 @@ contains "naming the hybrid strategies" "$TMP/hybrid_bad.err" "exact, galvatron,
 # At pp 2 the tied table is lowered untied, and an untied token table does not split: --tp 2 alone
 # leaves the embedding no degree. The pipeline degree is passed over with that reason, not reported
 # as a memory limit; with pp 1 allowed too, pp 1 is searched.
-run hybrid_tp "$OSDP" plan --hybrid --model val-4x384 --cluster h100-8 --memory 40GB --pp 2 --tp 2 --baseline none
+run hybrid_tp "$OSDP" plan --hybrid --model val-4x384 --cluster h100-8 --memory 1100MiB --pp 2 --tp 2 --baseline none
 expect_rc "--pp 2 --tp 2: no plan" hybrid_tp 3
 contains "the reason is the embedding's degree, not memory" "$TMP/hybrid_tp.out" \
   "no pipeline degree could be searched" "not searched   pipeline degree 2: unit embedding can take none of the TP degrees 2"
-run hybrid_tp1 "$OSDP" plan --hybrid --model val-4x384 --cluster h100-8 --memory 40GB --pp 1 2 --tp 2 --baseline none --json
+run hybrid_tp1 "$OSDP" plan --hybrid --model val-4x384 --cluster h100-8 --memory 1100MiB --pp 1 2 --tp 2 --baseline none --json
 expect_rc "--pp 1 2 --tp 2: pp 1 searched" hybrid_tp1 0
 jcheck "the skipped degree is in the JSON" "$TMP/hybrid_tp1.out" '
 assert j["feasible"] and j["plan"]["pp"] == 1, j["plan"]["pp"]

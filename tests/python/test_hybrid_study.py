@@ -1,6 +1,6 @@
 """experiments/hybrid_study.py end to end on a small grid (CTest: python_hybrid_study).
 
-Runs the study for val-4x384 on h100-8 at 2 GB with exact, galvatron, dp-only and ddp into a
+Runs the study for val-4x384 on h100-8 at 1400 MiB with exact, galvatron, dp-only and ddp into a
 temporary directory, then checks: one JSON line per strategy, all ok; exact's throughput at least
 every other's (the claim the study makes, on this case); each line's throughput is the one in its
 raw osdp output; the tables and the figures are written; and --resume runs nothing again.
@@ -21,7 +21,7 @@ STRATEGIES = ["exact", "galvatron", "dp-only", "ddp"]
 
 def run(osdp, out, *extra):
     cmd = [sys.executable, SCRIPT, "--osdp", osdp, "--models", "val-4x384", "--clusters", "h100-8",
-           "--memories", "2GB", "--strategies", *STRATEGIES, "--out", out, "--figures",
+           "--memories", "1400MiB", "--strategies", *STRATEGIES, "--out", out, "--figures",
            os.path.join(out, "fig"), *extra]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
 
@@ -52,7 +52,7 @@ def main():
             for s in STRATEGIES:
                 if thr["exact"] < thr[s] * (1 - 1e-9):
                     failures.append(f"exact {thr['exact']} below {s} {thr[s]}")
-        raw = os.path.join(out, "raw", "val-4x384_h100-8_2GB_exact.json.gz")
+        raw = os.path.join(out, "raw", "val-4x384_h100-8_1400MiB_exact.json.gz")
         with gzip.open(raw, "rt") as f:
             doc = json.load(f)
         if abs(doc["plan"]["predicted_throughput_samples_per_s"] - thr["exact"]) > 1e-9 * thr["exact"]:
