@@ -117,10 +117,19 @@ PipelineSpec pipeline_spec(const costmodel::HybridWorkload& hw, const costmodel:
 
 namespace {
 
-// The micro-batch order of a stage's program: (backward?, micro-batch).
-std::vector<std::pair<bool, int>> program(PipelineSchedule schedule, int pp, int s, int m) {
+struct Builder {
+  std::vector<PipeTask> tasks;
+  int add(PipeTask t) {
+    tasks.push_back(std::move(t));
+    return static_cast<int>(tasks.size()) - 1;
+  }
+};
+
+}  // namespace
+
+std::vector<std::pair<bool, int>> stage_program(costmodel::PipelineSchedule schedule, int pp, int s, int m) {
   std::vector<std::pair<bool, int>> out;
-  if (schedule == PipelineSchedule::kGpipe) {
+  if (schedule == costmodel::PipelineSchedule::kGpipe) {
     for (int i = 0; i < m; ++i) out.push_back({false, i});
     for (int i = 0; i < m; ++i) out.push_back({true, i});
     return out;
@@ -134,16 +143,6 @@ std::vector<std::pair<bool, int>> program(PipelineSchedule schedule, int pp, int
   for (int i = m - warmup; i < m; ++i) out.push_back({true, i});
   return out;
 }
-
-struct Builder {
-  std::vector<PipeTask> tasks;
-  int add(PipeTask t) {
-    tasks.push_back(std::move(t));
-    return static_cast<int>(tasks.size()) - 1;
-  }
-};
-
-}  // namespace
 
 PipelineResult simulate_pipeline(const PipelineSpec& spec) {
   const int pp = static_cast<int>(spec.stages.size());
@@ -180,7 +179,7 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
       prev = b.add({kind, lane, s, u, mb, to_ticks(seconds), std::move(deps), 0, 0, 0, 0});
       return prev;
     };
-    const auto order = program(spec.schedule, pp, s, m);
+    const auto order = stage_program(spec.schedule, pp, s, m);
     const int last_bwd_mb = order.back().second;
     for (const auto& [backward, mb] : order) {
       const std::size_t first = b.tasks.size();

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -120,6 +121,11 @@ struct PipelineResult {
   // Per stage, the bytes in use after each change: (time, bytes).
   std::vector<std::vector<std::pair<Tick, double>>> memory;
 };
+
+// The order in which stage s of pp runs its m micro-batches: (backward?, micro-batch). GPipe every
+// forward, then every backward; 1F1B min(pp - s - 1, m) forwards, then one forward and one backward
+// in turn, then the backwards left. The simulator and the hybrid executor both follow it.
+std::vector<std::pair<bool, int>> stage_program(costmodel::PipelineSchedule schedule, int pp, int s, int m);
 
 // Builds the tasks of `spec` and times them. Throws osdp::Error if the tasks cannot all run (a cycle).
 PipelineResult simulate_pipeline(const PipelineSpec& spec);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"
+#include "sim/pipeline.hpp"
 
 namespace osdp::validate {
 
@@ -409,21 +410,9 @@ HybridStepStats HybridExecutor::step() {
   const double t0 = dev_.now_s();
   cs.enqueue([this] {
     gather_weights();
-    const int m = plan_.micro_batches;
-    const int pp = plan_.pp;
-    if (plan_.schedule == costmodel::PipelineSchedule::kGpipe) {
-      for (int k = 0; k < m; ++k) forward(k);
-      for (int k = 0; k < m; ++k) backward(k);
-    } else {  // 1F1B
-      const int warmup = std::min(pp - stage_ - 1, m);
-      int f = 0, b = 0;
-      while (f < warmup) forward(f++);
-      while (f < m) {
-        forward(f++);
-        backward(b++);
-      }
-      while (b < m) backward(b++);
-    }
+    for (const auto& [is_backward, k] :
+         sim::stage_program(plan_.schedule, plan_.pp, stage_, plan_.micro_batches))
+      is_backward ? backward(k) : forward(k);
     reduce_and_update();
     comm_.flush_sends(dev_.compute_stream(), "the end of a hybrid step");
   });

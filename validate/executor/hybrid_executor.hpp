@@ -23,9 +23,8 @@
 // to this rank's shard, Adam on the shard, and the weights all-gathered at the next step's start).
 // The loss is scaled by the tokens of the global batch, so the reduced gradient is the mean.
 //
-// Schedules. Each stage runs its program in order: GPipe every forward then every backward; 1F1B
-// min(pp - s - 1, m) forwards, then one forward and one backward in turn, then the backwards left.
-// Sends do not wait for their receiver, so neither program can deadlock.
+// Schedules. Each stage runs its program in order (sim::stage_program, as the pipeline simulator
+// does). Sends do not wait for their receiver, so neither program can deadlock.
 //
 // What it does not do (yet): an operator's splits within its TP slice, ZDP's per-micro-batch
 // re-gathers and checkpointing's recompute change when memory is used, not the arithmetic: the
