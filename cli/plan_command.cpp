@@ -13,6 +13,7 @@
 #include "costmodel/files.hpp"
 #include "costmodel/hybrid.hpp"
 #include "costmodel/json_reader.hpp"
+#include "costmodel/plan.hpp"
 #include "costmodel/units.hpp"
 #include "osdp_version.hpp"
 #include "search/hybrid.hpp"

@@ -18,6 +18,7 @@
 #include "costmodel/files.hpp"
 #include "costmodel/hybrid.hpp"
 #include "costmodel/json_reader.hpp"
+#include "costmodel/plan.hpp"
 #include "costmodel/provenance.hpp"
 #include "costmodel/workload.hpp"
 #include "experiments/hybrid_validation.hpp"

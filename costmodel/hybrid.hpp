@@ -249,25 +249,4 @@ class HybridCostModel {
 // operators' choices (plan.hpp's fields, and the label), and the evaluation's figures.
 nlohmann::json to_json(const HybridWorkload& hw, const HybridPlan& plan, const HybridEvaluation& ev);
 
-// A hybrid plan file (osdp plan --hybrid --out): kind "hybrid", schema_version 1, the model, the
-// cluster, the calibration (when one priced the plan), the cost model's tier, the memory limit and
-// the "hybrid" block above. hybrid_plan_file_json writes one.
-struct HybridPlanFile {
-  std::string tool_version, strategy;
-  ModelSpec model;
-  ClusterSpec cluster;
-  std::optional<Calibration> calibration;  // the one the plan was priced with, if any
-  CostOptions cost_options;                // its tier and checkpoint_regather
-  double memory_limit_bytes = 0;
-  HybridPlan plan;
-  double predicted_time_s = 0, predicted_peak_bytes = 0, predicted_throughput = 0;
-};
-// Checks the stages against the model's hybrid workload at the plan's pipeline degree: the units in
-// order, each stage non-empty, TP degrees powers of two dividing a stage's ranks and allowed for
-// every operator of the unit, and each operator's choice (plan.hpp's read_choice). Errors name the
-// file and the JSON pointer.
-HybridPlanFile read_hybrid_plan(const nlohmann::json& doc, const std::string& file);
-nlohmann::json hybrid_plan_file_json(const HybridPlanFile& f, const HybridWorkload& hw,
-                                     const HybridEvaluation& ev);
-
 }  // namespace osdp::costmodel

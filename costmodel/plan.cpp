@@ -53,17 +53,48 @@ Choice read_choice(JsonReader& o, const Operator& oper, const ClusterSpec& clust
   return choice;
 }
 
+namespace {
+
+// What both kinds of plan file carry before their plan: the tool and strategy that made it, the
+// model, the cluster, the calibration (when one priced it) and the cost model's tier. F is Plan or
+// HybridPlanFile (the same member names).
+template <class F>
+void write_origin(nlohmann::json& j, const F& f) {
+  j["tool_version"] = f.tool_version;
+  j["strategy"] = f.strategy;
+  j["model"] = to_json(f.model);
+  j["cluster"] = to_json(f.cluster);
+  if (f.calibration) j["calibration"] = to_json(*f.calibration);
+  j["cost_model"] = {{"tier", to_string(f.cost_options.tier)},
+                     {"checkpoint_regather", f.cost_options.checkpoint_regather}};
+}
+
+template <class F>
+void read_origin(JsonReader& r, const nlohmann::json& doc, const std::string& file, F& f,
+                 bool cost_model_required) {
+  f.tool_version = r.string_or("tool_version", "");
+  f.strategy = r.string_or("strategy", "");
+  r.object("model");  // type check
+  f.model = read_model(doc.at("model"), file, "/model");
+  r.object("cluster");
+  f.cluster = read_cluster(doc.at("cluster"), file, "/cluster");
+  if (r.object_if("calibration"))
+    f.calibration = read_calibration(doc.at("calibration"), file, f.cluster.compute, "/calibration");
+  std::optional<JsonReader> c =
+      cost_model_required ? std::optional<JsonReader>(r.object("cost_model")) : r.object_if("cost_model");
+  if (!c) return;
+  f.cost_options.tier = c->choice("tier", {"paper", "extended"}) == "paper" ? Tier::kPaper : Tier::kExtended;
+  f.cost_options.checkpoint_regather = c->boolean_or("checkpoint_regather", false);
+  c->finish();
+}
+
+}  // namespace
+
 nlohmann::json to_json(const Plan& p) {
   nlohmann::json j;
   j["schema_version"] = 1;
   j["kind"] = "osdp-plan";
-  j["tool_version"] = p.tool_version;
-  j["strategy"] = p.strategy;
-  j["model"] = to_json(p.model);
-  j["cluster"] = to_json(p.cluster);
-  if (p.calibration) j["calibration"] = to_json(*p.calibration);
-  j["cost_model"] = {{"tier", to_string(p.cost_options.tier)},
-                     {"checkpoint_regather", p.cost_options.checkpoint_regather}};
+  write_origin(j, p);
   j["memory_limit_bytes"] = p.memory_limit_bytes;
   j["batch_size"] = p.batch_size;
   j["prefetch"] = p.prefetch;
@@ -87,20 +118,7 @@ Plan read_plan(const nlohmann::json& doc, const std::string& file) {
   r.expect_schema_version(1);
   r.choice("kind", {"osdp-plan"});
   Plan p;
-  p.tool_version = r.string_or("tool_version", "");
-  p.strategy = r.string_or("strategy", "");
-  r.object("model");  // type check
-  p.model = read_model(doc.at("model"), file, "/model");
-  r.object("cluster");
-  p.cluster = read_cluster(doc.at("cluster"), file, "/cluster");
-  if (r.object_if("calibration"))
-    p.calibration = read_calibration(doc.at("calibration"), file, p.cluster.compute, "/calibration");
-  {
-    JsonReader c = r.object("cost_model");
-    p.cost_options.tier = c.choice("tier", {"paper", "extended"}) == "paper" ? Tier::kPaper : Tier::kExtended;
-    p.cost_options.checkpoint_regather = c.boolean_or("checkpoint_regather", false);
-    c.finish();
-  }
+  read_origin(r, doc, file, p, true);
   p.memory_limit_bytes = r.quantity("memory_limit_bytes", UnitKind::kBytes, 1.0, kInf);
   p.batch_size = static_cast<int>(r.integer("batch_size", 1, 1 << 24));
   p.prefetch = static_cast<int>(r.integer_or("prefetch", 0, 64, 0));
@@ -128,6 +146,99 @@ Plan read_plan(const nlohmann::json& doc, const std::string& file) {
   }
   r.finish();
   return p;
+}
+
+HybridPlanFile read_hybrid_plan(const nlohmann::json& doc, const std::string& file) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  JsonReader r(doc, file, "");
+  r.expect_schema_version(1);
+  r.choice("kind", {"hybrid"});
+  HybridPlanFile f;
+  read_origin(r, doc, file, f, false);  // written before the calibration and tier were: optional
+  f.memory_limit_bytes = r.quantity("memory_limit_bytes", UnitKind::kBytes, 1.0, kInf);
+  JsonReader h = r.object("hybrid");
+  HybridPlan& p = f.plan;
+  const int N = f.cluster.world_size();
+  p.pp = static_cast<int>(h.integer("pp", 1, N));
+  if ((p.pp & (p.pp - 1)) != 0 || N % p.pp != 0)
+    h.fail("pp", fmt::format("pipeline degree {} is not a power of two dividing the cluster's {} devices",
+                             p.pp, N));
+  p.micro_batches = static_cast<int>(h.integer("micro_batches", 1, 1 << 20));
+  p.b0 = static_cast<int>(h.integer("micro_batch_per_device", 1, 1 << 24));
+  const std::string sched = h.choice("schedule", {"gpipe", "1f1b"});
+  p.schedule = *schedule_from_string(sched);
+  p.sequence_parallel = h.boolean_or("sequence_parallel", false);
+  f.predicted_time_s = h.number_or("predicted_iteration_time_s", 0, kInf, 0);
+  f.predicted_peak_bytes = h.number_or("predicted_peak_memory_bytes", 0, kInf, 0);
+  f.predicted_throughput = h.number_or("predicted_throughput_samples_per_s", 0, kInf, 0);
+  (void)h.raw("global_batch");
+  (void)h.raw("bubble_fraction");
+  const HybridWorkload hw = hybrid_workload(f.model, p.pp);
+  const int Ns = N / p.pp;
+  auto stages = h.objects("stages");
+  if (static_cast<int>(stages.size()) != p.pp)
+    h.fail("stages", fmt::format("pipeline degree {} but {} stages", p.pp, stages.size()));
+  p.unit_tp.assign(hw.units.size(), 1);
+  p.choices.assign(hw.workload.operators.size(), Choice{});
+  std::size_t next = 0;  // the next unit of the workload
+  for (int s = 0; s < p.pp; ++s) {
+    JsonReader& st = stages[static_cast<std::size_t>(s)];
+    if (st.integer("stage", 0, p.pp - 1) != s) st.fail("stage", fmt::format("expected stage {} here", s));
+    p.stage_first_unit.push_back(static_cast<int>(next));
+    for (JsonReader& u : st.objects("units")) {
+      if (next >= hw.units.size())
+        u.fail("name",
+               fmt::format("the model at pipeline degree {} has only {} units", p.pp, hw.units.size()));
+      const HybridUnit& unit = hw.units[next];
+      const std::string name = u.name("name");
+      if (name != unit.name)
+        u.fail("name", fmt::format("expected unit \"{}\" here, got \"{}\"", unit.name, name));
+      const int t = static_cast<int>(u.integer("tp", 1, Ns));
+      if ((t & (t - 1)) != 0 || Ns % t != 0 || t > f.cluster.devices_per_node)
+        u.fail("tp",
+               fmt::format(
+                   "TP degree {} is not a power of two dividing the stage's {} devices within a node of {}",
+                   t, Ns, f.cluster.devices_per_node));
+      p.unit_tp[next] = t;
+      auto ops = u.objects("operators");
+      if (ops.size() != unit.ops.size())
+        u.fail("operators", fmt::format("unit {} has {} operators, the plan lists {}", unit.name,
+                                        unit.ops.size(), ops.size()));
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        JsonReader& o = ops[i];
+        const Operator& op = hw.workload.operators[static_cast<std::size_t>(unit.ops[i])];
+        const std::string oname = o.name("name");
+        if (oname != op.name)
+          o.fail("name", fmt::format("expected operator \"{}\" here, got \"{}\"", op.name, oname));
+        if (!tp_allowed(op, t))
+          u.fail("tp", fmt::format("operator {} cannot run at TP degree {}", op.name, t));
+        (void)o.raw("choice");  // the label, for people
+        p.choices[static_cast<std::size_t>(unit.ops[i])] = read_choice(o, op, f.cluster);
+        o.finish();
+      }
+      u.finish();
+      ++next;
+    }
+    for (const char* k : {"time_per_micro_batch_s", "peak_memory_bytes", "micro_batches_in_flight",
+                          "compute_s", "dp_comm_s", "tp_comm_s", "p2p_s", "relayout_s"})
+      (void)st.raw(k);
+    if (p.stage_first_unit.back() == static_cast<int>(next)) st.fail("units", "a stage holds no unit");
+    st.finish();
+  }
+  if (next != hw.units.size())
+    h.fail("stages", fmt::format("the stages hold {} of the model's {} units", next, hw.units.size()));
+  h.finish();
+  r.finish();
+  return f;
+}
+
+nlohmann::json hybrid_plan_file_json(const HybridPlanFile& f, const HybridWorkload& hw,
+                                     const HybridEvaluation& ev) {
+  nlohmann::json doc{{"schema_version", 1}, {"kind", "hybrid"}};
+  write_origin(doc, f);
+  doc["memory_limit_bytes"] = f.memory_limit_bytes;
+  doc["hybrid"] = to_json(hw, f.plan, ev);
+  return doc;
 }
 
 }  // namespace osdp::costmodel

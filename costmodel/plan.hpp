@@ -14,6 +14,7 @@
 #include "costmodel/choice.hpp"
 #include "costmodel/cluster.hpp"
 #include "costmodel/cost_model.hpp"
+#include "costmodel/hybrid.hpp"
 #include "costmodel/model.hpp"
 
 namespace osdp::costmodel {
@@ -51,5 +52,26 @@ nlohmann::json choice_json(const Choice& c);
 Choice read_choice(JsonReader& o, const Operator& op, const ClusterSpec& cluster);
 // Checks that the operators are exactly those of the model's lowering, in order.
 Plan read_plan(const nlohmann::json& doc, const std::string& file);
+
+// A hybrid plan file (osdp plan --hybrid --out): kind "hybrid", schema_version 1, the model, the
+// cluster, the calibration (when one priced the plan), the cost model's tier, the memory limit and
+// the "hybrid" block (hybrid.hpp's to_json). hybrid_plan_file_json writes one.
+struct HybridPlanFile {
+  std::string tool_version, strategy;
+  ModelSpec model;
+  ClusterSpec cluster;
+  std::optional<Calibration> calibration;  // the one the plan was priced with, if any
+  CostOptions cost_options;                // its tier and checkpoint_regather
+  double memory_limit_bytes = 0;
+  HybridPlan plan;
+  double predicted_time_s = 0, predicted_peak_bytes = 0, predicted_throughput = 0;
+};
+// Checks the stages against the model's hybrid workload at the plan's pipeline degree: the units in
+// order, each stage non-empty, TP degrees powers of two dividing a stage's ranks and allowed for
+// every operator of the unit, and each operator's choice (plan.hpp's read_choice). Errors name the
+// file and the JSON pointer.
+HybridPlanFile read_hybrid_plan(const nlohmann::json& doc, const std::string& file);
+nlohmann::json hybrid_plan_file_json(const HybridPlanFile& f, const HybridWorkload& hw,
+                                     const HybridEvaluation& ev);
 
 }  // namespace osdp::costmodel

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodel/hybrid.hpp"
+#include "costmodel/plan.hpp"
 #include "validate/executor/backend.hpp"
 
 namespace osdp::experiments {

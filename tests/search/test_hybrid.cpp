@@ -9,6 +9,7 @@
 #include "costmodel/cost_model.hpp"
 #include "costmodel/error.hpp"
 #include "costmodel/hybrid.hpp"
+#include "costmodel/plan.hpp"
 #include "search/hybrid.hpp"
 
 namespace osdp {
