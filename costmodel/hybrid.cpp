@@ -240,8 +240,12 @@ double HybridCostModel::fixed_bytes(const Workload& w) const {
 
 HybridOpParts HybridCostModel::op_parts(const Operator& op0, int t, const Choice& ch, int b0, int pp, bool sp,
                                         const PrecisionBytes& B, int seq) const {
+  return op_parts(op0, tp_slice(op0, t, sp, B, dropout_, seq), t, ch, b0, pp, B, seq);
+}
+
+HybridOpParts HybridCostModel::op_parts(const Operator& op0, const Operator& op, int t, const Choice& ch, int b0,
+                                        int pp, const PrecisionBytes& B, int seq) const {
   const CostModel& sub = dp_model(pp, t);
-  const Operator op = tp_slice(op0, t, sp, B, dropout_, seq);
   const int b = b0 * t;
   const double P = static_cast<double>(op.parameters());
   const int n = ch.replicate ? 1 : ch.split;
@@ -279,10 +283,14 @@ double HybridCostModel::overlapped_s(const CostModel& sub, double compute_s, dou
 
 HybridOpCost HybridCostModel::op_cost(const Operator& op0, int t, const Choice& ch, int b0, int m, int pp,
                                       bool sp, const PrecisionBytes& B, int seq) const {
+  const Operator op = tp_slice(op0, t, sp, B, dropout_, seq);
+  return op_cost(op_parts(op0, op, t, ch, b0, pp, B, seq), op, t, ch, b0, m, pp, B);
+}
+
+HybridOpCost HybridCostModel::op_cost(const HybridOpParts& x, const Operator& op, int t, const Choice& ch, int b0,
+                                      int m, int pp, const PrecisionBytes& B) const {
   assert(b0 >= 1 && m >= 1);
   const CostModel& sub = dp_model(pp, t);
-  const HybridOpParts x = op_parts(op0, t, ch, b0, pp, sp, B, seq);
-  const Operator op = tp_slice(op0, t, sp, B, dropout_, seq);
   const int b = b0 * t;
   const double P = static_cast<double>(op.parameters());
   const int n = ch.replicate ? 1 : ch.split;

@@ -201,6 +201,13 @@ class HybridCostModel {
   double overlapped_s(const CostModel& sub, double compute_s, double comm_s) const;
   HybridOpCost op_cost(const Operator& op, int t, const Choice& choice, int b0, int m, int pp, bool sp,
                        const PrecisionBytes& bytes, int seq) const;
+  // The same two from the operator already sliced (sliced = tp_slice(op, t, sp, ...)) and, for
+  // op_cost, from its parts: op_cost(op, ...) == op_cost(op_parts(op, sliced, ...), sliced, ...). A
+  // search prices the parts once per b0 and combines them for every micro-batch count.
+  HybridOpParts op_parts(const Operator& op, const Operator& sliced, int t, const Choice& choice, int b0,
+                         int pp, const PrecisionBytes& bytes, int seq) const;
+  HybridOpCost op_cost(const HybridOpParts& parts, const Operator& sliced, int t, const Choice& choice, int b0,
+                       int m, int pp, const PrecisionBytes& bytes) const;
   // An all-reduce of `bytes` on a TP ring of t ranks (the intra-node link).
   double tp_allreduce_s(int t, double bytes) const;
   // The re-layout from degree t to t2 of activations `hidden` wide at b0 samples per device.
