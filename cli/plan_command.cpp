@@ -145,10 +145,13 @@ int run_plan_hybrid(const PlanArgs& a) {
   else
     so.schedules = {*costmodel::schedule_from_string(a.schedule)};
   if (isatty(2))
-    so.progress = [](int pp, double thr, std::int64_t layouts, double seconds) {
-      std::cerr << fmt::format(
-          "osdp plan --hybrid: pipeline degree {} searched ({} layouts, {:.1f} s); best {}\n", pp, layouts,
-          seconds, thr > 0 ? fmt::format("{:.2f} samples/s", thr) : "none fits yet");
+    so.progress = [last = 0.0](int pp, double thr, std::int64_t layouts, double seconds) mutable {
+      if (seconds - last < 1.0) return;  // a line a second at most
+      last = seconds;
+      std::cerr << fmt::format("osdp plan --hybrid: {} layouts solved in {:.1f} s (the last at pipeline degree {}); "
+                               "best {}\n",
+                               layouts, seconds, pp,
+                               thr > 0 ? fmt::format("{:.2f} samples/s", thr) : "none fits yet");
     };
   const auto r = search::search_hybrid(ctx.model, cost, strategy, so);
   std::vector<search::HybridResult> baselines;
@@ -170,6 +173,7 @@ int run_plan_hybrid(const PlanArgs& a) {
     nlohmann::json j{{"strategy", x.strategy},
                      {"feasible", x.feasible},
                      {"layouts", x.layouts},
+                     {"layouts_solved", x.solved},
                      {"labels", x.labels},
                      {"search_seconds", x.search_seconds},
                      {"skipped", x.skipped}};
@@ -263,8 +267,10 @@ int run_plan_hybrid(const PlanArgs& a) {
                         : "  no hybrid plan fits under this memory limit\n");
     }
     for (const auto& why : r.skipped) std::cout << "  not searched   " << why << "\n";
-    std::cout << fmt::format("  search         {} over {} layouts\n", format_seconds(r.search_seconds),
-                             r.layouts);
+    std::cout << fmt::format("  search         {} over {} layouts{}\n", format_seconds(r.search_seconds),
+                             r.layouts,
+                             r.solved > 0 ? fmt::format(" ({} solved, the others bounded out)", r.solved)
+                                          : std::string());
     for (const auto& b : baselines) {
       if (b.feasible)
         std::cout << fmt::format("  {:<14} {:.2f} samples/s (pp {}, m {}, batch {}){}; search {}\n",

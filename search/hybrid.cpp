@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <limits>
 
 #include <fmt/format.h>
@@ -69,8 +70,20 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
     }
     return true;
   };
+  struct Candidate {
+    HybridLayout layout;
+    int workload;  // index into workloads
+    double lower;  // layout_lower_bound
+    double upper;  // the throughput it allows
+  };
+  std::vector<Candidate> candidates;
+  std::vector<HybridWorkload> workloads;
+  std::deque<detail::PartsCache> caches;  // one per workload (deque: references stay valid)
   for (int pp : pps) {
     const HybridWorkload hw = costmodel::hybrid_workload(model, pp);
+    detail::PartsCache& cache = caches.emplace_back();
+    workloads.push_back(hw);
+    const int workload_index = static_cast<int>(workloads.size()) - 1;
     const int U = static_cast<int>(hw.units.size());
     if (U < pp) continue;
     // A unit none of whose operators' weights split to any degree asked for (an untied embedding's
@@ -121,7 +134,7 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
           HybridLayout layout{pp, m, B / (dp * m), schedule, opts.sequence_parallel};
           if (layout.b0 > opts.max_b0) break;
           ++res.layouts;
-          const auto plan = solve_layout(cost, hw, layout, opts, rules, true, kInf, &res.labels);
+          const auto plan = solve_layout(cost, hw, layout, opts, rules, true, kInf, &res.labels, nullptr, &cache);
           if (!plan) break;
           consider(hw, *plan);
         }
@@ -161,20 +174,47 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
               }
             }
           } else {
-            // Only a step faster than B / (the best throughput so far) can win.
-            const double bound = best_thr > 0 ? b0 * m * N / pp / best_thr : kInf;
-            bool bounded = false;
-            const auto plan =
-                solve_layout(cost, hw, layout, opts, rules, false, bound, &res.labels, &bounded);
-            if (plan) any = consider(hw, *plan) || any;
-            any = any || bounded;
+            // Exact: bounded now, solved below in the order of their bounds.
+            const double lb = detail::layout_lower_bound(cost, hw, layout, opts, rules, &cache);
+            if (lb < kInf) {
+              candidates.push_back({layout, workload_index, lb,
+                                    static_cast<double>(b0) * m * N / pp / lb});
+              any = true;
+            }
           }
           if (!any && !opts.global_batch) break;  // a larger b0 fits no better
         }
       }
     }
-    if (opts.progress)
+    if (opts.progress && (megatron || galvatron))
       opts.progress(pp, best_thr, res.layouts,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  // Exact: the layouts in the order of the throughput their bound allows, highest first (ties in the
+  // order enumerated), each solved only while that bound beats the best plan so far; the rest cannot.
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.upper > b.upper; });
+  for (const auto& cand : candidates) {
+    if (cand.upper <= best_thr) break;
+    const auto& layout = cand.layout;
+    const HybridWorkload& hw = workloads[static_cast<std::size_t>(cand.workload)];
+    const double B = static_cast<double>(layout.b0) * layout.m * N / layout.pp;
+    // Only a step faster than B / (the best throughput so far) can win. The layout is first solved
+    // for a step within a little of its lower bound (the fewer labels the closer): solve_layout finds
+    // the best plan faster than the bound it is given, so a plan found then is the layout's optimum;
+    // when none is, the bound is widened up to the full one.
+    const double full = best_thr > 0 ? B / best_thr : kInf;
+    ++res.solved;
+    std::optional<HybridPlan> plan;
+    for (const double widen : {1e-3, 1e-2, 5e-2, kInf}) {
+      const double bound = std::min(full, cand.lower * (1 + widen));
+      plan = solve_layout(cost, hw, layout, opts, rules, false, bound, &res.labels, nullptr,
+                          &caches[static_cast<std::size_t>(cand.workload)]);
+      if (plan || bound >= full) break;
+    }
+    if (plan) consider(hw, *plan);
+    if (opts.progress)
+      opts.progress(layout.pp, best_thr, res.solved,
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   res.search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

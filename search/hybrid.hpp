@@ -19,6 +19,10 @@
 //   Over layouts: every valid pp, every schedule asked for, m = 1..max_micro_batches (or the one
 //   given), and b0 = 1, 2, ... until no split fits even in the LP (memory grows with b0); the highest
 //   throughput B / T wins (B = b0 m N / pp). With a global batch given, only layouts with that B.
+//   Best first: every layout's lower bound on T (layout_lower_bound, the LP of all operators within
+//   all stages' memory) caps its throughput at B / T_lp; layouts are solved in the order of that cap,
+//   highest first, and the search stops at the first whose cap does not beat the best plan found,
+//   as no later one can.
 // brute_force_layout: every plan of one layout (stage splits x degrees x choices), for tests.
 // megatron-3d: one TP degree for every unit, even stages, every operator REPLICATE (DDP), all or no
 //   checkpointing; a grid over tp, pp, m and b0.
@@ -55,8 +59,9 @@ struct HybridSearchOptions {
   std::vector<costmodel::PipelineSchedule> schedules{costmodel::PipelineSchedule::k1F1B};
   bool sequence_parallel = false;
   double galvatron_overlap = 0;  // galvatron only: its overlap coefficient (0: osdp's times)
-  // Called after each pipeline degree: the degree, the best throughput so far (0: none fits yet),
-  // layouts solved and seconds spent.
+  // galvatron and megatron-3d: called after each pipeline degree with the degree, the best throughput
+  // so far (0: none fits yet), layouts priced and seconds spent. exact: after each layout solved, with
+  // its pipeline degree, the best throughput so far, layouts solved and seconds spent.
   std::function<void(int pp, double throughput, std::int64_t layouts, double seconds)> progress;
 };
 
@@ -72,7 +77,8 @@ struct HybridResult {
   costmodel::HybridWorkload workload;
   costmodel::HybridPlan plan;
   costmodel::HybridEvaluation evaluation;
-  std::int64_t layouts = 0;  // layouts solved
+  std::int64_t layouts = 0;  // layouts enumerated (priced or bounded)
+  std::int64_t solved = 0;   // exact: layouts solved, not passed over by their bound
   std::int64_t labels = 0;   // DP labels created (exact, galvatron)
   double search_seconds = 0;
   // Pipeline degrees passed over because a unit can take none of the TP degrees asked for (--tp):

@@ -34,12 +34,50 @@ struct Item {
   double time_s = 0;  // what the search minimises (osdp's time, or galvatron's)
 };
 
+using Points = std::vector<std::pair<double, double>>;  // (persistent bytes, time)
+
+// The points no other point beats in both coordinates, by persistent bytes ascending.
+Points pareto_2d(Points pts) {
+  std::sort(pts.begin(), pts.end());
+  Points out;
+  for (const auto& q : pts)
+    if (out.empty() || q.second < out.back().second) out.push_back(q);
+  return out;
+}
+
+// The lower convex hull of a Pareto staircase (persistent ascending, time descending).
+Points lower_hull(const Points& stair) {
+  Points hull;
+  for (const auto& q : stair) {
+    while (hull.size() >= 2) {
+      const auto& a = hull[hull.size() - 2];
+      const auto& b = hull.back();
+      // b is above the segment a-q: drop it
+      if ((b.second - a.second) * (q.first - a.first) >= (q.second - a.second) * (b.first - a.first))
+        hull.pop_back();
+      else
+        break;
+    }
+    hull.push_back(q);
+  }
+  return hull;
+}
+
+// A unit's relaxation for the LP bound: the lower hull of (persistent bytes, time) over every degree
+// it allows and every combination of its operators' items at that degree (re-layouts left out), and
+// the least largest transient any of them has.
+struct UnitHull {
+  Points points;
+  double least_transient = 0;
+};
+
 // Everything one layout's search needs.
 class LayoutContext {
  public:
   LayoutContext(const HybridCostModel& model, const HybridWorkload& hw, const HybridLayout& layout,
-                const HybridSearchOptions& options, ItemRules rules)
-      : model_(model), hw_(hw), layout_(layout), options_(options), rules_(rules) {
+                const HybridSearchOptions& options, ItemRules rules, PartsCache* cache)
+      : model_(model), hw_(hw), layout_(layout), options_(options), rules_(rules),
+        cache_(cache ? cache : &own_cache_) {
     const auto& units = hw.units;
     allowed_.resize(units.size());
     for (std::size_t u = 0; u < units.size(); ++u) {
@@ -69,18 +107,31 @@ class LayoutContext {
     const Operator& o = op(oi);
     auto& slot = items_[{o.shape_id, t}];
     if (!slot.empty()) return slot;
-    const Operator sliced = costmodel::tp_slice(o, t, layout_.sequence_parallel, hw_.workload.bytes,
-                                                model_dropout(), hw_.workload.seq);
-    SpaceOptions space = options_.space;
-    if (rules_.galvatron) space.split_max = 1;
+    auto [shape_it, fresh_shape] = cache_->shapes.try_emplace({o.shape_id, t});
+    PartsCache::Shape& shape = shape_it->second;
+    if (fresh_shape) {
+      shape.sliced = costmodel::tp_slice(o, t, layout_.sequence_parallel, hw_.workload.bytes, model_dropout(),
+                                         hw_.workload.seq);
+      SpaceOptions space = options_.space;
+      if (rules_.galvatron) space.split_max = 1;
+      for (const Choice& c : choices_for(shape.sliced, space)) {
+        if (rules_.galvatron && !(c.replicate || c.is_zdp())) continue;
+        if (rules_.galvatron && (c.node_group || c.two_level)) continue;
+        shape.choices.push_back(c);
+      }
+    }
+    auto [parts_it, fresh_parts] = cache_->parts.try_emplace({o.shape_id, t, layout_.b0});
+    auto& parts = parts_it->second;
+    if (fresh_parts)
+      for (const Choice& c : shape.choices)
+        parts.push_back(model_.op_parts(o, shape.sliced, t, c, layout_.b0, layout_.pp, hw_.workload.bytes,
+                                        hw_.workload.seq));
     std::vector<Item> all;
-    for (const Choice& c : choices_for(sliced, space)) {
-      if (rules_.galvatron && !(c.replicate || c.is_zdp())) continue;
-      if (rules_.galvatron && (c.node_group || c.two_level)) continue;
+    for (std::size_t k = 0; k < shape.choices.size(); ++k) {
       Item it;
-      it.choice = c;
-      it.cost = model_.op_cost(o, t, c, layout_.b0, layout_.m, layout_.pp, layout_.sequence_parallel,
-                               hw_.workload.bytes, hw_.workload.seq);
+      it.choice = shape.choices[k];
+      it.cost = model_.op_cost(parts[k], shape.sliced, t, it.choice, layout_.b0, layout_.m, layout_.pp,
+                               hw_.workload.bytes);
       it.time_s = it.cost.time_s;
       if (rules_.galvatron) {
         auto up = [](double b) { return std::ceil(b / kMiB) * kMiB; };
@@ -131,6 +182,36 @@ class LayoutContext {
   const HybridLayout& layout() const { return layout_; }
   const HybridWorkload& workload() const { return hw_; }
 
+  // Unit u's relaxation with f micro-batches' activations in flight (cached per operator shapes).
+  const UnitHull& unit_hull(int u, int f) const {
+    std::vector<int> key{f};
+    for (int oi : hw_.units[static_cast<std::size_t>(u)].ops) key.push_back(op(oi).shape_id);
+    auto [slot, fresh] = unit_hulls_.try_emplace(std::move(key));
+    UnitHull& h = slot->second;
+    if (!fresh) return h;
+    Points pts;
+    h.least_transient = kInf;
+    for (int t : allowed(u)) {
+      Points combos{{0.0, 0.0}};
+      double x = 0;
+      for (int oi : hw_.units[static_cast<std::size_t>(u)].ops) {
+        Points grown;
+        double least_x = kInf;
+        for (const auto& it : items(oi, t)) {
+          least_x = std::min(least_x, it.cost.transient_bytes);
+          for (const auto& c : combos)
+            grown.emplace_back(c.first + it.cost.states_bytes + f * it.cost.act_bytes, c.second + it.time_s);
+        }
+        combos = pareto_2d(std::move(grown));
+        x = std::max(x, least_x);
+      }
+      pts.insert(pts.end(), combos.begin(), combos.end());
+      h.least_transient = std::min(h.least_transient, x);
+    }
+    h.points = lower_hull(pareto_2d(std::move(pts)));
+    return h;
+  }
+
  private:
   bool model_dropout() const { return model_.dropout(); }
   const HybridCostModel& model_;
@@ -138,9 +219,12 @@ class LayoutContext {
   HybridLayout layout_;
   const HybridSearchOptions& options_;
   ItemRules rules_;
+  PartsCache own_cache_;
+  PartsCache* cache_;
   std::vector<std::vector<int>> allowed_;
   double fixed_ = 0;
   mutable std::map<std::pair<int, int>, std::vector<Item>> items_;
+  mutable std::map<std::vector<int>, UnitHull> unit_hulls_;
 };
 
 struct Label {
@@ -165,38 +249,15 @@ struct Chain {
 // fit): the smallest-persistent items, then the lower hull's increments bought greedily by slope.
 class SuffixBound {
  public:
-  SuffixBound(const LayoutContext& ctx, int f, int end_unit) {
-    const auto& units = ctx.workload().units;
-    std::vector<std::vector<std::pair<double, double>>> groups;  // per operator: hull points (p, time)
-    std::vector<double> least_transient;                         // per operator: its smallest transient
-    for (std::size_t u = 0; u < static_cast<std::size_t>(end_unit); ++u)
-      for (int oi : units[u].ops) {
-        std::vector<std::pair<double, double>> pts;
-        double least_x = kInf;
-        for (int t : ctx.allowed(static_cast<int>(u)))
-          for (const auto& it : ctx.items(oi, t)) {
-            pts.emplace_back(it.cost.states_bytes + f * it.cost.act_bytes, it.time_s);
-            least_x = std::min(least_x, it.cost.transient_bytes);
-          }
-        least_transient.push_back(least_x);
-        std::sort(pts.begin(), pts.end());
-        std::vector<std::pair<double, double>> hull;  // p ascending, time descending, convex
-        for (const auto& q : pts) {
-          if (!hull.empty() && q.second >= hull.back().second) continue;
-          while (hull.size() >= 2) {
-            const auto& a = hull[hull.size() - 2];
-            const auto& b = hull.back();
-            // b is above the segment a-q: drop it
-            if ((b.second - a.second) * (q.first - a.first) >= (q.second - a.second) * (b.first - a.first))
-              hull.pop_back();
-            else
-              break;
-          }
-          hull.push_back(q);
-        }
-        groups.push_back(std::move(hull));
-        op_position_[oi] = static_cast<int>(groups.size()) - 1;
-      }
+  // first_only: the bound from position 0 only (least(0, ...)), without the other positions' tables.
+  SuffixBound(const LayoutContext& ctx, int f, int end_unit, bool first_only = false) {
+    std::vector<const std::vector<std::pair<double, double>>*> groups;  // per unit: hull points (p, time)
+    std::vector<double> least_transient;                                 // per unit: its smallest transient
+    for (int u = 0; u < end_unit; ++u) {
+      const auto& h = ctx.unit_hull(u, f);
+      groups.push_back(&h.points);
+      least_transient.push_back(h.least_transient);
+    }
     const std::size_t K = groups.size();
     base_p_.assign(K + 1, 0.0);
     base_t_.assign(K + 1, 0.0);
@@ -205,12 +266,13 @@ class SuffixBound {
     cum_t_.assign(K + 1, std::vector<double>{0.0});
     std::vector<std::pair<double, double>> incs;  // (dp, dt) of positions k..K-1
     for (std::size_t k = K; k-- > 0;) {
-      const auto& h = groups[k];
+      const auto& h = *groups[k];
       base_p_[k] = base_p_[k + 1] + (h.empty() ? kInf : h.front().first);
       base_t_[k] = base_t_[k + 1] + (h.empty() ? 0.0 : h.front().second);
       min_x_[k] = std::max(min_x_[k + 1], least_transient[k]);
       for (std::size_t x = 1; x < h.size(); ++x)
         incs.emplace_back(h[x].first - h[x - 1].first, h[x].second - h[x - 1].second);
+      if (first_only && k != 0) continue;
       std::sort(incs.begin(), incs.end(), [](const auto& a, const auto& b) {
         return a.second * b.first < b.second * a.first;  // steeper (more time saved per byte) first
       });
@@ -224,8 +286,6 @@ class SuffixBound {
       }
     }
   }
-  // The position of an operator (its index in unit order).
-  int position(int op) const { return op_position_.at(op); }
   int end() const { return static_cast<int>(base_p_.size()) - 1; }
   // `budget` is what the persistent bytes so far leave, `transient` the largest transient so far: the
   // operators from k on may use budget - max(transient, the least largest transient they force).
@@ -248,7 +308,6 @@ class SuffixBound {
   }
 
  private:
-  std::map<int, int> op_position_;
   std::vector<double> base_p_, base_t_, min_x_;
   std::vector<std::vector<double>> cum_p_, cum_t_;
 };
@@ -319,7 +378,7 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
           n.persistent = l.persistent + c.states_bytes + f * c.act_bytes;
           n.transient = std::max(l.transient, c.transient_bytes);
           n.time = l.time + items[k].time_s;
-          if (n.persistent + n.transient > budget || !keep(n, oi)) continue;
+          if (n.persistent + n.transient > budget || !keep(n, u)) continue;
           n.parent = li;
           n.op = oi;
           n.item = static_cast<int>(k);
@@ -355,8 +414,8 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
   const auto relayout = [&](int u) {
     return [&ctx, u](int from, int t) { return ctx.relayout_into(u, from, t); };
   };
-  const auto keep = [&](const Label& n, int oi) {
-    const double rest = pooled.least_within(pooled.position(oi) + 1,
+  const auto keep = [&](const Label& n, int u) {
+    const double rest = pooled.least_within(u + 1,
                                             budget - n.persistent - n.transient + (pp - 1 - s) * budget);
     if (rest == kInf) return false;  // the rest of the model cannot fit
     if (m * n.time + before + rest >= bound) {
@@ -395,31 +454,27 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
   ch.best_label.assign(ch.best.size(), -1);
   ch.arena.push_back(Label{0, 0, 0, -1, -1, -1, -1});
   std::vector<int> current{0};
-  const auto keep = [](const Label&, int) { return true; };
+  const double before_budget = (pp - 1) * budget;
+  // Without a pipeline the units before are this stage's own: within its memory (its largest
+  // transient set aside once), at weight m. Checked after every operator: the rest of unit u is left
+  // out of the bound then (it is no less than zero).
+  const auto keep = [&](const Label& l, int u) {
+    const double rest = u == 0    ? 0.0
+                        : pp == 1 ? prefix(u).least(0, budget - l.persistent, l.transient)
+                                  : prefix(u).least_within(0, budget - l.persistent - l.transient + before_budget);
+    if (rest == kInf) return false;
+    if (m * l.time + (pp == 1 ? m : 1) * rest >= bound) {
+      *cut = true;
+      return false;
+    }
+    return true;
+  };
   for (int u = U - 1; u >= i_min && !current.empty(); --u) {
     // Between unit u (degree t) and unit u + 1 (the label's degree); the last unit ends the stage.
     const auto relayout = [&](int next_t, int t) {
       return next_t < 0 ? ctx.stage_end(s, u, t) : ctx.relayout_into(u + 1, t, next_t);
     };
     current = step_unit(ctx, ch, current, u, f, budget, relayout, keep);
-    const double before_budget = (pp - 1) * budget;
-    std::vector<int> kept;
-    for (int li : current) {
-      const Label& l = ch.arena[static_cast<std::size_t>(li)];
-      // Without a pipeline the units before are this stage's own: within its memory (its largest
-      // transient set aside once), at weight m.
-      const double rest =
-          u == 0    ? 0.0
-          : pp == 1 ? prefix(u).least(0, budget - l.persistent, l.transient)
-                    : prefix(u).least_within(0, budget - l.persistent - l.transient + before_budget);
-      if (rest == kInf) continue;
-      if (m * l.time + (pp == 1 ? m : 1) * rest >= bound) {
-        *cut = true;
-        continue;
-      }
-      kept.push_back(li);
-    }
-    current = std::move(kept);
     if (labels) *labels += static_cast<std::int64_t>(current.size());
     for (int li : current) {
       const Label& l = ch.arena[static_cast<std::size_t>(li)];
@@ -535,14 +590,23 @@ std::optional<HybridPlan> uniform_plan(const HybridCostModel& model, const Layou
 
 }  // namespace
 
+double layout_lower_bound(const HybridCostModel& model, const HybridWorkload& hw, const HybridLayout& layout,
+                          const HybridSearchOptions& options, ItemRules rules, PartsCache* cache) {
+  const LayoutContext ctx(model, hw, layout, options, rules, cache);
+  if (static_cast<int>(hw.units.size()) < layout.pp) return kInf;
+  const SuffixBound all(ctx, ctx.in_flight(layout.pp - 1), static_cast<int>(hw.units.size()), true);
+  const double least = all.least(0, layout.pp * (ctx.capacity() - ctx.fixed()), 0.0);
+  return least == kInf ? kInf : (1.0 + (layout.m - 1.0) / layout.pp) * least;
+}
+
 std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const HybridWorkload& hw,
                                        const HybridLayout& layout, const HybridSearchOptions& options,
                                        ItemRules rules, bool even, double bound, std::int64_t* labels,
-                                       bool* bounded) {
+                                       bool* bounded, PartsCache* cache) {
   bool cut = false;
   if (bounded) *bounded = false;
 
-  const LayoutContext ctx(model, hw, layout, options, rules);
+  const LayoutContext ctx(model, hw, layout, options, rules, cache);
   const int U = static_cast<int>(hw.units.size()), pp = layout.pp, m = layout.m;
   if (U < pp) return std::nullopt;
   std::vector<int> starts;
@@ -561,11 +625,10 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
     return *p;
   };
   const double budget = ctx.capacity() - ctx.fixed();
-  auto first_op = [&](int u) { return hw.units[static_cast<std::size_t>(u)].ops.front(); };
   auto outside_least = [&](int s, int i, int j) {
     const double before = i == 0 ? 0.0 : suffix_to(i).least(0, s * budget, 0.0);
     const double after =
-        j == U ? 0.0 : suffix_to(U).least(suffix_to(U).position(first_op(j)), (pp - 1 - s) * budget, 0.0);
+        j == U ? 0.0 : suffix_to(U).least(j, (pp - 1 - s) * budget, 0.0);
     return before + after;
   };
   // The stages' LP lower bounds (infinity: even the relaxation does not fit), and whether any split
@@ -586,7 +649,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
       for (int j = j_lo; j <= j_hi; ++j) {
         if (even && s + 1 < pp && j != starts[static_cast<std::size_t>(s + 1)]) continue;
         const SuffixBound& sb = suffix_to(j, ctx.in_flight(s));
-        const double least = sb.least(sb.position(first_op(i)), budget, 0.0);
+        const double least = sb.least(i, budget, 0.0);
         if (least == kInf) break;  // a longer stage fits no better
         at(lp, s, i, j) = least;
       }
@@ -779,7 +842,7 @@ std::optional<HybridPlan> solve_layout_exact(const HybridCostModel& model, const
 std::optional<HybridPlan> brute_force_layout(const HybridCostModel& model, const HybridWorkload& hw,
                                              const HybridLayout& layout, const HybridSearchOptions& options) {
   using namespace detail;
-  const LayoutContext ctx(model, hw, layout, options, ItemRules{});
+  const LayoutContext ctx(model, hw, layout, options, ItemRules{}, nullptr);
   const int U = static_cast<int>(hw.units.size()), pp = layout.pp;
   if (U < pp) return std::nullopt;
   std::optional<HybridPlan> best;

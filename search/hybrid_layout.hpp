@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "costmodel/hybrid.hpp"
@@ -18,6 +20,18 @@ struct ItemRules {
   double overlap = 0;      // galvatron's overlap coefficient for choosing (0: osdp's time)
 };
 
+// The priced operators the layouts of one hybrid workload share (one cache per workload and strategy):
+// an operator's slice and choices depend on its shape and TP degree, and the parts of its price
+// (HybridCostModel::op_parts) also on b0, but not on the micro-batch count or the schedule.
+struct PartsCache {
+  struct Shape {
+    costmodel::Operator sliced;
+    std::vector<costmodel::Choice> choices;  // of the space, less those the strategy's rules refuse
+  };
+  std::map<std::pair<int, int>, Shape> shapes;                                          // (shape, t)
+  std::map<std::tuple<int, int, int>, std::vector<costmodel::HybridOpParts>> parts;  // (shape, t, b0)
+};
+
 // A plan of the layout with every unit at degree 1, every choice the default, one stage at unit 0.
 costmodel::HybridPlan empty_plan(const costmodel::HybridWorkload& hw, const HybridLayout& layout);
 
@@ -25,6 +39,14 @@ costmodel::HybridPlan empty_plan(const costmodel::HybridWorkload& hw, const Hybr
 // the embedding with the first stage, a projection with the layer after it, the head with the last.
 // Empty when there are fewer layers than stages.
 std::vector<int> even_stage_starts(const costmodel::HybridWorkload& hw, int pp);
+
+// A lower bound on the step time of every plan of the layout, the one solve_layout first checks:
+// T = sum c + (m - 1) max c >= (1 + (m - 1) / pp) sum c, and sum c is at least the LP relaxation of
+// every operator within the memory of all stages together (at the fewest micro-batches in flight).
+// Infinity when even the relaxation does not fit, and then no larger b0 fits either.
+double layout_lower_bound(const costmodel::HybridCostModel& model, const costmodel::HybridWorkload& hw,
+                          const HybridLayout& layout, const HybridSearchOptions& options, ItemRules rules,
+                          PartsCache* cache = nullptr);
 
 // The best plan of one layout under `rules` (even: the stages of even_stage_starts only) whose step
 // is shorter than `bound`; none when nothing fits or nothing beats the bound (`bounded` then says
@@ -34,6 +56,6 @@ std::optional<costmodel::HybridPlan> solve_layout(const costmodel::HybridCostMod
                                                   const HybridLayout& layout,
                                                   const HybridSearchOptions& options, ItemRules rules,
                                                   bool even, double bound, std::int64_t* labels,
-                                                  bool* bounded = nullptr);
+                                                  bool* bounded = nullptr, PartsCache* cache = nullptr);
 
 }  // namespace osdp::search::detail
