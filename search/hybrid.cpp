@@ -4,6 +4,7 @@
 #include <chrono>
 #include <deque>
 #include <limits>
+#include <queue>
 
 #include <fmt/format.h>
 
@@ -192,13 +193,35 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
   }
   // Exact: the layouts in the order of the throughput their bound allows, highest first (ties in the
   // order enumerated), each solved only while that bound beats the best plan so far; the rest cannot.
-  std::stable_sort(candidates.begin(), candidates.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.upper > b.upper; });
-  for (const auto& cand : candidates) {
-    if (cand.upper <= best_thr) break;
+  // A layout's first bound is the cheap one of layout_lower_bound; when it comes first, solve_layout
+  // tightens it (the best split of its stages' own LP bounds) and it goes back in line with that.
+  struct Entry {
+    double upper;  // the throughput its bound allows
+    std::size_t index;
+    bool tight;    // lower is solve_layout's bound
+    double lower;
+  };
+  const auto later = [](const Entry& a, const Entry& b) {
+    return a.upper < b.upper || (a.upper == b.upper && a.index > b.index);
+  };
+  std::priority_queue<Entry, std::vector<Entry>, decltype(later)> queue(later);
+  for (std::size_t i = 0; i < candidates.size(); ++i)
+    queue.push({candidates[i].upper, i, false, candidates[i].lower});
+  while (!queue.empty()) {
+    const Entry e = queue.top();
+    queue.pop();
+    if (e.upper <= best_thr) break;
+    const Candidate& cand = candidates[e.index];
     const auto& layout = cand.layout;
     const HybridWorkload& hw = workloads[static_cast<std::size_t>(cand.workload)];
+    detail::PartsCache& cache = caches[static_cast<std::size_t>(cand.workload)];
     const double B = static_cast<double>(layout.b0) * layout.m * N / layout.pp;
+    if (!e.tight) {
+      double lower = kInf;
+      solve_layout(cost, hw, layout, opts, rules, false, 0.0, nullptr, nullptr, &cache, &lower);
+      if (lower < kInf) queue.push({B / lower, e.index, true, lower});
+      continue;
+    }
     // Only a step faster than B / (the best throughput so far) can win. The layout is first solved
     // for a step within a little of its lower bound (the fewer labels the closer): solve_layout finds
     // the best plan faster than the bound it is given, so a plan found then is the layout's optimum;
@@ -207,9 +230,8 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
     ++res.solved;
     std::optional<HybridPlan> plan;
     for (const double widen : {1e-3, 1e-2, 5e-2, kInf}) {
-      const double bound = std::min(full, cand.lower * (1 + widen));
-      plan = solve_layout(cost, hw, layout, opts, rules, false, bound, &res.labels, nullptr,
-                          &caches[static_cast<std::size_t>(cand.workload)]);
+      const double bound = std::min(full, e.lower * (1 + widen));
+      plan = solve_layout(cost, hw, layout, opts, rules, false, bound, &res.labels, nullptr, &cache);
       if (plan || bound >= full) break;
     }
     if (plan) consider(hw, *plan);

@@ -79,22 +79,29 @@ class LayoutContext {
       : model_(model), hw_(hw), layout_(layout), options_(options), rules_(rules),
         cache_(cache ? cache : &own_cache_) {
     const auto& units = hw.units;
-    allowed_.resize(units.size());
-    for (std::size_t u = 0; u < units.size(); ++u) {
-      for (int t = 1; t <= model.node_size(); t *= 2) {
-        if (!options.tp.empty() && std::find(options.tp.begin(), options.tp.end(), t) == options.tp.end())
-          continue;
-        if (!model.valid(layout.pp, t)) continue;
-        bool ok = true;
-        for (int oi : units[u].ops) ok = ok && costmodel::tp_allowed(op(oi), t);
-        if (ok) allowed_[u].push_back(t);
+    if (cache_->allowed.size() != units.size()) {
+      cache_->allowed.assign(units.size(), {});
+      cache_->unit_class.assign(units.size(), 0);
+      std::map<std::vector<int>, int> classes;
+      for (std::size_t u = 0; u < units.size(); ++u) {
+        for (int t = 1; t <= model.node_size(); t *= 2) {
+          if (!options.tp.empty() && std::find(options.tp.begin(), options.tp.end(), t) == options.tp.end())
+            continue;
+          if (!model.valid(layout.pp, t)) continue;
+          bool ok = true;
+          for (int oi : units[u].ops) ok = ok && costmodel::tp_allowed(op(oi), t);
+          if (ok) cache_->allowed[u].push_back(t);
+        }
+        std::vector<int> shapes;
+        for (int oi : units[u].ops) shapes.push_back(op(oi).shape_id);
+        cache_->unit_class[u] = classes.try_emplace(shapes, static_cast<int>(classes.size())).first->second;
       }
     }
     fixed_ = model.fixed_bytes(hw.workload);
   }
 
   const Operator& op(int oi) const { return hw_.workload.operators[static_cast<std::size_t>(oi)]; }
-  const std::vector<int>& allowed(int u) const { return allowed_[static_cast<std::size_t>(u)]; }
+  const std::vector<int>& allowed(int u) const { return cache_->allowed[static_cast<std::size_t>(u)]; }
   double fixed() const { return fixed_; }
   double capacity() const { return model_.capacity_bytes(); }
   int in_flight(int s) const {
@@ -144,20 +151,21 @@ class LayoutContext {
       }
       all.push_back(it);
     }
-    for (std::size_t a = 0; a < all.size(); ++a) {
+    // Sorted, an item can only be beaten by one before it, and then by one already kept.
+    std::stable_sort(all.begin(), all.end(), [](const Item& x, const Item& y) {
+      return std::tie(x.time_s, x.cost.states_bytes, x.cost.act_bytes, x.cost.transient_bytes) <
+             std::tie(y.time_s, y.cost.states_bytes, y.cost.act_bytes, y.cost.transient_bytes);
+    });
+    for (const Item& x : all) {
       bool dominated = false;
-      for (std::size_t b = 0; b < all.size() && !dominated; ++b) {
-        if (a == b) continue;
-        const auto &x = all[a], &y = all[b];
-        const bool no_worse = y.time_s <= x.time_s && y.cost.states_bytes <= x.cost.states_bytes &&
-                              y.cost.act_bytes <= x.cost.act_bytes &&
-                              y.cost.transient_bytes <= x.cost.transient_bytes;
-        const bool equal = y.time_s == x.time_s && y.cost.states_bytes == x.cost.states_bytes &&
-                           y.cost.act_bytes == x.cost.act_bytes &&
-                           y.cost.transient_bytes == x.cost.transient_bytes;
-        dominated = no_worse && (!equal || b < a);
+      for (const Item& y : slot) {
+        if (y.cost.states_bytes <= x.cost.states_bytes && y.cost.act_bytes <= x.cost.act_bytes &&
+            y.cost.transient_bytes <= x.cost.transient_bytes) {
+          dominated = true;  // y.time_s <= x.time_s by the order
+          break;
+        }
       }
-      if (!dominated) slot.push_back(all[a]);
+      if (!dominated) slot.push_back(x);
     }
     return slot;
   }
@@ -184,9 +192,7 @@ class LayoutContext {
 
   // Unit u's relaxation with f micro-batches' activations in flight (cached per operator shapes).
   const UnitHull& unit_hull(int u, int f) const {
-    std::vector<int> key{f};
-    for (int oi : hw_.units[static_cast<std::size_t>(u)].ops) key.push_back(op(oi).shape_id);
-    auto [slot, fresh] = unit_hulls_.try_emplace(std::move(key));
+    auto [slot, fresh] = unit_hulls_.try_emplace({cache_->unit_class[static_cast<std::size_t>(u)], f});
     UnitHull& h = slot->second;
     if (!fresh) return h;
     Points pts;
@@ -221,10 +227,9 @@ class LayoutContext {
   ItemRules rules_;
   PartsCache own_cache_;
   PartsCache* cache_;
-  std::vector<std::vector<int>> allowed_;
   double fixed_ = 0;
   mutable std::map<std::pair<int, int>, std::vector<Item>> items_;
-  mutable std::map<std::vector<int>, UnitHull> unit_hulls_;
+  mutable std::map<std::pair<int, int>, UnitHull> unit_hulls_;  // (unit class, f)
 };
 
 struct Label {
@@ -313,19 +318,20 @@ class SuffixBound {
 };
 
 // Keeps the labels no other label of the same degree beats in persistent bytes, largest transient
-// and time, and those that still fit.
-std::vector<int> pareto(const std::vector<Label>& arena, const std::vector<int>& idx, double budget) {
-  // Sorted by value, not through the arena: the sort is most of the search's time.
+// and time, and those that still fit; appends them to the arena and returns their indices.
+std::vector<int> pareto(std::vector<Label>& arena, const std::vector<Label>& grown, double budget) {
+  // Sorted by value, not through the labels: the sort is most of the search's time.
   struct Key {
     int t;
     double transient, persistent, time;
     int index;
   };
   std::vector<Key> keys;
-  keys.reserve(idx.size());
-  for (int i : idx) {
-    const Label& l = arena[static_cast<std::size_t>(i)];
-    if (l.persistent + l.transient <= budget) keys.push_back({l.t, l.transient, l.persistent, l.time, i});
+  keys.reserve(grown.size());
+  for (std::size_t i = 0; i < grown.size(); ++i) {
+    const Label& l = grown[i];
+    if (l.persistent + l.transient <= budget)
+      keys.push_back({l.t, l.transient, l.persistent, l.time, static_cast<int>(i)});
   }
   std::sort(keys.begin(), keys.end(), [](const Key& x, const Key& y) {
     return std::tie(x.t, x.transient, x.persistent, x.time, x.index) <
@@ -343,7 +349,8 @@ std::vector<int> pareto(const std::vector<Label>& arena, const std::vector<int>&
     if (it != stair.begin() && std::prev(it)->second <= l.time) continue;
     auto [pos, inserted] = stair.insert_or_assign(l.persistent, l.time);
     for (auto nx = std::next(pos); nx != stair.end() && nx->second >= l.time;) nx = stair.erase(nx);
-    out.push_back(l.index);
+    arena.push_back(grown[static_cast<std::size_t>(l.index)]);
+    out.push_back(static_cast<int>(arena.size()) - 1);
   }
   return out;
 }
@@ -367,12 +374,13 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
       ch.arena.push_back(n);
       cur.push_back(static_cast<int>(ch.arena.size()) - 1);
     }
+    std::vector<Label> grown;
     for (int oi : ctx.workload().units[static_cast<std::size_t>(u)].ops) {
       const auto& items = ctx.items(oi, t);
-      std::vector<int> grown;
+      grown.clear();
       for (int li : cur) {
+        const Label& l = ch.arena[static_cast<std::size_t>(li)];
         for (std::size_t k = 0; k < items.size(); ++k) {
-          const Label& l = ch.arena[static_cast<std::size_t>(li)];
           const auto& c = items[k].cost;
           Label n;
           n.persistent = l.persistent + c.states_bytes + f * c.act_bytes;
@@ -383,8 +391,7 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
           n.op = oi;
           n.item = static_cast<int>(k);
           n.t = t;
-          ch.arena.push_back(n);
-          grown.push_back(static_cast<int>(ch.arena.size()) - 1);
+          grown.push_back(n);
         }
       }
       cur = pareto(ch.arena, grown, budget);
@@ -458,10 +465,11 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
   // Without a pipeline the units before are this stage's own: within its memory (its largest
   // transient set aside once), at weight m. Checked after every operator: the rest of unit u is left
   // out of the bound then (it is no less than zero).
+  const SuffixBound* before = nullptr;  // units 0..u-1, set per unit
   const auto keep = [&](const Label& l, int u) {
     const double rest = u == 0    ? 0.0
-                        : pp == 1 ? prefix(u).least(0, budget - l.persistent, l.transient)
-                                  : prefix(u).least_within(0, budget - l.persistent - l.transient + before_budget);
+                        : pp == 1 ? before->least(0, budget - l.persistent, l.transient)
+                                  : before->least_within(0, budget - l.persistent - l.transient + before_budget);
     if (rest == kInf) return false;
     if (m * l.time + (pp == 1 ? m : 1) * rest >= bound) {
       *cut = true;
@@ -474,6 +482,7 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
     const auto relayout = [&](int next_t, int t) {
       return next_t < 0 ? ctx.stage_end(s, u, t) : ctx.relayout_into(u + 1, t, next_t);
     };
+    if (u > 0) before = &prefix(u);
     current = step_unit(ctx, ch, current, u, f, budget, relayout, keep);
     if (labels) *labels += static_cast<std::int64_t>(current.size());
     for (int li : current) {
@@ -486,6 +495,77 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
     }
   }
   return ch;
+}
+
+using StageTable = std::vector<std::vector<std::vector<double>>>;  // [s][i][j], infinity: none
+
+// The split minimising sum_s c(s) + (m - 1) max_s c(s) over a table of stage costs (c[s][i][j]: stage
+// s holding units i..j-1): for every threshold C among the costs (ascending), the least sum over splits
+// whose stages all take at most C, a DP over (stage, first unit); T(C) = sum + (m - 1) C, and the
+// optimum is the least T(C) (at C = the optimal split's slowest stage, T(C) is at most its T).
+// Thresholds stop once the unconstrained least sum + (m - 1) C reaches the best. Returns that T
+// (infinity: no split) and fills `split` (the stages' first units) when given.
+double best_stage_split(const StageTable& c, int pp, int U, int m, std::vector<int>* split_out) {
+  auto cost = [&](int s, int i, int j) {
+    return c[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
+  };
+  // Least sum over splits whose stages take at most `cap`; fills `split` (stage starts).
+  auto least_sum = [&](double cap, std::vector<int>* split) {
+    // best[s][j]: least sum of stages 0..s-1 covering units 0..j-1
+    std::vector<std::vector<double>> best(static_cast<std::size_t>(pp + 1),
+                                          std::vector<double>(static_cast<std::size_t>(U + 1), kInf));
+    std::vector<std::vector<int>> from(static_cast<std::size_t>(pp + 1),
+                                       std::vector<int>(static_cast<std::size_t>(U + 1), -1));
+    best[0][0] = 0;
+    for (int s = 0; s < pp; ++s)
+      for (int i = 0; i <= U; ++i) {
+        const double b = best[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
+        if (b == kInf || i >= U) continue;
+        for (int j = i + 1; j <= U; ++j) {
+          const double x = cost(s, i, j);
+          if (x > cap) continue;
+          if (b + x < best[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)]) {
+            best[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)] = b + x;
+            from[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)] = i;
+          }
+        }
+      }
+    const double total = best[static_cast<std::size_t>(pp)][static_cast<std::size_t>(U)];
+    if (split && total < kInf) {
+      split->assign(static_cast<std::size_t>(pp), 0);
+      int j = U;
+      for (int s = pp; s >= 1; --s) {
+        const int i = from[static_cast<std::size_t>(s)][static_cast<std::size_t>(j)];
+        (*split)[static_cast<std::size_t>(s - 1)] = i;
+        j = i;
+      }
+    }
+    return total;
+  };
+  const double free_sum = least_sum(kInf, nullptr);
+  if (free_sum == kInf) return kInf;
+  std::vector<double> thresholds;
+  for (int s = 0; s < pp; ++s)
+    for (int i = 0; i < U; ++i)
+      for (int j = i + 1; j <= U; ++j) {
+        const double x = cost(s, i, j);
+        if (x < kInf) thresholds.push_back(x);
+      }
+  std::sort(thresholds.begin(), thresholds.end());
+  thresholds.erase(std::unique(thresholds.begin(), thresholds.end()), thresholds.end());
+  double best_t = kInf;
+  for (double cap : thresholds) {
+    if (free_sum + (m - 1) * cap >= best_t) break;
+    std::vector<int> split;
+    const double sum = least_sum(cap, split_out ? &split : nullptr);
+    if (sum == kInf) continue;
+    const double t = sum + (m - 1) * cap;
+    if (t < best_t) {
+      best_t = t;
+      if (split_out) *split_out = split;
+    }
+  }
+  return best_t;
 }
 
 // Fills the plan's degrees and choices of units i..j-1 from the label a chain ended at.
@@ -593,18 +673,44 @@ std::optional<HybridPlan> uniform_plan(const HybridCostModel& model, const Layou
 double layout_lower_bound(const HybridCostModel& model, const HybridWorkload& hw, const HybridLayout& layout,
                           const HybridSearchOptions& options, ItemRules rules, PartsCache* cache) {
   const LayoutContext ctx(model, hw, layout, options, rules, cache);
-  if (static_cast<int>(hw.units.size()) < layout.pp) return kInf;
-  const SuffixBound all(ctx, ctx.in_flight(layout.pp - 1), static_cast<int>(hw.units.size()), true);
-  const double least = all.least(0, layout.pp * (ctx.capacity() - ctx.fixed()), 0.0);
-  return least == kInf ? kInf : (1.0 + (layout.m - 1.0) / layout.pp) * least;
+  const int U = static_cast<int>(hw.units.size()), pp = layout.pp;
+  if (U < pp) return kInf;
+  const double budget = ctx.capacity() - ctx.fixed();
+  // Whether some split has every stage within its own memory in the relaxation: each unit at its
+  // least persistent bytes (with its stage's micro-batches in flight) and least transient. Memory
+  // grows with b0, so where none does, no larger b0 fits either.
+  std::vector<char> reach(static_cast<std::size_t>(U) + 1, 0), next(reach.size(), 0);
+  reach[0] = 1;
+  for (int s = 0; s < pp; ++s) {
+    const int f = ctx.in_flight(s);
+    std::fill(next.begin(), next.end(), 0);
+    for (int i = 0; i < U; ++i) {
+      if (!reach[static_cast<std::size_t>(i)]) continue;
+      double p = 0, x = 0;
+      for (int j = i + 1; j <= U - (pp - 1 - s); ++j) {
+        const UnitHull& h = ctx.unit_hull(j - 1, f);
+        if (h.points.empty()) break;
+        p += h.points.front().first;
+        x = std::max(x, h.least_transient);
+        if (p + x > budget) break;
+        next[static_cast<std::size_t>(j)] = 1;
+      }
+    }
+    reach.swap(next);
+  }
+  if (!reach[static_cast<std::size_t>(U)]) return kInf;
+  const SuffixBound all(ctx, ctx.in_flight(pp - 1), U, true);
+  const double least = all.least(0, pp * budget, 0.0);
+  return least == kInf ? kInf : (1.0 + (layout.m - 1.0) / pp) * least;
 }
 
 std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const HybridWorkload& hw,
                                        const HybridLayout& layout, const HybridSearchOptions& options,
                                        ItemRules rules, bool even, double bound, std::int64_t* labels,
-                                       bool* bounded, PartsCache* cache) {
+                                       bool* bounded, PartsCache* cache, double* lower) {
   bool cut = false;
   if (bounded) *bounded = false;
+  if (lower) *lower = kInf;
 
   const LayoutContext ctx(model, hw, layout, options, rules, cache);
   const int U = static_cast<int>(hw.units.size()), pp = layout.pp, m = layout.m;
@@ -618,6 +724,13 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   // (a stage's own chain uses its own micro-batches in flight; the other stages' bound the fewest).
   const int f_min = ctx.in_flight(pp - 1);
   std::map<std::pair<int, int>, std::unique_ptr<SuffixBound>> suffix;
+  // Units 0..j-1 only (least(0, ...)): the cheaper tables of position 0 alone.
+  std::map<int, std::unique_ptr<SuffixBound>> prefixes;
+  auto prefix_to = [&](int j) -> const SuffixBound& {
+    auto& p = prefixes[j];
+    if (!p) p = std::make_unique<SuffixBound>(ctx, f_min, j, true);
+    return *p;
+  };
   auto suffix_to = [&](int j, int f = -1) -> const SuffixBound& {
     if (f < 0) f = f_min;
     auto& p = suffix[{f, j}];
@@ -626,7 +739,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   };
   const double budget = ctx.capacity() - ctx.fixed();
   auto outside_least = [&](int s, int i, int j) {
-    const double before = i == 0 ? 0.0 : suffix_to(i).least(0, s * budget, 0.0);
+    const double before = i == 0 ? 0.0 : prefix_to(i).least(0, s * budget, 0.0);
     const double after =
         j == U ? 0.0 : suffix_to(U).least(j, (pp - 1 - s) * budget, 0.0);
     return before + after;
@@ -634,7 +747,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   // The stages' LP lower bounds (infinity: even the relaxation does not fit), and whether any split
   // has every stage within memory in the relaxation: if none, no plan fits this layout (nor a larger
   // b0), bound or not, and nothing more is priced.
-  std::vector<std::vector<std::vector<double>>> lp(
+  StageTable lp(
       static_cast<std::size_t>(pp),
       std::vector<std::vector<double>>(static_cast<std::size_t>(U + 1),
                                        std::vector<double>(static_cast<std::size_t>(U + 1), kInf)));
@@ -667,14 +780,15 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
               reach[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)] = true;
     if (!reach[static_cast<std::size_t>(pp)][static_cast<std::size_t>(U)]) return std::nullopt;
   }
-  // The whole layout in the LP: T = sum c + (m - 1) max c >= (1 + (m - 1) / pp) sum c, and sum c is
-  // at least the LP of every operator within the stages' memory together (at the fewest micro-batches
-  // in flight). A layout that cannot beat `bound` even there is not priced further (not even its
+  // The whole layout in the LP: the best split of the stages' LP bounds (each stage within its own
+  // memory, with its own micro-batches in flight), T = sum + (m - 1) max over them; every plan's T is
+  // at least that. A layout that cannot beat `bound` even there is not priced further (not even its
   // incumbent); `bounded` says so, as a larger b0 may still win.
   {
-    const double all = suffix_to(U).least(0, pp * budget, 0.0);
-    if (all == kInf) return std::nullopt;
-    if ((1.0 + (m - 1.0) / pp) * all >= bound) {
+    const double split_lp = best_stage_split(lp, pp, U, m, nullptr);
+    if (lower) *lower = split_lp;
+    if (split_lp == kInf) return std::nullopt;
+    if (split_lp >= bound) {
       if (bounded) *bounded = true;
       return std::nullopt;
     }
@@ -705,7 +819,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   // c[s][i][j]: stages that cannot be part of a plan beating the bound are left at infinity. Whether
   // (s, i, j) is worth pricing: the units before i in stages 0..s-1 and those from j on in stages
   // s+1..pp-1 within the memory of their stages (each set's LP) and this stage's LP, at weight m.
-  std::vector<std::vector<std::vector<double>>> c(
+  StageTable c(
       static_cast<std::size_t>(pp),
       std::vector<std::vector<double>>(static_cast<std::size_t>(U + 1),
                                        std::vector<double>(static_cast<std::size_t>(U + 1), kInf)));
@@ -722,7 +836,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   };
   const SuffixBound& pooled = suffix_to(U);
   const std::function<const SuffixBound&(int)> prefix = [&](int u) -> const SuffixBound& {
-    return suffix_to(u);
+    return prefix_to(u);
   };
   // The chain of stage s from its start i (forward) or from the model's end (the last stage).
   auto chain = [&](int s, int i, std::int64_t* count, bool* cut_flag) {
@@ -730,7 +844,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
       return run_backward(ctx, even ? starts[static_cast<std::size_t>(s)] : s, bound, count, cut_flag,
                           prefix);
     const int j_max = even ? starts[static_cast<std::size_t>(s + 1)] : U - (pp - 1 - s);
-    const double before = i == 0 ? 0.0 : suffix_to(i).least(0, s * budget, 0.0);
+    const double before = i == 0 ? 0.0 : prefix_to(i).least(0, s * budget, 0.0);
     return run_forward(ctx, s, i, j_max, bound, count, cut_flag, pooled, before);
   };
   for (int s = 0; s < pp; ++s) {
@@ -758,64 +872,8 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
     }
   }
   if (bounded) *bounded = cut;
-  auto cost = [&](int s, int i, int j) { return at(c, s, i, j); };
-  // Least sum over splits whose stages take at most `cap`; fills `split` (stage starts).
-  auto least_sum = [&](double cap, std::vector<int>* split) {
-    // best[s][j]: least sum of stages 0..s-1 covering units 0..j-1
-    std::vector<std::vector<double>> best(static_cast<std::size_t>(pp + 1),
-                                          std::vector<double>(static_cast<std::size_t>(U + 1), kInf));
-    std::vector<std::vector<int>> from(static_cast<std::size_t>(pp + 1),
-                                       std::vector<int>(static_cast<std::size_t>(U + 1), -1));
-    best[0][0] = 0;
-    for (int s = 0; s < pp; ++s)
-      for (int i = 0; i <= U; ++i) {
-        const double b = best[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
-        if (b == kInf || i >= U) continue;
-        for (int j = i + 1; j <= U; ++j) {
-          const double x = cost(s, i, j);
-          if (x > cap) continue;
-          if (b + x < best[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)]) {
-            best[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)] = b + x;
-            from[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)] = i;
-          }
-        }
-      }
-    const double total = best[static_cast<std::size_t>(pp)][static_cast<std::size_t>(U)];
-    if (split && total < kInf) {
-      split->assign(static_cast<std::size_t>(pp), 0);
-      int j = U;
-      for (int s = pp; s >= 1; --s) {
-        const int i = from[static_cast<std::size_t>(s)][static_cast<std::size_t>(j)];
-        (*split)[static_cast<std::size_t>(s - 1)] = i;
-        j = i;
-      }
-    }
-    return total;
-  };
-  const double free_sum = least_sum(kInf, nullptr);
-  if (free_sum == kInf) return fallback();
-  std::vector<double> thresholds;
-  for (int s = 0; s < pp; ++s)
-    for (int i = 0; i < U; ++i)
-      for (int j = i + 1; j <= U; ++j) {
-        const double x = cost(s, i, j);
-        if (x < kInf) thresholds.push_back(x);
-      }
-  std::sort(thresholds.begin(), thresholds.end());
-  thresholds.erase(std::unique(thresholds.begin(), thresholds.end()), thresholds.end());
-  double best_t = kInf;
   std::vector<int> best_split;
-  for (double cap : thresholds) {
-    if (free_sum + (m - 1) * cap >= best_t) break;
-    std::vector<int> split;
-    const double sum = least_sum(cap, &split);
-    if (sum == kInf) continue;
-    const double t = sum + (m - 1) * cap;
-    if (t < best_t) {
-      best_t = t;
-      best_split = split;
-    }
-  }
+  best_stage_split(c, pp, U, m, &best_split);
   if (best_split.empty()) return fallback();
   HybridPlan plan = empty_plan(hw, layout);
   plan.stage_first_unit = best_split;

@@ -30,6 +30,10 @@ struct PartsCache {
   };
   std::map<std::pair<int, int>, Shape> shapes;                                          // (shape, t)
   std::map<std::tuple<int, int, int>, std::vector<costmodel::HybridOpParts>> parts;  // (shape, t, b0)
+  // Per unit, filled by the first layout: the TP degrees it allows, and its class (units of one class
+  // have operators of the same shapes, so the same items).
+  std::vector<std::vector<int>> allowed;
+  std::vector<int> unit_class;
 };
 
 // A plan of the layout with every unit at degree 1, every choice the default, one stage at unit 0.
@@ -43,19 +47,23 @@ std::vector<int> even_stage_starts(const costmodel::HybridWorkload& hw, int pp);
 // A lower bound on the step time of every plan of the layout, the one solve_layout first checks:
 // T = sum c + (m - 1) max c >= (1 + (m - 1) / pp) sum c, and sum c is at least the LP relaxation of
 // every operator within the memory of all stages together (at the fewest micro-batches in flight).
-// Infinity when even the relaxation does not fit, and then no larger b0 fits either.
+// Infinity when no split fits each stage in its own memory even in the relaxation (every unit at its
+// least bytes), and then no larger b0 fits either.
 double layout_lower_bound(const costmodel::HybridCostModel& model, const costmodel::HybridWorkload& hw,
                           const HybridLayout& layout, const HybridSearchOptions& options, ItemRules rules,
                           PartsCache* cache = nullptr);
 
 // The best plan of one layout under `rules` (even: the stages of even_stage_starts only) whose step
 // is shorter than `bound`; none when nothing fits or nothing beats the bound (`bounded` then says
-// whether the bound cut something, so that a larger b0 may still be worth solving).
+// whether the bound cut something, so that a larger b0 may still be worth solving). `lower` receives
+// the layout's tighter lower bound on the step, computed before any plan is priced: the best split of
+// the stages' own LP bounds (infinity when none fits). With a bound of 0 that is all it does.
 std::optional<costmodel::HybridPlan> solve_layout(const costmodel::HybridCostModel& model,
                                                   const costmodel::HybridWorkload& hw,
                                                   const HybridLayout& layout,
                                                   const HybridSearchOptions& options, ItemRules rules,
                                                   bool even, double bound, std::int64_t* labels,
-                                                  bool* bounded = nullptr, PartsCache* cache = nullptr);
+                                                  bool* bounded = nullptr, PartsCache* cache = nullptr,
+                                                  double* lower = nullptr);
 
 }  // namespace osdp::search::detail
