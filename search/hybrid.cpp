@@ -223,9 +223,9 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
       continue;
     }
     // Only a step faster than B / (the best throughput so far) can win. The layout is first solved
-    // for a step within a little of its lower bound (the fewer labels the closer): solve_layout finds
-    // the best plan faster than the bound it is given, so a plan found then is the layout's optimum;
-    // when none is, the bound is widened up to the full one.
+    // for a step within 0.1% of its lower bound (the fewer labels the closer): solve_layout finds the
+    // best plan faster than the bound it is given, so a plan found then is the layout's optimum; when
+    // none is, the bound is widened to 1%, 5%, then the full one.
     const double full = best_thr > 0 ? B / best_thr : kInf;
     ++res.solved;
     std::optional<HybridPlan> plan;

@@ -318,8 +318,11 @@ class SuffixBound {
 };
 
 // Keeps the labels no other label of the same degree beats in persistent bytes, largest transient
-// and time, and those that still fit; appends them to the arena and returns their indices.
-std::vector<int> pareto(std::vector<Label>& arena, const std::vector<Label>& grown, double budget) {
+// and time, that still fit and that `keep` accepts; appends them to the arena and returns their
+// indices. `keep` is asked only of the labels no other beats: it must refuse every label worse in all
+// three than one it refuses (the chains' bounds are), so the result is the same as asking all.
+template <class Keep>
+std::vector<int> pareto(std::vector<Label>& arena, const std::vector<Label>& grown, double budget, Keep keep) {
   // Sorted by value, not through the labels: the sort is most of the search's time.
   struct Key {
     int t;
@@ -349,6 +352,7 @@ std::vector<int> pareto(std::vector<Label>& arena, const std::vector<Label>& gro
     if (it != stair.begin() && std::prev(it)->second <= l.time) continue;
     auto [pos, inserted] = stair.insert_or_assign(l.persistent, l.time);
     for (auto nx = std::next(pos); nx != stair.end() && nx->second >= l.time;) nx = stair.erase(nx);
+    if (!keep(grown[static_cast<std::size_t>(l.index)])) continue;
     arena.push_back(grown[static_cast<std::size_t>(l.index)]);
     out.push_back(static_cast<int>(arena.size()) - 1);
   }
@@ -386,7 +390,7 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
           n.persistent = l.persistent + c.states_bytes + f * c.act_bytes;
           n.transient = std::max(l.transient, c.transient_bytes);
           n.time = l.time + items[k].time_s;
-          if (n.persistent + n.transient > budget || !keep(n, u)) continue;
+          if (n.persistent + n.transient > budget) continue;
           n.parent = li;
           n.op = oi;
           n.item = static_cast<int>(k);
@@ -394,7 +398,7 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
           grown.push_back(n);
         }
       }
-      cur = pareto(ch.arena, grown, budget);
+      cur = pareto(ch.arena, grown, budget, [&](const Label& n) { return keep(n, u); });
     }
     next.insert(next.end(), cur.begin(), cur.end());
   }
@@ -402,15 +406,31 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
   return next;
 }
 
+// A lower bound on T = sum_s c_s + (m - 1) max_s c_s from a lower bound `own` on one stage's c_s and
+// `sum` on the sum over all stages: max c >= c_s >= own and max c >= sum / pp.
+double step_bound(double own, double sum, int m, int pp) {
+  return sum + (m - 1) * std::max(own, sum / pp);
+}
+
+// What the chains of a pipeline (pp > 1) bound their labels with: the LP of units k..j-1 for a
+// stage with f micro-batches in flight (suffix(j, f).least(k, ...)), and from the stages' LP table the
+// least sum over splits of units 0..i-1 into stages 0..s-1 (before[s][i]) and of units j..U-1 into
+// stages s..pp-1 (after[s][j]), each stage within its own memory.
+struct PipelineBounds {
+  std::function<const SuffixBound&(int j, int f)> suffix;
+  std::vector<std::vector<double>> before, after;
+  double before_at(int s, int i) const { return before[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)]; }
+  double after_at(int s, int j) const { return after[static_cast<std::size_t>(s)][static_cast<std::size_t>(j)]; }
+};
+
 // The chain of stage s < pp - 1 from unit i forward, recording c*(s, i, j) for every j <= j_max. A
-// label at operator position k with persistent P, largest transient X and time tau is dropped when it
-// cannot be part of a plan beating `bound` whatever the stage's end:
-//   T >= m c_s + sum of the other stages >= m tau + before + least(k + 1, R),
-// `before` the LP of the units before i in stages 0..s-1, least the LP of every operator after k at
-// the fewest micro-batches in flight (weight 1 <= m for the rest of this stage) within the memory they
-// can have, R = (budget - P - X) + (pp - 1 - s) budget; infinity when they cannot fit there.
+// label in unit u with persistent P, largest transient X and time tau is dropped when it cannot be
+// part of a plan beating `bound` whatever the stage's end j:
+//   T >= step_bound(own, own + before[s][i] + after[s + 1][j]) for every j > u, own = tau + the LP of
+//   units u+1..j-1 within what the stage has left (budget - P, X already held),
+// or when no end fits (the rest of unit u is left out of the bound: it is no less than zero).
 Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double bound, std::int64_t* labels,
-                  bool* cut, const SuffixBound& pooled, double before) {
+                  bool* cut, const PipelineBounds& pb) {
   const int pp = ctx.layout().pp, m = ctx.layout().m, f = ctx.in_flight(s);
   const double budget = ctx.capacity() - ctx.fixed();
   Chain ch;
@@ -421,15 +441,23 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
   const auto relayout = [&](int u) {
     return [&ctx, u](int from, int t) { return ctx.relayout_into(u, from, t); };
   };
+  const double before = pb.before_at(s, i);
   const auto keep = [&](const Label& n, int u) {
-    const double rest = pooled.least_within(u + 1,
-                                            budget - n.persistent - n.transient + (pp - 1 - s) * budget);
-    if (rest == kInf) return false;  // the rest of the model cannot fit
-    if (m * n.time + before + rest >= bound) {
-      *cut = true;
-      return false;
+    bool fits = false;
+    for (int j = u + 1; j <= j_max; ++j) {
+      const double after = pb.after_at(s + 1, j);
+      double own = n.time;
+      if (j > u + 1) {
+        const double x = pb.suffix(j, f).least(u + 1, budget - n.persistent, n.transient);
+        if (x == kInf) break;  // a longer stage fits no better
+        own += x;
+      }
+      if (after == kInf) continue;
+      fits = true;
+      if (step_bound(own, own + before + after, m, pp) < bound) return true;
     }
-    return true;
+    if (fits) *cut = true;
+    return false;
   };
   for (int u = i; u < j_max && !current.empty(); ++u) {
     current = step_unit(ctx, ch, current, u, f, budget, relayout(u), keep);
@@ -447,12 +475,13 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
 }
 
 // The chain of the last stage from the model's end backward, recording c*(pp - 1, i, U) for every
-// i >= i_min (the re-layout from 1 into unit i added there when pp > 1). After each unit u a label
-// (units u..U-1) is dropped when m tau + least(units 0..u-1 within (budget - P - X) + (pp - 1) budget)
-// reaches `bound`, or when those units cannot fit there; with pp = 1, when m (tau + least(units
-// 0..u-1 within budget - P - max(X, their least transient))) does.
+// i >= i_min (the re-layout from 1 into unit i added there when pp > 1). A label in unit u (units
+// u..U-1) is dropped when, for every start i <= u of the stage, step_bound(own, own + before[s][i])
+// reaches `bound` (own = tau + the LP of units i..u-1 within what the stage has left) or nothing fits;
+// with pp = 1, when m (tau + least(units 0..u-1 within budget - P - max(X, their least transient)))
+// does.
 Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64_t* labels, bool* cut,
-                   const std::function<const SuffixBound&(int)>& prefix) {
+                   const std::function<const SuffixBound&(int)>& prefix, const PipelineBounds* pb) {
   const int pp = ctx.layout().pp, m = ctx.layout().m, s = pp - 1, f = ctx.in_flight(s);
   const int U = static_cast<int>(ctx.workload().units.size());
   const double budget = ctx.capacity() - ctx.fixed();
@@ -461,28 +490,41 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
   ch.best_label.assign(ch.best.size(), -1);
   ch.arena.push_back(Label{0, 0, 0, -1, -1, -1, -1});
   std::vector<int> current{0};
-  const double before_budget = (pp - 1) * budget;
-  // Without a pipeline the units before are this stage's own: within its memory (its largest
-  // transient set aside once), at weight m. Checked after every operator: the rest of unit u is left
-  // out of the bound then (it is no less than zero).
   const SuffixBound* before = nullptr;  // units 0..u-1, set per unit
+  // Checked after every operator: the rest of unit u is left out of the bound then (it is no less
+  // than zero). Without a pipeline the units before are this stage's own: within its memory (its
+  // largest transient set aside once), at weight m. With one, for every start i <= u of the stage:
+  // own = tau + the LP of units i..u-1 within what the stage has left, and before[s][i].
   const auto keep = [&](const Label& l, int u) {
-    const double rest = u == 0    ? 0.0
-                        : pp == 1 ? before->least(0, budget - l.persistent, l.transient)
-                                  : before->least_within(0, budget - l.persistent - l.transient + before_budget);
-    if (rest == kInf) return false;
-    if (m * l.time + (pp == 1 ? m : 1) * rest >= bound) {
+    if (pp == 1) {
+      const double rest = u == 0 ? 0.0 : before->least(0, budget - l.persistent, l.transient);
+      if (rest == kInf) return false;
+      if (m * (l.time + rest) < bound) return true;
       *cut = true;
       return false;
     }
-    return true;
+    bool fits = false;
+    for (int i = u; i >= i_min; --i) {
+      double own = l.time;
+      if (i < u) {
+        const double x = pb->suffix(u, f).least(i, budget - l.persistent, l.transient);
+        if (x == kInf) break;  // a longer stage fits no better
+        own += x;
+      }
+      const double earlier = pb->before_at(s, i);
+      if (earlier == kInf) continue;
+      fits = true;
+      if (step_bound(own, own + earlier, m, pp) < bound) return true;
+    }
+    if (fits) *cut = true;
+    return false;
   };
   for (int u = U - 1; u >= i_min && !current.empty(); --u) {
     // Between unit u (degree t) and unit u + 1 (the label's degree); the last unit ends the stage.
     const auto relayout = [&](int next_t, int t) {
       return next_t < 0 ? ctx.stage_end(s, u, t) : ctx.relayout_into(u + 1, t, next_t);
     };
-    if (u > 0) before = &prefix(u);
+    if (pp == 1 && u > 0) before = &prefix(u);
     current = step_unit(ctx, ch, current, u, f, budget, relayout, keep);
     if (labels) *labels += static_cast<std::int64_t>(current.size());
     for (int li : current) {
@@ -738,12 +780,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
     return *p;
   };
   const double budget = ctx.capacity() - ctx.fixed();
-  auto outside_least = [&](int s, int i, int j) {
-    const double before = i == 0 ? 0.0 : prefix_to(i).least(0, s * budget, 0.0);
-    const double after =
-        j == U ? 0.0 : suffix_to(U).least(j, (pp - 1 - s) * budget, 0.0);
-    return before + after;
-  };
+
   // The stages' LP lower bounds (infinity: even the relaxation does not fit), and whether any split
   // has every stage within memory in the relaxation: if none, no plan fits this layout (nor a larger
   // b0), bound or not, and nothing more is priced.
@@ -793,6 +830,43 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
       return std::nullopt;
     }
   }
+  // The pipeline's bounds on the stages around one stage, from the LP table.
+  PipelineBounds pb;
+  {
+    // Every (f, j) a chain may ask for, resolved once: the chains ask per label.
+    std::vector<std::vector<const SuffixBound*>> table(static_cast<std::size_t>(pp) + 1);
+    for (int s = 0; s < pp && pp > 1; ++s) {
+      auto& row = table[static_cast<std::size_t>(ctx.in_flight(s))];
+      if (!row.empty()) continue;
+      for (int j = 0; j <= U; ++j) row.push_back(&suffix_to(j, ctx.in_flight(s)));
+    }
+    pb.suffix = [table = std::move(table)](int j, int f) -> const SuffixBound& {
+      return *table[static_cast<std::size_t>(f)][static_cast<std::size_t>(j)];
+    };
+  }
+  pb.before.assign(static_cast<std::size_t>(pp + 1), std::vector<double>(static_cast<std::size_t>(U + 1), kInf));
+  pb.after = pb.before;
+  pb.before[0][0] = 0;
+  for (int s = 0; s < pp; ++s)
+    for (int i = 0; i < U; ++i) {
+      const double b = pb.before_at(s, i);
+      if (b == kInf) continue;
+      for (int j = i + 1; j <= U; ++j) {
+        auto& x = pb.before[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)];
+        x = std::min(x, b + at(lp, s, i, j));
+      }
+    }
+  pb.after[static_cast<std::size_t>(pp)][static_cast<std::size_t>(U)] = 0;
+  for (int s = pp - 1; s >= 0; --s)
+    for (int j = U; j >= 1; --j) {
+      const double a = pb.after_at(s + 1, j);
+      if (a == kInf) continue;
+      for (int i = 0; i < j; ++i) {
+        auto& x = pb.after[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
+        x = std::min(x, at(lp, s, i, j) + a);
+      }
+    }
+
   // The incumbent (osdp's times only: galvatron chooses by its own).
   std::optional<HybridPlan> incumbent;
   double incumbent_t = kInf;
@@ -826,15 +900,14 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   auto wanted = [&](int s, int i, int j) {
     const double least = at(lp, s, i, j);
     if (least == kInf) return false;
-    const double outside = outside_least(s, i, j);
+    const double outside = pb.before_at(s, i) + pb.after_at(s + 1, j);
     if (outside == kInf) return false;
-    if (m * least + outside >= bound) {
+    if (step_bound(least, least + outside, m, pp) >= bound) {
       cut = true;
       return false;
     }
     return true;
   };
-  const SuffixBound& pooled = suffix_to(U);
   const std::function<const SuffixBound&(int)> prefix = [&](int u) -> const SuffixBound& {
     return prefix_to(u);
   };
@@ -842,10 +915,9 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   auto chain = [&](int s, int i, std::int64_t* count, bool* cut_flag) {
     if (s + 1 == pp)
       return run_backward(ctx, even ? starts[static_cast<std::size_t>(s)] : s, bound, count, cut_flag,
-                          prefix);
+                          prefix, &pb);
     const int j_max = even ? starts[static_cast<std::size_t>(s + 1)] : U - (pp - 1 - s);
-    const double before = i == 0 ? 0.0 : prefix_to(i).least(0, s * budget, 0.0);
-    return run_forward(ctx, s, i, j_max, bound, count, cut_flag, pooled, before);
+    return run_forward(ctx, s, i, j_max, bound, count, cut_flag, pb);
   };
   for (int s = 0; s < pp; ++s) {
     const bool last = s + 1 == pp;
