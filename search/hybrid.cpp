@@ -71,15 +71,69 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
     }
     return true;
   };
-  struct Candidate {
-    HybridLayout layout;
-    int workload;  // index into workloads
-    double lower;  // layout_lower_bound
-    double upper;  // the throughput it allows
-  };
-  std::vector<Candidate> candidates;
   std::vector<HybridWorkload> workloads;
   std::deque<detail::PartsCache> caches;  // one per workload (deque: references stay valid)
+  // Exact: layouts grouped by (pp, schedule, m), each group's b0 in ranges (see below).
+  struct LayoutGroup {
+    int pp, m;
+    costmodel::PipelineSchedule schedule;
+    int workload;  // index into workloads
+  };
+  struct Entry {
+    double upper;  // the throughput its bound allows
+    std::size_t group;
+    int lo, hi;    // b0 from lo to hi
+    bool tight;    // a single b0 whose lower bound is solve_layout's
+    double lower;  // lower bound on the step at hi
+  };
+  const auto later = [](const Entry& a, const Entry& b) {
+    return std::tie(b.upper, a.group, a.lo) > std::tie(a.upper, b.group, b.lo);
+  };
+  std::vector<LayoutGroup> groups;
+  std::priority_queue<Entry, std::vector<Entry>, decltype(later)> queue(later);
+  // A range's bound: times priced at hi, memory at lo (layout_lower_bound); none when nothing fits.
+  auto bound_range = [&](std::size_t g, int lo, int hi) -> std::optional<Entry> {
+    const LayoutGroup& gr = groups[g];
+    ++res.layouts;
+    const HybridLayout layout{gr.pp, gr.m, lo, gr.schedule, opts.sequence_parallel};
+    const double lb = detail::layout_lower_bound(cost, workloads[static_cast<std::size_t>(gr.workload)], layout,
+                                                 opts, rules, &caches[static_cast<std::size_t>(gr.workload)], hi);
+    if (lb == kInf) return std::nullopt;
+    return Entry{static_cast<double>(hi) * gr.m * N / gr.pp / lb, g, lo, hi, false, lb};
+  };
+  // Every b0 of a group that fits in the relaxation (memory grows with b0: they are 1..b_max), one by
+  // one up to 16 and the rest as one range; with a global batch, its one b0.
+  auto add_group = [&](int pp, costmodel::PipelineSchedule schedule, int m, int workload) {
+    groups.push_back({pp, m, schedule, workload});
+    const std::size_t g = groups.size() - 1;
+    auto push = [&](int lo, int hi) {
+      if (auto e = bound_range(g, lo, hi)) queue.push(*e);
+    };
+    if (opts.global_batch) {
+      const int per_stage = m * N / pp;
+      if (*opts.global_batch % per_stage == 0 && *opts.global_batch / per_stage <= opts.max_b0)
+        push(*opts.global_batch / per_stage, *opts.global_batch / per_stage);
+      return;
+    }
+    auto fits = [&](int b0) { return bound_range(g, b0, b0).has_value(); };
+    if (!fits(1)) return;
+    int good = 1, bad = opts.max_b0 + 1;
+    for (int b = 2; b <= opts.max_b0; b *= 2) {
+      if (!fits(b)) {
+        bad = b;
+        break;
+      }
+      good = b;
+    }
+    if (bad == opts.max_b0 + 1 && good < opts.max_b0 && fits(opts.max_b0)) good = opts.max_b0;
+    while (bad - good > 1) {
+      const int mid = good + (bad - good) / 2;
+      (fits(mid) ? good : bad) = mid;
+    }
+    constexpr int kSingles = 16;
+    for (int b0 = 1; b0 <= std::min(good, kSingles); ++b0) push(b0, b0);
+    if (good > kSingles) push(kSingles + 1, good);
+  };
   for (int pp : pps) {
     const HybridWorkload hw = costmodel::hybrid_workload(model, pp);
     detail::PartsCache& cache = caches.emplace_back();
@@ -142,6 +196,10 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
         continue;
       }
       for (int m : ms) {
+        if (!megatron) {
+          add_group(pp, schedule, m, workload_index);
+          continue;
+        }
         for (int b0 = 1; b0 <= opts.max_b0; ++b0) {
           if (opts.global_batch) {
             const int B = b0 * m * N / pp;
@@ -174,14 +232,6 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
                 if (consider(hw, plan)) any = true;
               }
             }
-          } else {
-            // Exact: bounded now, solved below in the order of their bounds.
-            const double lb = detail::layout_lower_bound(cost, hw, layout, opts, rules, &cache);
-            if (lb < kInf) {
-              candidates.push_back({layout, workload_index, lb,
-                                    static_cast<double>(b0) * m * N / pp / lb});
-              any = true;
-            }
           }
           if (!any && !opts.global_batch) break;  // a larger b0 fits no better
         }
@@ -193,33 +243,28 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
   }
   // Exact: the layouts in the order of the throughput their bound allows, highest first (ties in the
   // order enumerated), each solved only while that bound beats the best plan so far; the rest cannot.
-  // A layout's first bound is the cheap one of layout_lower_bound; when it comes first, solve_layout
-  // tightens it (the best split of its stages' own LP bounds) and it goes back in line with that.
-  struct Entry {
-    double upper;  // the throughput its bound allows
-    std::size_t index;
-    bool tight;    // lower is solve_layout's bound
-    double lower;
-  };
-  const auto later = [](const Entry& a, const Entry& b) {
-    return a.upper < b.upper || (a.upper == b.upper && a.index > b.index);
-  };
-  std::priority_queue<Entry, std::vector<Entry>, decltype(later)> queue(later);
-  for (std::size_t i = 0; i < candidates.size(); ++i)
-    queue.push({candidates[i].upper, i, false, candidates[i].lower});
+  // A range of b0 that comes first is split in two, each half bounded again; a single b0's first
+  // bound is the cheap one of layout_lower_bound, and when it comes first solve_layout tightens it
+  // (the best split of its stages' own LP bounds) and it goes back in line with that.
   while (!queue.empty()) {
     const Entry e = queue.top();
     queue.pop();
     if (e.upper <= best_thr) break;
-    const Candidate& cand = candidates[e.index];
-    const auto& layout = cand.layout;
-    const HybridWorkload& hw = workloads[static_cast<std::size_t>(cand.workload)];
-    detail::PartsCache& cache = caches[static_cast<std::size_t>(cand.workload)];
+    if (e.lo < e.hi) {
+      const int mid = e.lo + (e.hi - e.lo) / 2;
+      for (const auto& [lo, hi] : {std::pair{e.lo, mid}, std::pair{mid + 1, e.hi}})
+        if (auto half = bound_range(e.group, lo, hi)) queue.push(*half);
+      continue;
+    }
+    const LayoutGroup& gr = groups[e.group];
+    const HybridLayout layout{gr.pp, gr.m, e.lo, gr.schedule, opts.sequence_parallel};
+    const HybridWorkload& hw = workloads[static_cast<std::size_t>(gr.workload)];
+    detail::PartsCache& cache = caches[static_cast<std::size_t>(gr.workload)];
     const double B = static_cast<double>(layout.b0) * layout.m * N / layout.pp;
     if (!e.tight) {
       double lower = kInf;
       solve_layout(cost, hw, layout, opts, rules, false, 0.0, nullptr, nullptr, &cache, &lower);
-      if (lower < kInf) queue.push({B / lower, e.index, true, lower});
+      if (lower < kInf) queue.push({B / lower, e.group, e.lo, e.hi, true, lower});
       continue;
     }
     // Only a step faster than B / (the best throughput so far) can win. The layout is first solved

@@ -75,9 +75,9 @@ struct UnitHull {
 class LayoutContext {
  public:
   LayoutContext(const HybridCostModel& model, const HybridWorkload& hw, const HybridLayout& layout,
-                const HybridSearchOptions& options, ItemRules rules, PartsCache* cache)
+                const HybridSearchOptions& options, ItemRules rules, PartsCache* cache, int price_b0 = 0)
       : model_(model), hw_(hw), layout_(layout), options_(options), rules_(rules),
-        cache_(cache ? cache : &own_cache_) {
+        cache_(cache ? cache : &own_cache_), price_b0_(price_b0 > 0 ? price_b0 : layout.b0) {
     const auto& units = hw.units;
     if (cache_->allowed.size() != units.size()) {
       cache_->allowed.assign(units.size(), {});
@@ -109,7 +109,8 @@ class LayoutContext {
   }
 
   // The items of an operator at degree t: every choice of the space, less those another item is no
-  // worse than in time, states, activations and transient bytes.
+  // worse than in time, states, activations and transient bytes. Times are priced at price_b0 (a
+  // range's bound prices them at its largest b0), memory at the layout's b0.
   const std::vector<Item>& items(int oi, int t) const {
     const Operator& o = op(oi);
     auto& slot = items_[{o.shape_id, t}];
@@ -127,11 +128,11 @@ class LayoutContext {
         shape.choices.push_back(c);
       }
     }
-    auto [parts_it, fresh_parts] = cache_->parts.try_emplace({o.shape_id, t, layout_.b0});
+    auto [parts_it, fresh_parts] = cache_->parts.try_emplace({o.shape_id, t, price_b0_});
     auto& parts = parts_it->second;
     if (fresh_parts)
       for (const Choice& c : shape.choices)
-        parts.push_back(model_.op_parts(o, shape.sliced, t, c, layout_.b0, layout_.pp, hw_.workload.bytes,
+        parts.push_back(model_.op_parts(o, shape.sliced, t, c, price_b0_, layout_.pp, hw_.workload.bytes,
                                         hw_.workload.seq));
     std::vector<Item> all;
     for (std::size_t k = 0; k < shape.choices.size(); ++k) {
@@ -173,7 +174,7 @@ class LayoutContext {
   // Re-layout into unit u from degree t (t < 0: none, the first unit of the model).
   double relayout_into(int u, int from, int t) const {
     if (from < 0 || u == 0) return 0;
-    return model_.relayout_s(from, t, layout_.b0, hw_.workload.seq,
+    return model_.relayout_s(from, t, price_b0_, hw_.workload.seq,
                              hw_.units[static_cast<std::size_t>(u - 1)].hidden,
                              hw_.workload.bytes.activation);
   }
@@ -181,7 +182,7 @@ class LayoutContext {
   // stage), the tied copy's gradient all-reduce (the last).
   double stage_end(int s, int u, int t) const {
     if (s + 1 < layout_.pp) {
-      const auto exit = model_.stage_exit(hw_, layout_.pp, layout_.b0, s, u, t);
+      const auto exit = model_.stage_exit(hw_, layout_.pp, price_b0_, s, u, t);
       return exit.relayout_s + 2 * exit.send_s;
     }
     return model_.tied_sync_s(hw_, layout_.pp, t, layout_.sequence_parallel) / layout_.m;
@@ -227,6 +228,7 @@ class LayoutContext {
   ItemRules rules_;
   PartsCache own_cache_;
   PartsCache* cache_;
+  int price_b0_;  // the b0 times are priced at (memory is at layout_.b0)
   double fixed_ = 0;
   mutable std::map<std::pair<int, int>, std::vector<Item>> items_;
   mutable std::map<std::pair<int, int>, UnitHull> unit_hulls_;  // (unit class, f)
@@ -713,8 +715,9 @@ std::optional<HybridPlan> uniform_plan(const HybridCostModel& model, const Layou
 }  // namespace
 
 double layout_lower_bound(const HybridCostModel& model, const HybridWorkload& hw, const HybridLayout& layout,
-                          const HybridSearchOptions& options, ItemRules rules, PartsCache* cache) {
-  const LayoutContext ctx(model, hw, layout, options, rules, cache);
+                          const HybridSearchOptions& options, ItemRules rules, PartsCache* cache,
+                          int price_b0) {
+  const LayoutContext ctx(model, hw, layout, options, rules, cache, price_b0);
   const int U = static_cast<int>(hw.units.size()), pp = layout.pp;
   if (U < pp) return kInf;
   const double budget = ctx.capacity() - ctx.fixed();

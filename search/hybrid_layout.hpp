@@ -49,9 +49,11 @@ std::vector<int> even_stage_starts(const costmodel::HybridWorkload& hw, int pp);
 // every operator within the memory of all stages together (at the fewest micro-batches in flight).
 // Infinity when no split fits each stage in its own memory even in the relaxation (every unit at its
 // least bytes), and then no larger b0 fits either.
+// With price_b0 > b0, times are priced at price_b0 and memory at the layout's b0: then every plan at
+// any b in b0..price_b0 has a step per sample of at least this over price_b0 (search/hybrid.hpp).
 double layout_lower_bound(const costmodel::HybridCostModel& model, const costmodel::HybridWorkload& hw,
                           const HybridLayout& layout, const HybridSearchOptions& options, ItemRules rules,
-                          PartsCache* cache = nullptr);
+                          PartsCache* cache = nullptr, int price_b0 = 0);
 
 // The best plan of one layout under `rules` (even: the stages of even_stage_starts only) whose step
 // is shorter than `bound`; none when nothing fits or nothing beats the bound (`bounded` then says
