@@ -33,7 +33,7 @@ struct PlanArgs {
   int evaluate_top = 5;
   bool json = false;
   // --hybrid (search/hybrid.hpp)
-  bool hybrid = false, sequence_parallel = false;
+  bool hybrid = false, sequence_parallel = false, no_hybrid = false;
   std::vector<int> pp, tp;
   std::string schedule = "1f1b", trace;
   int max_micro_batches = 8, micro_batches = 0, global_batch = 0, max_b0 = 4096;
@@ -112,26 +112,17 @@ std::string join_lines(const std::vector<std::string>& parts, std::size_t width,
   return out + line;
 }
 
-int run_plan_hybrid(const PlanArgs& a) {
-  search::PlanRequest req = a.req;
-  const std::string strategy = req.strategy;
-  const auto& names = search::hybrid_strategy_names();
-  if (std::find(names.begin(), names.end(), strategy) == names.end())
-    throw UsageError(fmt::format("--strategy with --hybrid: expected one of {}, got \"{}\"",
-                                 fmt::join(names, ", "), strategy));
-  // What the hybrid search does not take (yet), refused rather than ignored.
-  if (a.req.batch != "auto")
-    throw UsageError("--batch does not apply with --hybrid: use --max-micro-batch-size or --global-batch");
-  if (!a.trace.empty() && a.evaluate != "sim") throw UsageError("--trace needs --evaluate sim");
-  if (!a.emit_costs.empty()) throw UsageError("--emit-costs does not apply with --hybrid");
-  req.strategy = "exact";
-  const auto prepared = search::prepare_search(req, fmt::format("{}+{}", OSDP_VERSION, OSDP_GIT_HASH));
-  const search::PlanContext& ctx = prepared->ctx;
+costmodel::HybridCostModel hybrid_cost_model(const search::PreparedSearch& prepared) {
+  const search::PlanContext& ctx = prepared.ctx;
   costmodel::HybridCostModel cost(ctx.cluster, ctx.calibration ? &*ctx.calibration : nullptr,
                                   ctx.model.precision, ctx.cost_options, ctx.model.dropout);
-  cost.set_capacity(prepared->options.memory_limit_bytes);
+  cost.set_capacity(prepared.options.memory_limit_bytes);
+  return cost;
+}
+
+search::HybridSearchOptions hybrid_options(const PlanArgs& a, const search::PreparedSearch& prepared) {
   search::HybridSearchOptions so;
-  so.space = prepared->options.space;
+  so.space = prepared.options.space;
   so.pp = a.pp;
   so.tp = a.tp;
   so.max_micro_batches = a.max_micro_batches;
@@ -148,11 +139,57 @@ int run_plan_hybrid(const PlanArgs& a) {
     so.progress = [last = 0.0](int pp, double thr, std::int64_t layouts, double seconds) mutable {
       if (seconds - last < 1.0) return;  // a line a second at most
       last = seconds;
-      std::cerr << fmt::format("osdp plan --hybrid: {} layouts solved in {:.1f} s (the last at pipeline degree {}); "
-                               "best {}\n",
+      std::cerr << fmt::format("osdp plan: hybrid search, {} layouts solved in {:.1f} s (the last at pipeline "
+                               "degree {}); best {}\n",
                                layouts, seconds, pp,
                                thr > 0 ? fmt::format("{:.2f} samples/s", thr) : "none fits yet");
     };
+  return so;
+}
+
+nlohmann::json hybrid_result_json(const search::HybridResult& x) {
+  nlohmann::json j{{"strategy", x.strategy},
+                   {"feasible", x.feasible},
+                   {"layouts", x.layouts},
+                   {"layouts_solved", x.solved},
+                   {"labels", x.labels},
+                   {"search_seconds", x.search_seconds},
+                   {"skipped", x.skipped}};
+  if (x.feasible) j["plan"] = costmodel::to_json(x.workload, x.plan, x.evaluation);
+  return j;
+}
+
+// One line per stage of a hybrid plan: its units' TP degrees, as runs.
+std::vector<std::string> stage_degrees(const search::HybridResult& r) {
+  std::vector<std::string> lines;
+  for (const auto& st : r.evaluation.stages) {
+    std::vector<std::string> un, tv;
+    for (int u = st.first_unit; u < st.end_unit; ++u) {
+      un.push_back(r.workload.units[static_cast<std::size_t>(u)].name);
+      tv.push_back(fmt::format("tp{}", r.plan.unit_tp[static_cast<std::size_t>(u)]));
+    }
+    lines.push_back(join_lines(runs(un, tv), 90, std::string(19, ' ')));
+  }
+  return lines;
+}
+
+int run_plan_hybrid(const PlanArgs& a) {
+  search::PlanRequest req = a.req;
+  const std::string strategy = req.strategy;
+  const auto& names = search::hybrid_strategy_names();
+  if (std::find(names.begin(), names.end(), strategy) == names.end())
+    throw UsageError(fmt::format("--strategy with --hybrid: expected one of {}, got \"{}\"",
+                                 fmt::join(names, ", "), strategy));
+  // What the hybrid search does not take (yet), refused rather than ignored.
+  if (a.req.batch != "auto")
+    throw UsageError("--batch does not apply with --hybrid: use --max-micro-batch-size or --global-batch");
+  if (!a.trace.empty() && a.evaluate != "sim") throw UsageError("--trace needs --evaluate sim");
+  if (!a.emit_costs.empty()) throw UsageError("--emit-costs does not apply with --hybrid");
+  req.strategy = "exact";
+  const auto prepared = search::prepare_search(req, fmt::format("{}+{}", OSDP_VERSION, OSDP_GIT_HASH));
+  const search::PlanContext& ctx = prepared->ctx;
+  const costmodel::HybridCostModel cost = hybrid_cost_model(*prepared);
+  const search::HybridSearchOptions so = hybrid_options(a, *prepared);
   const auto r = search::search_hybrid(ctx.model, cost, strategy, so);
   std::vector<search::HybridResult> baselines;
   if (a.baseline != "none")
@@ -169,17 +206,6 @@ int run_plan_hybrid(const PlanArgs& a) {
       costmodel::write_file_atomic(a.trace, sim::pipeline_trace(*sim_spec, *simulated).dump() + "\n");
   }
   const int N = ctx.cluster.world_size();
-  auto result_json = [&](const search::HybridResult& x) {
-    nlohmann::json j{{"strategy", x.strategy},
-                     {"feasible", x.feasible},
-                     {"layouts", x.layouts},
-                     {"layouts_solved", x.solved},
-                     {"labels", x.labels},
-                     {"search_seconds", x.search_seconds},
-                     {"skipped", x.skipped}};
-    if (x.feasible) j["plan"] = costmodel::to_json(x.workload, x.plan, x.evaluation);
-    return j;
-  };
   if (!a.out.empty() && r.feasible) {
     costmodel::HybridPlanFile f;
     f.tool_version = ctx.tool_version;
@@ -194,7 +220,7 @@ int run_plan_hybrid(const PlanArgs& a) {
         a.out, costmodel::hybrid_plan_file_json(f, r.workload, r.evaluation).dump(1) + "\n");
   }
   if (a.json) {
-    nlohmann::json j = result_json(r);
+    nlohmann::json j = hybrid_result_json(r);
     j["model"] = ctx.model.name;
     j["cluster"] = ctx.cluster.name;
     j["world_size"] = N;
@@ -202,7 +228,7 @@ int run_plan_hybrid(const PlanArgs& a) {
     j["memory_limit_bytes"] = prepared->options.memory_limit_bytes;
     nlohmann::json bs = nlohmann::json::array();
     for (const auto& b : baselines) {
-      nlohmann::json bj = result_json(b);
+      nlohmann::json bj = hybrid_result_json(b);
       if (b.feasible) bj["throughput_samples_per_s"] = b.evaluation.throughput;
       if (b.feasible && r.feasible)
         bj["speedup_of_strategy"] = r.evaluation.throughput / b.evaluation.throughput;
@@ -302,6 +328,16 @@ int run_plan(const PlanArgs& a) {
   if (a.baseline != "none" && a.baseline != a.req.strategy)
     base = search::run_search(w, model, registry.get(a.baseline), opt);
 
+  // The hybrid plan beside it (search/hybrid.hpp): pipeline stages, micro-batches and TP degrees with
+  // the same per-operator space, at the same global batch when --batch fixes it. Its space holds this
+  // one's (dp-only), so its throughput is never below the exact plan's.
+  std::optional<search::HybridResult> hybrid;
+  if (!a.no_hybrid && ctx.cluster.world_size() > 1) {
+    search::HybridSearchOptions so = hybrid_options(a, *prepared);
+    if (opt.batch) so.global_batch = *opt.batch * ctx.cluster.world_size();
+    hybrid = search::search_hybrid(ctx.model, hybrid_cost_model(*prepared), "exact", so);
+  }
+
   std::vector<EvaluatedBatch> evaluated;
   if (a.evaluate == "sim" && r.feasible)
     evaluated = evaluate_by_simulation(ctx, w, model, strategy, opt, r, a.evaluate_top);
@@ -326,6 +362,14 @@ int run_plan(const PlanArgs& a) {
     }
     j["evaluate"] = a.evaluate;
     if (a.evaluate == "sim") add_evaluation_json(j, evaluated);
+    if (hybrid) {
+      nlohmann::json hj = hybrid_result_json(*hybrid);
+      if (hybrid->feasible) {
+        hj["throughput_samples_per_s"] = hybrid->evaluation.throughput;
+        if (r.feasible) hj["speedup_over_plan"] = hybrid->evaluation.throughput / r.throughput;
+      }
+      j["hybrid"] = hj;
+    }
     std::cout << j.dump(2) << "\n";
   } else {
     const int n = ctx.cluster.world_size();
@@ -368,6 +412,24 @@ int run_plan(const PlanArgs& a) {
       else
         std::cout << fmt::format("  {:<14} does not fit (needs {})\n", base->strategy,
                                  format_bytes(base->min_fit_bytes));
+    }
+    if (hybrid && hybrid->feasible) {
+      const auto& p = hybrid->plan;
+      const auto& ev = hybrid->evaluation;
+      std::cout << fmt::format("  hybrid         {:.2f} samples/s{}; search {}\n", ev.throughput,
+                               r.feasible ? fmt::format(", {:.3f}x the plan above", ev.throughput / r.throughput)
+                                          : std::string(),
+                               format_seconds(hybrid->search_seconds))
+                << fmt::format("                 global batch {} = {} micro-batches x {} per device x {} devices "
+                               "per stage; {} stage{}, {}\n",
+                               ev.global_batch, p.micro_batches, p.b0, n / p.pp, p.pp, p.pp > 1 ? "s" : "",
+                               costmodel::to_string(p.schedule));
+      const auto lines = stage_degrees(*hybrid);
+      for (std::size_t s = 0; s < lines.size(); ++s)
+        std::cout << fmt::format("                 stage {} {}\n", s, lines[s]);
+      std::cout << "                 (osdp plan --hybrid: its choices, the simulator, the hybrid baselines)\n";
+    } else if (hybrid) {
+      std::cout << "  hybrid         no hybrid plan fits either\n";
     }
     if (a.evaluate == "sim" && r.feasible) print_evaluation(evaluated, r.batch);
     if (!a.out.empty() && r.feasible) std::cout << "  plan written to " << a.out << "\n";
@@ -446,6 +508,9 @@ Action add_plan_command(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   app.add_flag("--json", a->json, "Print one JSON object instead of the summary");
+  app.add_flag("--no-hybrid", a->no_hybrid,
+               "Without --hybrid the exact hybrid plan (stages, micro-batches, TP degrees) is shown below the "
+               "data-parallel one on clusters of several devices: skip it");
   auto* hy = app.add_option_group("Hybrid parallelism (--hybrid)");
   hy->add_flag("--hybrid", a->hybrid,
                "Search the hybrid space: pipeline stages and micro-batches, a tensor-parallel degree per "

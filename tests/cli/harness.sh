@@ -48,6 +48,19 @@ $code" "$file" "$@" 2>&1); then
 }
 
 # contains DESC FILE PATTERN...: the file contains every fixed string.
+# A Python check of a text file: `text` holds it.
+pcheck() {
+  local desc=$1 file=$2 code=$3 msg
+  if msg=$(python3 -c "
+import re, sys
+text = open(sys.argv[1]).read()
+$code" "$file" 2>&1); then
+    ok "$desc"
+  else
+    not_ok "$desc" "$(printf '%s\n' "$msg" | tail -n 3)"
+  fi
+}
+
 contains() {
   local desc=$1 file=$2 p
   shift 2

@@ -436,6 +436,36 @@ assert len(j["skipped"]) == 1 and "unit embedding" in j["skipped"][0], j["skippe
 run hybrid_batch "$OSDP" plan --hybrid --batch 4 --model val-4x384 --cluster h100-8
 expect_rc "--hybrid with --batch is refused, not ignored" hybrid_batch 2
 contains "saying what to use" "$TMP/hybrid_batch.err" "--max-micro-batch-size or --global-batch"
+# Plain `osdp plan` shows the exact hybrid plan below the data-parallel one: the same search as
+# --hybrid's exact, never below the plan above it (its space holds the data-parallel one).
+jcheck "plain plan: the hybrid block is --hybrid's exact plan, at least the data-parallel plan" "$TMP/flat_exact.json" '
+import json
+hy = json.load(open("'"$TMP"'/hybrid.out"))
+h = j["hybrid"]
+assert h["strategy"] == "exact" and h["feasible"]
+assert abs(h["throughput_samples_per_s"] / hy["plan"]["predicted_throughput_samples_per_s"] - 1) < 1e-12
+assert h["speedup_over_plan"] >= 1 - 1e-12, h["speedup_over_plan"]
+assert abs(h["speedup_over_plan"] - h["throughput_samples_per_s"] / j["throughput_samples_per_s"]) < 1e-12
+'
+run plain_no_hybrid "$OSDP" plan --model val-4x384 --cluster h100-8 --memory 1100MiB --baseline none --json --no-hybrid
+expect_rc "plain plan --no-hybrid" plain_no_hybrid 0
+jcheck "--no-hybrid: no hybrid block" "$TMP/plain_no_hybrid.out" 'assert "hybrid" not in j'
+run plain_batch "$OSDP" plan --model val-4x384 --cluster h100-8 --memory 1100MiB --baseline none --json --batch 2
+expect_rc "plain plan --batch 2" plain_batch 0
+jcheck "--batch 2 on 8 devices: the hybrid plan at the same global batch, 16" "$TMP/plain_batch.out" '
+assert j["hybrid"]["plan"]["global_batch"] == 16, j["hybrid"]["plan"]["global_batch"]
+'
+run plain_bert "$OSDP" plan --model bert-huge-32 --cluster a100-8 --memory 8GB
+expect_rc "plain plan, bert-huge-32 on 8 A100s at 8 GB" plain_bert 0
+pcheck "it reports the hybrid plan's stages and degrees, at least the plan above and fsdp" "$TMP/plain_bert.out" '
+flat = float(re.search(r"throughput +([0-9.]+) samples/s", text).group(1))
+base = float(re.search(r"fsdp +batch [0-9]+, ([0-9.]+) samples/s", text).group(1))
+m = re.search(r"hybrid +([0-9.]+) samples/s, ([0-9.]+)x the plan above", text)
+assert m, text
+assert float(m.group(1)) >= flat and float(m.group(1)) >= base and float(m.group(2)) >= 1
+assert re.search(r"global batch [0-9]+ = [0-9]+ micro-batches x [0-9]+ per device x [0-9]+ devices per stage; [0-9]+ stages?, 1f1b", text), text
+assert re.search(r"stage 0 embedding.*tp[1248]", text), text
+'
 run hybrid_sim "$OSDP" plan --hybrid --model val-4x384 --cluster h100-8 --memory 1100MiB --pp 2 --micro-batches 4 --baseline none --evaluate sim --trace "$TMP/hybrid.trace.json" --json
 expect_rc "--hybrid --evaluate sim --trace" hybrid_sim 0
 jcheck "the pipeline simulator replays the plan: 1F1B holds min(pp - s, m) micro-batches" "$TMP/hybrid_sim.out" '
