@@ -4,25 +4,38 @@
 // exact (the optimum of the analytic model over the whole space). For one layout (pp, m, b0,
 // schedule, SP) the step is T = sum_s c_s + (m - 1) max_s c_s with stages independent in memory, so:
 //   1. c*(s, i, j), the least time per micro-batch of stage s holding units i..j-1 within the
-//      memory limit, for every s, i and j: a dynamic program along the units, one state per TP
-//      degree of the unit before (the re-layout between units depends on both degrees), each state a
-//      Pareto set of (persistent bytes, largest transient, time); a label is dropped when another
-//      with the same degree is no worse in all three, when it or the LP relaxation of the stage's
-//      remaining operators no longer fits, or when no plan through it can beat the incumbent (one
-//      degree for every unit, even stages, each stage solved by the flat exact solver) or an
-//      earlier layout's throughput (search/hybrid.cpp, run_chain, states the bound). Persistent
-//      bytes are states plus f_s micro-batches of activations (f_s of the schedule).
+//      memory limit: a dynamic program along the units, one state per TP degree of the unit before
+//      (the re-layout between units depends on both degrees), each state a Pareto set of
+//      (persistent bytes, largest transient, time). One chain per stage start gives every end (the
+//      last stage's one chain runs backward from the model's end and gives every start). A label is
+//      dropped when another with the same degree is no worse in all three, when it no longer fits,
+//      or when no plan through it can beat the bound (below). Persistent bytes are states plus f_s
+//      micro-batches of activations (f_s of the schedule).
 //   2. The split: for every threshold C among the c* values (ascending), the least sum of c* over
 //      splits whose stages all take at most C, a DP over (stage, first unit); T(C) = sum + (m-1) C.
 //      The optimum is the least T(C) (at C = the optimal split's slowest stage, T(C) is at most its
 //      T); thresholds stop once the unconstrained least sum + (m - 1) C reaches the best T.
+//   The bounds are LP relaxations over units: per unit the lower convex hull of (persistent bytes,
+//   time) over its degrees and its operators' item combinations at one degree. lp(s, i, j) is the
+//   LP of units i..j-1 within one stage's memory with its f_s; the layout's bound is the best split
+//   of lp by step 2's rule (T >= sum + (m - 1) max). A label of stage s at unit u is dropped when
+//   for every end j (every start, for the last stage) sum + (m - 1) max(own, sum / pp) reaches the
+//   bound, own = its time + the LP of the stage's remaining units within what the stage has left,
+//   sum = own + the least lp sums of the stages before and after. Without a pipeline: m (time + the
+//   LP of the units left). The bound is asked only of Pareto survivors (it refuses everything worse
+//   than what it refuses). A layout is first solved for T within 0.1% of its lower bound, then 1%,
+//   5%, then the incumbent (one degree for every unit, even stages, each stage by the flat exact
+//   solver) or what the best plan so far allows: a plan found below a bound is the optimum.
 //   Over layouts: every valid pp, every schedule asked for, m = 1..max_micro_batches (or the one
-//   given), and b0 = 1, 2, ... until no split fits even in the LP (memory grows with b0); the highest
-//   throughput B / T wins (B = b0 m N / pp). With a global batch given, only layouts with that B.
-//   Best first: every layout's lower bound on T (layout_lower_bound, the LP of all operators within
-//   all stages' memory) caps its throughput at B / T_lp; layouts are solved in the order of that cap,
-//   highest first, and the search stops at the first whose cap does not beat the best plan found,
-//   as no later one can.
+//   given), and every b0 up to the largest that fits in the relaxation (found per (pp, schedule, m)
+//   by doubling and bisection; memory grows with b0). The highest throughput B / T wins (B = b0 m N
+//   / pp); with a global batch given, only layouts with that B. Best first over a priority queue of
+//   throughput caps: b0 = 1..16 one by one and the rest of each group as one range, bounded by the
+//   LP with times priced at the range's largest b0 and memory at its smallest (a plan's step per
+//   sample never rises with b0 and a plan that fits at b0 fits below it, as in the flat scheduler);
+//   a range that comes first is split in two, a single layout's cheap bound (the LP within all
+//   stages' memory together) is replaced by the split bound above, and a layout whose tight cap
+//   comes first is solved. The search stops at the first cap that does not beat the best plan.
 // brute_force_layout: every plan of one layout (stage splits x degrees x choices), for tests.
 // megatron-3d: one TP degree for every unit, even stages, every operator REPLICATE (DDP), all or no
 //   checkpointing; a grid over tp, pp, m and b0.

@@ -837,7 +837,9 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   PipelineBounds pb;
   {
     // Every (f, j) a chain may ask for, resolved once: the chains ask per label.
-    std::vector<std::vector<const SuffixBound*>> table(static_cast<std::size_t>(pp) + 1);
+    int f_max = 0;
+    for (int s = 0; s < pp; ++s) f_max = std::max(f_max, ctx.in_flight(s));  // GPipe: m, 1F1B: <= pp
+    std::vector<std::vector<const SuffixBound*>> table(static_cast<std::size_t>(f_max) + 1);
     for (int s = 0; s < pp && pp > 1; ++s) {
       auto& row = table[static_cast<std::size_t>(ctx.in_flight(s))];
       if (!row.empty()) continue;

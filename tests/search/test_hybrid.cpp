@@ -293,6 +293,48 @@ TEST_CASE("exact hybrid is never below the baselines it contains", "[hybrid]") {
   }
 }
 
+// The search over layouts (best first over bounds, b0 beyond 16 in ranges split in two) finds what
+// solving every layout one by one finds: the ranges' and layouts' bounds never drop the best.
+TEST_CASE("exact hybrid over every layout equals each layout solved in turn", "[hybrid]") {
+  const ModelSpec model = small_gpt(3, 128, 4, 32, 512);
+  ClusterSpec cluster = synthetic_cluster(1, 4);
+  HybridCostModel hybrid(cluster, nullptr, model.precision, CostOptions{}, model.dropout);
+  search::HybridSearchOptions so;
+  so.space.checkpoint = search::CheckpointPolicy::kAuto;
+  so.max_micro_batches = 3;
+  so.max_b0 = 24;
+  so.schedules = {PipelineSchedule::k1F1B, PipelineSchedule::kGpipe};
+  int beyond_singles = 0;  // memory limits under which a b0 > 16 fits (ranges exercised)
+  for (const double mib : {6.0, 10.0, 16.0, 40.0}) {
+    hybrid.set_capacity(mib * 1024 * 1024);
+    double best = 0;
+    int best_b0 = 0, largest_b0 = 0;
+    for (int pp : {1, 2, 4})
+      for (const auto schedule : so.schedules)
+        for (int m = 1; m <= so.max_micro_batches; ++m)
+          for (int b0 = 1; b0 <= so.max_b0; ++b0) {
+            const auto hw = costmodel::hybrid_workload(model, pp);
+            const search::HybridLayout layout{pp, m, b0, schedule, false};
+            const auto plan = search::solve_layout_exact(hybrid, hw, layout, so);
+            if (!plan) continue;
+            const auto ev = hybrid.evaluate(hw, *plan);
+            REQUIRE(ev.fits);
+            largest_b0 = std::max(largest_b0, b0);
+            if (ev.throughput > best) {
+              best = ev.throughput;
+              best_b0 = b0;
+            }
+          }
+    const auto r = search::search_hybrid(model, hybrid, "exact", so);
+    INFO(mib << " MiB: every layout " << best << " samples/s (b0 " << best_b0 << "), the search "
+              << r.evaluation.throughput << " after " << r.layouts << " bounds and " << r.solved << " solved");
+    REQUIRE(r.feasible == (best > 0));
+    if (best > 0) CHECK(rel(r.evaluation.throughput, best) < 1e-9);
+    if (largest_b0 > 16) ++beyond_singles;
+  }
+  CHECK(beyond_singles >= 2);
+}
+
 // A plan file written from a hybrid plan reads back as the same plan; a file whose stages do not
 // hold the model's units, or whose TP degree an operator cannot take, is refused with its pointer.
 TEST_CASE("a hybrid plan file reads back as the plan written", "[hybrid]") {
