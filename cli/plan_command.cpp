@@ -139,21 +139,18 @@ search::HybridSearchOptions hybrid_options(const PlanArgs& a, const search::Prep
     so.progress = [last = 0.0](int pp, double thr, std::int64_t layouts, double seconds) mutable {
       if (seconds - last < 1.0) return;  // a line a second at most
       last = seconds;
-      std::cerr << fmt::format("osdp plan: hybrid search, {} layouts solved in {:.1f} s (the last at pipeline "
-                               "degree {}); best {}\n",
-                               layouts, seconds, pp,
-                               thr > 0 ? fmt::format("{:.2f} samples/s", thr) : "none fits yet");
+      std::cerr << fmt::format(
+          "osdp plan: hybrid search, {} layouts solved in {:.1f} s (the last at pipeline "
+          "degree {}); best {}\n",
+          layouts, seconds, pp, thr > 0 ? fmt::format("{:.2f} samples/s", thr) : "none fits yet");
     };
   return so;
 }
 
 nlohmann::json hybrid_result_json(const search::HybridResult& x) {
-  nlohmann::json j{{"strategy", x.strategy},
-                   {"feasible", x.feasible},
-                   {"layouts", x.layouts},
-                   {"layouts_solved", x.solved},
-                   {"labels", x.labels},
-                   {"search_seconds", x.search_seconds},
+  nlohmann::json j{{"strategy", x.strategy}, {"feasible", x.feasible},
+                   {"layouts", x.layouts},   {"layouts_solved", x.solved},
+                   {"labels", x.labels},     {"search_seconds", x.search_seconds},
                    {"skipped", x.skipped}};
   if (x.feasible) j["plan"] = costmodel::to_json(x.workload, x.plan, x.evaluation);
   return j;
@@ -293,10 +290,9 @@ int run_plan_hybrid(const PlanArgs& a) {
                         : "  no hybrid plan fits under this memory limit\n");
     }
     for (const auto& why : r.skipped) std::cout << "  not searched   " << why << "\n";
-    std::cout << fmt::format("  search         {} over {} layouts{}\n", format_seconds(r.search_seconds),
-                             r.layouts,
-                             r.solved > 0 ? fmt::format(" ({} solved, the others bounded out)", r.solved)
-                                          : std::string());
+    std::cout << fmt::format(
+        "  search         {} over {} layouts{}\n", format_seconds(r.search_seconds), r.layouts,
+        r.solved > 0 ? fmt::format(" ({} solved, the others bounded out)", r.solved) : std::string());
     for (const auto& b : baselines) {
       if (b.feasible)
         std::cout << fmt::format("  {:<14} {:.2f} samples/s (pp {}, m {}, batch {}){}; search {}\n",
@@ -417,17 +413,20 @@ int run_plan(const PlanArgs& a) {
       const auto& p = hybrid->plan;
       const auto& ev = hybrid->evaluation;
       std::cout << fmt::format("  hybrid         {:.2f} samples/s{}; search {}\n", ev.throughput,
-                               r.feasible ? fmt::format(", {:.3f}x the plan above", ev.throughput / r.throughput)
-                                          : std::string(),
+                               r.feasible
+                                   ? fmt::format(", {:.3f}x the plan above", ev.throughput / r.throughput)
+                                   : std::string(),
                                format_seconds(hybrid->search_seconds))
-                << fmt::format("                 global batch {} = {} micro-batches x {} per device x {} devices "
-                               "per stage; {} stage{}, {}\n",
-                               ev.global_batch, p.micro_batches, p.b0, n / p.pp, p.pp, p.pp > 1 ? "s" : "",
-                               costmodel::to_string(p.schedule));
+                << fmt::format(
+                       "                 global batch {} = {} micro-batches x {} per device x {} devices "
+                       "per stage; {} stage{}, {}\n",
+                       ev.global_batch, p.micro_batches, p.b0, n / p.pp, p.pp, p.pp > 1 ? "s" : "",
+                       costmodel::to_string(p.schedule));
       const auto lines = stage_degrees(*hybrid);
       for (std::size_t s = 0; s < lines.size(); ++s)
         std::cout << fmt::format("                 stage {} {}\n", s, lines[s]);
-      std::cout << "                 (osdp plan --hybrid: its choices, the simulator, the hybrid baselines)\n";
+      std::cout
+          << "                 (osdp plan --hybrid: its choices, the simulator, the hybrid baselines)\n";
     } else if (hybrid) {
       std::cout << "  hybrid         no hybrid plan fits either\n";
     }
@@ -508,9 +507,10 @@ Action add_plan_command(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   app.add_flag("--json", a->json, "Print one JSON object instead of the summary");
-  app.add_flag("--no-hybrid", a->no_hybrid,
-               "Without --hybrid the exact hybrid plan (stages, micro-batches, TP degrees) is shown below the "
-               "data-parallel one on clusters of several devices: skip it");
+  app.add_flag(
+      "--no-hybrid", a->no_hybrid,
+      "Without --hybrid the exact hybrid plan (stages, micro-batches, TP degrees) is shown below the "
+      "data-parallel one on clusters of several devices: skip it");
   auto* hy = app.add_option_group("Hybrid parallelism (--hybrid)");
   hy->add_flag("--hybrid", a->hybrid,
                "Search the hybrid space: pipeline stages and micro-batches, a tensor-parallel degree per "

@@ -243,8 +243,8 @@ HybridOpParts HybridCostModel::op_parts(const Operator& op0, int t, const Choice
   return op_parts(op0, tp_slice(op0, t, sp, B, dropout_, seq), t, ch, b0, pp, B, seq);
 }
 
-HybridOpParts HybridCostModel::op_parts(const Operator& op0, const Operator& op, int t, const Choice& ch, int b0,
-                                        int pp, const PrecisionBytes& B, int seq) const {
+HybridOpParts HybridCostModel::op_parts(const Operator& op0, const Operator& op, int t, const Choice& ch,
+                                        int b0, int pp, const PrecisionBytes& B, int seq) const {
   const CostModel& sub = dp_model(pp, t);
   const int b = b0 * t;
   const double P = static_cast<double>(op.parameters());
@@ -287,8 +287,8 @@ HybridOpCost HybridCostModel::op_cost(const Operator& op0, int t, const Choice& 
   return op_cost(op_parts(op0, op, t, ch, b0, pp, B, seq), op, t, ch, b0, m, pp, B);
 }
 
-HybridOpCost HybridCostModel::op_cost(const HybridOpParts& x, const Operator& op, int t, const Choice& ch, int b0,
-                                      int m, int pp, const PrecisionBytes& B) const {
+HybridOpCost HybridCostModel::op_cost(const HybridOpParts& x, const Operator& op, int t, const Choice& ch,
+                                      int b0, int m, int pp, const PrecisionBytes& B) const {
   assert(b0 >= 1 && m >= 1);
   const CostModel& sub = dp_model(pp, t);
   const int b = b0 * t;

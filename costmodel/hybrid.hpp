@@ -206,8 +206,8 @@ class HybridCostModel {
   // search prices the parts once per b0 and combines them for every micro-batch count.
   HybridOpParts op_parts(const Operator& op, const Operator& sliced, int t, const Choice& choice, int b0,
                          int pp, const PrecisionBytes& bytes, int seq) const;
-  HybridOpCost op_cost(const HybridOpParts& parts, const Operator& sliced, int t, const Choice& choice, int b0,
-                       int m, int pp, const PrecisionBytes& bytes) const;
+  HybridOpCost op_cost(const HybridOpParts& parts, const Operator& sliced, int t, const Choice& choice,
+                       int b0, int m, int pp, const PrecisionBytes& bytes) const;
   // An all-reduce of `bytes` on a TP ring of t ranks (the intra-node link).
   double tp_allreduce_s(int t, double bytes) const;
   // The re-layout from degree t to t2 of activations `hidden` wide at b0 samples per device.

@@ -96,8 +96,9 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
     const LayoutGroup& gr = groups[g];
     ++res.layouts;
     const HybridLayout layout{gr.pp, gr.m, lo, gr.schedule, opts.sequence_parallel};
-    const double lb = detail::layout_lower_bound(cost, workloads[static_cast<std::size_t>(gr.workload)], layout,
-                                                 opts, rules, &caches[static_cast<std::size_t>(gr.workload)], hi);
+    const double lb =
+        detail::layout_lower_bound(cost, workloads[static_cast<std::size_t>(gr.workload)], layout, opts,
+                                   rules, &caches[static_cast<std::size_t>(gr.workload)], hi);
     if (lb == kInf) return std::nullopt;
     return Entry{static_cast<double>(hi) * gr.m * N / gr.pp / lb, g, lo, hi, false, lb};
   };
@@ -189,7 +190,8 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
           HybridLayout layout{pp, m, B / (dp * m), schedule, opts.sequence_parallel};
           if (layout.b0 > opts.max_b0) break;
           ++res.layouts;
-          const auto plan = solve_layout(cost, hw, layout, opts, rules, true, kInf, &res.labels, nullptr, &cache);
+          const auto plan =
+              solve_layout(cost, hw, layout, opts, rules, true, kInf, &res.labels, nullptr, &cache);
           if (!plan) break;
           consider(hw, *plan);
         }

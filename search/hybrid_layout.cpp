@@ -76,8 +76,13 @@ class LayoutContext {
  public:
   LayoutContext(const HybridCostModel& model, const HybridWorkload& hw, const HybridLayout& layout,
                 const HybridSearchOptions& options, ItemRules rules, PartsCache* cache, int price_b0 = 0)
-      : model_(model), hw_(hw), layout_(layout), options_(options), rules_(rules),
-        cache_(cache ? cache : &own_cache_), price_b0_(price_b0 > 0 ? price_b0 : layout.b0) {
+      : model_(model),
+        hw_(hw),
+        layout_(layout),
+        options_(options),
+        rules_(rules),
+        cache_(cache ? cache : &own_cache_),
+        price_b0_(price_b0 > 0 ? price_b0 : layout.b0) {
     const auto& units = hw.units;
     if (cache_->allowed.size() != units.size()) {
       cache_->allowed.assign(units.size(), {});
@@ -259,7 +264,7 @@ class SuffixBound {
   // first_only: the bound from position 0 only (least(0, ...)), without the other positions' tables.
   SuffixBound(const LayoutContext& ctx, int f, int end_unit, bool first_only = false) {
     std::vector<const std::vector<std::pair<double, double>>*> groups;  // per unit: hull points (p, time)
-    std::vector<double> least_transient;                                 // per unit: its smallest transient
+    std::vector<double> least_transient;                                // per unit: its smallest transient
     for (int u = 0; u < end_unit; ++u) {
       const auto& h = ctx.unit_hull(u, f);
       groups.push_back(&h.points);
@@ -324,7 +329,8 @@ class SuffixBound {
 // indices. `keep` is asked only of the labels no other beats: it must refuse every label worse in all
 // three than one it refuses (the chains' bounds are), so the result is the same as asking all.
 template <class Keep>
-std::vector<int> pareto(std::vector<Label>& arena, const std::vector<Label>& grown, double budget, Keep keep) {
+std::vector<int> pareto(std::vector<Label>& arena, const std::vector<Label>& grown, double budget,
+                        Keep keep) {
   // Sorted by value, not through the labels: the sort is most of the search's time.
   struct Key {
     int t;
@@ -421,8 +427,12 @@ double step_bound(double own, double sum, int m, int pp) {
 struct PipelineBounds {
   std::function<const SuffixBound&(int j, int f)> suffix;
   std::vector<std::vector<double>> before, after;
-  double before_at(int s, int i) const { return before[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)]; }
-  double after_at(int s, int j) const { return after[static_cast<std::size_t>(s)][static_cast<std::size_t>(j)]; }
+  double before_at(int s, int i) const {
+    return before[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
+  }
+  double after_at(int s, int j) const {
+    return after[static_cast<std::size_t>(s)][static_cast<std::size_t>(j)];
+  }
 };
 
 // The chain of stage s < pp - 1 from unit i forward, recording c*(s, i, j) for every j <= j_max. A
@@ -787,10 +797,9 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   // The stages' LP lower bounds (infinity: even the relaxation does not fit), and whether any split
   // has every stage within memory in the relaxation: if none, no plan fits this layout (nor a larger
   // b0), bound or not, and nothing more is priced.
-  StageTable lp(
-      static_cast<std::size_t>(pp),
-      std::vector<std::vector<double>>(static_cast<std::size_t>(U + 1),
-                                       std::vector<double>(static_cast<std::size_t>(U + 1), kInf)));
+  StageTable lp(static_cast<std::size_t>(pp),
+                std::vector<std::vector<double>>(static_cast<std::size_t>(U + 1),
+                                                 std::vector<double>(static_cast<std::size_t>(U + 1), kInf)));
   auto at = [](auto& v, int s, int i, int j) -> auto& {
     return v[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
   };
@@ -849,7 +858,8 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
       return *table[static_cast<std::size_t>(f)][static_cast<std::size_t>(j)];
     };
   }
-  pb.before.assign(static_cast<std::size_t>(pp + 1), std::vector<double>(static_cast<std::size_t>(U + 1), kInf));
+  pb.before.assign(static_cast<std::size_t>(pp + 1),
+                   std::vector<double>(static_cast<std::size_t>(U + 1), kInf));
   pb.after = pb.before;
   pb.before[0][0] = 0;
   for (int s = 0; s < pp; ++s)
@@ -898,10 +908,9 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   // c[s][i][j]: stages that cannot be part of a plan beating the bound are left at infinity. Whether
   // (s, i, j) is worth pricing: the units before i in stages 0..s-1 and those from j on in stages
   // s+1..pp-1 within the memory of their stages (each set's LP) and this stage's LP, at weight m.
-  StageTable c(
-      static_cast<std::size_t>(pp),
-      std::vector<std::vector<double>>(static_cast<std::size_t>(U + 1),
-                                       std::vector<double>(static_cast<std::size_t>(U + 1), kInf)));
+  StageTable c(static_cast<std::size_t>(pp),
+               std::vector<std::vector<double>>(static_cast<std::size_t>(U + 1),
+                                                std::vector<double>(static_cast<std::size_t>(U + 1), kInf)));
   auto wanted = [&](int s, int i, int j) {
     const double least = at(lp, s, i, j);
     if (least == kInf) return false;
@@ -919,8 +928,8 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   // The chain of stage s from its start i (forward) or from the model's end (the last stage).
   auto chain = [&](int s, int i, std::int64_t* count, bool* cut_flag) {
     if (s + 1 == pp)
-      return run_backward(ctx, even ? starts[static_cast<std::size_t>(s)] : s, bound, count, cut_flag,
-                          prefix, &pb);
+      return run_backward(ctx, even ? starts[static_cast<std::size_t>(s)] : s, bound, count, cut_flag, prefix,
+                          &pb);
     const int j_max = even ? starts[static_cast<std::size_t>(s + 1)] : U - (pp - 1 - s);
     return run_forward(ctx, s, i, j_max, bound, count, cut_flag, pb);
   };

@@ -28,7 +28,7 @@ struct PartsCache {
     costmodel::Operator sliced;
     std::vector<costmodel::Choice> choices;  // of the space, less those the strategy's rules refuse
   };
-  std::map<std::pair<int, int>, Shape> shapes;                                          // (shape, t)
+  std::map<std::pair<int, int>, Shape> shapes;                                       // (shape, t)
   std::map<std::tuple<int, int, int>, std::vector<costmodel::HybridOpParts>> parts;  // (shape, t, b0)
   // Per unit, filled by the first layout: the TP degrees it allows, and its class (units of one class
   // have operators of the same shapes, so the same items).
@@ -60,12 +60,9 @@ double layout_lower_bound(const costmodel::HybridCostModel& model, const costmod
 // whether the bound cut something, so that a larger b0 may still be worth solving). `lower` receives
 // the layout's tighter lower bound on the step, computed before any plan is priced: the best split of
 // the stages' own LP bounds (infinity when none fits). With a bound of 0 that is all it does.
-std::optional<costmodel::HybridPlan> solve_layout(const costmodel::HybridCostModel& model,
-                                                  const costmodel::HybridWorkload& hw,
-                                                  const HybridLayout& layout,
-                                                  const HybridSearchOptions& options, ItemRules rules,
-                                                  bool even, double bound, std::int64_t* labels,
-                                                  bool* bounded = nullptr, PartsCache* cache = nullptr,
-                                                  double* lower = nullptr);
+std::optional<costmodel::HybridPlan> solve_layout(
+    const costmodel::HybridCostModel& model, const costmodel::HybridWorkload& hw, const HybridLayout& layout,
+    const HybridSearchOptions& options, ItemRules rules, bool even, double bound, std::int64_t* labels,
+    bool* bounded = nullptr, PartsCache* cache = nullptr, double* lower = nullptr);
 
 }  // namespace osdp::search::detail

@@ -327,7 +327,7 @@ TEST_CASE("exact hybrid over every layout equals each layout solved in turn", "[
           }
     const auto r = search::search_hybrid(model, hybrid, "exact", so);
     INFO(mib << " MiB: every layout " << best << " samples/s (b0 " << best_b0 << "), the search "
-              << r.evaluation.throughput << " after " << r.layouts << " bounds and " << r.solved << " solved");
+             << r.evaluation.throughput << " after " << r.layouts << " bounds and " << r.solved << " solved");
     REQUIRE(r.feasible == (best > 0));
     if (best > 0) CHECK(rel(r.evaluation.throughput, best) < 1e-9);
     if (largest_b0 > 16) ++beyond_singles;
