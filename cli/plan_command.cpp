@@ -291,8 +291,11 @@ int run_plan_hybrid(const PlanArgs& a) {
     }
     for (const auto& why : r.skipped) std::cout << "  not searched   " << why << "\n";
     std::cout << fmt::format(
-        "  search         {} over {} layouts{}\n", format_seconds(r.search_seconds), r.layouts,
-        r.solved > 0 ? fmt::format(" ({} solved, the others bounded out)", r.solved) : std::string());
+        "  search         {}{}\n", format_seconds(r.search_seconds),
+        r.strategy == "exact" || r.strategy == "dp-only"
+            ? fmt::format(": {} bounds on layouts and ranges of micro-batch sizes, {} layout{} solved",
+                          r.layouts, r.solved, r.solved == 1 ? "" : "s")
+            : fmt::format(" over {} layouts", r.layouts));
     for (const auto& b : baselines) {
       if (b.feasible)
         std::cout << fmt::format("  {:<14} {:.2f} samples/s (pp {}, m {}, batch {}){}; search {}\n",

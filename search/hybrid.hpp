@@ -90,9 +90,11 @@ struct HybridResult {
   costmodel::HybridWorkload workload;
   costmodel::HybridPlan plan;
   costmodel::HybridEvaluation evaluation;
-  std::int64_t layouts = 0;  // layouts enumerated (priced or bounded)
-  std::int64_t solved = 0;   // exact: layouts solved, not passed over by their bound
-  std::int64_t labels = 0;   // DP labels created (exact, galvatron)
+  // galvatron, megatron-3d: layouts priced; exact, dp-only: bounds computed (on single layouts and
+  // on ranges of b0), and layouts solved (the others were passed over by their bounds).
+  std::int64_t layouts = 0;
+  std::int64_t solved = 0;
+  std::int64_t labels = 0;  // DP labels created (exact, galvatron)
   double search_seconds = 0;
   // Pipeline degrees passed over because a unit can take none of the TP degrees asked for (--tp):
   // why, one line each; empty when every degree was searched.
