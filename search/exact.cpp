@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 
+#include "search/hull.hpp"
 #include "search/solvers.hpp"
 
 namespace osdp::search {
@@ -59,21 +60,8 @@ std::vector<Point> pareto(const std::vector<Item>& items, double threshold) {
 
 // Lower convex hull of a Pareto front (p increasing, t decreasing): indices into the front.
 std::vector<int> hull(const std::vector<Point>& f) {
-  std::vector<int> h;
-  for (int i = 0; i < static_cast<int>(f.size()); ++i) {
-    while (h.size() >= 2) {
-      const Point& a = f[h[h.size() - 2]];
-      const Point& b = f[h.back()];
-      const Point& c = f[i];
-      // b is above the segment a-c: drop it.
-      if ((b.t - a.t) * (c.p - a.p) >= (c.t - a.t) * (b.p - a.p))
-        h.pop_back();
-      else
-        break;
-    }
-    h.push_back(i);
-  }
-  return h;
+  return detail::lower_hull(
+      f, [](const Point& q) { return q.p; }, [](const Point& q) { return q.t; });
 }
 
 // Groups of the instance by class (identical items), computed once per instance.

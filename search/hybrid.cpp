@@ -190,8 +190,7 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
           HybridLayout layout{pp, m, B / (dp * m), schedule, opts.sequence_parallel};
           if (layout.b0 > opts.max_b0) break;
           ++res.layouts;
-          const auto plan =
-              solve_layout(cost, hw, layout, opts, rules, true, kInf, &res.labels, nullptr, &cache);
+          const auto plan = solve_layout(cost, hw, layout, opts, rules, true, kInf, &res.labels, &cache);
           if (!plan) break;
           consider(hw, *plan);
         }
@@ -265,7 +264,7 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
     const double B = static_cast<double>(layout.b0) * layout.m * N / layout.pp;
     if (!e.tight) {
       double lower = kInf;
-      solve_layout(cost, hw, layout, opts, rules, false, 0.0, nullptr, nullptr, &cache, &lower);
+      solve_layout(cost, hw, layout, opts, rules, false, 0.0, nullptr, &cache, &lower);
       if (lower < kInf) queue.push({B / lower, e.group, e.lo, e.hi, true, lower});
       continue;
     }
@@ -278,7 +277,7 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
     std::optional<HybridPlan> plan;
     for (const double widen : {1e-3, 1e-2, 5e-2, kInf}) {
       const double bound = std::min(full, e.lower * (1 + widen));
-      plan = solve_layout(cost, hw, layout, opts, rules, false, bound, &res.labels, nullptr, &cache);
+      plan = solve_layout(cost, hw, layout, opts, rules, false, bound, &res.labels, &cache);
       if (plan || bound >= full) break;
     }
     if (plan) consider(hw, *plan);

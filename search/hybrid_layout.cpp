@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"
+#include "search/hull.hpp"
 #include "search/solvers.hpp"
 
 namespace osdp::search {
@@ -48,18 +49,9 @@ Points pareto_2d(Points pts) {
 // The lower convex hull of a Pareto staircase (persistent ascending, time descending).
 Points lower_hull(const Points& stair) {
   Points hull;
-  for (const auto& q : stair) {
-    while (hull.size() >= 2) {
-      const auto& a = hull[hull.size() - 2];
-      const auto& b = hull.back();
-      // b is above the segment a-q: drop it
-      if ((b.second - a.second) * (q.first - a.first) >= (q.second - a.second) * (b.first - a.first))
-        hull.pop_back();
-      else
-        break;
-    }
-    hull.push_back(q);
-  }
+  for (const int i : detail::lower_hull(
+           stair, [](const auto& q) { return q.first; }, [](const auto& q) { return q.second; }))
+    hull.push_back(stair[static_cast<std::size_t>(i)]);
   return hull;
 }
 
@@ -369,7 +361,7 @@ std::vector<int> pareto(std::vector<Label>& arena, const std::vector<Label>& gro
 
 // One unit's step of a chain: every degree t of unit u, the re-layout between it and the neighbour
 // already in the label (`relayout(label degree, t)`), then its operators' items; labels that do not fit
-// in the stage are dropped, and those `keep` refuses (counted in *cut). Returns the Pareto labels.
+// in the stage are dropped, and those `keep` refuses. Returns the Pareto labels.
 template <class Relayout, class Keep>
 std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vector<int>& current, int u, int f,
                            double budget, Relayout relayout, Keep keep) {
@@ -442,7 +434,7 @@ struct PipelineBounds {
 //   units u+1..j-1 within what the stage has left (budget - P, X already held),
 // or when no end fits (the rest of unit u is left out of the bound: it is no less than zero).
 Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double bound, std::int64_t* labels,
-                  bool* cut, const PipelineBounds& pb) {
+                  const PipelineBounds& pb) {
   const int pp = ctx.layout().pp, m = ctx.layout().m, f = ctx.in_flight(s);
   const double budget = ctx.capacity() - ctx.fixed();
   Chain ch;
@@ -455,7 +447,6 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
   };
   const double before = pb.before_at(s, i);
   const auto keep = [&](const Label& n, int u) {
-    bool fits = false;
     for (int j = u + 1; j <= j_max; ++j) {
       const double after = pb.after_at(s + 1, j);
       double own = n.time;
@@ -465,10 +456,8 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
         own += x;
       }
       if (after == kInf) continue;
-      fits = true;
       if (step_bound(own, own + before + after, m, pp) < bound) return true;
     }
-    if (fits) *cut = true;
     return false;
   };
   for (int u = i; u < j_max && !current.empty(); ++u) {
@@ -492,7 +481,7 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
 // reaches `bound` (own = tau + the LP of units i..u-1 within what the stage has left) or nothing fits;
 // with pp = 1, when m (tau + least(units 0..u-1 within budget - P - max(X, their least transient)))
 // does.
-Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64_t* labels, bool* cut,
+Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64_t* labels,
                    const std::function<const SuffixBound&(int)>& prefix, const PipelineBounds* pb) {
   const int pp = ctx.layout().pp, m = ctx.layout().m, s = pp - 1, f = ctx.in_flight(s);
   const int U = static_cast<int>(ctx.workload().units.size());
@@ -511,11 +500,8 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
     if (pp == 1) {
       const double rest = u == 0 ? 0.0 : before->least(0, budget - l.persistent, l.transient);
       if (rest == kInf) return false;
-      if (m * (l.time + rest) < bound) return true;
-      *cut = true;
-      return false;
+      return m * (l.time + rest) < bound;
     }
-    bool fits = false;
     for (int i = u; i >= i_min; --i) {
       double own = l.time;
       if (i < u) {
@@ -525,10 +511,8 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
       }
       const double earlier = pb->before_at(s, i);
       if (earlier == kInf) continue;
-      fits = true;
       if (step_bound(own, own + earlier, m, pp) < bound) return true;
     }
-    if (fits) *cut = true;
     return false;
   };
   for (int u = U - 1; u >= i_min && !current.empty(); --u) {
@@ -762,9 +746,7 @@ double layout_lower_bound(const HybridCostModel& model, const HybridWorkload& hw
 std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const HybridWorkload& hw,
                                        const HybridLayout& layout, const HybridSearchOptions& options,
                                        ItemRules rules, bool even, double bound, std::int64_t* labels,
-                                       bool* bounded, PartsCache* cache, double* lower) {
-  bool cut = false;
-  if (bounded) *bounded = false;
+                                       PartsCache* cache, double* lower) {
   if (lower) *lower = kInf;
 
   const LayoutContext ctx(model, hw, layout, options, rules, cache);
@@ -832,15 +814,11 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   // The whole layout in the LP: the best split of the stages' LP bounds (each stage within its own
   // memory, with its own micro-batches in flight), T = sum + (m - 1) max over them; every plan's T is
   // at least that. A layout that cannot beat `bound` even there is not priced further (not even its
-  // incumbent); `bounded` says so, as a larger b0 may still win.
+  // incumbent).
   {
     const double split_lp = best_stage_split(lp, pp, U, m, nullptr);
     if (lower) *lower = split_lp;
-    if (split_lp == kInf) return std::nullopt;
-    if (split_lp >= bound) {
-      if (bounded) *bounded = true;
-      return std::nullopt;
-    }
+    if (split_lp >= bound) return std::nullopt;  // also when it is infinite: nothing fits
   }
   // The pipeline's bounds on the stages around one stage, from the LP table.
   PipelineBounds pb;
@@ -901,7 +879,6 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   // The incumbent wins unless the DP found something faster (every label that could was kept).
   auto fallback = [&]() -> std::optional<HybridPlan> {
     if (incumbent && incumbent_t < outer_bound) return incumbent;
-    if (bounded) *bounded = *bounded || incumbent.has_value();
     return std::nullopt;
   };
 
@@ -916,22 +893,17 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
     if (least == kInf) return false;
     const double outside = pb.before_at(s, i) + pb.after_at(s + 1, j);
     if (outside == kInf) return false;
-    if (step_bound(least, least + outside, m, pp) >= bound) {
-      cut = true;
-      return false;
-    }
-    return true;
+    return step_bound(least, least + outside, m, pp) < bound;
   };
   const std::function<const SuffixBound&(int)> prefix = [&](int u) -> const SuffixBound& {
     return prefix_to(u);
   };
   // The chain of stage s from its start i (forward) or from the model's end (the last stage).
-  auto chain = [&](int s, int i, std::int64_t* count, bool* cut_flag) {
+  auto chain = [&](int s, int i, std::int64_t* count) {
     if (s + 1 == pp)
-      return run_backward(ctx, even ? starts[static_cast<std::size_t>(s)] : s, bound, count, cut_flag, prefix,
-                          &pb);
+      return run_backward(ctx, even ? starts[static_cast<std::size_t>(s)] : s, bound, count, prefix, &pb);
     const int j_max = even ? starts[static_cast<std::size_t>(s + 1)] : U - (pp - 1 - s);
-    return run_forward(ctx, s, i, j_max, bound, count, cut_flag, pb);
+    return run_forward(ctx, s, i, j_max, bound, count, pb);
   };
   for (int s = 0; s < pp; ++s) {
     const bool last = s + 1 == pp;
@@ -946,18 +918,17 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
     }
     if (ends.empty()) continue;
     if (last) {
-      const Chain ch = chain(s, -1, labels, &cut);
+      const Chain ch = chain(s, -1, labels);
       for (const auto& [i, j] : ends) at(c, s, i, j) = ch.best[static_cast<std::size_t>(i)];
       continue;
     }
     for (std::size_t e = 0; e < ends.size();) {
       const int i = ends[e].first;
-      const Chain ch = chain(s, i, labels, &cut);
+      const Chain ch = chain(s, i, labels);
       for (; e < ends.size() && ends[e].first == i; ++e)
         at(c, s, i, ends[e].second) = ch.best[static_cast<std::size_t>(ends[e].second)];
     }
   }
-  if (bounded) *bounded = cut;
   std::vector<int> best_split;
   best_stage_split(c, pp, U, m, &best_split);
   if (best_split.empty()) return fallback();
@@ -966,8 +937,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   for (int s = 0; s < pp; ++s) {
     const int i = best_split[static_cast<std::size_t>(s)];
     const int j = s + 1 < pp ? best_split[static_cast<std::size_t>(s + 1)] : U;
-    bool ignored = false;
-    const Chain chn = chain(s, i, nullptr, &ignored);
+    const Chain chn = chain(s, i, nullptr);
     rebuild(ctx, chn, chn.best_label[static_cast<std::size_t>(s + 1 == pp ? i : j)], plan);
   }
   if (incumbent && model.evaluate(hw, plan).time_s >= incumbent_t) return fallback();

@@ -56,13 +56,14 @@ double layout_lower_bound(const costmodel::HybridCostModel& model, const costmod
                           PartsCache* cache = nullptr, int price_b0 = 0);
 
 // The best plan of one layout under `rules` (even: the stages of even_stage_starts only) whose step
-// is shorter than `bound`; none when nothing fits or nothing beats the bound (`bounded` then says
-// whether the bound cut something, so that a larger b0 may still be worth solving). `lower` receives
+// is shorter than `bound`; none when nothing fits or nothing beats the bound. `lower` receives
 // the layout's tighter lower bound on the step, computed before any plan is priced: the best split of
 // the stages' own LP bounds (infinity when none fits). With a bound of 0 that is all it does.
-std::optional<costmodel::HybridPlan> solve_layout(
-    const costmodel::HybridCostModel& model, const costmodel::HybridWorkload& hw, const HybridLayout& layout,
-    const HybridSearchOptions& options, ItemRules rules, bool even, double bound, std::int64_t* labels,
-    bool* bounded = nullptr, PartsCache* cache = nullptr, double* lower = nullptr);
+std::optional<costmodel::HybridPlan> solve_layout(const costmodel::HybridCostModel& model,
+                                                  const costmodel::HybridWorkload& hw,
+                                                  const HybridLayout& layout,
+                                                  const HybridSearchOptions& options, ItemRules rules,
+                                                  bool even, double bound, std::int64_t* labels,
+                                                  PartsCache* cache = nullptr, double* lower = nullptr);
 
 }  // namespace osdp::search::detail
