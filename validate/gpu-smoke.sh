@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The nccl backend end to end on a machine with at least one GPU: the GPU tests (kernels against the
-# CPU device, NCCL collectives, the sharded step against the unsharded reference), then
+# CPU device, NCCL collectives, splits and point to point, the sharded and the hybrid steps against the
+# unsharded reference; the multi-rank ones where there are 2 GPUs or more), then
 # `osdp calibrate --backend nccl` and `osdp validate --backend nccl` on every GPU (world size = the
 # GPUs found, 1 allowed), and the error table.
 #
@@ -51,6 +52,13 @@ say "GPU tests (ctest -L gpu)"
 if [ "$GPUS" -gt 1 ]; then
   say "the sharded step against the unsharded reference on $GPUS GPUs"
   mpirun -np "$GPUS" "$BUILD/tests/executor/test_executor_mpi" --backend nccl || fail "sharded step on $GPUS GPUs"
+  # Hybrid steps (TP, PP under both schedules, TP x DP, PP x DP) on 2 GPUs, and on 4 where there are.
+  for np in 2 4; do
+    [ "$GPUS" -ge "$np" ] || continue
+    say "hybrid steps against the unsharded reference on $np GPUs"
+    mpirun -np "$np" "$BUILD/tests/executor/test_hybrid_executor_mpi" --backend nccl ||
+      fail "hybrid steps on $np GPUs"
+  done
   say "NCCL collectives and faults on $GPUS GPUs"
   mpirun -np "$GPUS" "$BUILD/tests/gpu/test_gpu_nccl" || fail "NCCL tests on $GPUS GPUs"
 fi

@@ -9,6 +9,9 @@
 // 4 ranks: TP 2 x DP 2; PP 2 x DP 2 under both schedules; PP 2 x TP 2; TP 4; and degrees that change
 // from unit to unit (1, 4, 2, 4: the activations re-laid out between them).
 // Choices mix DP, ZDP and REPLICATE over the operators. Exit 0 when every case passes.
+//
+// With --backend nccl the steps run on GPUs (CudaDevice, NcclCommunicator; one GPU per rank), as
+// validate/gpu-smoke.sh runs it; exit 77 (skipped) where that backend cannot run.
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -114,7 +117,20 @@ std::vector<Case> cases_for(int ranks) {
 
 int main(int argc, char** argv) {
   MpiSession session(&argc, &argv);
-  const std::unique_ptr<BackendSession> backend = open_backend("mpi", BackendOptions{60, GemmMath::kFp32});
+  std::string backend_name = "mpi";
+  if (argc == 3 && std::string(argv[1]) == "--backend" &&
+      (std::string(argv[2]) == "mpi" || std::string(argv[2]) == "nccl")) {
+    backend_name = argv[2];
+  } else if (argc != 1) {
+    std::fprintf(stderr, "usage: test_hybrid_executor_mpi [--backend mpi|nccl]\n");
+    return 2;
+  }
+  if (const std::string why = backend_unavailable_reason(backend_name); !why.empty()) {
+    std::printf("SKIPPED: %s\n", why.c_str());
+    return 77;
+  }
+  const std::unique_ptr<BackendSession> backend =
+      open_backend(backend_name, BackendOptions{60, GemmMath::kFp32});
   Communicator& comm = backend->comm();
   const int ranks = comm.size(), rank = comm.rank();
   const std::vector<Case> cases = cases_for(ranks);
@@ -148,8 +164,9 @@ int main(int argc, char** argv) {
     for (const int t : plan.unit_tp) degrees += std::to_string(t);
     if (!why.empty()) ++failures;
     if (rank == 0)
-      std::printf("%s: %s on %d ranks (%s, batch %d, TP by unit %s)%s\n", why.empty() ? "ok  " : "FAIL",
-                  c.name.c_str(), ranks, m.name.c_str(), batch, degrees.c_str(), why.c_str());
+      std::printf("%s: %s on %d ranks, %s (%s, batch %d, TP by unit %s)%s\n", why.empty() ? "ok  " : "FAIL",
+                  c.name.c_str(), ranks, backend_name.c_str(), m.name.c_str(), batch, degrees.c_str(),
+                  why.c_str());
   }
   if (rank == 0) std::printf("%d of %zu cases failed\n", failures, cases.size());
   return failures == 0 ? 0 : 1;

@@ -10,6 +10,9 @@
 //   all-reduce:     rank r's buf[i] is (r + 1) (i mod 13) + r        -> N (N + 1) / 2 (i mod 13)
 //                                                                       + N (N - 1) / 2
 //   each group:     an all-reduce of 1.0 on every rank               -> the group's size
+//   split by parity: an all-reduce of r + 1                           -> the sum of q + 1 over the
+//                                                                       ranks q of r's parity
+//   point to point: message i from rank q to rank p, element j        -> q 2^16 + p 2^8 + i + j mod 7
 //
 // MPI: a function-static MpiSession, made by the first test case that needs MPI (MPI_Init_thread) and
 // finalized at exit. Every rank runs the same test cases in the same order (declaration order), so
@@ -338,6 +341,97 @@ TEST_CASE("a buffer freed on the comm stream after a collective goes to the comp
     expect[i] = static_cast<float>((i / kept + 1) * static_cast<std::size_t>(comm.size()));
   CHECK(got == expect);
   CHECK(device.allocator_stats().current_bytes == rounds * kept * sizeof(float));
+}
+
+TEST_CASE("splits and point-to-point transfers give their closed forms", "[nccl][gpu]") {
+  if (!one_gpu_per_rank()) return;
+  const int gpu = use_my_gpu();
+  NcclCommunicator comm(gpu, nccl_options(60.0, std::nullopt));
+  CudaDevice device(device_options(gpu, comm.rank(), 60.0));
+  device.set_watchdog(&comm);
+  const int r = comm.rank(), world = comm.size();
+  CudaStream& cs = device.compute_stream();
+  const std::size_t before = comm.communicators();
+
+  // Split by parity, ranked in reverse: rank r is (|group| - 1 - r / 2) of the ranks of its parity.
+  // An all-reduce of (r + 1) gives the sum over that parity: sum_{q = r mod 2, +2, ...} (q + 1).
+  Communicator& parity = comm.split(r % 2, world - r, "split by parity");
+  const int group_size = (world - r % 2 + 1) / 2;
+  CHECK(parity.size() == group_size);
+  CHECK(parity.rank() == group_size - 1 - r / 2);
+  CHECK(parity.backend() == "nccl");
+  float expect_sum = 0.0f;
+  for (int q = r % 2; q < world; q += 2) expect_sum += static_cast<float>(q + 1);
+  Buffer one(device, 1, "one");
+  device.fill(cs, one.p, 1, static_cast<float>(r + 1));
+  cs.enqueue([&] { parity.all_reduce(cs, one.p, 1, "all-reduce over a parity"); });
+  float got_sum = 0.0f;
+  device.download(cs, one.p, &got_sum, 1);
+  CHECK(got_sum == expect_sum);
+  // A split of the split: every rank alone; its all-reduce leaves the value as it is.
+  Communicator& alone = parity.split(parity.rank(), 0, "split into single ranks");
+  CHECK(alone.size() == 1);
+  CHECK(alone.rank() == 0);
+  device.fill(cs, one.p, 1, 5.0f);
+  cs.enqueue([&] { alone.all_reduce(cs, one.p, 1, "all-reduce alone"); });
+  device.download(cs, one.p, &got_sum, 1);
+  CHECK(got_sum == 5.0f);
+  CHECK(comm.communicators() == before + 2);
+  CHECK(parity.sum_over_ranks(1.0) == static_cast<double>(group_size));  // host side, on the MPI split
+  CHECK_THROWS_AS(comm.split(-1, 0, "a negative color"), osdp::UsageError);
+
+  // No peer but this rank: a send to itself or outside the communicator is refused before any
+  // communicator is made.
+  CHECK_THROWS_AS(comm.send(cs, one.p, 1, r, 0, "a send to itself"), osdp::UsageError);
+  CHECK_THROWS_AS(comm.recv(cs, one.p, 1, world, 0, "a receive from nowhere"), osdp::UsageError);
+  CHECK(comm.communicators() == before + 2);
+  if (world < 2) return;
+
+  // A chain, as a pipeline's stages are: every rank sends 3 messages to each neighbour (r - 1 and
+  // r + 1) before it receives any, and then receives from both in turn. Were a send to wait for its
+  // receiver on the caller's stream, the ranks would wait for each other at once. Message i from rank q
+  // to rank p holds q * 2^16 + p * 2^8 + i + (j mod 7) at element j (exact in fp32). The send buffer is
+  // overwritten right after each send: a send copies it first.
+  const std::size_t n = 100003;
+  std::vector<int> neighbours;
+  if (r > 0) neighbours.push_back(r - 1);
+  if (r + 1 < world) neighbours.push_back(r + 1);
+  Buffer out(device, n, "out"), received(device, n * 6, "received");
+  std::vector<float> host(n);
+  const auto value = [](int q, int p, int i, std::size_t j) {
+    return static_cast<float>(q * 65536 + p * 256 + i) + static_cast<float>(j % 7);
+  };
+  for (int i = 0; i < 3; ++i)
+    for (const int peer : neighbours) {
+      for (std::size_t j = 0; j < n; ++j) host[j] = value(r, peer, i, j);
+      device.upload(cs, host.data(), out.p, n);
+      cs.enqueue([&] { comm.send(cs, out.p, n, peer, i, fmt::format("send {} to {}", i, peer)); });
+      device.fill(cs, out.p, n, -1.0f);
+    }
+  // Message i from neighbour k lands at (2 i + k) n.
+  for (int i = 0; i < 3; ++i)
+    for (std::size_t k = 0; k < neighbours.size(); ++k)
+      cs.enqueue([&] {
+        comm.recv(cs, received.p + (2 * static_cast<std::size_t>(i) + k) * n, n, neighbours[k], i,
+                  fmt::format("receive {} from {}", i, neighbours[k]));
+      });
+  cs.enqueue([&] { comm.flush_sends(cs, "the end of the transfers"); });
+  std::vector<float> got(n * 6);
+  device.download(cs, received.p, got.data(), n * 6);
+  for (int i = 0; i < 3; ++i)
+    for (std::size_t k = 0; k < neighbours.size(); ++k) {
+      INFO("rank " << r << " receiving message " << i << " from " << neighbours[k]);
+      const float* g = got.data() + (2 * static_cast<std::size_t>(i) + k) * n;
+      std::size_t wrong = 0;
+      for (std::size_t j = 0; j < n; ++j) wrong += g[j] != value(neighbours[k], r, i, j) ? 1 : 0;
+      CHECK(wrong == 0);
+    }
+  // Two more communicators (higher and lower ranks) for the world's point to point, none for the
+  // splits, which sent nothing.
+  CHECK(comm.communicators() == before + 4);
+  cs.synchronize();
+  CHECK(comm.collectives_in_flight() == 0);
+  comm.barrier("end of the point-to-point test");
 }
 
 TEST_CASE("a peer that skips a collective fails the others' wait within the timeout", "[nccl][gpu]") {

@@ -173,9 +173,10 @@ NcclCommunicator::~NcclCommunicator() {
       // longer blocks). Any failure, or the timeout, aborts them all instead.
       std::string problem;
       const auto until = deadline();
-      for (std::size_t g = 0; g < comms_.size() && problem.empty(); ++g) {
+      // The splits and point-to-point pairs before the groups they came from.
+      for (std::size_t g = comms_.size(); g-- > 0 && problem.empty();) {
         if (comms_[g] == nullptr) continue;
-        const std::string what = fmt::format("finalizing the NCCL communicator ({})", kGroupNames[g]);
+        const std::string what = fmt::format("finalizing the NCCL communicator ({})", comm_names_[g]);
         ncclResult_t r = ncclCommFinalize(comms_[g]);
         if (r == ncclSuccess || r == ncclInProgress) r = wait_ready(comms_[g], until);
         if (r == ncclInProgress) {
@@ -185,12 +186,12 @@ NcclCommunicator::~NcclCommunicator() {
         }
       }
       if (problem.empty()) {
-        for (std::size_t g = 0; g < comms_.size(); ++g) {
+        for (std::size_t g = comms_.size(); g-- > 0;) {
           if (comms_[g] == nullptr) continue;
           const ncclResult_t r = ncclCommDestroy(comms_[g]);
           comms_[g] = nullptr;
           if (r != ncclSuccess && r != ncclInProgress) {  // in progress: freed in the background
-            const std::string what = fmt::format("destroying the NCCL communicator ({})", kGroupNames[g]);
+            const std::string what = fmt::format("destroying the NCCL communicator ({})", comm_names_[g]);
             std::fprintf(stderr, "%s\n",
                          nccl_failure_message(r, "ncclCommDestroy", what, rank_, last_nccl_error()).c_str());
           }
@@ -201,6 +202,12 @@ NcclCommunicator::~NcclCommunicator() {
       }
     }
     release_events();
+    // Their work has ended (finalized) or been aborted; pending frees complete on their own.
+    for (auto& [c, p] : point_to_point_) {
+      for (cudaStream_t st : {p.up_stream, p.down_stream})
+        if (st != nullptr) (void)cudaStreamDestroy(st);
+    }
+    point_to_point_.clear();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: destroying the NCCL communicators: %s\n", rank_, e.what());
   } catch (...) {
@@ -219,6 +226,11 @@ std::string NcclCommunicator::version() const {
 ncclComm_t NcclCommunicator::group(CommGroup g) const {
   std::lock_guard lock(mutex_);
   return comms_[static_cast<std::size_t>(g)];
+}
+
+std::size_t NcclCommunicator::communicators() const {
+  std::lock_guard lock(mutex_);
+  return comms_.size();
 }
 
 Clock::time_point NcclCommunicator::deadline() const {
@@ -248,13 +260,17 @@ bool NcclCommunicator::begin(const std::string& what) {
   return false;
 }
 
-template <typename Launch>
-void NcclCommunicator::launch(CommGroup g, Stream& s, const std::string& what, const char* call,
-                              Launch&& nccl_call) {
-  auto* cuda_stream = dynamic_cast<CudaStream*>(&s);
-  if (cuda_stream == nullptr)
+CudaStream& NcclCommunicator::cuda_stream(Stream& s, const std::string& what) const {
+  auto* cs = dynamic_cast<CudaStream*>(&s);
+  if (cs == nullptr)
     throw UsageError(
         fmt::format("rank {}: {}: the nccl communicator needs a stream of a CudaDevice", rank_, what));
+  return *cs;
+}
+
+template <typename Launch>
+void NcclCommunicator::launch(std::size_t c, cudaStream_t stream, const std::string& what, const char* call,
+                              Launch&& nccl_call) {
   if (!begin(what)) return;  // outside the lock: kind=delay sleeps
   std::lock_guard lock(mutex_);
   if (!aborted_.empty())
@@ -262,8 +278,7 @@ void NcclCommunicator::launch(CommGroup g, Stream& s, const std::string& what, c
         fmt::format("rank {}: {}: the NCCL communicators were aborted: {}", rank_, what, aborted_));
   prune_locked();
   check_cuda(cudaSetDevice(cuda_device_), "cudaSetDevice", what, rank_);  // the event is made on it
-  const cudaStream_t stream = cuda_stream->handle();
-  ncclComm_t comm = comms_[static_cast<std::size_t>(g)];
+  ncclComm_t comm = comms_[c];
   ncclResult_t r = nccl_call(comm, stream);
   // Nonblocking: the launch may still be in progress (connections made at the first collective);
   // nothing else may be issued on the stream before it is not.
@@ -293,67 +308,80 @@ void NcclCommunicator::launch(CommGroup g, Stream& s, const std::string& what, c
   in_flight_.push_back(InFlight{what, ++sequence_, done});
 }
 
-void NcclCommunicator::all_gather_on(CommGroup g, Stream& s, const float* shard, float* full,
+void NcclCommunicator::all_gather_on(std::size_t c, Stream& s, const float* shard, float* full,
                                      std::size_t shard_elems, const std::string& what) {
   if (shard_elems == 0) return;
-  launch(g, s, what, "ncclAllGather", [&](ncclComm_t comm, cudaStream_t stream) {
+  launch(c, cuda_stream(s, what).handle(), what, "ncclAllGather", [&](ncclComm_t comm, cudaStream_t stream) {
     return ncclAllGather(shard, full, shard_elems, ncclFloat32, comm, stream);
   });
 }
 
-void NcclCommunicator::reduce_scatter_on(CommGroup g, Stream& s, const float* full, float* shard,
+void NcclCommunicator::reduce_scatter_on(std::size_t c, Stream& s, const float* full, float* shard,
                                          std::size_t shard_elems, const std::string& what) {
   if (shard_elems == 0) return;
-  launch(g, s, what, "ncclReduceScatter", [&](ncclComm_t comm, cudaStream_t stream) {
-    return ncclReduceScatter(full, shard, shard_elems, ncclFloat32, ncclSum, comm, stream);
-  });
+  launch(c, cuda_stream(s, what).handle(), what, "ncclReduceScatter",
+         [&](ncclComm_t comm, cudaStream_t stream) {
+           return ncclReduceScatter(full, shard, shard_elems, ncclFloat32, ncclSum, comm, stream);
+         });
 }
 
-void NcclCommunicator::all_reduce_on(CommGroup g, Stream& s, float* buf, std::size_t elems,
+void NcclCommunicator::all_reduce_on(std::size_t c, Stream& s, float* buf, std::size_t elems,
                                      const std::string& what) {
   if (elems == 0) return;
-  launch(g, s, what, "ncclAllReduce", [&](ncclComm_t comm, cudaStream_t stream) {
+  launch(c, cuda_stream(s, what).handle(), what, "ncclAllReduce", [&](ncclComm_t comm, cudaStream_t stream) {
     return ncclAllReduce(buf, buf, elems, ncclFloat32, ncclSum, comm, stream);
   });
 }
 
 void NcclCommunicator::all_gather(Stream& s, const float* shard, float* full, std::size_t shard_elems,
                                   const std::string& what) {
-  all_gather_on(CommGroup::kWorld, s, shard, full, shard_elems, what);
+  all_gather_on(0, s, shard, full, shard_elems, what);
 }
 
 void NcclCommunicator::reduce_scatter(Stream& s, const float* full, float* shard, std::size_t shard_elems,
                                       const std::string& what) {
-  reduce_scatter_on(CommGroup::kWorld, s, full, shard, shard_elems, what);
+  reduce_scatter_on(0, s, full, shard, shard_elems, what);
 }
 
 void NcclCommunicator::all_reduce(Stream& s, float* buf, std::size_t elems, const std::string& what) {
-  all_reduce_on(CommGroup::kWorld, s, buf, elems, what);
+  all_reduce_on(0, s, buf, elems, what);
 }
 
-// ---- node rings ------------------------------------------------------------------------------
+// ---- views: node rings and splits ----------------------------------------------------------
 
-// A ring of the job on the parent's intra-node or inter-node NCCL communicator; host-side operations
-// on the MPI ring of the same ranks.
-class NcclRing final : public Communicator {
+// A communicator of some of the job's ranks: collectives and point to point on the parent's NCCL
+// communicator comms_[index], host-side operations on `host`, the MPI communicator of the same ranks.
+class NcclView final : public Communicator {
  public:
-  NcclRing(NcclCommunicator& parent, CommGroup group, Communicator& host)
-      : parent_(parent), group_(group), host_(host) {}
+  NcclView(NcclCommunicator& parent, std::size_t index, Communicator& host)
+      : parent_(parent), index_(index), host_(host) {}
   int rank() const override { return host_.rank(); }
   int size() const override { return host_.size(); }
   std::string backend() const override { return "nccl"; }
   std::string version() const override { return parent_.version(); }
   void all_gather(Stream& s, const float* shard, float* full, std::size_t n,
                   const std::string& what) override {
-    parent_.all_gather_on(group_, s, shard, full, n, what);
+    parent_.all_gather_on(index_, s, shard, full, n, what);
   }
   void reduce_scatter(Stream& s, const float* full, float* shard, std::size_t n,
                       const std::string& what) override {
-    parent_.reduce_scatter_on(group_, s, full, shard, n, what);
+    parent_.reduce_scatter_on(index_, s, full, shard, n, what);
   }
   void all_reduce(Stream& s, float* buf, std::size_t n, const std::string& what) override {
-    parent_.all_reduce_on(group_, s, buf, n, what);
+    parent_.all_reduce_on(index_, s, buf, n, what);
   }
+  Communicator& split(int color, int key, const std::string& what) override {
+    return parent_.split_of(index_, host_, color, key, what);
+  }
+  void send(Stream& s, const float* buf, std::size_t elems, int peer, int /*tag*/,
+            const std::string& what) override {
+    parent_.send_on(index_, rank(), size(), s, buf, elems, peer, what);
+  }
+  void recv(Stream& s, float* buf, std::size_t elems, int peer, int /*tag*/,
+            const std::string& what) override {
+    parent_.recv_on(index_, rank(), size(), s, buf, elems, peer, what);
+  }
+  void flush_sends(Stream& s, const std::string& what) override { parent_.flush_on(index_, s, what); }
   void barrier(const std::string& what) override { host_.barrier(what); }
   double max_over_ranks(double x) override { return host_.max_over_ranks(x); }
   double sum_over_ranks(double x) override { return host_.sum_over_ranks(x); }
@@ -361,7 +389,7 @@ class NcclRing final : public Communicator {
 
  private:
   NcclCommunicator& parent_;
-  CommGroup group_;
+  std::size_t index_;
   Communicator& host_;
 };
 
@@ -382,9 +410,177 @@ Communicator& NcclCommunicator::ring(costmodel::RingLevel level, int per_node) {
         "rank {}: the plan's nodes of {} ranks are not this job's machines ({} machines, {} GPUs on this "
         "one, rank {} of it): the nccl backend runs node rings on the machines' own nodes",
         rank_, per_node, nodes_, local_size_, local_rank_));
-  slot = std::make_unique<NcclRing>(*this, intra ? CommGroup::kIntraNode : CommGroup::kInterNode,
-                                    host_.ring(level, per_node));
+  slot = std::make_unique<NcclView>(
+      *this, static_cast<std::size_t>(intra ? CommGroup::kIntraNode : CommGroup::kInterNode),
+      host_.ring(level, per_node));
   return *slot;
+}
+
+Communicator& NcclCommunicator::split(int color, int key, const std::string& what) {
+  return split_of(0, host_, color, key, what);
+}
+
+std::size_t NcclCommunicator::split_comm_locked(std::size_t c, int color, int key, const std::string& name,
+                                                const std::string& what) {
+  if (!aborted_.empty())
+    throw BackendFailure(
+        fmt::format("rank {}: {}: the NCCL communicators were aborted: {}", rank_, what, aborted_));
+  check_cuda(cudaSetDevice(cuda_device_), "cudaSetDevice", what, rank_);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommSplit(comms_[c], color, key, &comm, &config);
+  if ((r == ncclSuccess || r == ncclInProgress) && comm != nullptr) r = wait_ready(comm, deadline());
+  if (r == ncclSuccess && comm != nullptr) {
+    comms_.push_back(comm);
+    comm_names_.push_back(name);
+    return comms_.size() - 1;
+  }
+  const std::string last = last_nccl_error();
+  if (comm != nullptr) ncclCommAbort(comm);
+  const std::string message =
+      r == ncclInProgress
+          ? fmt::format(
+                "rank {}: {} (ncclCommSplit of the {} communicator) did not finish within {:g} s: a "
+                "peer rank died or hung",
+                rank_, what, comm_names_[c], options_.timeout_s)
+      : r == ncclSuccess ? fmt::format("rank {}: {}: ncclCommSplit gave no communicator", rank_, what)
+                         : nccl_failure_message(r, "ncclCommSplit", what, rank_, last);
+  abort_locked(message);
+  check_nccl(r, "ncclCommSplit", what, rank_, last);
+  throw BackendFailure(message);
+}
+
+Communicator& NcclCommunicator::split_of(std::size_t c, Communicator& host, int color, int key,
+                                         const std::string& what) {
+  if (color < 0) throw UsageError(fmt::format("rank {}: {}: split color {} is negative", rank_, what, color));
+  // The host side first (MPI, blocking): every rank is then here for the NCCL split too.
+  Communicator& host_split = host.split(color, key, what);
+  std::lock_guard lock(mutex_);
+  const std::size_t index =
+      split_comm_locked(c, color, key, fmt::format("split {} of {}", color, comm_names_[c]), what);
+  int nccl_rank = -1, nccl_size = 0;
+  ncclCommUserRank(comms_[index], &nccl_rank);
+  ncclCommCount(comms_[index], &nccl_size);
+  if (nccl_rank != host_split.rank() || nccl_size != host_split.size())
+    throw BackendFailure(
+        fmt::format("rank {}: {}: ncclCommSplit made rank {} of {}, MPI_Comm_split rank {} of {} (the same "
+                    "color and key)",
+                    rank_, what, nccl_rank, nccl_size, host_split.rank(), host_split.size()));
+  splits_.push_back(std::make_unique<NcclView>(*this, index, host_split));
+  return *splits_.back();
+}
+
+// ---- point to point --------------------------------------------------------------------------
+
+NcclCommunicator::PointToPoint NcclCommunicator::point_to_point(std::size_t c, int comm_rank,
+                                                                const std::string& what) {
+  std::lock_guard lock(mutex_);
+  if (const auto it = point_to_point_.find(c); it != point_to_point_.end()) return it->second;
+  // Collective over comms_[c]: every rank makes its first send or recv on it in the same order.
+  PointToPoint p;
+  p.up = split_comm_locked(c, 0, comm_rank, fmt::format("{} to higher ranks", comm_names_[c]), what);
+  p.down = split_comm_locked(c, 0, comm_rank, fmt::format("{} to lower ranks", comm_names_[c]), what);
+  for (cudaStream_t* st : {&p.up_stream, &p.down_stream}) {
+    const cudaError_t e = cudaStreamCreateWithFlags(st, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+      for (cudaStream_t made : {p.up_stream, p.down_stream})
+        if (made != nullptr) (void)cudaStreamDestroy(made);
+      check_cuda(e, "cudaStreamCreateWithFlags", what, rank_);
+    }
+  }
+  point_to_point_[c] = p;
+  return p;
+}
+
+namespace {
+
+void check_peer(int peer, int comm_rank, int comm_size, int rank, const std::string& what) {
+  if (peer < 0 || peer >= comm_size || peer == comm_rank)
+    throw UsageError(
+        fmt::format("rank {}: {}: peer {} is not another rank of this communicator (rank {} of {})", rank,
+                    what, peer, comm_rank, comm_size));
+}
+
+}  // namespace
+
+void NcclCommunicator::send_on(std::size_t c, int comm_rank, int comm_size, Stream& s, const float* buf,
+                               std::size_t elems, int peer, const std::string& what) {
+  const cudaStream_t stream = cuda_stream(s, what).handle();
+  check_peer(peer, comm_rank, comm_size, rank_, what);
+  if (elems == 0) return;
+  const PointToPoint p = point_to_point(c, comm_rank, what);
+  const bool up = peer > comm_rank;
+  const cudaStream_t lane = up ? p.up_stream : p.down_stream;
+  const std::size_t bytes = elems * sizeof(float);
+  check_cuda(cudaSetDevice(cuda_device_), "cudaSetDevice", what, rank_);
+  // A copy on the caller's stream, so that later work there may overwrite `buf` at once.
+  void* staging = nullptr;
+  check_cuda(cudaMallocAsync(&staging, bytes, stream), "cudaMallocAsync", what, rank_);
+  try {
+    check_cuda(cudaMemcpyAsync(staging, buf, bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync",
+               what, rank_);
+    cudaEvent_t copied = nullptr;
+    check_cuda(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming), "cudaEventCreateWithFlags", what,
+               rank_);
+    const cudaError_t recorded = cudaEventRecord(copied, stream);
+    const cudaError_t waited = recorded == cudaSuccess ? cudaStreamWaitEvent(lane, copied, 0) : recorded;
+    (void)cudaEventDestroy(copied);  // released once it has completed
+    check_cuda(waited, recorded == cudaSuccess ? "cudaStreamWaitEvent" : "cudaEventRecord", what, rank_);
+    launch(up ? p.up : p.down, lane, what, "ncclSend", [&](ncclComm_t comm, cudaStream_t st) {
+      return ncclSend(staging, elems, ncclFloat32, peer, comm, st);
+    });
+  } catch (...) {
+    (void)cudaFreeAsync(staging, lane);
+    throw;
+  }
+  check_cuda(cudaFreeAsync(staging, lane), "cudaFreeAsync", what, rank_);
+}
+
+void NcclCommunicator::recv_on(std::size_t c, int comm_rank, int comm_size, Stream& s, float* buf,
+                               std::size_t elems, int peer, const std::string& what) {
+  const cudaStream_t stream = cuda_stream(s, what).handle();
+  check_peer(peer, comm_rank, comm_size, rank_, what);
+  if (elems == 0) return;
+  const PointToPoint p = point_to_point(c, comm_rank, what);
+  // A lower rank sends up, a higher one down.
+  launch(peer < comm_rank ? p.up : p.down, stream, what, "ncclRecv",
+         [&](ncclComm_t comm, cudaStream_t st) { return ncclRecv(buf, elems, ncclFloat32, peer, comm, st); });
+}
+
+void NcclCommunicator::flush_on(std::size_t c, Stream& s, const std::string& what) {
+  const cudaStream_t stream = cuda_stream(s, what).handle();
+  PointToPoint p;
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = point_to_point_.find(c);
+    if (it == point_to_point_.end()) return;  // nothing was ever sent
+    p = it->second;
+  }
+  check_cuda(cudaSetDevice(cuda_device_), "cudaSetDevice", what, rank_);
+  for (const cudaStream_t lane : {p.up_stream, p.down_stream}) {
+    cudaEvent_t sent = nullptr;
+    check_cuda(cudaEventCreateWithFlags(&sent, cudaEventDisableTiming), "cudaEventCreateWithFlags", what,
+               rank_);
+    const cudaError_t recorded = cudaEventRecord(sent, lane);
+    const cudaError_t waited = recorded == cudaSuccess ? cudaStreamWaitEvent(stream, sent, 0) : recorded;
+    (void)cudaEventDestroy(sent);
+    check_cuda(waited, recorded == cudaSuccess ? "cudaStreamWaitEvent" : "cudaEventRecord", what, rank_);
+  }
+}
+
+void NcclCommunicator::send(Stream& s, const float* buf, std::size_t elems, int peer, int /*tag*/,
+                            const std::string& what) {
+  send_on(0, rank_, size_, s, buf, elems, peer, what);
+}
+
+void NcclCommunicator::recv(Stream& s, float* buf, std::size_t elems, int peer, int /*tag*/,
+                            const std::string& what) {
+  recv_on(0, rank_, size_, s, buf, elems, peer, what);
+}
+
+void NcclCommunicator::flush_sends(Stream& s, const std::string& what) {
+  flush_on(0, s, what);
 }
 
 // ---- watchdog, failures ----------------------------------------------------------------------
@@ -430,7 +626,7 @@ void NcclCommunicator::check() {
     const ncclResult_t r = ncclCommGetAsyncError(comms_[g], &state);
     const ncclResult_t error = r != ncclSuccess ? r : state;
     if (error == ncclSuccess || error == ncclInProgress) continue;
-    const std::string what = in_flight_.empty() ? fmt::format("the {} communicator's work", kGroupNames[g])
+    const std::string what = in_flight_.empty() ? fmt::format("the {} communicator's work", comm_names_[g])
                                                 : in_flight_.front().what;
     fail_locked(error, "NCCL", what);
   }

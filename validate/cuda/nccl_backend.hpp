@@ -11,6 +11,17 @@
 //   timed_out() past its own timeout (CudaDeviceOptions::timeout_s): both abort every NCCL
 //   communicator and throw. The caller installs it: device.set_watchdog(&communicator).
 //
+// Splits (split()) are ncclCommSplit of the communicator split, beside an MPI split of the same ranks
+// for the host-side operations. Point to point (send, recv, flush_sends) runs on two more
+// communicators of the same ranks, made by the first send or recv on a communicator (collective over
+// it: in a pipeline every rank sends or receives): one carries the messages to higher ranks, the
+// other those to lower ranks. A rank's recv from a lower rank and its send to a higher one are then
+// never serialised behind each other on one NCCL communicator, so two stages exchanging activations
+// and gradients at once cannot deadlock. A send copies its buffer to a staging buffer (cudaMallocAsync,
+// outside the device's tracked memory, as the mpi backend's host copies are) on the caller's stream,
+// then sends it from a stream of its direction; a recv runs on the caller's stream. NCCL has no tags:
+// messages between two ranks in one direction are matched in the order they are issued.
+//
 // Fault injection (tests): NcclOptions::fault, or OSDP_INJECT_FAULT when unset (the syntax of
 // mpi_backend.hpp, parsed there once). On the matching rank, for every collective whose `what` contains the
 // substring: kind=hang skips launching it (the peers hang inside NCCL until their watchdog's timeout aborts
@@ -26,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,8 +49,9 @@
 #include "validate/executor/backend.hpp"
 #include "validate/mpi/mpi_backend.hpp"
 
-#if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
-#error "the nccl backend needs NCCL 2.14 or later (nonblocking communicators, ncclCommFinalize)"
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 18, 0)
+#error \
+    "the nccl backend needs NCCL 2.18 or later (nonblocking communicators, ncclCommFinalize, ncclCommSplit)"
 #endif
 
 namespace osdp::validate {
@@ -116,6 +129,14 @@ class NcclCommunicator final : public Communicator, public CudaWatchdog {
   // machine, ranks numbered machine by machine), else a UsageError says so. Host-side operations of a
   // ring go through the MPI ring of the same ranks.
   Communicator& ring(costmodel::RingLevel level, int per_node) override;
+  // ncclCommSplit of the world communicator (see the opening comment); its ranks are checked to be the
+  // MPI split's.
+  Communicator& split(int color, int key, const std::string& what) override;
+  void send(Stream& s, const float* buf, std::size_t elems, int peer, int tag,
+            const std::string& what) override;
+  void recv(Stream& s, float* buf, std::size_t elems, int peer, int tag, const std::string& what) override;
+  // Later work on `s` waits for every send issued so far.
+  void flush_sends(Stream& s, const std::string& what) override;
 
   // Host side, through MPI.
   void barrier(const std::string& what) override { host_.barrier(what); }
@@ -123,6 +144,9 @@ class NcclCommunicator final : public Communicator, public CudaWatchdog {
   double sum_over_ranks(double x) override { return host_.sum_over_ranks(x); }
   std::vector<double> all_values(double x) override { return host_.all_values(x); }
 
+  // The NCCL communicators made so far: the three groups, then the splits and the point-to-point
+  // pairs, in the order made.
+  std::size_t communicators() const;
   // The NCCL communicator of a group (nullptr once aborted). Callers launching on it themselves
   // follow the nonblocking protocol (poll ncclCommGetAsyncError while ncclInProgress).
   ncclComm_t group(CommGroup g) const;
@@ -153,6 +177,12 @@ class NcclCommunicator final : public Communicator, public CudaWatchdog {
     std::uint64_t sequence = 0;
     cudaEvent_t done = nullptr;  // recorded on the stream after the collective
   };
+  // The communicators carrying a communicator's point-to-point messages, by direction, and the streams
+  // its sends run on.
+  struct PointToPoint {
+    std::size_t up = 0, down = 0;  // indices into comms_: to higher ranks, to lower ranks
+    cudaStream_t up_stream = nullptr, down_stream = nullptr;
+  };
   static constexpr std::array<const char*, 3> kGroupNames = {"world", "intra-node", "inter-node"};
 
   void create_groups();
@@ -161,14 +191,30 @@ class NcclCommunicator final : public Communicator, public CudaWatchdog {
   ncclComm_t create_comm(MPI_Comm group_comm, const char* name, bool& request_pending);
   // Runs the fault injection; false when the collective must be skipped (kind=hang).
   bool begin(const std::string& what);
-  friend class NcclRing;
+  friend class NcclView;
+  CudaStream& cuda_stream(Stream& s, const std::string& what) const;
   template <typename Launch>
-  void launch(CommGroup g, Stream& s, const std::string& what, const char* call, Launch&& nccl_call);
-  void all_gather_on(CommGroup g, Stream& s, const float* shard, float* full, std::size_t shard_elems,
+  void launch(std::size_t c, cudaStream_t stream, const std::string& what, const char* call,
+              Launch&& nccl_call);
+  void all_gather_on(std::size_t c, Stream& s, const float* shard, float* full, std::size_t shard_elems,
                      const std::string& what);
-  void reduce_scatter_on(CommGroup g, Stream& s, const float* full, float* shard, std::size_t shard_elems,
+  void reduce_scatter_on(std::size_t c, Stream& s, const float* full, float* shard, std::size_t shard_elems,
                          const std::string& what);
-  void all_reduce_on(CommGroup g, Stream& s, float* buf, std::size_t elems, const std::string& what);
+  void all_reduce_on(std::size_t c, Stream& s, float* buf, std::size_t elems, const std::string& what);
+  // ncclCommSplit of comms_[c] (this rank being `comm_rank` there), polled to the deadline; appended to
+  // comms_ under `name`. Returns its index.
+  std::size_t split_comm_locked(std::size_t c, int color, int key, const std::string& name,
+                                const std::string& what);
+  // The split of comms_[c], whose host-side operations run on `host` (the MPI communicator of the same
+  // ranks).
+  Communicator& split_of(std::size_t c, Communicator& host, int color, int key, const std::string& what);
+  // The point-to-point communicators of comms_[c], made at the first call (collective over comms_[c]).
+  PointToPoint point_to_point(std::size_t c, int comm_rank, const std::string& what);
+  void send_on(std::size_t c, int comm_rank, int comm_size, Stream& s, const float* buf, std::size_t elems,
+               int peer, const std::string& what);
+  void recv_on(std::size_t c, int comm_rank, int comm_size, Stream& s, float* buf, std::size_t elems,
+               int peer, const std::string& what);
+  void flush_on(std::size_t c, Stream& s, const std::string& what);
   // Polls `comm` while ncclInProgress, to the deadline; returns its state, or ncclInProgress past it.
   static ncclResult_t wait_ready(ncclComm_t comm, std::chrono::steady_clock::time_point deadline);
   std::chrono::steady_clock::time_point deadline() const;
@@ -182,8 +228,12 @@ class NcclCommunicator final : public Communicator, public CudaWatchdog {
   int cuda_device_ = 0;
   int rank_ = 0, size_ = 1;
   int local_rank_ = 0, local_size_ = 1, nodes_ = 1;
-  std::array<ncclComm_t, 3> comms_ = {nullptr, nullptr, nullptr};  // indexed by CommGroup
-  std::array<std::unique_ptr<Communicator>, 2> rings_;             // intra-node, inter-node views
+  // 0..2: the groups (indexed by CommGroup); then the splits and point-to-point pairs, in the order made.
+  std::vector<ncclComm_t> comms_ = {nullptr, nullptr, nullptr};
+  std::vector<std::string> comm_names_ = {kGroupNames[0], kGroupNames[1], kGroupNames[2]};
+  std::array<std::unique_ptr<Communicator>, 2> rings_;  // intra-node, inter-node views
+  std::vector<std::unique_ptr<Communicator>> splits_;   // views of the splits, in the order made
+  std::map<std::size_t, PointToPoint> point_to_point_;  // by the index of the communicator they serve
   mutable std::mutex mutex_;
   std::deque<InFlight> in_flight_;
   std::vector<cudaEvent_t> spare_events_;

@@ -210,10 +210,12 @@ class Communicator {
   }
 
   // Point to point on stream `s` (called from work running on it), between ranks of this
-  // communicator, matched by (peer, tag) in order. send returns without waiting for the receiver (two
-  // stages may send to each other at once) and `buf` may be reused at once; recv completes before
-  // later work on `s`. flush_sends waits until every send has been delivered (before the step ends).
-  // This default refuses them: a backend without point-to-point cannot run a pipeline.
+  // communicator, matched by (peer, tag) in order; a backend without tags (nccl) matches by peer in
+  // the order issued, so messages from one rank to another must be received in the order sent. send returns
+  // without waiting for the receiver (two stages may send to each other at once) and `buf` may be reused at
+  // once; recv completes before later work on `s`. flush_sends waits until every send has been delivered
+  // (before the step ends). This default refuses them: a backend without point-to-point cannot run a
+  // pipeline.
   virtual void send(Stream& s, const float* buf, std::size_t elems, int peer, int tag,
                     const std::string& what) {
     (void)s, (void)buf, (void)elems, (void)peer, (void)tag;

@@ -30,8 +30,8 @@
 // re-gathers and checkpointing's recompute change when memory is used, not the arithmetic: the
 // executor gathers a slice's weights once per step and keeps every saved activation. It times the
 // step but does not track memory against a prediction. A tied embedding split across stages (its
-// copy in the last stage) is refused. The backend must split its communicator and send between ranks
-// (the mpi backend does; the nccl backend does not yet).
+// copy in the last stage) is refused. The backend must split its communicator and send between ranks;
+// the mpi and nccl backends both do.
 #pragma once
 
 #include <cstdint>
