@@ -1,6 +1,7 @@
 // The exact solver of one hybrid layout and the pieces the strategies of search/hybrid.cpp share
 // with it (search/hybrid.hpp's opening comment has the algorithm; hybrid_layout.cpp holds it: the
-// priced items, the chain DP along a stage's units, the LP bound, the incumbent and the split).
+// chain DP along a stage's units, the incumbent and the split; hybrid_bounds.hpp the priced items and
+// the LP bounds).
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,328 @@
+// The priced items of one hybrid layout and the LP bounds the exact search prunes with
+// (hybrid_layout.cpp runs the chains, the stage split and the incumbent on them): an operator's items
+// per TP degree (LayoutContext::items), a unit's relaxation (UnitHull), the LP of a stage's remaining
+// operators (SuffixBound), and the pipeline's bound on a step from one stage's share (step_bound,
+// PipelineBounds). Internal to search/: included by hybrid_layout.cpp only.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <limits>
+#include <map>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "costmodel/hybrid.hpp"
+#include "search/hull.hpp"
+#include "search/hybrid_layout.hpp"
+#include "search/solvers.hpp"
+
+namespace osdp::search::detail {
+
+using costmodel::Choice;
+using costmodel::HybridCostModel;
+using costmodel::HybridOpCost;
+using costmodel::HybridWorkload;
+using costmodel::Operator;
+
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+inline constexpr double kMiB = 1024.0 * 1024.0;
+
+struct Item {
+  Choice choice;
+  HybridOpCost cost;
+  double time_s = 0;  // what the search minimises (osdp's time, or galvatron's)
+};
+
+using Points = std::vector<std::pair<double, double>>;  // (persistent bytes, time)
+
+// The points no other point beats in both coordinates, by persistent bytes ascending.
+inline Points pareto_2d(Points pts) {
+  std::sort(pts.begin(), pts.end());
+  Points out;
+  for (const auto& q : pts)
+    if (out.empty() || q.second < out.back().second) out.push_back(q);
+  return out;
+}
+
+// The lower convex hull of a Pareto staircase (persistent ascending, time descending).
+inline Points lower_hull(const Points& stair) {
+  Points hull;
+  for (const int i : detail::lower_hull(
+           stair, [](const auto& q) { return q.first; }, [](const auto& q) { return q.second; }))
+    hull.push_back(stair[static_cast<std::size_t>(i)]);
+  return hull;
+}
+
+// A unit's relaxation for the LP bound: the lower hull of (persistent bytes, time) over every degree
+// it allows and every combination of its operators' items at that degree (re-layouts left out), and
+// the least largest transient any of them has.
+struct UnitHull {
+  Points points;
+  double least_transient = 0;
+};
+
+// Everything one layout's search needs.
+class LayoutContext {
+ public:
+  LayoutContext(const HybridCostModel& model, const HybridWorkload& hw, const HybridLayout& layout,
+                const HybridSearchOptions& options, ItemRules rules, PartsCache* cache, int price_b0 = 0)
+      : model_(model),
+        hw_(hw),
+        layout_(layout),
+        options_(options),
+        rules_(rules),
+        cache_(cache ? cache : &own_cache_),
+        price_b0_(price_b0 > 0 ? price_b0 : layout.b0) {
+    const auto& units = hw.units;
+    if (cache_->allowed.size() != units.size()) {
+      cache_->allowed.assign(units.size(), {});
+      cache_->unit_class.assign(units.size(), 0);
+      std::map<std::vector<int>, int> classes;
+      for (std::size_t u = 0; u < units.size(); ++u) {
+        for (int t = 1; t <= model.node_size(); t *= 2) {
+          if (!options.tp.empty() && std::find(options.tp.begin(), options.tp.end(), t) == options.tp.end())
+            continue;
+          if (!model.valid(layout.pp, t)) continue;
+          bool ok = true;
+          for (int oi : units[u].ops) ok = ok && costmodel::tp_allowed(op(oi), t);
+          if (ok) cache_->allowed[u].push_back(t);
+        }
+        std::vector<int> shapes;
+        for (int oi : units[u].ops) shapes.push_back(op(oi).shape_id);
+        cache_->unit_class[u] = classes.try_emplace(shapes, static_cast<int>(classes.size())).first->second;
+      }
+    }
+    fixed_ = model.fixed_bytes(hw.workload);
+  }
+
+  const Operator& op(int oi) const { return hw_.workload.operators[static_cast<std::size_t>(oi)]; }
+  const std::vector<int>& allowed(int u) const { return cache_->allowed[static_cast<std::size_t>(u)]; }
+  double fixed() const { return fixed_; }
+  double capacity() const { return model_.capacity_bytes(); }
+  int in_flight(int s) const {
+    return HybridCostModel::in_flight(layout_.schedule, layout_.pp, s, layout_.m);
+  }
+
+  // The items of an operator at degree t: every choice of the space, less those another item is no
+  // worse than in time, states, activations and transient bytes. Times are priced at price_b0 (a
+  // range's bound prices them at its largest b0), memory at the layout's b0.
+  const std::vector<Item>& items(int oi, int t) const {
+    const Operator& o = op(oi);
+    auto& slot = items_[{o.shape_id, t}];
+    if (!slot.empty()) return slot;
+    auto [shape_it, fresh_shape] = cache_->shapes.try_emplace({o.shape_id, t});
+    PartsCache::Shape& shape = shape_it->second;
+    if (fresh_shape) {
+      shape.sliced = costmodel::tp_slice(o, t, layout_.sequence_parallel, hw_.workload.bytes, model_dropout(),
+                                         hw_.workload.seq);
+      SpaceOptions space = options_.space;
+      if (rules_.galvatron) space.split_max = 1;
+      for (const Choice& c : choices_for(shape.sliced, space)) {
+        if (rules_.galvatron && !(c.replicate || c.is_zdp())) continue;
+        if (rules_.galvatron && (c.node_group || c.two_level)) continue;
+        shape.choices.push_back(c);
+      }
+    }
+    auto [parts_it, fresh_parts] = cache_->parts.try_emplace({o.shape_id, t, price_b0_});
+    auto& parts = parts_it->second;
+    if (fresh_parts)
+      for (const Choice& c : shape.choices)
+        parts.push_back(model_.op_parts(o, shape.sliced, t, c, price_b0_, layout_.pp, hw_.workload.bytes,
+                                        hw_.workload.seq));
+    std::vector<Item> all;
+    for (std::size_t k = 0; k < shape.choices.size(); ++k) {
+      Item it;
+      it.choice = shape.choices[k];
+      it.cost = model_.op_cost(parts[k], shape.sliced, t, it.choice, layout_.b0, layout_.m, layout_.pp,
+                               hw_.workload.bytes);
+      it.time_s = it.cost.time_s;
+      if (rules_.galvatron) {
+        auto up = [](double b) { return std::ceil(b / kMiB) * kMiB; };
+        it.cost.states_bytes = up(it.cost.states_bytes);
+        it.cost.act_bytes = up(it.cost.act_bytes);
+        it.cost.transient_bytes = up(it.cost.transient_bytes);
+        if (rules_.overlap > 0)
+          it.time_s = std::max(rules_.overlap * it.cost.compute_s, rules_.overlap * it.cost.dp_comm_s) +
+                      it.cost.tp_comm_s;
+      }
+      all.push_back(it);
+    }
+    // Sorted, an item can only be beaten by one before it, and then by one already kept.
+    std::stable_sort(all.begin(), all.end(), [](const Item& x, const Item& y) {
+      return std::tie(x.time_s, x.cost.states_bytes, x.cost.act_bytes, x.cost.transient_bytes) <
+             std::tie(y.time_s, y.cost.states_bytes, y.cost.act_bytes, y.cost.transient_bytes);
+    });
+    for (const Item& x : all) {
+      bool dominated = false;
+      for (const Item& y : slot) {
+        if (y.cost.states_bytes <= x.cost.states_bytes && y.cost.act_bytes <= x.cost.act_bytes &&
+            y.cost.transient_bytes <= x.cost.transient_bytes) {
+          dominated = true;  // y.time_s <= x.time_s by the order
+          break;
+        }
+      }
+      if (!dominated) slot.push_back(x);
+    }
+    return slot;
+  }
+
+  // Re-layout into unit u from degree t (t < 0: none, the first unit of the model).
+  double relayout_into(int u, int from, int t) const {
+    if (from < 0 || u == 0) return 0;
+    return model_.relayout_s(from, t, price_b0_, hw_.workload.seq,
+                             hw_.units[static_cast<std::size_t>(u - 1)].hidden,
+                             hw_.workload.bytes.activation);
+  }
+  // What ends stage s after unit u at degree t: the re-layout to 1 and the sends (not the last
+  // stage), the tied copy's gradient all-reduce (the last).
+  double stage_end(int s, int u, int t) const {
+    if (s + 1 < layout_.pp) {
+      const auto exit = model_.stage_exit(hw_, layout_.pp, price_b0_, s, u, t);
+      return exit.relayout_s + 2 * exit.send_s;
+    }
+    return model_.tied_sync_s(hw_, layout_.pp, t, layout_.sequence_parallel) / layout_.m;
+  }
+
+  const HybridLayout& layout() const { return layout_; }
+  const HybridWorkload& workload() const { return hw_; }
+
+  // Unit u's relaxation with f micro-batches' activations in flight (cached per operator shapes).
+  const UnitHull& unit_hull(int u, int f) const {
+    auto [slot, fresh] = unit_hulls_.try_emplace({cache_->unit_class[static_cast<std::size_t>(u)], f});
+    UnitHull& h = slot->second;
+    if (!fresh) return h;
+    Points pts;
+    h.least_transient = kInf;
+    for (int t : allowed(u)) {
+      Points combos{{0.0, 0.0}};
+      double x = 0;
+      for (int oi : hw_.units[static_cast<std::size_t>(u)].ops) {
+        Points grown;
+        double least_x = kInf;
+        for (const auto& it : items(oi, t)) {
+          least_x = std::min(least_x, it.cost.transient_bytes);
+          for (const auto& c : combos)
+            grown.emplace_back(c.first + it.cost.states_bytes + f * it.cost.act_bytes, c.second + it.time_s);
+        }
+        combos = pareto_2d(std::move(grown));
+        x = std::max(x, least_x);
+      }
+      pts.insert(pts.end(), combos.begin(), combos.end());
+      h.least_transient = std::min(h.least_transient, x);
+    }
+    h.points = lower_hull(pareto_2d(std::move(pts)));
+    return h;
+  }
+
+ private:
+  bool model_dropout() const { return model_.dropout(); }
+  const HybridCostModel& model_;
+  const HybridWorkload& hw_;
+  HybridLayout layout_;
+  const HybridSearchOptions& options_;
+  ItemRules rules_;
+  PartsCache own_cache_;
+  PartsCache* cache_;
+  int price_b0_;  // the b0 times are priced at (memory is at layout_.b0)
+  double fixed_ = 0;
+  mutable std::map<std::pair<int, int>, std::vector<Item>> items_;
+  mutable std::map<std::pair<int, int>, UnitHull> unit_hulls_;  // (unit class, f)
+};
+
+// The LP relaxation of a stage's remaining operators (the flat exact's bound, solvers.hpp): every
+// operator of the units before `end_unit` one group, its items over every degree its unit allows
+// (the degrees' coupling, re-layouts and transients relaxed), persistent bytes with f micro-batches
+// in flight (the fewest of any stage). least(k, R) is a lower bound on the time of the operators
+// from position k to the end within R persistent bytes (infinity when even their smallest do not
+// fit): the smallest-persistent items, then the lower hull's increments bought greedily by slope.
+class SuffixBound {
+ public:
+  // first_only: the bound from position 0 only (least(0, ...)), without the other positions' tables.
+  SuffixBound(const LayoutContext& ctx, int f, int end_unit, bool first_only = false) {
+    std::vector<const std::vector<std::pair<double, double>>*> groups;  // per unit: hull points (p, time)
+    std::vector<double> least_transient;                                // per unit: its smallest transient
+    for (int u = 0; u < end_unit; ++u) {
+      const auto& h = ctx.unit_hull(u, f);
+      groups.push_back(&h.points);
+      least_transient.push_back(h.least_transient);
+    }
+    const std::size_t K = groups.size();
+    base_p_.assign(K + 1, 0.0);
+    base_t_.assign(K + 1, 0.0);
+    min_x_.assign(K + 1, 0.0);
+    cum_p_.assign(K + 1, std::vector<double>{0.0});
+    cum_t_.assign(K + 1, std::vector<double>{0.0});
+    std::vector<std::pair<double, double>> incs;  // (dp, dt) of positions k..K-1
+    for (std::size_t k = K; k-- > 0;) {
+      const auto& h = *groups[k];
+      base_p_[k] = base_p_[k + 1] + (h.empty() ? kInf : h.front().first);
+      base_t_[k] = base_t_[k + 1] + (h.empty() ? 0.0 : h.front().second);
+      min_x_[k] = std::max(min_x_[k + 1], least_transient[k]);
+      for (std::size_t x = 1; x < h.size(); ++x)
+        incs.emplace_back(h[x].first - h[x - 1].first, h[x].second - h[x - 1].second);
+      if (first_only && k != 0) continue;
+      std::sort(incs.begin(), incs.end(), [](const auto& a, const auto& b) {
+        return a.second * b.first < b.second * a.first;  // steeper (more time saved per byte) first
+      });
+      auto& cp = cum_p_[k];
+      auto& ct = cum_t_[k];
+      cp.assign(1, 0.0);
+      ct.assign(1, 0.0);
+      for (const auto& [dp, dt] : incs) {
+        cp.push_back(cp.back() + dp);
+        ct.push_back(ct.back() + dt);
+      }
+    }
+  }
+  int end() const { return static_cast<int>(base_p_.size()) - 1; }
+  // `budget` is what the persistent bytes so far leave, `transient` the largest transient so far: the
+  // operators from k on may use budget - max(transient, the least largest transient they force).
+  double least(int k, double budget, double transient) const {
+    return least_within(k, budget - std::max(transient, min_x_[static_cast<std::size_t>(k)]));
+  }
+  // The same within `budget` persistent bytes, transients left out: for operators spread over several
+  // stages, each of which holds its own transient.
+  double least_within(int k, double budget) const {
+    const auto kk = static_cast<std::size_t>(k);
+    if (budget < base_p_[kk]) return kInf;
+    const double r = budget - base_p_[kk];
+    const auto& cp = cum_p_[kk];
+    const auto& ct = cum_t_[kk];
+    const std::size_t n =
+        static_cast<std::size_t>(std::upper_bound(cp.begin(), cp.end(), r) - cp.begin()) - 1;
+    double gain = ct[n];
+    if (n + 1 < cp.size()) gain += (ct[n + 1] - ct[n]) * (r - cp[n]) / (cp[n + 1] - cp[n]);
+    return base_t_[kk] + gain;
+  }
+
+ private:
+  std::vector<double> base_p_, base_t_, min_x_;
+  std::vector<std::vector<double>> cum_p_, cum_t_;
+};
+
+// A lower bound on T = sum_s c_s + (m - 1) max_s c_s from a lower bound `own` on one stage's c_s and
+// `sum` on the sum over all stages: max c >= c_s >= own and max c >= sum / pp.
+inline double step_bound(double own, double sum, int m, int pp) {
+  return sum + (m - 1) * std::max(own, sum / pp);
+}
+
+// What the chains of a pipeline (pp > 1) bound their labels with: the LP of units k..j-1 for a
+// stage with f micro-batches in flight (suffix(j, f).least(k, ...)), and from the stages' LP table the
+// least sum over splits of units 0..i-1 into stages 0..s-1 (before[s][i]) and of units j..U-1 into
+// stages s..pp-1 (after[s][j]), each stage within its own memory.
+struct PipelineBounds {
+  std::function<const SuffixBound&(int j, int f)> suffix;
+  std::vector<std::vector<double>> before, after;
+  double before_at(int s, int i) const {
+    return before[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
+  }
+  double after_at(int s, int j) const {
+    return after[static_cast<std::size_t>(s)][static_cast<std::size_t>(j)];
+  }
+};
+
+}  // namespace osdp::search::detail
