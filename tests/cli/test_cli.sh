@@ -234,12 +234,16 @@ else
 fi
 
 # --- no baseline beats exact ---------------------------------------------------------------------
+# (--no-hybrid here and in the scheduler's checks: they compare data-parallel searches; the hybrid
+# block below the plan has its own checks further down.)
 
 for cfg in "gpt2-1.5b 8GiB" "gpt2-1.5b 16GiB" "nd-96x1024 16GiB" "ws-2x8192 16GiB" "$TMP/small.json 2GiB"; do
   read -r model mem <<<"$cfg"
-  run ex "$OSDP" plan --model "$model" --cluster titan-rtx-8 --memory "$mem" --strategy exact --baseline none --json
+  run ex "$OSDP" plan --model "$model" --cluster titan-rtx-8 --memory "$mem" --strategy exact --baseline none --json \
+    --no-hybrid
   for s in fsdp osdp-ref; do
-    run base "$OSDP" plan --model "$model" --cluster titan-rtx-8 --memory "$mem" --strategy "$s" --baseline none --json
+    run base "$OSDP" plan --model "$model" --cluster titan-rtx-8 --memory "$mem" --strategy "$s" --baseline none --json \
+      --no-hybrid
     jcheck "$s never beats exact: $(basename "$model") at $mem" "$TMP/base.out" '
 e = json.load(open(args[0]))
 assert e["feasible"], "exact found no plan"
@@ -253,14 +257,15 @@ done
 
 # --- the batch-size scheduler: skipping batch sizes by their bound loses nothing -----------------
 
-run auto "$OSDP" plan --model gpt2-1.5b --cluster titan-rtx-8 --memory 16GiB --baseline none --json
+run auto "$OSDP" plan --model gpt2-1.5b --cluster titan-rtx-8 --memory 16GiB --baseline none --json --no-hybrid
 expect_rc "plan gpt2-1.5b at 16GiB, batch auto" auto 0
 worse=""
 grid=$(python3 -c 'import json,sys; print(" ".join(str(c["batch_size"]) for c in json.load(open(sys.argv[1]))["candidates"]))' \
   "$TMP/auto.out" 2>/dev/null) || grid=""
 [[ -n $grid ]] || worse="no candidates[].batch_size in the --json output"
 for b in $grid; do
-  run fixed "$OSDP" plan --model gpt2-1.5b --cluster titan-rtx-8 --memory 16GiB --baseline none --json --batch "$b"
+  run fixed "$OSDP" plan --model gpt2-1.5b --cluster titan-rtx-8 --memory 16GiB --baseline none --json --batch "$b" \
+    --no-hybrid
   worse+=$(python3 -c '
 import json, sys
 a, f = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
