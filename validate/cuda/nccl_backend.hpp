@@ -201,8 +201,8 @@ class NcclCommunicator final : public Communicator, public CudaWatchdog {
   void reduce_scatter_on(std::size_t c, Stream& s, const float* full, float* shard, std::size_t shard_elems,
                          const std::string& what);
   void all_reduce_on(std::size_t c, Stream& s, float* buf, std::size_t elems, const std::string& what);
-  // ncclCommSplit of comms_[c] (this rank being `comm_rank` there), polled to the deadline; appended to
-  // comms_ under `name`. Returns its index.
+  // ncclCommSplit of comms_[c], polled to the deadline; appended to comms_ under `name`. Returns its
+  // index. After a failure every communicator is aborted.
   std::size_t split_comm_locked(std::size_t c, int color, int key, const std::string& name,
                                 const std::string& what);
   // The split of comms_[c], whose host-side operations run on `host` (the MPI communicator of the same
