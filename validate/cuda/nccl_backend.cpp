@@ -428,9 +428,18 @@ std::size_t NcclCommunicator::split_comm_locked(std::size_t c, int color, int ke
   check_cuda(cudaSetDevice(cuda_device_), "cudaSetDevice", what, rank_);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
-  ncclComm_t comm = nullptr;
-  ncclResult_t r = ncclCommSplit(comms_[c], color, key, &comm, &config);
-  if ((r == ncclSuccess || r == ncclInProgress) && comm != nullptr) r = wait_ready(comm, deadline());
+  // With a nonblocking parent the split runs like a collective of the parent: the parent stays
+  // ncclInProgress until it is done, and only then is the new handle written (NCCL 2.23; NVIDIA/nccl
+  // issue 1472), by NCCL's own thread. So the handle lives on the heap, left to NCCL when the wait
+  // times out; the parent is waited for first (nothing else may be issued on it before), the new
+  // communicator next.
+  auto slot = std::make_unique<ncclComm_t>(nullptr);
+  const auto until = deadline();
+  ncclResult_t r = ncclCommSplit(comms_[c], color, key, slot.get(), &config);
+  if (r == ncclSuccess || r == ncclInProgress) r = wait_ready(comms_[c], until);
+  ncclComm_t comm = __atomic_load_n(slot.get(), __ATOMIC_ACQUIRE);
+  if (r == ncclInProgress && comm == nullptr) (void)slot.release();  // NCCL may still write it
+  if (r == ncclSuccess && comm != nullptr) r = wait_ready(comm, until);
   if (r == ncclSuccess && comm != nullptr) {
     comms_.push_back(comm);
     comm_names_.push_back(name);
