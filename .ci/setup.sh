@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what is missing (Debian packages), then configures and builds osdp into build/.
-# Usage: bash .ci/setup.sh [--sanitize]   (--sanitize: a Debug build with ASan+UBSan in build-asan/)
+# Usage: bash .ci/setup.sh [--sanitize]   (--sanitize: a Debug build at -O1 with ASan+UBSan in build-asan/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
