@@ -338,11 +338,11 @@ int run_hybrid_ranks(const ValidateArgs& a, int np) {
 #endif
 
 int run_validate_hybrid(const ValidateArgs& a, int np) {
-  if (a.backend != "mpi")
-    throw UsageError(fmt::format(
-        "--backend {}: hybrid plans run on osdp's hybrid executor over MPI ranks (--backend mpi); the {} "
-        "backend has no split communicators or point-to-point transfers yet",
-        a.backend, a.backend));
+  if (a.backend == "torch")
+    throw UsageError(
+        "--backend torch: hybrid plans run on osdp's hybrid executor (--backend mpi, or nccl on GPUs); the "
+        "torch backend runs data-parallel plans only");
+  check_backend(a.backend);  // mpi, or nccl where this osdp has it and a GPU is here
   if (a.tasks) throw UsageError("--tasks: the hybrid executor does not time single tasks");
   if (a.resume) throw UsageError("--resume: a hybrid validation writes one file at its end; run it again");
   const auto files = read_hybrid_files(a);  // bad input fails here, before any rank starts

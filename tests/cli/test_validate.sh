@@ -325,6 +325,17 @@ for x in r:
     assert x["predicted_time_s"] > 0 and x["simulated_time_s"] > 0 and x["loss"] > 0 and x["global_batch"] == 2, x
 assert j["provenance"]["backend"] == "mpi"
 '
+# The hybrid executor runs on the mpi and nccl backends, not on torch; nccl needs a GPU per rank.
+run HTO "$OSDP" validate --plan tp2.json -np 2 --out HTO --backend torch
+expect_rc "a hybrid plan on the torch backend is refused" HTO 2
+contains "the refusal names the backends that run it" HTO.err "--backend torch: hybrid plans run on" "nccl on GPUs"
+if "$OSDP" --version | grep -q '^CUDA:.* GPU(s)$'; then
+  ok "# skip: a GPU is here, the nccl backend can run"
+else
+  run HG "$OSDP" validate --plan tp2.json -np 2 --out HG --backend nccl
+  expect_rc "a hybrid plan with --backend nccl without a GPU (or without the backend)" HG 2
+  contains "says why" HG.err "--backend nccl:" "nccl backend"
+fi
 sed 's/"tp": 2/"tp": 3/' tp2.json >tp3.json
 run HB "$OSDP" validate --plan tp3.json -np 2 --out HB
 expect_rc "a hybrid plan with TP degree 3 is refused before any rank starts" HB 2
