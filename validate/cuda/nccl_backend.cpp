@@ -504,6 +504,16 @@ NcclCommunicator::PointToPoint NcclCommunicator::point_to_point(std::size_t c, i
 
 namespace {
 
+// Later work on `waiter` waits for the work enqueued on `from` so far (an event, released once done).
+void stream_waits(cudaStream_t waiter, cudaStream_t from, const std::string& what, int rank) {
+  cudaEvent_t e = nullptr;
+  check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags", what, rank);
+  const cudaError_t recorded = cudaEventRecord(e, from);
+  const cudaError_t waited = recorded == cudaSuccess ? cudaStreamWaitEvent(waiter, e, 0) : recorded;
+  (void)cudaEventDestroy(e);
+  check_cuda(waited, recorded == cudaSuccess ? "cudaStreamWaitEvent" : "cudaEventRecord", what, rank);
+}
+
 void check_peer(int peer, int comm_rank, int comm_size, int rank, const std::string& what) {
   if (peer < 0 || peer >= comm_size || peer == comm_rank)
     throw UsageError(
@@ -529,13 +539,7 @@ void NcclCommunicator::send_on(std::size_t c, int comm_rank, int comm_size, Stre
   try {
     check_cuda(cudaMemcpyAsync(staging, buf, bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync",
                what, rank_);
-    cudaEvent_t copied = nullptr;
-    check_cuda(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming), "cudaEventCreateWithFlags", what,
-               rank_);
-    const cudaError_t recorded = cudaEventRecord(copied, stream);
-    const cudaError_t waited = recorded == cudaSuccess ? cudaStreamWaitEvent(lane, copied, 0) : recorded;
-    (void)cudaEventDestroy(copied);  // released once it has completed
-    check_cuda(waited, recorded == cudaSuccess ? "cudaStreamWaitEvent" : "cudaEventRecord", what, rank_);
+    stream_waits(lane, stream, what, rank_);
     launch(up ? p.up : p.down, lane, what, "ncclSend", [&](ncclComm_t comm, cudaStream_t st) {
       return ncclSend(staging, elems, ncclFloat32, peer, comm, st);
     });
@@ -567,15 +571,7 @@ void NcclCommunicator::flush_on(std::size_t c, Stream& s, const std::string& wha
     p = it->second;
   }
   check_cuda(cudaSetDevice(cuda_device_), "cudaSetDevice", what, rank_);
-  for (const cudaStream_t lane : {p.up_stream, p.down_stream}) {
-    cudaEvent_t sent = nullptr;
-    check_cuda(cudaEventCreateWithFlags(&sent, cudaEventDisableTiming), "cudaEventCreateWithFlags", what,
-               rank_);
-    const cudaError_t recorded = cudaEventRecord(sent, lane);
-    const cudaError_t waited = recorded == cudaSuccess ? cudaStreamWaitEvent(stream, sent, 0) : recorded;
-    (void)cudaEventDestroy(sent);
-    check_cuda(waited, recorded == cudaSuccess ? "cudaStreamWaitEvent" : "cudaEventRecord", what, rank_);
-  }
+  for (const cudaStream_t lane : {p.up_stream, p.down_stream}) stream_waits(stream, lane, what, rank_);
 }
 
 void NcclCommunicator::send(Stream& s, const float* buf, std::size_t elems, int peer, int /*tag*/,
