@@ -151,8 +151,9 @@ class CudaDevice final : public Device {
   CudaStream& compute_stream() override { return *compute_; }
   CudaStream& comm_stream() override { return comm_ ? *comm_ : *compute_; }
 
-  // cublasGemmStridedBatchedEx: fp32 (CUBLAS_COMPUTE_32F, no TF32) or bf16 tensor cores
-  // (CUBLAS_COMPUTE_32F_FAST_16BF); row-major, mapped onto cuBLAS's column-major as C^T = B^T A^T.
+  // cublasGemmStridedBatchedEx: fp32 (CUBLAS_COMPUTE_32F, no TF32) or bf16 tensor cores (the operands
+  // rounded to bf16 into stream-ordered scratch, fp32 sums); row-major, mapped onto cuBLAS's
+  // column-major as C^T = B^T A^T.
   void gemm(Stream& s, const Gemm& g) override;
   void fill(Stream& s, float* y, std::size_t n, float value) override;
   void copy(Stream& s, const float* x, float* y, std::size_t n) override;  // x and y must not overlap

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include <cuda_bf16.h>
+
 namespace osdp::validate::cuda_kernels {
 
 namespace {
@@ -139,6 +141,10 @@ __global__ void scale_matrices_kernel(float* c, std::int64_t m, std::int64_t n, 
   }
 }
 
+__global__ void to_bf16_kernel(const float* x, __nv_bfloat16* y, std::size_t n) {
+  for (std::size_t i = first_index(); i < n; i += grid_stride()) y[i] = __float2bfloat16_rn(x[i]);
+}
+
 __device__ unsigned long long global_timer_ns() {
   unsigned long long t = 0;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -244,6 +250,13 @@ cudaError_t scale_matrices(cudaStream_t stream, float* c, std::int64_t m, std::i
   if (m <= 0 || n <= 0 || batch <= 0 || beta == 1.0f) return cudaSuccess;
   const auto total = static_cast<std::size_t>(m * n) * static_cast<std::size_t>(batch);
   scale_matrices_kernel<<<blocks_for(total), kThreads, 0, stream>>>(c, m, n, ldc, batch, stride_c, beta);
+  return cudaGetLastError();
+}
+
+cudaError_t to_bf16(cudaStream_t stream, const float* x, std::uint16_t* y, std::size_t n) {
+  static_assert(sizeof(__nv_bfloat16) == sizeof(std::uint16_t));
+  if (n == 0) return cudaSuccess;
+  to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, reinterpret_cast<__nv_bfloat16*>(y), n);
   return cudaGetLastError();
 }
 

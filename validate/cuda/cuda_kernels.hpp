@@ -48,6 +48,9 @@ cudaError_t adam(cudaStream_t stream, float* w, const float* g, float* m, float*
 // dimension ldc, stride_c apart): a GEMM whose alpha or k is 0.
 cudaError_t scale_matrices(cudaStream_t stream, float* c, std::int64_t m, std::int64_t n, std::int64_t ldc,
                            std::int64_t batch, std::int64_t stride_c, float beta);
+// y[i] = x[i] rounded to bf16, nearest even (the CPU device's GemmMath::kBf16 rounding), as raw bits:
+// the operands of a bf16 GEMM.
+cudaError_t to_bf16(cudaStream_t stream, const float* x, std::uint16_t* y, std::size_t n);
 // One thread that keeps the stream busy for `seconds` (the GPU's global timer): tests and delays.
 cudaError_t spin(cudaStream_t stream, double seconds);
 // One thread that keeps the stream busy until the host sets *flag (mapped host memory, as seen from

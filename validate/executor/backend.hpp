@@ -79,7 +79,7 @@ class StreamGate {
 enum class Transpose { kNo, kYes };
 
 // How a GEMM multiplies its fp32 operands: in fp32, or rounded to bf16 with the products summed in
-// fp32 (tensor cores on a GPU: cuBLAS's CUBLAS_COMPUTE_32F_FAST_16BF; emulated on the CPU).
+// fp32 (on a GPU: a kernel rounds the operands, then cuBLAS on bf16 tensor cores; emulated on the CPU).
 enum class GemmMath { kFp32, kBf16 };
 
 // C = alpha op(A) op(B) + beta C for `batch` matrices at the given element strides.
