@@ -101,6 +101,7 @@ experiments::ValidationOptions make_options(const ValidateArgs& a, const experim
   o.force = a.force;
   o.tasks = a.tasks;
   o.gemm_math = gemm_math(a.gemm);
+  o.one_at_a_time = a.backend == "nccl";  // a GPU's memory holds one plan at the cap, not four
   o.group_delay_ms = test_delay_ms("OSDP_VALIDATE_TEST_DELAY_MS");
   if (!a.quiet) o.progress = [](const std::string& line) { std::cerr << "validate: " << line << std::endl; };
   return o;

@@ -367,7 +367,10 @@ std::vector<UnitResult> run_measured(const MeasuredJob& job, validate::Communica
   for (std::size_t first = 0; first < total;) {
     std::size_t last = first;
     while (last < total && job.items[last].group == job.items[first].group) ++last;
-    if (o.group_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.group_delay_ms));
+    if (o.one_at_a_time) last = first + 1;
+    const bool new_group = first == 0 || job.items[first - 1].group != job.items[first].group;
+    if (o.group_delay_ms > 0 && new_group)
+      std::this_thread::sleep_for(std::chrono::milliseconds(o.group_delay_ms));
     std::vector<std::unique_ptr<Running>> group;
     std::vector<std::size_t> positions;
     for (std::size_t i = first; i < last; ++i) {

@@ -8,7 +8,7 @@
 // Measurement; they go through the sweep's results directory (experiments/results_dir.hpp: fsync'd
 // row log, directory lock, --resume, no finished row overwritten without --resume or --force) as
 // the plans of each group finish (a group — a configuration, or all plan files — runs side by side,
-// steps interleaved). At the end OUT/validation.csv, OUT/summary.json and, when Python with
+// steps interleaved; or one plan after the other, each with the device to itself: GPUs). At the end OUT/validation.csv, OUT/summary.json and, when Python with
 // matplotlib is there, OUT/predicted_vs_measured.png.
 #pragma once
 
@@ -143,6 +143,10 @@ struct ValidationOptions {
   bool tasks = false;  // OUT/tasks/UNIT.csv: every task's predicted and measured time (rank 0, last step)
   validate::GemmMath gemm_math = validate::GemmMath::kFp32;  // see ExecutorOptions::gemm_math
   Progress progress;                                         // called on rank 0
+  // Each plan runs alone: its device made, its steps run, the device released before the next plan's
+  // (a GPU's memory holds one plan at the cap, not a group of them; its speed does not drift with a
+  // shared host's load, which interleaving is for).
+  bool one_at_a_time = false;
   int group_delay_ms = 0;  // test hook: each group waits this long first (OSDP_VALIDATE_TEST_DELAY_MS)
   // Set: each group's plans run there (the communicator is then a one-rank one, and make_device is not
   // called), and memory is compared at rest (Measurement::state_bytes).

@@ -1,0 +1,112 @@
+// osdp validate's order of work (experiments/measured.cpp) on one CPU rank: the plans of one
+// configuration run side by side, every device made before any plan steps; with
+// ValidationOptions::one_at_a_time (the nccl backend: a GPU holds one plan at the cap) each plan's
+// device is made, stepped and released before the next plan's is made. Observed through the
+// progress lines: "running" is said as a plan's device is made, the row's line once its device is
+// released, so the plans held at once are the "running" lines not yet answered.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "experiments/experiment.hpp"
+#include "experiments/measured.hpp"
+#include "validate/cpu/cpu_device.hpp"
+#include "validate/executor/self_communicator.hpp"
+
+using namespace osdp;
+
+namespace {
+
+struct Scratch {
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("osdp_validation_order_" + std::to_string(::getpid()));
+  Scratch() { std::filesystem::create_directories(path); }
+  ~Scratch() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+};
+
+// Two configurations (memory caps that both fit) of two strategies each, on one rank.
+std::string write_experiment(const Scratch& s) {
+  const nlohmann::json e = {
+      {"schema_version", 1},
+      {"name", "order"},
+      {"base",
+       {{"model", "val-4x384"},
+        {"cluster", "cpu-2"},
+        {"world_size", 1},
+        {"memory", "4GiB"},
+        {"prefetch", 0},
+        {"batch", 1}}},
+      {"axes", {{"memory", {"4GiB", "3GiB"}}}},
+      {"strategies", {{{"label", "fsdp"}, {"strategy", "fsdp"}}, {{"label", "dp"}, {"strategy", "zero2"}}}},
+      {"evaluators", {"analytic", "sim"}},
+      {"validation", {{"warmup", 0}, {"iterations", 5}}}};
+  const auto file = s.path / "order.json";
+  std::ofstream(file) << e.dump(2) << '\n';
+  return file.string();
+}
+
+// The plans held at once over the run, from the progress lines, and the rows.
+struct Run {
+  int most_held = 0;
+  int made = 0;
+  std::vector<experiments::UnitResult> rows;
+};
+
+Run run(bool one_at_a_time) {
+  const Scratch s;
+  const experiments::MeasuredJob job =
+      experiments::measured_job(experiments::load_experiment(write_experiment(s)));
+  Run r;
+  int held = 0;
+  const experiments::DeviceFactory make_device = [&](const costmodel::Plan&) {
+    ++r.made;
+    return std::unique_ptr<validate::Device>(
+        std::make_unique<validate::CpuDevice>(validate::CpuDeviceOptions{0, false, 0}));
+  };
+  validate::CpuDevice comm_dev(validate::CpuDeviceOptions{0, false, 0});
+  validate::SelfCommunicator comm(comm_dev);
+  experiments::ValidationOptions o;
+  o.out_dir = (s.path / "out").string();
+  o.one_at_a_time = one_at_a_time;
+  o.progress = [&](const std::string& line) {
+    if (line.find(": running ") != std::string::npos) {
+      r.most_held = std::max(r.most_held, ++held);
+    } else {
+      REQUIRE(line.find(": predicted ") != std::string::npos);
+      --held;
+    }
+  };
+  r.rows = experiments::run_measured(job, comm, make_device, o);
+  CHECK(held == 0);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("validate runs a configuration's plans side by side, or one at a time on GPUs",
+          "[experiments][validate]") {
+  const Run side = run(false), alone = run(true);
+  // 2 configurations x 2 strategies, each stepped 5 times.
+  for (const Run* r : {&side, &alone}) {
+    CHECK(r->made == 4);
+    REQUIRE(r->rows.size() == 4);
+    for (std::size_t i = 0; i < r->rows.size(); ++i) {
+      CHECK(r->rows[i].index == static_cast<int>(i));
+      REQUIRE(r->rows[i].measurement);
+      CHECK(r->rows[i].measurement->steps_s.size() == 5);
+    }
+  }
+  CHECK(side.most_held == 2);   // a configuration's two plans at once
+  CHECK(alone.most_held == 1);  // never two
+}
