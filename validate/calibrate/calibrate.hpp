@@ -38,7 +38,8 @@ struct GemmShape {
 // A generic range: squares 32 .. 2048 (quick: .. 256) and skinny [1024 x 1024 x k] (quick: 256).
 std::vector<GemmShape> generic_gemm_shapes(bool quick);
 // The distinct GEMM kernels of the models' IR (forward and backward) at the given micro-batch sizes, at
-// most `max_flops` each (larger ones would take seconds on a CPU; they are left out).
+// most `max_flops` each (osdp calibrate: 8 GFLOP on CPU ranks, where larger ones take seconds; 1 TFLOP
+// on GPUs).
 std::vector<GemmShape> model_gemm_shapes(const std::vector<costmodel::ModelSpec>& models,
                                          const std::vector<int>& batches, double max_flops);
 
