@@ -7,6 +7,10 @@
 #
 #   validate/gpu-smoke.sh [BUILD_DIR] [OUT_DIR]     (defaults: build, build/gpu-smoke)
 #
+# For a machine lent by the minute: OSDP_SMOKE_CALIBRATION=FILE validates with that calibration
+# instead of calibrating (about 4 minutes on one H100), and OSDP_SMOKE_BATCHES=1,2 narrows the
+# experiment's micro-batch axis (1,2,4: 24 plans, about 6 minutes on one H100).
+#
 # Builds BUILD_DIR first when it has no osdp. Exit: 0 when every step ran and the predictions held
 # the experiment's tolerances, 5 when only tolerances were missed (the table says which), 1 when a
 # step failed, 2 when there is no GPU or the build has no nccl backend.
@@ -63,23 +67,33 @@ if [ "$GPUS" -gt 1 ]; then
   mpirun -np "$GPUS" "$BUILD/tests/gpu/test_gpu_nccl" || fail "NCCL tests on $GPUS GPUs"
 fi
 
-say "osdp calibrate --backend nccl -np $GPUS"
-"$OSDP" calibrate --backend nccl -np "$GPUS" --model nd-48x1024 --out "$OUT/calibration-nccl-$GPUS.json" ||
-  fail "calibration failed"
+CALIBRATION=$OUT/calibration-nccl-$GPUS.json
+if [ -n "${OSDP_SMOKE_CALIBRATION:-}" ]; then
+  say "calibration: $OSDP_SMOKE_CALIBRATION (OSDP_SMOKE_CALIBRATION; not calibrating)"
+  [ -f "$OSDP_SMOKE_CALIBRATION" ] || fail "OSDP_SMOKE_CALIBRATION: $OSDP_SMOKE_CALIBRATION is not a file"
+  CALIBRATION=$OSDP_SMOKE_CALIBRATION
+else
+  say "osdp calibrate --backend nccl -np $GPUS"
+  "$OSDP" calibrate --backend nccl -np "$GPUS" --model nd-48x1024 --out "$CALIBRATION" ||
+    fail "calibration failed"
+fi
 
 # The bundled GPU experiment, at this machine's world size.
-python3 - "$ROOT/experiments/validate-gpu.json" "$OUT/validate-gpu.json" "$GPUS" "$OUT/validate" <<'PY' ||
+python3 - "$ROOT/experiments/validate-gpu.json" "$OUT/validate-gpu.json" "$GPUS" "$OUT/validate" \
+  "${OSDP_SMOKE_BATCHES:-}" <<'PY' ||
 import json, sys
 e = json.load(open(sys.argv[1]))
 e["base"]["world_size"] = int(sys.argv[3])
 e["output"] = sys.argv[4]
+if sys.argv[5]:
+    e["axes"]["batch"] = [int(b) for b in sys.argv[5].split(",")]
 json.dump(e, open(sys.argv[2], "w"), indent=2)
 PY
   fail "could not write the experiment"
 
 say "osdp validate --backend nccl -np $GPUS"
 "$OSDP" validate "$OUT/validate-gpu.json" --backend nccl -np "$GPUS" \
-  --calibration "$OUT/calibration-nccl-$GPUS.json" --out "$OUT/validate" --tasks
+  --calibration "$CALIBRATION" --out "$OUT/validate" --tasks
 rc=$?
 [ -f "$OUT/validate/validation.csv" ] || fail "validation failed (exit $rc) before writing its table"
 
