@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -40,30 +42,71 @@ struct Chain {
   std::vector<int> best_label;  // the label it ends at
 };
 
+// The labels of one step, grouped by the item they add: run r is grown[runs[r]..runs[r + 1]), and
+// rank[i] orders grown[i] as the chains first listed them (label-major, item-minor), which breaks
+// ties between equal labels.
+struct Grown {
+  std::vector<Label> labels;
+  std::vector<std::int64_t> rank;
+  std::vector<std::size_t> runs{0};
+  void clear() {
+    labels.clear();
+    rank.clear();
+    runs.assign(1, 0);
+  }
+  void end_run() { runs.push_back(labels.size()); }
+};
+
 // Keeps the labels no other label of the same degree beats in persistent bytes, largest transient
 // and time, that still fit and that `keep` accepts; appends them to the arena and returns their
 // indices. `keep` is asked only of the labels no other beats: it must refuse every label worse in all
 // three than one it refuses (the chains' bounds are), so the result is the same as asking all.
 template <class Keep>
-std::vector<int> pareto(std::vector<Label>& arena, const std::vector<Label>& grown, double budget,
-                        Keep keep) {
-  // Sorted by value, not through the labels: the sort is most of the search's time.
+std::vector<int> pareto(std::vector<Label>& arena, const Grown& grown, double budget, Keep keep) {
+  // Sorted by value, not through the labels: the sort is most of the search's time. Each run adds one
+  // item to labels that an earlier call left in this order, so a run is mostly sorted already: the
+  // runs are sorted one by one (checked first) and merged, the same order as sorting them all.
   struct Key {
     int t;
     double transient, persistent, time;
+    std::int64_t rank;
     int index;
   };
-  std::vector<Key> keys;
-  keys.reserve(grown.size());
-  for (std::size_t i = 0; i < grown.size(); ++i) {
-    const Label& l = grown[i];
-    if (l.persistent + l.transient <= budget)
-      keys.push_back({l.t, l.transient, l.persistent, l.time, static_cast<int>(i)});
+  const auto less = [](const Key& x, const Key& y) {
+    return std::tie(x.t, x.transient, x.persistent, x.time, x.rank) <
+           std::tie(y.t, y.transient, y.persistent, y.time, y.rank);
+  };
+  std::vector<Key> keys, merged;
+  keys.reserve(grown.labels.size());
+  std::vector<std::size_t> bounds{0};
+  for (std::size_t r = 0; r + 1 < grown.runs.size(); ++r) {
+    for (std::size_t i = grown.runs[r]; i < grown.runs[r + 1]; ++i) {
+      const Label& l = grown.labels[i];
+      if (l.persistent + l.transient <= budget)
+        keys.push_back({l.t, l.transient, l.persistent, l.time, grown.rank[i], static_cast<int>(i)});
+    }
+    const auto first = keys.begin() + static_cast<std::ptrdiff_t>(bounds.back());
+    if (!std::is_sorted(first, keys.end(), less)) std::sort(first, keys.end(), less);
+    if (keys.size() > bounds.back()) bounds.push_back(keys.size());
   }
-  std::sort(keys.begin(), keys.end(), [](const Key& x, const Key& y) {
-    return std::tie(x.t, x.transient, x.persistent, x.time, x.index) <
-           std::tie(y.t, y.transient, y.persistent, y.time, y.index);
-  });
+  // Pairwise merges, log(runs) rounds.
+  while (bounds.size() > 2) {
+    merged.resize(keys.size());
+    std::vector<std::size_t> next{0};
+    for (std::size_t r = 0; r + 1 < bounds.size(); r += 2) {
+      const auto at = [&](std::size_t b) { return keys.begin() + static_cast<std::ptrdiff_t>(bounds[b]); };
+      const auto out = merged.begin() + static_cast<std::ptrdiff_t>(bounds[r]);
+      if (r + 2 < bounds.size()) {
+        std::merge(at(r), at(r + 1), at(r + 1), at(r + 2), out, less);
+        next.push_back(bounds[r + 2]);
+      } else {
+        std::copy(at(r), at(r + 1), out);
+        next.push_back(bounds[r + 1]);
+      }
+    }
+    keys.swap(merged);
+    bounds.swap(next);
+  }
   std::vector<int> out;
   std::map<double, double> stair;  // persistent -> least time, over labels of this degree kept so far
   int current_t = -2;
@@ -76,8 +119,9 @@ std::vector<int> pareto(std::vector<Label>& arena, const std::vector<Label>& gro
     if (it != stair.begin() && std::prev(it)->second <= l.time) continue;
     auto [pos, inserted] = stair.insert_or_assign(l.persistent, l.time);
     for (auto nx = std::next(pos); nx != stair.end() && nx->second >= l.time;) nx = stair.erase(nx);
-    if (!keep(grown[static_cast<std::size_t>(l.index)])) continue;
-    arena.push_back(grown[static_cast<std::size_t>(l.index)]);
+    const Label& kept = grown.labels[static_cast<std::size_t>(l.index)];
+    if (!keep(kept)) continue;
+    arena.push_back(kept);
     out.push_back(static_cast<int>(arena.size()) - 1);
   }
   return out;
@@ -90,6 +134,7 @@ template <class Relayout, class Keep>
 std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vector<int>& current, int u, int f,
                            double budget, Relayout relayout, Keep keep) {
   std::vector<int> next;
+  Grown grown;
   for (int t : ctx.allowed(u)) {
     std::vector<int> cur;
     for (int li : current) {
@@ -102,25 +147,27 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
       ch.arena.push_back(n);
       cur.push_back(static_cast<int>(ch.arena.size()) - 1);
     }
-    std::vector<Label> grown;
     for (int oi : ctx.workload().units[static_cast<std::size_t>(u)].ops) {
       const auto& items = ctx.items(oi, t);
+      const auto n_items = static_cast<std::int64_t>(items.size());
       grown.clear();
-      for (int li : cur) {
-        const Label& l = ch.arena[static_cast<std::size_t>(li)];
-        for (std::size_t k = 0; k < items.size(); ++k) {
-          const auto& c = items[k].cost;
+      for (std::size_t k = 0; k < items.size(); ++k) {
+        const auto& c = items[k].cost;
+        for (std::size_t p = 0; p < cur.size(); ++p) {
+          const Label& l = ch.arena[static_cast<std::size_t>(cur[p])];
           Label n;
           n.persistent = l.persistent + c.states_bytes + f * c.act_bytes;
           n.transient = std::max(l.transient, c.transient_bytes);
           n.time = l.time + items[k].time_s;
           if (n.persistent + n.transient > budget) continue;
-          n.parent = li;
+          n.parent = cur[p];
           n.op = oi;
           n.item = static_cast<int>(k);
           n.t = t;
-          grown.push_back(n);
+          grown.labels.push_back(n);
+          grown.rank.push_back(static_cast<std::int64_t>(p) * n_items + static_cast<std::int64_t>(k));
         }
+        grown.end_run();
       }
       cur = pareto(ch.arena, grown, budget, [&](const Label& n) { return keep(n, u); });
     }
