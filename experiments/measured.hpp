@@ -8,8 +8,9 @@
 // Measurement; they go through the sweep's results directory (experiments/results_dir.hpp: fsync'd
 // row log, directory lock, --resume, no finished row overwritten without --resume or --force) as
 // the plans of each group finish (a group — a configuration, or all plan files — runs side by side,
-// steps interleaved; or one plan after the other, each with the device to itself: GPUs). At the end OUT/validation.csv, OUT/summary.json and, when Python with
-// matplotlib is there, OUT/predicted_vs_measured.png.
+// steps interleaved; or one plan after the other, each with the device to itself: GPUs). At the end
+// OUT/validation.csv, OUT/summary.json and, when Python with matplotlib is there,
+// OUT/predicted_vs_measured.png.
 #pragma once
 
 #include <functional>
