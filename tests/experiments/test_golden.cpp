@@ -135,11 +135,9 @@
 //     tells them apart: mlp1 ZDP peaks in its backward, 1e6 + 4249600 + 11075584 + 5368832 +
 //     6305792 = 27999808; mlp0 ZDP in the head's, 1e6 + 16611328 + 5368832 + 3076096 = 26056256.
 //     Either is right.
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -149,6 +147,7 @@
 
 #include "experiments/experiment.hpp"
 #include "experiments/run.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -210,26 +209,6 @@ const std::vector<Expected> kRows = {
 bool near(double actual, double expected, double rel = kRel) {
   return std::abs(actual - expected) <= rel * std::abs(expected);
 }
-
-// A directory of its own, removed at the end.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir()
-      : path(std::filesystem::temp_directory_path() / ("osdp_test_golden_" + std::to_string(::getpid()))) {
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string write(const std::string& name, const nlohmann::json& doc) const {
-    const auto file = path / name;
-    std::ofstream(file) << doc.dump(2) << '\n';
-    return file.string();
-  }
-};
 
 nlohmann::json cluster_json() {
   return {{"schema_version", 1},
@@ -297,7 +276,7 @@ struct Golden {
 // The experiment runs once; every test case reads its rows.
 const Golden& golden() {
   static const Golden g = [] {
-    TempDir dir;
+    const experiments::testing::TempDir dir("osdp_test_golden_");
     const std::string cluster = dir.write("golden-8.json", cluster_json());
     const std::string model = dir.write("golden-nd.json", model_json());
     const auto doc = experiment_json(model, cluster, (dir.path / "results").string());

@@ -6,9 +6,6 @@
 // released, so the plans held at once are the "running" lines not yet answered.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +13,7 @@
 
 #include "experiments/experiment.hpp"
 #include "experiments/measured.hpp"
+#include "temp_dir.hpp"
 #include "validate/cpu/cpu_device.hpp"
 #include "validate/executor/self_communicator.hpp"
 
@@ -23,20 +21,8 @@ using namespace osdp;
 
 namespace {
 
-struct Scratch {
-  std::filesystem::path path =
-      std::filesystem::temp_directory_path() / ("osdp_validation_order_" + std::to_string(::getpid()));
-  Scratch() { std::filesystem::create_directories(path); }
-  ~Scratch() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-};
-
 // Two configurations (memory caps that both fit) of two strategies each, on one rank.
-std::string write_experiment(const Scratch& s) {
+std::string write_experiment(const experiments::testing::TempDir& dir) {
   const nlohmann::json e = {
       {"schema_version", 1},
       {"name", "order"},
@@ -51,9 +37,7 @@ std::string write_experiment(const Scratch& s) {
       {"strategies", {{{"label", "fsdp"}, {"strategy", "fsdp"}}, {{"label", "dp"}, {"strategy", "zero2"}}}},
       {"evaluators", {"analytic", "sim"}},
       {"validation", {{"warmup", 0}, {"iterations", 5}}}};
-  const auto file = s.path / "order.json";
-  std::ofstream(file) << e.dump(2) << '\n';
-  return file.string();
+  return dir.write("order.json", e);
 }
 
 // The plans held at once over the run, from the progress lines, and the rows.
@@ -64,9 +48,9 @@ struct Run {
 };
 
 Run run(bool one_at_a_time) {
-  const Scratch s;
+  const experiments::testing::TempDir dir("osdp_validation_order_");
   const experiments::MeasuredJob job =
-      experiments::measured_job(experiments::load_experiment(write_experiment(s)));
+      experiments::measured_job(experiments::load_experiment(write_experiment(dir)));
   Run r;
   int held = 0;
   const experiments::DeviceFactory make_device = [&](const costmodel::Plan&) {
@@ -77,7 +61,7 @@ Run run(bool one_at_a_time) {
   validate::CpuDevice comm_dev(validate::CpuDeviceOptions{0, false, 0});
   validate::SelfCommunicator comm(comm_dev);
   experiments::ValidationOptions o;
-  o.out_dir = (s.path / "out").string();
+  o.out_dir = (dir.path / "out").string();
   o.one_at_a_time = one_at_a_time;
   o.progress = [&](const std::string& line) {
     if (line.find(": running ") != std::string::npos) {
