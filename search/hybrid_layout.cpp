@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -265,18 +266,28 @@ double best_stage_split(const StageTable& c, int pp, int U, int m, std::vector<i
   return best_t;
 }
 
-// Fills the plan's degrees and choices of units i..j-1 from the label a chain ended at.
-void rebuild(const LayoutContext& ctx, const Chain& ch, int label, HybridPlan& plan) {
+// The choices of units i..j-1 a chain's label stands for: (operator, item, degree) per operator.
+struct Pick {
+  int op, item, t;
+};
+std::vector<Pick> picks_of(const Chain& ch, int label) {
+  std::vector<Pick> out;
+  for (int li = label; li >= 0; li = ch.arena[static_cast<std::size_t>(li)].parent) {
+    const Label& l = ch.arena[static_cast<std::size_t>(li)];
+    if (l.op >= 0) out.push_back({l.op, l.item, l.t});
+  }
+  return out;
+}
+
+// Fills the plan's degrees and choices from a stage's picks.
+void rebuild(const LayoutContext& ctx, const std::vector<Pick>& picks, HybridPlan& plan) {
   const auto& hw = ctx.workload();
   std::vector<int> op_unit(hw.workload.operators.size(), -1);
   for (std::size_t u = 0; u < hw.units.size(); ++u)
     for (int oi : hw.units[u].ops) op_unit[static_cast<std::size_t>(oi)] = static_cast<int>(u);
-  for (int li = label; li >= 0; li = ch.arena[static_cast<std::size_t>(li)].parent) {
-    const Label& l = ch.arena[static_cast<std::size_t>(li)];
-    if (l.op < 0) continue;
-    plan.choices[static_cast<std::size_t>(l.op)] =
-        ctx.items(l.op, l.t)[static_cast<std::size_t>(l.item)].choice;
-    plan.unit_tp[static_cast<std::size_t>(op_unit[static_cast<std::size_t>(l.op)])] = l.t;
+  for (const Pick& k : picks) {
+    plan.choices[static_cast<std::size_t>(k.op)] = ctx.items(k.op, k.t)[static_cast<std::size_t>(k.item)].choice;
+    plan.unit_tp[static_cast<std::size_t>(op_unit[static_cast<std::size_t>(k.op)])] = k.t;
   }
 }
 
@@ -564,6 +575,9 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
     const int j_max = even ? starts[static_cast<std::size_t>(s + 1)] : U - (pp - 1 - s);
     return run_forward(ctx, s, i, j_max, bound, count, pb);
   };
+  // What each priced stage chose, read off its chain's best label when the chain is run: the chains
+  // are not run again for the plan.
+  std::map<std::tuple<int, int, int>, std::vector<Pick>> picks;  // (s, i, j)
   for (int s = 0; s < pp; ++s) {
     const bool last = s + 1 == pp;
     const int i_lo = s == 0 ? 0 : s, i_hi = s == 0 ? 0 : U - (pp - s);
@@ -578,14 +592,20 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
     if (ends.empty()) continue;
     if (last) {
       const Chain ch = chain(s, -1, labels);
-      for (const auto& [i, j] : ends) at(c, s, i, j) = ch.best[static_cast<std::size_t>(i)];
+      for (const auto& [i, j] : ends) {
+        at(c, s, i, j) = ch.best[static_cast<std::size_t>(i)];
+        picks[{s, i, j}] = picks_of(ch, ch.best_label[static_cast<std::size_t>(i)]);
+      }
       continue;
     }
     for (std::size_t e = 0; e < ends.size();) {
       const int i = ends[e].first;
       const Chain ch = chain(s, i, labels);
-      for (; e < ends.size() && ends[e].first == i; ++e)
-        at(c, s, i, ends[e].second) = ch.best[static_cast<std::size_t>(ends[e].second)];
+      for (; e < ends.size() && ends[e].first == i; ++e) {
+        const int j = ends[e].second;
+        at(c, s, i, j) = ch.best[static_cast<std::size_t>(j)];
+        picks[{s, i, j}] = picks_of(ch, ch.best_label[static_cast<std::size_t>(j)]);
+      }
     }
   }
   std::vector<int> best_split;
@@ -596,8 +616,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   for (int s = 0; s < pp; ++s) {
     const int i = best_split[static_cast<std::size_t>(s)];
     const int j = s + 1 < pp ? best_split[static_cast<std::size_t>(s + 1)] : U;
-    const Chain chn = chain(s, i, nullptr);
-    rebuild(ctx, chn, chn.best_label[static_cast<std::size_t>(s + 1 == pp ? i : j)], plan);
+    rebuild(ctx, picks.at(s + 1 < pp ? std::tuple{s, i, j} : std::tuple{s, i, U}), plan);
   }
   if (incumbent && model.evaluate(hw, plan).time_s >= incumbent_t) return fallback();
   return plan;
