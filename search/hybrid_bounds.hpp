@@ -190,9 +190,10 @@ class LayoutContext {
   const HybridLayout& layout() const { return layout_; }
   const HybridWorkload& workload() const { return hw_; }
 
-  // Unit u's relaxation with f micro-batches' activations in flight (cached per operator shapes).
-  const UnitHull& unit_hull(int u, int f) const {
-    auto [slot, fresh] = unit_hulls_.try_emplace({cache_->unit_class[static_cast<std::size_t>(u)], f});
+  // Unit u's relaxation with f micro-batches' activations in flight, of its items whose transient
+  // is at most `cap` (cached per operator shapes; no points when some operator has none at any degree).
+  const UnitHull& unit_hull(int u, int f, double cap = kInf) const {
+    auto [slot, fresh] = unit_hulls_.try_emplace({cache_->unit_class[static_cast<std::size_t>(u)], f, cap});
     UnitHull& h = slot->second;
     if (!fresh) return h;
     Points pts;
@@ -204,6 +205,7 @@ class LayoutContext {
         Points grown;
         double least_x = kInf;
         for (const auto& it : items(oi, t)) {
+          if (it.cost.transient_bytes > cap) continue;
           least_x = std::min(least_x, it.cost.transient_bytes);
           for (const auto& c : combos)
             grown.emplace_back(c.first + it.cost.states_bytes + f * it.cost.act_bytes, c.second + it.time_s);
@@ -230,7 +232,7 @@ class LayoutContext {
   int price_b0_;  // the b0 times are priced at (memory is at layout_.b0)
   double fixed_ = 0;
   mutable std::map<std::pair<int, int>, std::vector<Item>> items_;
-  mutable std::map<std::pair<int, int>, UnitHull> unit_hulls_;  // (unit class, f)
+  mutable std::map<std::tuple<int, int, double>, UnitHull> unit_hulls_;  // (unit class, f, cap)
 };
 
 // The LP relaxation of a stage's remaining operators (the flat exact's bound, solvers.hpp): every
@@ -242,11 +244,12 @@ class LayoutContext {
 class SuffixBound {
  public:
   // first_only: the bound from position 0 only (least(0, ...)), without the other positions' tables.
-  SuffixBound(const LayoutContext& ctx, int f, int end_unit, bool first_only = false) {
+  // cap: only the items whose transient is at most cap.
+  SuffixBound(const LayoutContext& ctx, int f, int end_unit, bool first_only = false, double cap = kInf) {
     std::vector<const std::vector<std::pair<double, double>>*> groups;  // per unit: hull points (p, time)
     std::vector<double> least_transient;                                // per unit: its smallest transient
     for (int u = 0; u < end_unit; ++u) {
-      const auto& h = ctx.unit_hull(u, f);
+      const auto& h = ctx.unit_hull(u, f, cap);
       groups.push_back(&h.points);
       least_transient.push_back(h.least_transient);
     }

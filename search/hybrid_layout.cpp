@@ -38,31 +38,40 @@ struct Chain {
 };
 
 // One unit's step of a chain: every degree t of unit u, the re-layout between it and the neighbour
-// already in the label (`relayout(label degree, t)`), then its operators' items; labels that do not fit
-// in the stage are dropped, and those `keep` refuses. Returns the Pareto labels.
+// already in the label (`relayout(label degree, t)`), then its operators' items whose transient is at
+// most `cap`; labels that do not fit in the stage are dropped, and those `keep` refuses. Returns the
+// Pareto labels. `current` holds each degree's labels together, each in the filter's order.
 template <class Relayout, class Keep>
 std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vector<int>& current, int u, int f,
-                           double budget, Relayout relayout, Keep keep) {
+                           double budget, double cap, Relayout relayout, Keep keep) {
   std::vector<int> next;
   Grown grown;
+  const auto keep_u = [&](const Label& n) { return keep(n, u); };
   for (int t : ctx.allowed(u)) {
-    std::vector<int> cur;
-    for (int li : current) {
-      Label n = ch.arena[static_cast<std::size_t>(li)];
+    // The labels re-laid into t, filtered before any item is added: those that came from other
+    // degrees are often beaten once they pay the re-layout. One run per degree they came from (a
+    // constant added to each label's time keeps its run in order).
+    grown.clear();
+    for (std::size_t p = 0; p < current.size(); ++p) {
+      Label n = ch.arena[static_cast<std::size_t>(current[p])];
+      if (p > 0 && n.t != ch.arena[static_cast<std::size_t>(current[p - 1])].t) grown.end_run();
       n.time += relayout(n.t, t);
-      n.parent = li;
+      n.parent = current[p];
       n.op = -1;
       n.item = -1;
       n.t = t;
-      ch.arena.push_back(n);
-      cur.push_back(static_cast<int>(ch.arena.size()) - 1);
+      grown.labels.push_back(n);
+      grown.rank.push_back(static_cast<std::int64_t>(p));
     }
+    grown.end_run();
+    std::vector<int> cur = pareto(ch.arena, grown, budget, keep_u);
     for (int oi : ctx.workload().units[static_cast<std::size_t>(u)].ops) {
       const auto& items = ctx.items(oi, t);
       const auto n_items = static_cast<std::int64_t>(items.size());
       grown.clear();
       for (std::size_t k = 0; k < items.size(); ++k) {
         const auto& c = items[k].cost;
+        if (c.transient_bytes > cap) continue;
         for (std::size_t p = 0; p < cur.size(); ++p) {
           const Label& l = ch.arena[static_cast<std::size_t>(cur[p])];
           Label n;
@@ -79,7 +88,7 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
         }
         grown.end_run();
       }
-      cur = pareto(ch.arena, grown, budget, [&](const Label& n) { return keep(n, u); });
+      cur = pareto(ch.arena, grown, budget, keep_u);
     }
     next.insert(next.end(), cur.begin(), cur.end());
   }
@@ -121,7 +130,7 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
     return false;
   };
   for (int u = i; u < j_max && !current.empty(); ++u) {
-    current = step_unit(ctx, ch, current, u, f, budget, relayout(u), keep);
+    current = step_unit(ctx, ch, current, u, f, budget, kInf, relayout(u), keep);
     if (labels) *labels += static_cast<std::int64_t>(current.size());
     for (int li : current) {
       const Label& l = ch.arena[static_cast<std::size_t>(li)];
@@ -140,16 +149,18 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
 // u..U-1) is dropped when, for every start i <= u of the stage, step_bound(own, own + before[s][i])
 // reaches `bound` (own = tau + the LP of units i..u-1 within what the stage has left) or nothing fits;
 // with pp = 1, when m (tau + least(units 0..u-1 within budget - P - max(X, their least transient)))
-// does.
+// does. With a finite `cap` only items whose transient is at most cap are taken, and every label holds
+// cap as its largest transient (`prefix` is then the LP of those items).
 Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64_t* labels,
-                   const std::function<const SuffixBound&(int)>& prefix, const PipelineBounds* pb) {
+                   const std::function<const SuffixBound&(int)>& prefix, const PipelineBounds* pb,
+                   double cap = kInf) {
   const int pp = ctx.layout().pp, m = ctx.layout().m, s = pp - 1, f = ctx.in_flight(s);
   const int U = static_cast<int>(ctx.workload().units.size());
   const double budget = ctx.capacity() - ctx.fixed();
   Chain ch;
   ch.best.assign(static_cast<std::size_t>(U) + 1, kInf);
   ch.best_label.assign(ch.best.size(), -1);
-  ch.arena.push_back(Label{0, 0, 0, -1, -1, -1, -1});
+  ch.arena.push_back(Label{0, cap < kInf ? cap : 0.0, 0, -1, -1, -1, -1});
   std::vector<int> current{0};
   const SuffixBound* before = nullptr;  // units 0..u-1, set per unit
   // Checked after every operator: the rest of unit u is left out of the bound then (it is no less
@@ -181,7 +192,7 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
       return next_t < 0 ? ctx.stage_end(s, u, t) : ctx.relayout_into(u + 1, t, next_t);
     };
     if (pp == 1 && u > 0) before = &prefix(u);
-    current = step_unit(ctx, ch, current, u, f, budget, relayout, keep);
+    current = step_unit(ctx, ch, current, u, f, budget, cap, relayout, keep);
     if (labels) *labels += static_cast<std::int64_t>(current.size());
     for (int li : current) {
       const Label& l = ch.arena[static_cast<std::size_t>(li)];
@@ -286,7 +297,8 @@ void rebuild(const LayoutContext& ctx, const std::vector<Pick>& picks, HybridPla
   for (std::size_t u = 0; u < hw.units.size(); ++u)
     for (int oi : hw.units[u].ops) op_unit[static_cast<std::size_t>(oi)] = static_cast<int>(u);
   for (const Pick& k : picks) {
-    plan.choices[static_cast<std::size_t>(k.op)] = ctx.items(k.op, k.t)[static_cast<std::size_t>(k.item)].choice;
+    plan.choices[static_cast<std::size_t>(k.op)] =
+        ctx.items(k.op, k.t)[static_cast<std::size_t>(k.item)].choice;
     plan.unit_tp[static_cast<std::size_t>(op_unit[static_cast<std::size_t>(k.op)])] = k.t;
   }
 }
@@ -481,12 +493,38 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
               reach[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)] = true;
     if (!reach[static_cast<std::size_t>(pp)][static_cast<std::size_t>(U)]) return std::nullopt;
   }
+  // One stage (the exact search's own items): solved per largest transient T, in the order of each T's
+  // LP (step time, T).
+  const bool by_cap = pp == 1 && !even && !rules.galvatron;
+  std::vector<std::pair<double, double>> cap_order;
   // The whole layout in the LP: the best split of the stages' LP bounds (each stage within its own
   // memory, with its own micro-batches in flight), T = sum + (m - 1) max over them; every plan's T is
   // at least that. A layout that cannot beat `bound` even there is not priced further (not even its
   // incumbent).
   {
-    const double split_lp = best_stage_split(lp, pp, U, m, nullptr);
+    double split_lp = best_stage_split(lp, pp, U, m, nullptr);
+    if (by_cap && split_lp < kInf) {
+      // One stage: its largest transient is one of its items' transients T. At T only the items
+      // within T may be chosen, under budget - T: an LP per T, and the least of them bounds every plan.
+      // T is at least what some unit forces: its least largest transient over its degrees.
+      const int f = ctx.in_flight(0);
+      std::vector<double> caps;
+      double forced = 0;
+      for (int u = 0; u < U; ++u) forced = std::max(forced, ctx.unit_hull(u, f).least_transient);
+      for (int u = 0; u < U; ++u)
+        for (int t : ctx.allowed(u))
+          for (int oi : hw.units[static_cast<std::size_t>(u)].ops)
+            for (const auto& it : ctx.items(oi, t))
+              if (it.cost.transient_bytes >= forced) caps.push_back(it.cost.transient_bytes);
+      std::sort(caps.begin(), caps.end());
+      caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
+      for (double cap : caps) {
+        const double least = SuffixBound(ctx, f, U, true, cap).least(0, budget, cap);
+        if (least < kInf) cap_order.emplace_back(m * least, cap);
+      }
+      std::sort(cap_order.begin(), cap_order.end());
+      split_lp = cap_order.empty() ? kInf : std::max(split_lp, cap_order.front().first);
+    }
     if (lower) *lower = split_lp;
     if (split_lp >= bound) return std::nullopt;  // also when it is infinite: nothing fits
   }
@@ -590,6 +628,29 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
       }
     }
     if (ends.empty()) continue;
+    if (by_cap) {
+      // Per T the chain takes only the items within T and charges T to every label, so its labels
+      // differ in persistent bytes and time only, and it is bounded by T's LP, far tighter than the LP
+      // of all items at their least transient. Every plan is found at its own T; the Ts go in the order
+      // of their LP until it reaches the bound, which each plan found lowers.
+      const int f = ctx.in_flight(0);
+      for (const auto& [lp_t, cap] : cap_order) {
+        if (lp_t >= bound) break;
+        std::map<int, std::unique_ptr<SuffixBound>> own;
+        const std::function<const SuffixBound&(int)> within = [&, cap = cap](int u) -> const SuffixBound& {
+          auto& p = own[u];
+          if (!p) p = std::make_unique<SuffixBound>(ctx, f, u, true, cap);
+          return *p;
+        };
+        const Chain ch = run_backward(ctx, 0, bound, labels, within, &pb, cap);
+        if (ch.best[0] < at(c, 0, 0, U)) {
+          at(c, 0, 0, U) = ch.best[0];
+          picks[{0, 0, U}] = picks_of(ch, ch.best_label[0]);
+          bound = std::min(bound, m * ch.best[0]);
+        }
+      }
+      continue;
+    }
     if (last) {
       const Chain ch = chain(s, -1, labels);
       for (const auto& [i, j] : ends) {
