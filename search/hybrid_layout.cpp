@@ -634,19 +634,20 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
       // of all items at their least transient. Every plan is found at its own T; the Ts go in the order
       // of their LP until it reaches the bound, which each plan found lowers.
       const int f = ctx.in_flight(0);
+      double limit = bound;  // lowered by each plan found
       for (const auto& [lp_t, cap] : cap_order) {
-        if (lp_t >= bound) break;
+        if (lp_t >= limit) break;
         std::map<int, std::unique_ptr<SuffixBound>> own;
         const std::function<const SuffixBound&(int)> within = [&, cap = cap](int u) -> const SuffixBound& {
           auto& p = own[u];
           if (!p) p = std::make_unique<SuffixBound>(ctx, f, u, true, cap);
           return *p;
         };
-        const Chain ch = run_backward(ctx, 0, bound, labels, within, &pb, cap);
+        const Chain ch = run_backward(ctx, 0, limit, labels, within, &pb, cap);
         if (ch.best[0] < at(c, 0, 0, U)) {
           at(c, 0, 0, U) = ch.best[0];
           picks[{0, 0, U}] = picks_of(ch, ch.best_label[0]);
-          bound = std::min(bound, m * ch.best[0]);
+          limit = std::min(limit, m * ch.best[0]);
         }
       }
       continue;
@@ -669,9 +670,10 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
       }
     }
   }
+  // The chains keep every label that may be part of a plan shorter than the bound, not only those: the
+  // best split may be no shorter, and then a shorter plan may have been dropped.
   std::vector<int> best_split;
-  best_stage_split(c, pp, U, m, &best_split);
-  if (best_split.empty()) return fallback();
+  if (best_stage_split(c, pp, U, m, &best_split) >= bound) return fallback();
   HybridPlan plan = empty_plan(hw, layout);
   plan.stage_first_unit = best_split;
   for (int s = 0; s < pp; ++s) {

@@ -11,6 +11,7 @@
 #include "costmodel/hybrid.hpp"
 #include "costmodel/plan.hpp"
 #include "search/hybrid.hpp"
+#include "search/hybrid_layout.hpp"
 
 namespace osdp {
 namespace {
@@ -270,6 +271,16 @@ TEST_CASE("exact hybrid search equals brute force on random small instances", "[
     const auto ee = hybrid.evaluate(hw, *exact);
     CHECK(ee.fits);
     CHECK(rel(ee.time_s, eb.time_s) < 1e-9);
+    // Given a bound, solve_layout returns only a plan shorter than it: none just below the optimum
+    // (the chains may keep labels whose plans turn out no shorter), the optimum just above it.
+    const double below = eb.time_s * (1 - 1e-9);
+    const auto under = search::detail::solve_layout(hybrid, hw, layout, so, {}, false, below, nullptr);
+    if (under) CHECK(hybrid.evaluate(hw, *under).time_s < below);
+    CHECK_FALSE(under);
+    const auto above =
+        search::detail::solve_layout(hybrid, hw, layout, so, {}, false, eb.time_s * (1 + 1e-9), nullptr);
+    REQUIRE(above);
+    CHECK(rel(hybrid.evaluate(hw, *above).time_s, eb.time_s) < 1e-9);
   }
   CHECK(compared == 24);
   CHECK(feasible >= 8);
