@@ -616,7 +616,18 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   // What each priced stage chose, read off its chain's best label when the chain is run: the chains
   // are not run again for the plan.
   std::map<std::tuple<int, int, int>, std::vector<Pick>> picks;  // (s, i, j)
-  for (int s = 0; s < pp; ++s) {
+  // Stages are priced from the last one back. Once stage s + 1 is priced, the least sum of the stages
+  // after s from unit j on is known exactly, not only in the LP: the least over splits of the priced
+  // costs (infinity where no plan beating the bound has such stages). It replaces after[s + 1][j],
+  // which stage s's chains and `wanted` bound with: a plan that beats the bound kept its later stages'
+  // labels, so their priced costs are no more than its own.
+  for (int s = pp - 1; s >= 0; --s) {
+    if (s + 1 < pp)
+      for (int i = 0; i <= U; ++i) {
+        double x = kInf;
+        for (int j = i + 1; j <= U; ++j) x = std::min(x, at(c, s + 1, i, j) + pb.after_at(s + 2, j));
+        pb.after[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(i)] = x;
+      }
     const bool last = s + 1 == pp;
     const int i_lo = s == 0 ? 0 : s, i_hi = s == 0 ? 0 : U - (pp - s);
     std::vector<std::pair<int, int>> ends;  // (i, j) worth pricing
