@@ -149,18 +149,18 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
 // u..U-1) is dropped when, for every start i <= u of the stage, step_bound(own, own + before[s][i])
 // reaches `bound` (own = tau + the LP of units i..u-1 within what the stage has left) or nothing fits;
 // with pp = 1, when m (tau + least(units 0..u-1 within budget - P - max(X, their least transient)))
-// does. With a finite `cap` only items whose transient is at most cap are taken, and every label holds
-// cap as its largest transient (`prefix` is then the LP of those items).
+// does. Only items whose transient is at most `cap` are taken, and every label starts at transient
+// `floor` (`prefix` is then the LP of those items).
 Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64_t* labels,
                    const std::function<const SuffixBound&(int)>& prefix, const PipelineBounds* pb,
-                   double cap = kInf) {
+                   double cap = kInf, double floor = 0) {
   const int pp = ctx.layout().pp, m = ctx.layout().m, s = pp - 1, f = ctx.in_flight(s);
   const int U = static_cast<int>(ctx.workload().units.size());
   const double budget = ctx.capacity() - ctx.fixed();
   Chain ch;
   ch.best.assign(static_cast<std::size_t>(U) + 1, kInf);
   ch.best_label.assign(ch.best.size(), -1);
-  ch.arena.push_back(Label{0, cap < kInf ? cap : 0.0, 0, -1, -1, -1, -1});
+  ch.arena.push_back(Label{0, floor, 0, -1, -1, -1, -1});
   std::vector<int> current{0};
   const SuffixBound* before = nullptr;  // units 0..u-1, set per unit
   // Checked after every operator: the rest of unit u is left out of the bound then (it is no less
@@ -496,7 +496,10 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   // One stage (the exact search's own items): solved per largest transient T, in the order of each T's
   // LP (step time, T).
   const bool by_cap = pp == 1 && !even && !rules.galvatron;
-  std::vector<std::pair<double, double>> cap_order;
+  struct CapBand {
+    double lp, lo, hi;
+  };
+  std::vector<CapBand> cap_order;
   // The whole layout in the LP: the best split of the stages' LP bounds (each stage within its own
   // memory, with its own micro-batches in flight), T = sum + (m - 1) max over them; every plan's T is
   // at least that. A layout that cannot beat `bound` even there is not priced further (not even its
@@ -504,9 +507,12 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   {
     double split_lp = best_stage_split(lp, pp, U, m, nullptr);
     if (by_cap && split_lp < kInf) {
-      // One stage: its largest transient is one of its items' transients T. At T only the items
-      // within T may be chosen, under budget - T: an LP per T, and the least of them bounds every plan.
-      // T is at least what some unit forces: its least largest transient over its degrees.
+      // One stage: its largest transient X is one of its items' transients, at least what some unit
+      // forces (its least largest transient over its degrees). The transients are cut into bands
+      // [lo, hi] no wider than budget / 256; a plan whose X is in a band takes only items within hi,
+      // under budget - lo: an LP per band, and the least of them bounds every plan. A band's LP is
+      // looser than one per transient by at most the band's width in memory; without bands, T5's
+      // transients 1 MiB apart (71-87 MiB) took one run each.
       const int f = ctx.in_flight(0);
       std::vector<double> caps;
       double forced = 0;
@@ -518,12 +524,18 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
               if (it.cost.transient_bytes >= forced) caps.push_back(it.cost.transient_bytes);
       std::sort(caps.begin(), caps.end());
       caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
-      for (double cap : caps) {
-        const double least = SuffixBound(ctx, f, U, true, cap).least(0, budget, cap);
-        if (least < kInf) cap_order.emplace_back(m * least, cap);
+      const double width = budget / 256;
+      for (std::size_t k = 0; k < caps.size();) {
+        std::size_t e = k;
+        while (e + 1 < caps.size() && caps[e + 1] - caps[k] <= width) ++e;
+        const double least = SuffixBound(ctx, f, U, true, caps[e]).least(0, budget, caps[k]);
+        if (least < kInf) cap_order.push_back({m * least, caps[k], caps[e]});
+        k = e + 1;
       }
-      std::sort(cap_order.begin(), cap_order.end());
-      split_lp = cap_order.empty() ? kInf : std::max(split_lp, cap_order.front().first);
+      std::sort(cap_order.begin(), cap_order.end(), [](const CapBand& a, const CapBand& b) {
+        return std::tie(a.lp, a.lo) < std::tie(b.lp, b.lo);
+      });
+      split_lp = cap_order.empty() ? kInf : std::max(split_lp, cap_order.front().lp);
     }
     if (lower) *lower = split_lp;
     if (split_lp >= bound) return std::nullopt;  // also when it is infinite: nothing fits
@@ -640,13 +652,13 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
     }
     if (ends.empty()) continue;
     if (by_cap) {
-      // Per T the chain takes only the items within T and charges T to every label, so its labels
-      // differ in persistent bytes and time only, and it is bounded by T's LP, far tighter than the LP
-      // of all items at their least transient. Every plan is found at its own T; the Ts go in the order
-      // of their LP until it reaches the bound, which each plan found lowers.
+      // Per band the chain takes only the items within hi and starts every label at transient lo, so
+      // its labels differ little in transient, and it is bounded by the band's LP, far tighter than the
+      // LP of all items at their least transient. Every plan is found in its own band; the bands go in
+      // the order of their LP until it reaches the bound, which each plan found lowers.
       const int f = ctx.in_flight(0);
       double limit = bound;  // lowered by each plan found
-      for (const auto& [lp_t, cap] : cap_order) {
+      for (const auto& [lp_t, lo, cap] : cap_order) {
         if (lp_t >= limit) break;
         std::map<int, std::unique_ptr<SuffixBound>> own;
         const std::function<const SuffixBound&(int)> within = [&, cap = cap](int u) -> const SuffixBound& {
@@ -654,7 +666,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
           if (!p) p = std::make_unique<SuffixBound>(ctx, f, u, true, cap);
           return *p;
         };
-        const Chain ch = run_backward(ctx, 0, limit, labels, within, &pb, cap);
+        const Chain ch = run_backward(ctx, 0, limit, labels, within, &pb, cap, lo);
         if (ch.best[0] < at(c, 0, 0, U)) {
           at(c, 0, 0, U) = ch.best[0];
           picks[{0, 0, U}] = picks_of(ch, ch.best_label[0]);
