@@ -8,11 +8,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
-#include <map>
+#include <limits>
 #include <tuple>
 #include <vector>
 
 namespace osdp::search::detail {
+
+inline constexpr double kInfTime = std::numeric_limits<double>::infinity();
 
 struct Label {
   double persistent = 0, transient = 0, time = 0;
@@ -85,18 +87,39 @@ std::vector<int> pareto(std::vector<Label>& arena, const Grown& grown, double bu
     keys.swap(merged);
     bounds.swap(next);
   }
+  // One sweep in that order. Per degree, `stair` holds the labels kept from the transients before
+  // the current one, as a staircase (persistent ascending, time descending); a label is beaten when
+  // one there with no more persistent bytes, or one before it of its own transient (no more bytes by
+  // the order), takes no more time. The transient's kept labels join the staircase when it ends.
   std::vector<int> out;
-  std::map<double, double> stair;  // persistent -> least time, over labels of this degree kept so far
-  int current_t = -2;
-  for (const Key& l : keys) {
-    if (l.t != current_t) {
+  std::vector<std::pair<double, double>> stair, joined, group;  // (persistent, time)
+  const auto flush = [&] {
+    joined.clear();
+    std::merge(stair.begin(), stair.end(), group.begin(), group.end(), std::back_inserter(joined));
+    stair.clear();
+    for (const auto& q : joined)
+      if (stair.empty() || q.second < stair.back().second) stair.push_back(q);
+    group.clear();
+  };
+  std::size_t at = 0;
+  double group_least = 0;
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    const Key& l = keys[k];
+    if (k == 0 || l.t != keys[k - 1].t) {
       stair.clear();
-      current_t = l.t;
+      group.clear();
+    } else if (l.transient != keys[k - 1].transient) {
+      flush();
     }
-    auto it = stair.upper_bound(l.persistent);
-    if (it != stair.begin() && std::prev(it)->second <= l.time) continue;
-    auto [pos, inserted] = stair.insert_or_assign(l.persistent, l.time);
-    for (auto nx = std::next(pos); nx != stair.end() && nx->second >= l.time;) nx = stair.erase(nx);
+    if (group.empty()) {
+      at = 0;
+      group_least = kInfTime;
+    }
+    while (at < stair.size() && stair[at].first <= l.persistent) ++at;
+    const double before = at > 0 ? stair[at - 1].second : kInfTime;
+    if (std::min(before, group_least) <= l.time) continue;
+    group_least = l.time;
+    group.emplace_back(l.persistent, l.time);
     const Label& kept = grown.labels[static_cast<std::size_t>(l.index)];
     if (!keep(kept)) continue;
     arena.push_back(kept);
