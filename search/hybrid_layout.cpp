@@ -117,14 +117,15 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
   const double before = pb.before_at(s, i);
   const auto keep = [&](const Label& n, int u) {
     for (int j = u + 1; j <= j_max; ++j) {
+      // The LP of the stage's rest only where an end at j could still pass without it.
       const double after = pb.after_at(s + 1, j);
+      if (after == kInf || step_bound(n.time, n.time + before + after, m, pp) >= bound) continue;
       double own = n.time;
       if (j > u + 1) {
         const double x = pb.suffix(j, f).least(u + 1, budget - n.persistent, n.transient);
         if (x == kInf) break;  // a longer stage fits no better
         own += x;
       }
-      if (after == kInf) continue;
       if (step_bound(own, own + before + after, m, pp) < bound) return true;
     }
     return false;
@@ -174,14 +175,15 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
       return m * (l.time + rest) < bound;
     }
     for (int i = u; i >= i_min; --i) {
+      // The LP of the stage's rest only where a start at i could still pass without it.
+      const double earlier = pb->before_at(s, i);
+      if (earlier == kInf || step_bound(l.time, l.time + earlier, m, pp) >= bound) continue;
       double own = l.time;
       if (i < u) {
         const double x = pb->suffix(u, f).least(i, budget - l.persistent, l.transient);
         if (x == kInf) break;  // a longer stage fits no better
         own += x;
       }
-      const double earlier = pb->before_at(s, i);
-      if (earlier == kInf) continue;
       if (step_bound(own, own + earlier, m, pp) < bound) return true;
     }
     return false;
