@@ -269,13 +269,13 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
       continue;
     }
     // Only a step faster than B / (the best throughput so far) can win. The layout is first solved
-    // for a step within 0.1% of its lower bound (the fewer labels the closer): solve_layout finds the
+    // for a step within 0.2% of its lower bound (the fewer labels the closer): solve_layout finds the
     // best plan faster than the bound it is given, so a plan found then is the layout's optimum; when
     // none is, the bound is widened to 1%, 5%, then the full one.
     const double full = best_thr > 0 ? B / best_thr : kInf;
     ++res.solved;
     std::optional<HybridPlan> plan;
-    for (const double widen : {1e-3, 1e-2, 5e-2, kInf}) {
+    for (const double widen : {2e-3, 1e-2, 5e-2, kInf}) {
       const double bound = std::min(full, e.lower * (1 + widen));
       plan = solve_layout(cost, hw, layout, opts, rules, false, bound, &res.labels, &cache);
       if (plan || bound >= full) break;

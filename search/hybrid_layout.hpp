@@ -59,7 +59,8 @@ double layout_lower_bound(const costmodel::HybridCostModel& model, const costmod
 // The best plan of one layout under `rules` (even: the stages of even_stage_starts only) whose step
 // is shorter than `bound`; none when nothing fits or nothing beats the bound. `lower` receives
 // the layout's tighter lower bound on the step, computed before any plan is priced: the best split of
-// the stages' own LP bounds (infinity when none fits). With a bound of 0 that is all it does.
+// the stages' own LP bounds, with one stage the least LP of its transient bands (infinity when none
+// fits). With a bound of 0 that is all it does.
 std::optional<costmodel::HybridPlan> solve_layout(const costmodel::HybridCostModel& model,
                                                   const costmodel::HybridWorkload& hw,
                                                   const HybridLayout& layout,
