@@ -193,9 +193,19 @@ class LayoutContext {
   // Unit u's relaxation with f micro-batches' activations in flight, of its items whose transient
   // is at most `cap` (cached per operator shapes; no points when some operator has none at any degree).
   const UnitHull& unit_hull(int u, int f, double cap = kInf) const {
-    auto [slot, fresh] = unit_hulls_.try_emplace({cache_->unit_class[static_cast<std::size_t>(u)], f, cap});
-    UnitHull& h = slot->second;
-    if (!fresh) return h;
+    const int cls = cache_->unit_class[static_cast<std::size_t>(u)];
+    // Uncapped hulls are asked per unit by every bound: their own map, keyed without the cap.
+    UnitHull* slot = nullptr;
+    if (cap == kInf) {
+      auto [it, fresh] = unit_hulls_.try_emplace({cls, f});
+      if (!fresh) return it->second;
+      slot = &it->second;
+    } else {
+      auto [it, fresh] = capped_hulls_.try_emplace({cls, f, cap});
+      if (!fresh) return it->second;
+      slot = &it->second;
+    }
+    UnitHull& h = *slot;
     Points pts;
     h.least_transient = kInf;
     for (int t : allowed(u)) {
@@ -232,7 +242,8 @@ class LayoutContext {
   int price_b0_;  // the b0 times are priced at (memory is at layout_.b0)
   double fixed_ = 0;
   mutable std::map<std::pair<int, int>, std::vector<Item>> items_;
-  mutable std::map<std::tuple<int, int, double>, UnitHull> unit_hulls_;  // (unit class, f, cap)
+  mutable std::map<std::pair<int, int>, UnitHull> unit_hulls_;             // (unit class, f)
+  mutable std::map<std::tuple<int, int, double>, UnitHull> capped_hulls_;  // (unit class, f, cap)
 };
 
 // The LP relaxation of a stage's remaining operators (the flat exact's bound, solvers.hpp): every
