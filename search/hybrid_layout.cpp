@@ -495,8 +495,8 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
               reach[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)] = true;
     if (!reach[static_cast<std::size_t>(pp)][static_cast<std::size_t>(U)]) return std::nullopt;
   }
-  // One stage (the exact search's own items): solved per largest transient T, in the order of each T's
-  // LP (step time, T).
+  // One stage (the exact search's own items): solved per band of largest transient, in the order of
+  // each band's LP (step time, then the band's bottom).
   const bool by_cap = pp == 1 && !even && !rules.galvatron;
   struct CapBand {
     double lp, lo, hi;
