@@ -2,7 +2,7 @@
 // (hybrid_layout.cpp runs the chains, the stage split and the incumbent on them): an operator's items
 // per TP degree (LayoutContext::items), a unit's relaxation (UnitHull), the LP of a stage's remaining
 // operators (SuffixBound), and the pipeline's bound on a step from one stage's share (step_bound,
-// PipelineBounds). Internal to search/: included by hybrid_layout.cpp only.
+// PipelineBounds). Internal to search/: included by hybrid_layout.cpp and hybrid_brute.cpp only.
 #pragma once
 
 #include <algorithm>

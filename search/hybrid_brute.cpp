@@ -1,0 +1,74 @@
+// brute_force_layout (search/hybrid.hpp): every plan of one layout, every stage split x every TP
+// degree per unit x every choice per operator, each priced by the model; for the tests that hold the
+// exact hybrid search to it.
+#include <functional>
+#include <optional>
+
+#include "search/hybrid.hpp"
+#include "search/hybrid_bounds.hpp"
+#include "search/hybrid_layout.hpp"
+
+namespace osdp::search {
+
+using costmodel::Choice;
+using costmodel::HybridCostModel;
+using costmodel::HybridPlan;
+using costmodel::HybridWorkload;
+
+std::optional<HybridPlan> brute_force_layout(const HybridCostModel& model, const HybridWorkload& hw,
+                                             const HybridLayout& layout, const HybridSearchOptions& options) {
+  using namespace detail;
+  const LayoutContext ctx(model, hw, layout, options, ItemRules{}, nullptr);
+  const int U = static_cast<int>(hw.units.size()), pp = layout.pp;
+  if (U < pp) return std::nullopt;
+  std::optional<HybridPlan> best;
+  double best_t = kInf;
+  HybridPlan plan = empty_plan(hw, layout);
+  std::vector<int> op_unit(hw.workload.operators.size());
+  for (std::size_t u = 0; u < hw.units.size(); ++u)
+    for (int oi : hw.units[u].ops) op_unit[static_cast<std::size_t>(oi)] = static_cast<int>(u);
+  // Every split: choose pp - 1 boundaries among units 1..U-1.
+  std::function<void(int, int)> splits = [&](int s, int from) {
+    if (s == pp) {
+      std::function<void(int)> units = [&](int u) {
+        if (u == U) {
+          // Every choice of every operator.
+          std::function<void(std::size_t)> ops = [&](std::size_t k) {
+            if (k == hw.workload.operators.size()) {
+              const auto ev = model.evaluate(hw, plan);
+              if (ev.fits && ev.time_s < best_t) {
+                best_t = ev.time_s;
+                best = plan;
+              }
+              return;
+            }
+            const int t = plan.unit_tp[static_cast<std::size_t>(op_unit[k])];
+            const Operator sliced = costmodel::tp_slice(hw.workload.operators[k], t, layout.sequence_parallel,
+                                                        hw.workload.bytes, model.dropout(), hw.workload.seq);
+            for (const Choice& c : choices_for(sliced, options.space)) {
+              plan.choices[k] = c;
+              ops(k + 1);
+            }
+          };
+          ops(0);
+          return;
+        }
+        for (int t : ctx.allowed(u)) {
+          plan.unit_tp[static_cast<std::size_t>(u)] = t;
+          units(u + 1);
+        }
+      };
+      units(0);
+      return;
+    }
+    for (int i = from; i <= U - (pp - s); ++i) {
+      plan.stage_first_unit[static_cast<std::size_t>(s)] = i;
+      splits(s + 1, i + 1);
+    }
+  };
+  plan.stage_first_unit[0] = 0;
+  splits(1, 1);
+  return best;
+}
+
+}  // namespace osdp::search
