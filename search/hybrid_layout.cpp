@@ -445,11 +445,12 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   // (a stage's own chain uses its own micro-batches in flight; the other stages' bound the fewest).
   const int f_min = ctx.in_flight(pp - 1);
   std::map<std::pair<int, int>, std::unique_ptr<SuffixBound>> suffix;
-  // Units 0..j-1 only (least(0, ...)): the cheaper tables of position 0 alone.
-  std::map<int, std::unique_ptr<SuffixBound>> prefixes;
-  auto prefix_to = [&](int j) -> const SuffixBound& {
-    auto& p = prefixes[j];
-    if (!p) p = std::make_unique<SuffixBound>(ctx, f_min, j, true);
+  // Units 0..j-1 only (least(0, ...)): the cheaper tables of position 0 alone, of the items whose
+  // transient is at most cap.
+  std::map<std::pair<int, double>, std::unique_ptr<SuffixBound>> prefixes;
+  auto prefix_to = [&](int j, double cap = kInf) -> const SuffixBound& {
+    auto& p = prefixes[{j, cap}];
+    if (!p) p = std::make_unique<SuffixBound>(ctx, f_min, j, true, cap);
     return *p;
   };
   auto suffix_to = [&](int j, int f = -1) -> const SuffixBound& {
@@ -515,10 +516,9 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
       // under budget - lo: an LP per band, and the least of them bounds every plan. A band's LP is
       // looser than one per transient by at most the band's width in memory; without bands, T5's
       // transients 1 MiB apart (71-87 MiB) took one run each.
-      const int f = ctx.in_flight(0);
       std::vector<double> caps;
       double forced = 0;
-      for (int u = 0; u < U; ++u) forced = std::max(forced, ctx.unit_hull(u, f).least_transient);
+      for (int u = 0; u < U; ++u) forced = std::max(forced, ctx.unit_hull(u, f_min).least_transient);
       for (int u = 0; u < U; ++u)
         for (int t : ctx.allowed(u))
           for (int oi : hw.units[static_cast<std::size_t>(u)].ops)
@@ -530,7 +530,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
       for (std::size_t k = 0; k < caps.size();) {
         std::size_t e = k;
         while (e + 1 < caps.size() && caps[e + 1] - caps[k] <= width) ++e;
-        const double least = SuffixBound(ctx, f, U, true, caps[e]).least(0, budget, caps[k]);
+        const double least = prefix_to(U, caps[e]).least(0, budget, caps[k]);
         if (least < kInf) cap_order.push_back({m * least, caps[k], caps[e]});
         k = e + 1;
       }
@@ -658,15 +658,11 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
       // its labels differ little in transient, and it is bounded by the band's LP, far tighter than the
       // LP of all items at their least transient. Every plan is found in its own band; the bands go in
       // the order of their LP until it reaches the bound, which each plan found lowers.
-      const int f = ctx.in_flight(0);
       double limit = bound;  // lowered by each plan found
       for (const auto& [lp_t, lo, cap] : cap_order) {
         if (lp_t >= limit) break;
-        std::map<int, std::unique_ptr<SuffixBound>> own;
         const std::function<const SuffixBound&(int)> within = [&, cap = cap](int u) -> const SuffixBound& {
-          auto& p = own[u];
-          if (!p) p = std::make_unique<SuffixBound>(ctx, f, u, true, cap);
-          return *p;
+          return prefix_to(u, cap);
         };
         const Chain ch = run_backward(ctx, 0, limit, labels, within, &pb, cap, lo);
         if (ch.best[0] < at(c, 0, 0, U)) {

@@ -14,8 +14,6 @@
 
 namespace osdp::search::detail {
 
-inline constexpr double kInfTime = std::numeric_limits<double>::infinity();
-
 struct Label {
   double persistent = 0, transient = 0, time = 0;
   int parent = -1;
@@ -101,8 +99,9 @@ std::vector<int> pareto(std::vector<Label>& arena, const Grown& grown, double bu
       if (stair.empty() || q.second < stair.back().second) stair.push_back(q);
     group.clear();
   };
+  constexpr double kNone = std::numeric_limits<double>::infinity();
   std::size_t at = 0;
-  double group_least = 0;
+  double group_least = kNone;
   for (std::size_t k = 0; k < keys.size(); ++k) {
     const Key& l = keys[k];
     const bool new_degree = k == 0 || l.t != keys[k - 1].t;
@@ -114,10 +113,10 @@ std::vector<int> pareto(std::vector<Label>& arena, const Grown& grown, double bu
     }
     if (new_degree || l.transient != keys[k - 1].transient) {  // a new transient: walk from the start
       at = 0;
-      group_least = kInfTime;
+      group_least = kNone;
     }
     while (at < stair.size() && stair[at].first <= l.persistent) ++at;
-    const double before = at > 0 ? stair[at - 1].second : kInfTime;
+    const double before = at > 0 ? stair[at - 1].second : kNone;
     if (std::min(before, group_least) <= l.time) continue;
     group_least = l.time;
     group.emplace_back(l.persistent, l.time);
