@@ -32,12 +32,15 @@ void CudaDevice::gemm(Stream& s, const Gemm& g) {
   }
   const auto op = [](Transpose t) { return t == Transpose::kYes ? CUBLAS_OP_T : CUBLAS_OP_N; };
   const auto narrow = [](std::int64_t x) { return static_cast<int>(x); };
+  // C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m), everything column-major; A and B of `type`, C fp32.
+  const auto multiply = [&](const void* a, const void* b, cudaDataType type) {
+    return cublasGemmStridedBatchedEx(cs.cublas(), op(g.tb), op(g.ta), narrow(g.n), narrow(g.m), narrow(g.k),
+                                      &g.alpha, b, type, narrow(g.ldb), g.stride_b, a, type, narrow(g.lda),
+                                      g.stride_a, &g.beta, g.c, CUDA_R_32F, narrow(g.ldc), g.stride_c,
+                                      narrow(g.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  };
   if (g.math == GemmMath::kFp32) {
-    // C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m), everything column-major.
-    const cublasStatus_t status = cublasGemmStridedBatchedEx(
-        cs.cublas(), op(g.tb), op(g.ta), narrow(g.n), narrow(g.m), narrow(g.k), &g.alpha, g.b, CUDA_R_32F,
-        narrow(g.ldb), g.stride_b, g.a, CUDA_R_32F, narrow(g.lda), g.stride_a, &g.beta, g.c, CUDA_R_32F,
-        narrow(g.ldc), g.stride_c, narrow(g.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    const cublasStatus_t status = multiply(g.a, g.b, CUDA_R_32F);
     if (status != CUBLAS_STATUS_SUCCESS)
       check_cublas(status, "cublasGemmStridedBatchedEx", what(), options_.rank);
     return;
@@ -62,10 +65,7 @@ void CudaDevice::gemm(Stream& s, const Gemm& g) {
   std::uint16_t* b16 = a16 + nb_offset;
   check(cuda_kernels::to_bf16(stream, g.a, a16, na), "the bf16 rounding kernel");
   check(cuda_kernels::to_bf16(stream, g.b, b16, nb), "the bf16 rounding kernel");
-  const cublasStatus_t status = cublasGemmStridedBatchedEx(
-      cs.cublas(), op(g.tb), op(g.ta), narrow(g.n), narrow(g.m), narrow(g.k), &g.alpha, b16, CUDA_R_16BF,
-      narrow(g.ldb), g.stride_b, a16, CUDA_R_16BF, narrow(g.lda), g.stride_a, &g.beta, g.c, CUDA_R_32F,
-      narrow(g.ldc), g.stride_c, narrow(g.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  const cublasStatus_t status = multiply(a16, b16, CUDA_R_16BF);
   check(cudaFreeAsync(scratch, stream), "cudaFreeAsync", "the bf16 operands");
   if (status != CUBLAS_STATUS_SUCCESS)
     check_cublas(status, "cublasGemmStridedBatchedEx", what(), options_.rank);
