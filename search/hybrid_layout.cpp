@@ -15,7 +15,6 @@
 #include "costmodel/error.hpp"
 #include "search/hybrid_bounds.hpp"
 #include "search/hybrid_pareto.hpp"
-#include "search/solvers.hpp"
 
 namespace osdp::search {
 
@@ -208,77 +207,6 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
   return ch;
 }
 
-using StageTable = std::vector<std::vector<std::vector<double>>>;  // [s][i][j], infinity: none
-
-// The split minimising sum_s c(s) + (m - 1) max_s c(s) over a table of stage costs (c[s][i][j]: stage
-// s holding units i..j-1): for every threshold C among the costs (ascending), the least sum over splits
-// whose stages all take at most C, a DP over (stage, first unit); T(C) = sum + (m - 1) C, and the
-// optimum is the least T(C) (at C = the optimal split's slowest stage, T(C) is at most its T).
-// Thresholds stop once the unconstrained least sum + (m - 1) C reaches the best. Returns that T
-// (infinity: no split) and fills `split` (the stages' first units) when given.
-double best_stage_split(const StageTable& c, int pp, int U, int m, std::vector<int>* split_out) {
-  auto cost = [&](int s, int i, int j) {
-    return c[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
-  };
-  // Least sum over splits whose stages take at most `cap`; fills `split` (stage starts).
-  auto least_sum = [&](double cap, std::vector<int>* split) {
-    // best[s][j]: least sum of stages 0..s-1 covering units 0..j-1
-    std::vector<std::vector<double>> best(static_cast<std::size_t>(pp + 1),
-                                          std::vector<double>(static_cast<std::size_t>(U + 1), kInf));
-    std::vector<std::vector<int>> from(static_cast<std::size_t>(pp + 1),
-                                       std::vector<int>(static_cast<std::size_t>(U + 1), -1));
-    best[0][0] = 0;
-    for (int s = 0; s < pp; ++s)
-      for (int i = 0; i <= U; ++i) {
-        const double b = best[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
-        if (b == kInf || i >= U) continue;
-        for (int j = i + 1; j <= U; ++j) {
-          const double x = cost(s, i, j);
-          if (x > cap) continue;
-          if (b + x < best[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)]) {
-            best[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)] = b + x;
-            from[static_cast<std::size_t>(s + 1)][static_cast<std::size_t>(j)] = i;
-          }
-        }
-      }
-    const double total = best[static_cast<std::size_t>(pp)][static_cast<std::size_t>(U)];
-    if (split && total < kInf) {
-      split->assign(static_cast<std::size_t>(pp), 0);
-      int j = U;
-      for (int s = pp; s >= 1; --s) {
-        const int i = from[static_cast<std::size_t>(s)][static_cast<std::size_t>(j)];
-        (*split)[static_cast<std::size_t>(s - 1)] = i;
-        j = i;
-      }
-    }
-    return total;
-  };
-  const double free_sum = least_sum(kInf, nullptr);
-  if (free_sum == kInf) return kInf;
-  std::vector<double> thresholds;
-  for (int s = 0; s < pp; ++s)
-    for (int i = 0; i < U; ++i)
-      for (int j = i + 1; j <= U; ++j) {
-        const double x = cost(s, i, j);
-        if (x < kInf) thresholds.push_back(x);
-      }
-  std::sort(thresholds.begin(), thresholds.end());
-  thresholds.erase(std::unique(thresholds.begin(), thresholds.end()), thresholds.end());
-  double best_t = kInf;
-  for (double cap : thresholds) {
-    if (free_sum + (m - 1) * cap >= best_t) break;
-    std::vector<int> split;
-    const double sum = least_sum(cap, split_out ? &split : nullptr);
-    if (sum == kInf) continue;
-    const double t = sum + (m - 1) * cap;
-    if (t < best_t) {
-      best_t = t;
-      if (split_out) *split_out = split;
-    }
-  }
-  return best_t;
-}
-
 // The choices of units i..j-1 a chain's label stands for: (operator, item, degree) per operator.
 struct Pick {
   int op, item, t;
@@ -303,91 +231,6 @@ void rebuild(const LayoutContext& ctx, const std::vector<Pick>& picks, HybridPla
         ctx.items(k.op, k.t)[static_cast<std::size_t>(k.item)].choice;
     plan.unit_tp[static_cast<std::size_t>(op_unit[static_cast<std::size_t>(k.op)])] = k.t;
   }
-}
-
-}  // namespace
-
-HybridPlan empty_plan(const HybridWorkload& hw, const HybridLayout& layout) {
-  HybridPlan p;
-  p.pp = layout.pp;
-  p.micro_batches = layout.m;
-  p.b0 = layout.b0;
-  p.schedule = layout.schedule;
-  p.sequence_parallel = layout.sequence_parallel;
-  p.stage_first_unit.assign(static_cast<std::size_t>(layout.pp), 0);
-  p.unit_tp.assign(hw.units.size(), 1);
-  p.choices.assign(hw.workload.operators.size(), Choice{});
-  return p;
-}
-
-std::vector<int> even_stage_starts(const HybridWorkload& hw, int pp) {
-  std::vector<int> layer_units;
-  for (std::size_t u = 0; u < hw.units.size(); ++u)
-    if (hw.units[u].layer) layer_units.push_back(static_cast<int>(u));
-  const int L = static_cast<int>(layer_units.size());
-  if (L < pp) return {};
-  std::vector<int> starts{0};
-  int acc = 0;
-  for (int s = 0; s + 1 < pp; ++s) {
-    acc += L / pp + (s < L % pp ? 1 : 0);
-    int u = layer_units[static_cast<std::size_t>(acc)];
-    while (
-        u > 0 && !hw.units[static_cast<std::size_t>(u - 1)].layer && u - 1 > starts.back() &&
-        hw.workload.operators[static_cast<std::size_t>(hw.units[static_cast<std::size_t>(u - 1)].ops.front())]
-                .kind == costmodel::OperatorKind::kProjection)
-      --u;
-    starts.push_back(u);
-  }
-  return starts;
-}
-
-namespace {
-
-// A plan of one TP degree for every unit that allows it (1 for the others), even stages, and the
-// per-operator choices of each stage solved exactly by the flat solver (solvers.hpp: the stage is a
-// multiple-choice knapsack with a max-transient term once the degrees are fixed): the incumbent
-// the layout's DP must beat.
-std::optional<HybridPlan> uniform_plan(const HybridCostModel& model, const LayoutContext& ctx, int t) {
-  const auto& hw = ctx.workload();
-  const auto& layout = ctx.layout();
-  const auto starts = even_stage_starts(hw, layout.pp);
-  if (starts.empty()) return std::nullopt;
-  HybridPlan plan = empty_plan(hw, layout);
-  plan.stage_first_unit = starts;
-  const int U = static_cast<int>(hw.units.size());
-  for (int s = 0; s < layout.pp; ++s) {
-    const int f = ctx.in_flight(s);
-    const int end = s + 1 < layout.pp ? starts[static_cast<std::size_t>(s + 1)] : U;
-    Instance inst;
-    inst.capacity_bytes = ctx.capacity();
-    inst.fixed_memory_bytes = ctx.fixed();
-    std::vector<std::pair<int, int>> op_t;  // (operator, degree) per group
-    for (int u = starts[static_cast<std::size_t>(s)]; u < end; ++u) {
-      const auto& allowed = ctx.allowed(u);
-      int tu = 0;
-      if (std::find(allowed.begin(), allowed.end(), t) != allowed.end())
-        tu = t;
-      else if (std::find(allowed.begin(), allowed.end(), 1) != allowed.end())
-        tu = 1;
-      if (tu == 0) return std::nullopt;
-      plan.unit_tp[static_cast<std::size_t>(u)] = tu;
-      for (int oi : hw.units[static_cast<std::size_t>(u)].ops) {
-        Group g;
-        for (const auto& it : ctx.items(oi, tu))
-          g.items.push_back(
-              {it.time_s, it.cost.states_bytes + f * it.cost.act_bytes, it.cost.transient_bytes});
-        inst.groups.push_back(std::move(g));
-        op_t.emplace_back(oi, tu);
-      }
-    }
-    const Solution sol = solve_exact(inst);
-    if (!sol.feasible) return std::nullopt;
-    for (std::size_t g = 0; g < op_t.size(); ++g)
-      plan.choices[static_cast<std::size_t>(op_t[g].first)] =
-          ctx.items(op_t[g].first, op_t[g].second)[static_cast<std::size_t>(sol.chosen[g])].choice;
-  }
-  if (!model.evaluate(hw, plan).fits) return std::nullopt;
-  return plan;
 }
 
 }  // namespace

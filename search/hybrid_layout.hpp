@@ -1,7 +1,7 @@
 // The exact solver of one hybrid layout and the pieces the strategies of search/hybrid.cpp share
 // with it (search/hybrid.hpp's opening comment has the algorithm; hybrid_layout.cpp holds it: the
-// chain DP along a stage's units, the incumbent and the split; hybrid_bounds.hpp the priced items and
-// the LP bounds).
+// chain DP along a stage's units and the layout's solve; hybrid_split.cpp the stage split and the
+// incumbent; hybrid_bounds.hpp the priced items and the LP bounds).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +37,15 @@ struct PartsCache {
   std::vector<int> unit_class;
 };
 
+class LayoutContext;  // search/hybrid_bounds.hpp
+
+// Stage costs c[s][i][j] (stage s holding units i..j-1; infinity: none).
+using StageTable = std::vector<std::vector<std::vector<double>>>;
+
+// The split minimising sum_s c(s) + (m - 1) max_s c(s) (hybrid_split.cpp); infinity when there is
+// none. Fills `split_out` (the stages' first units) when given.
+double best_stage_split(const StageTable& c, int pp, int U, int m, std::vector<int>* split_out);
+
 // A plan of the layout with every unit at degree 1, every choice the default, one stage at unit 0.
 costmodel::HybridPlan empty_plan(const costmodel::HybridWorkload& hw, const HybridLayout& layout);
 
@@ -44,6 +53,11 @@ costmodel::HybridPlan empty_plan(const costmodel::HybridWorkload& hw, const Hybr
 // the embedding with the first stage, a projection with the layer after it, the head with the last.
 // Empty when there are fewer layers than stages.
 std::vector<int> even_stage_starts(const costmodel::HybridWorkload& hw, int pp);
+
+// The incumbent the exact search must beat: TP degree t for every unit that allows it (1 for the
+// others), even stages, and each stage's choices by the flat exact solver; none when it does not fit.
+std::optional<costmodel::HybridPlan> uniform_plan(const costmodel::HybridCostModel& model,
+                                                  const LayoutContext& ctx, int t);
 
 // A lower bound on the step time of every plan of the layout, the one solve_layout first checks:
 // T = sum c + (m - 1) max c >= (1 + (m - 1) / pp) sum c, and sum c is at least the LP relaxation of
