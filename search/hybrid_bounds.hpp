@@ -58,6 +58,33 @@ inline Points lower_hull(const Points& stair) {
   return hull;
 }
 
+// The lower hull of every sum of one point from each set (the Minkowski sum), from the sets' own
+// lower hulls: a lower-left hull is where w . (bytes, time) is least for some w >= 0, and the least
+// of a sum is the sum of the leasts, so it starts at the sum of the first points and takes every
+// hull's edges by slope, steepest first. Consecutive edges of one slope leave their middle point in
+// (lower_hull drops it). Empty when some set is.
+inline Points hull_of_sums(const std::vector<Points>& hulls) {
+  std::pair<double, double> at{0.0, 0.0};
+  Points edges;
+  for (const Points& h : hulls) {
+    if (h.empty()) return {};
+    at.first += h.front().first;
+    at.second += h.front().second;
+    for (std::size_t k = 1; k < h.size(); ++k)
+      edges.emplace_back(h[k].first - h[k - 1].first, h[k].second - h[k - 1].second);
+  }
+  std::sort(edges.begin(), edges.end(), [](const auto& a, const auto& b) {
+    return a.second * b.first < b.second * a.first;  // steeper (more time saved per byte) first
+  });
+  Points out{at};
+  for (const auto& [dp, dt] : edges) {
+    at.first += dp;
+    at.second += dt;
+    out.push_back(at);
+  }
+  return out;
+}
+
 // A unit's relaxation for the LP bound: the lower hull of (persistent bytes, time) over every degree
 // it allows and every combination of its operators' items at that degree (re-layouts left out), and
 // the least largest transient any of them has.
@@ -209,22 +236,24 @@ class LayoutContext {
     UnitHull& h = *slot;
     Points pts;
     h.least_transient = kInf;
+    std::vector<Points> op_hulls;
     for (int t : allowed(u)) {
-      Points combos{{0.0, 0.0}};
+      op_hulls.clear();
       double x = 0;
       for (int oi : hw_.units[static_cast<std::size_t>(u)].ops) {
-        Points grown;
+        Points own;
         double least_x = kInf;
         for (const auto& it : items(oi, t)) {
           if (it.cost.transient_bytes > cap) continue;
           least_x = std::min(least_x, it.cost.transient_bytes);
-          for (const auto& c : combos)
-            grown.emplace_back(c.first + it.cost.states_bytes + f * it.cost.act_bytes, c.second + it.time_s);
+          own.emplace_back(it.cost.states_bytes + f * it.cost.act_bytes, it.time_s);
         }
-        combos = pareto_2d(std::move(grown));
+        op_hulls.push_back(lower_hull(pareto_2d(std::move(own))));
         x = std::max(x, least_x);
       }
-      pts.insert(pts.end(), combos.begin(), combos.end());
+      const Points sums = hull_of_sums(op_hulls);
+      if (sums.empty()) continue;
+      pts.insert(pts.end(), sums.begin(), sums.end());
       h.least_transient = std::min(h.least_transient, x);
     }
     h.points = lower_hull(pareto_2d(std::move(pts)));
