@@ -102,8 +102,9 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
     if (lb == kInf) return std::nullopt;
     return Entry{static_cast<double>(hi) * gr.m * N / gr.pp / lb, g, lo, hi, false, lb};
   };
-  // Every b0 of a group that fits in the relaxation (memory grows with b0: they are 1..b_max), one by
-  // one up to 16 and the rest as one range; with a global batch, its one b0.
+  // Every b0 of a group that fits in the relaxation (memory grows with b0: they are 1..b_max, found
+  // by doubling and bisection on memory alone) as one range, split when it comes first; with a global
+  // batch, its one b0.
   auto add_group = [&](int pp, costmodel::PipelineSchedule schedule, int m, int workload) {
     groups.push_back({pp, m, schedule, workload});
     const std::size_t g = groups.size() - 1;
@@ -116,7 +117,12 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
         push(*opts.global_batch / per_stage, *opts.global_batch / per_stage);
       return;
     }
-    auto fits = [&](int b0) { return bound_range(g, b0, b0).has_value(); };
+    auto fits = [&](int b0) {
+      ++res.layouts;
+      return detail::layout_fits(cost, workloads[static_cast<std::size_t>(workload)],
+                                 HybridLayout{pp, m, b0, schedule, opts.sequence_parallel}, opts, rules,
+                                 &caches[static_cast<std::size_t>(workload)]);
+    };
     if (!fits(1)) return;
     int good = 1, bad = opts.max_b0 + 1;
     for (int b = 2; b <= opts.max_b0; b *= 2) {
@@ -131,9 +137,7 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
       const int mid = good + (bad - good) / 2;
       (fits(mid) ? good : bad) = mid;
     }
-    constexpr int kSingles = 16;
-    for (int b0 = 1; b0 <= std::min(good, kSingles); ++b0) push(b0, b0);
-    if (good > kSingles) push(kSingles + 1, good);
+    push(1, good);
   };
   for (int pp : pps) {
     const HybridWorkload hw = costmodel::hybrid_workload(model, pp);

@@ -34,14 +34,15 @@
 //   optimum (a split that the chains priced but that does not beat the bound is not a find).
 //   Over layouts: every valid pp, every schedule asked for, m = 1..max_micro_batches (or the one
 //   given), and every b0 up to the largest that fits in the relaxation (found per (pp, schedule, m)
-//   by doubling and bisection; memory grows with b0). The highest throughput B / T wins (B = b0 m N
-//   / pp); with a global batch given, only layouts with that B. Best first over a priority queue of
-//   throughput caps: b0 = 1..16 one by one and the rest of each group as one range, bounded by the
-//   LP with times priced at the range's largest b0 and memory at its smallest (a plan's step per
-//   sample never rises with b0 and a plan that fits at b0 fits below it, as in the flat scheduler);
-//   a range that comes first is split in two, a single layout's cheap bound (the LP within all
-//   stages' memory together) is replaced by the split bound above, and a layout whose tight cap
-//   comes first is solved. The search stops at the first cap that does not beat the best plan.
+//   by doubling and bisection on the relaxation's memory alone; memory grows with b0). The highest
+//   throughput B / T wins (B = b0 m N / pp); with a global batch given, only layouts with that B.
+//   Best first over a priority queue of throughput caps: each group's b0 = 1..largest as one range,
+//   bounded by the LP with times priced at the range's largest b0 and memory at its smallest (a
+//   plan's step per sample never rises with b0 and a plan that fits at b0 fits below it, as in the
+//   flat scheduler); a range that comes first is split in two, a single layout's cheap bound (the LP
+//   within all stages' memory together) is replaced by the split bound above, and a layout whose
+//   tight cap comes first is solved. The search stops at the first cap that does not beat the best
+//   plan.
 // brute_force_layout: every plan of one layout (stage splits x degrees x choices), for tests.
 // megatron-3d: one TP degree for every unit, even stages, every operator REPLICATE (DDP), all or no
 //   checkpointing; a grid over tp, pp, m and b0.

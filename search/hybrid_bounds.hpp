@@ -218,6 +218,28 @@ class LayoutContext {
   const HybridLayout& layout() const { return layout_; }
   const HybridWorkload& workload() const { return hw_; }
 
+  // Unit u's least persistent bytes with f micro-batches' activations in flight and its least largest
+  // transient, over every degree it allows (the first point of unit_hull(u, f) and its
+  // least_transient, without the hull; infinity when some operator has no item).
+  std::pair<double, double> least_bytes(int u, int f) const {
+    double p_least = kInf, x_least = kInf;
+    for (int t : allowed(u)) {
+      double p = 0, x = 0;
+      for (int oi : hw_.units[static_cast<std::size_t>(u)].ops) {
+        double op_p = kInf, op_x = kInf;
+        for (const auto& it : items(oi, t)) {
+          op_p = std::min(op_p, it.cost.states_bytes + f * it.cost.act_bytes);
+          op_x = std::min(op_x, it.cost.transient_bytes);
+        }
+        p += op_p;
+        x = std::max(x, op_x);
+      }
+      p_least = std::min(p_least, p);
+      x_least = std::min(x_least, x);
+    }
+    return {p_least, x_least};
+  }
+
   // Unit u's relaxation with f micro-batches' activations in flight, of its items whose transient
   // is at most `cap` (cached per operator shapes; no points when some operator has none at any degree).
   const UnitHull& unit_hull(int u, int f, double cap = kInf) const {

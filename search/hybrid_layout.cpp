@@ -233,7 +233,51 @@ void rebuild(const LayoutContext& ctx, const std::vector<Pick>& picks, HybridPla
   }
 }
 
+// Whether some split has every stage within its own memory in the relaxation: each unit at its
+// least persistent bytes (with its stage's micro-batches in flight) and least transient. Memory
+// grows with b0, so where none does, no larger b0 fits either. A stage's bytes in this relaxation
+// only fall as its first unit moves later, so unit j can end stage s when stage s fits starting at
+// the last unit before j that stage s - 1 can end on.
+bool relaxation_fits(const LayoutContext& ctx) {
+  const int U = static_cast<int>(ctx.workload().units.size()), pp = ctx.layout().pp;
+  if (U < pp) return false;
+  const double budget = ctx.capacity() - ctx.fixed();
+  std::vector<char> reach(static_cast<std::size_t>(U) + 1, 0), next(reach.size(), 0);
+  std::vector<std::pair<double, double>> least(static_cast<std::size_t>(U));
+  int f_filled = -1;
+  reach[0] = 1;
+  for (int s = 0; s < pp; ++s) {
+    const int f = ctx.in_flight(s);
+    if (f != f_filled) {
+      for (int u = 0; u < U; ++u) least[static_cast<std::size_t>(u)] = ctx.least_bytes(u, f);
+      f_filled = f;
+    }
+    std::fill(next.begin(), next.end(), 0);
+    int from = -1;  // the stage's first unit: the last unit before j that the stages before reach
+    double p = 0, x = 0;
+    for (int j = 1; j <= U - (pp - 1 - s); ++j) {
+      if (reach[static_cast<std::size_t>(j - 1)]) {
+        from = j - 1;
+        p = 0;
+        x = 0;
+      }
+      if (from < 0) continue;
+      p += least[static_cast<std::size_t>(j - 1)].first;
+      x = std::max(x, least[static_cast<std::size_t>(j - 1)].second);
+      if (p + x <= budget) next[static_cast<std::size_t>(j)] = 1;
+    }
+    reach.swap(next);
+  }
+  return reach[static_cast<std::size_t>(U)] != 0;
+}
+
 }  // namespace
+
+bool layout_fits(const HybridCostModel& model, const HybridWorkload& hw, const HybridLayout& layout,
+                 const HybridSearchOptions& options, ItemRules rules, PartsCache* cache) {
+  // Memory does not depend on the b0 times are priced at: price at 1, whose parts the cache keeps.
+  return relaxation_fits(LayoutContext(model, hw, layout, options, rules, cache, 1));
+}
 
 double layout_lower_bound(const HybridCostModel& model, const HybridWorkload& hw, const HybridLayout& layout,
                           const HybridSearchOptions& options, ItemRules rules, PartsCache* cache,
@@ -242,29 +286,7 @@ double layout_lower_bound(const HybridCostModel& model, const HybridWorkload& hw
   const int U = static_cast<int>(hw.units.size()), pp = layout.pp;
   if (U < pp) return kInf;
   const double budget = ctx.capacity() - ctx.fixed();
-  // Whether some split has every stage within its own memory in the relaxation: each unit at its
-  // least persistent bytes (with its stage's micro-batches in flight) and least transient. Memory
-  // grows with b0, so where none does, no larger b0 fits either.
-  std::vector<char> reach(static_cast<std::size_t>(U) + 1, 0), next(reach.size(), 0);
-  reach[0] = 1;
-  for (int s = 0; s < pp; ++s) {
-    const int f = ctx.in_flight(s);
-    std::fill(next.begin(), next.end(), 0);
-    for (int i = 0; i < U; ++i) {
-      if (!reach[static_cast<std::size_t>(i)]) continue;
-      double p = 0, x = 0;
-      for (int j = i + 1; j <= U - (pp - 1 - s); ++j) {
-        const UnitHull& h = ctx.unit_hull(j - 1, f);
-        if (h.points.empty()) break;
-        p += h.points.front().first;
-        x = std::max(x, h.least_transient);
-        if (p + x > budget) break;
-        next[static_cast<std::size_t>(j)] = 1;
-      }
-    }
-    reach.swap(next);
-  }
-  if (!reach[static_cast<std::size_t>(U)]) return kInf;
+  if (!relaxation_fits(ctx)) return kInf;
   const SuffixBound all(ctx, ctx.in_flight(pp - 1), U, true);
   const double least = all.least(0, pp * budget, 0.0);
   return least == kInf ? kInf : (1.0 + (layout.m - 1.0) / pp) * least;

@@ -59,6 +59,13 @@ std::vector<int> even_stage_starts(const costmodel::HybridWorkload& hw, int pp);
 std::optional<costmodel::HybridPlan> uniform_plan(const costmodel::HybridCostModel& model,
                                                   const LayoutContext& ctx, int t);
 
+// Whether some split fits every stage in its own memory in the relaxation (every unit at its least
+// bytes): layout_lower_bound is infinity exactly when this is false, and then no larger b0 fits
+// either. Memory only, so cheaper than the bound.
+bool layout_fits(const costmodel::HybridCostModel& model, const costmodel::HybridWorkload& hw,
+                 const HybridLayout& layout, const HybridSearchOptions& options, ItemRules rules,
+                 PartsCache* cache = nullptr);
+
 // A lower bound on the step time of every plan of the layout, the one solve_layout first checks:
 // T = sum c + (m - 1) max c >= (1 + (m - 1) / pp) sum c, and sum c is at least the LP relaxation of
 // every operator within the memory of all stages together (at the fewest micro-batches in flight).

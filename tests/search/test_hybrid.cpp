@@ -228,7 +228,7 @@ struct Instance {
 
 TEST_CASE("exact hybrid search equals brute force on random small instances", "[hybrid][brute]") {
   std::mt19937 rng(20261126);
-  int compared = 0, feasible = 0;
+  int compared = 0, feasible = 0, refused = 0;
   for (int trial = 0; trial < 24; ++trial) {
     // Brute force grows as (choices ^ operators) (degrees ^ units): splits, checkpointing or a
     // second layer, one at a time.
@@ -264,6 +264,12 @@ TEST_CASE("exact hybrid search equals brute force on random small instances", "[
     INFO("trial " << trial << " pp " << pp << " m " << layout.m << " b0 " << layout.b0 << " layers "
                   << layers);
     REQUIRE(bool(brute) == bool(exact));
+    // The memory-only check the search bisects b0 with: the relaxation fits exactly when the cheap
+    // bound is finite, and whenever a plan fits.
+    const bool fits = search::detail::layout_fits(hybrid, hw, layout, so, {});
+    CHECK(fits == (search::detail::layout_lower_bound(hybrid, hw, layout, so, {}) < HUGE_VAL));
+    if (brute) CHECK(fits);
+    if (!fits) ++refused;
     ++compared;
     if (!brute) continue;
     ++feasible;
@@ -284,6 +290,7 @@ TEST_CASE("exact hybrid search equals brute force on random small instances", "[
   }
   CHECK(compared == 24);
   CHECK(feasible >= 8);
+  CHECK(refused >= 1);
 }
 
 TEST_CASE("exact hybrid is never below the baselines it contains", "[hybrid]") {
@@ -304,8 +311,9 @@ TEST_CASE("exact hybrid is never below the baselines it contains", "[hybrid]") {
   }
 }
 
-// The search over layouts (best first over bounds, b0 beyond 16 in ranges split in two) finds what
-// solving every layout one by one finds: the ranges' and layouts' bounds never drop the best.
+// The search over layouts (best first over bounds, each group's b0 in one range split in two when it
+// comes first) finds what solving every layout one by one finds: the ranges' and layouts' bounds
+// never drop the best.
 TEST_CASE("exact hybrid over every layout equals each layout solved in turn", "[hybrid]") {
   const ModelSpec model = small_gpt(3, 128, 4, 32, 512);
   ClusterSpec cluster = synthetic_cluster(1, 4);
