@@ -17,10 +17,13 @@
 //      T); thresholds stop once the unconstrained least sum + (m - 1) C reaches the best T.
 //   The bounds are LP relaxations over units: per unit the lower convex hull of (persistent bytes,
 //   time) over its degrees and its operators' item combinations at one degree. lp(s, i, j) is the
-//   LP of units i..j-1 within one stage's memory with its f_s; the layout's bound is the best split
+//   LP of units i..j-1 within one stage's memory with its f_s, plus the least re-layout into unit i
+//   (a later stage's entry) and the least exit after unit j-1 (sends; the last stage's tied
+//   all-reduce) over those units' degrees; the layout's bound is the best split
 //   of lp by step 2's rule (T >= sum + (m - 1) max). A label of stage s at unit u is dropped when
 //   for every end j (every start, for the last stage) sum + (m - 1) max(own, sum / pp) reaches the
-//   bound, own = its time + the LP of the stage's remaining units within what the stage has left,
+//   bound, own = its time + the LP of the stage's remaining units within what the stage has left + its
+//   least exit (forward) or entry (backward),
 //   sum = own + the least lp sums of the stages before and after. Stages are priced from the last
 //   back, and once the stages after s are priced their least sums replace the LP's for stage s.
 //   Without a pipeline: m (time + the LP of the units left), and the stage is solved per band of

@@ -215,6 +215,22 @@ class LayoutContext {
     return model_.tied_sync_s(hw_, layout_.pp, t, layout_.sequence_parallel) / layout_.m;
   }
 
+  // The least of stage_end(s, u, t) over unit u's degrees: what stage s ending after unit u pays at
+  // least (its sends and, for the last stage, the tied copy's all-reduce).
+  double exit_least(int s, int u) const {
+    double x = kInf;
+    for (int t : allowed(u)) x = std::min(x, stage_end(s, u, t));
+    return x;
+  }
+  // The least re-layout into unit i from degree 1 over its degrees: what stage s > 0 starting at unit
+  // i pays at least to take its input (0 for the first stage).
+  double entry_least(int s, int i) const {
+    if (s == 0) return 0;
+    double x = kInf;
+    for (int t : allowed(i)) x = std::min(x, relayout_into(i, 1, t));
+    return x;
+  }
+
   const HybridLayout& layout() const { return layout_; }
   const HybridWorkload& workload() const { return hw_; }
 

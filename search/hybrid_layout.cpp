@@ -114,12 +114,15 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
     return [&ctx, u](int from, int t) { return ctx.relayout_into(u, from, t); };
   };
   const double before = pb.before_at(s, i);
+  std::vector<double> exits(static_cast<std::size_t>(j_max) + 1, 0.0);  // least exit after unit j - 1
+  for (int j = i + 1; j <= j_max; ++j) exits[static_cast<std::size_t>(j)] = ctx.exit_least(s, j - 1);
   const auto keep = [&](const Label& n, int u) {
     for (int j = u + 1; j <= j_max; ++j) {
-      // The LP of the stage's rest only where an end at j could still pass without it.
+      // The LP of the stage's rest only where an end at j could still pass without it. The exit after
+      // unit u is the label's own; after a later unit, the least over that unit's degrees.
       const double after = pb.after_at(s + 1, j);
-      if (after == kInf || step_bound(n.time, n.time + before + after, m, pp) >= bound) continue;
-      double own = n.time;
+      double own = n.time + (j > u + 1 ? exits[static_cast<std::size_t>(j)] : ctx.stage_end(s, u, n.t));
+      if (after == kInf || step_bound(own, own + before + after, m, pp) >= bound) continue;
       if (j > u + 1) {
         const double x = pb.suffix(j, f).least(u + 1, budget - n.persistent, n.transient);
         if (x == kInf) break;  // a longer stage fits no better
@@ -163,6 +166,9 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
   ch.arena.push_back(Label{0, floor, 0, -1, -1, -1, -1});
   std::vector<int> current{0};
   const SuffixBound* before = nullptr;  // units 0..u-1, set per unit
+  std::vector<double> entries(static_cast<std::size_t>(U), 0.0);  // least entry into unit i (pp > 1)
+  if (pp > 1)
+    for (int i = std::max(i_min, 0); i < U; ++i) entries[static_cast<std::size_t>(i)] = ctx.entry_least(s, i);
   // Checked after every operator: the rest of unit u is left out of the bound then (it is no less
   // than zero). Without a pipeline the units before are this stage's own: within its memory (its
   // largest transient set aside once), at weight m. With one, for every start i <= u of the stage:
@@ -174,10 +180,11 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
       return m * (l.time + rest) < bound;
     }
     for (int i = u; i >= i_min; --i) {
-      // The LP of the stage's rest only where a start at i could still pass without it.
+      // The LP of the stage's rest only where a start at i could still pass without it. The entry
+      // into unit u is the label's own; into an earlier unit, the least over its degrees.
       const double earlier = pb->before_at(s, i);
-      if (earlier == kInf || step_bound(l.time, l.time + earlier, m, pp) >= bound) continue;
-      double own = l.time;
+      double own = l.time + (i < u ? entries[static_cast<std::size_t>(i)] : ctx.relayout_into(u, 1, l.t));
+      if (earlier == kInf || step_bound(own, own + earlier, m, pp) >= bound) continue;
       if (i < u) {
         const double x = pb->suffix(u, f).least(i, budget - l.persistent, l.transient);
         if (x == kInf) break;  // a longer stage fits no better
@@ -345,7 +352,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
         const SuffixBound& sb = suffix_to(j, ctx.in_flight(s));
         const double least = sb.least(i, budget, 0.0);
         if (least == kInf) break;  // a longer stage fits no better
-        at(lp, s, i, j) = least;
+        at(lp, s, i, j) = least + ctx.entry_least(s, i) + ctx.exit_least(s, j - 1);
       }
     }
   }

@@ -277,6 +277,11 @@ TEST_CASE("exact hybrid search equals brute force on random small instances", "[
     const auto ee = hybrid.evaluate(hw, *exact);
     CHECK(ee.fits);
     CHECK(rel(ee.time_s, eb.time_s) < 1e-9);
+    // The layout's lower bound (the stages' LPs with their least entries and exits) is one.
+    double lower = 0;
+    search::detail::solve_layout(hybrid, hw, layout, so, {}, false, 0.0, nullptr, nullptr, &lower);
+    CHECK(lower <= eb.time_s * (1 + 1e-12));
+    CHECK(lower > 0.5 * eb.time_s);
     // Given a bound, solve_layout returns only a plan shorter than it: none just below the optimum
     // (the chains may keep labels whose plans turn out no shorter), the optimum just above it.
     const double below = eb.time_s * (1 - 1e-9);
