@@ -101,7 +101,6 @@ experiments::ValidationOptions make_options(const ValidateArgs& a, const experim
   o.force = a.force;
   o.tasks = a.tasks;
   o.gemm_math = gemm_math(a.gemm);
-  o.one_at_a_time = a.backend == "nccl";  // a GPU's memory holds one plan at the cap, not four
   o.group_delay_ms = test_delay_ms("OSDP_VALIDATE_TEST_DELAY_MS");
   if (!a.quiet) o.progress = [](const std::string& line) { std::cerr << "validate: " << line << std::endl; };
   return o;
@@ -229,7 +228,8 @@ int on_ranks(const ValidateArgs& a, int np,
 int run_ranks(const ValidateArgs& a, int np) {
   return on_ranks(a, np, [&](validate::BackendSession& backend, validate::Communicator& comm) {
     const experiments::MeasuredJob job = make_job(a);
-    const experiments::ValidationOptions o = make_options(a, job);
+    experiments::ValidationOptions o = make_options(a, job);
+    o.one_at_a_time = backend.plans_one_at_a_time();
     // prefetch 0 overlaps nothing: one stream runs both (on the CPU, no hand-offs between threads).
     const experiments::DeviceFactory make_device = [&backend](const costmodel::Plan& plan) {
       return backend.make_device(plan.cluster.overlap.enabled && plan.prefetch > 0);

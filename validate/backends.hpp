@@ -41,6 +41,9 @@ class BackendSession {
   // `comm_stream`: a second stream for the collectives (overlap); false runs both on one.
   virtual std::unique_ptr<Device> make_device(bool comm_stream) = 0;
   virtual std::string device_name() const = 0;  // what make_device makes, for provenance
+  // Whether a job's plans must run one at a time, each device released before the next is made (a
+  // GPU's memory holds one plan at the cap, not a group of them); false lets them interleave.
+  virtual bool plans_one_at_a_time() const { return false; }
 };
 
 // The backends compiled into this osdp ("mpi", "nccl"), in that order.

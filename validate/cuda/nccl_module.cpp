@@ -69,6 +69,7 @@ class NcclBackend final : public BackendSession {
     d.rank = comm_.rank();
     return CudaDevice(d).name();
   }
+  bool plans_one_at_a_time() const override { return true; }
 
  private:
   BackendOptions options_;
