@@ -1,9 +1,9 @@
 // The priced items of one hybrid layout and the LP bounds the exact search prunes with
-// (hybrid_layout.cpp runs the chains on them, hybrid_split.cpp the incumbent): an operator's items
-// per TP degree (LayoutContext::items), a unit's relaxation (UnitHull), the LP of a stage's remaining
-// operators (SuffixBound), and the pipeline's bound on a step from one stage's share (step_bound,
-// PipelineBounds). Internal to search/: included by hybrid_layout.cpp, hybrid_split.cpp and
-// hybrid_brute.cpp only.
+// (hybrid_chains.cpp runs the chains on them, hybrid_layout.cpp the layout's bounds,
+// hybrid_split.cpp the incumbent): an operator's items per TP degree (LayoutContext::items), a unit's
+// relaxation (UnitHull), the LP of a stage's remaining operators (SuffixBound), and the pipeline's
+// bound on a step from one stage's share (step_bound, PipelineBounds). Internal to search/: included
+// by those files, hybrid_brute.cpp and the tests.
 #pragma once
 
 #include <algorithm>

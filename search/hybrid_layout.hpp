@@ -1,7 +1,8 @@
 // The exact solver of one hybrid layout and the pieces the strategies of search/hybrid.cpp share
-// with it (search/hybrid.hpp's opening comment has the algorithm; hybrid_layout.cpp holds it: the
-// chain DP along a stage's units and the layout's solve; hybrid_split.cpp the stage split and the
-// incumbent; hybrid_bounds.hpp the priced items and the LP bounds).
+// with it (search/hybrid.hpp's opening comment has the algorithm; hybrid_layout.cpp holds the
+// layout's solve and its bounds; hybrid_chains.cpp the chain DP along a stage's units;
+// hybrid_split.cpp the stage split and the incumbent; hybrid_bounds.hpp the priced items and the LP
+// bounds).
 #pragma once
 
 #include <cstdint>

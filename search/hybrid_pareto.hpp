@@ -1,7 +1,7 @@
-// The exact hybrid search's labels and their Pareto filter (search/hybrid_layout.cpp): a label is a
+// The exact hybrid search's labels and their Pareto filter (search/hybrid_chains.cpp): a label is a
 // partial plan of a stage, its persistent bytes, largest transient bytes and time; the filter keeps,
 // per tensor-parallel degree, the labels no other beats in all three. Internal to search/: included by
-// hybrid_layout.cpp, and by tests/search/test_hybrid_pareto.cpp, which holds it to brute force.
+// hybrid_chains.hpp, and by tests/search/test_hybrid_pareto.cpp, which holds it to brute force.
 #pragma once
 
 #include <algorithm>

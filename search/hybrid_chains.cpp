@@ -1,0 +1,219 @@
+// The chains of the exact hybrid search (hybrid_chains.hpp).
+#include "search/hybrid_chains.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace osdp::search::detail {
+
+using costmodel::HybridPlan;
+
+namespace {
+
+// One unit's step of a chain: every degree t of unit u, the re-layout between it and the neighbour
+// already in the label (`relayout(label degree, t)`), then its operators' items whose transient is at
+// most `cap`; labels that do not fit in the stage are dropped, and those `keep` refuses. Returns the
+// Pareto labels. `current` holds each degree's labels together, each in the filter's order.
+template <class Relayout, class Keep>
+std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vector<int>& current, int u, int f,
+                           double budget, double cap, Relayout relayout, Keep keep) {
+  std::vector<int> next;
+  Grown grown;
+  const auto keep_u = [&](const Label& n) { return keep(n, u); };
+  for (int t : ctx.allowed(u)) {
+    // The labels re-laid into t, filtered before any item is added: those that came from other
+    // degrees are often beaten once they pay the re-layout. One run per degree they came from (a
+    // constant added to each label's time keeps its run in order).
+    grown.clear();
+    for (std::size_t p = 0; p < current.size(); ++p) {
+      Label n = ch.arena[static_cast<std::size_t>(current[p])];
+      if (p > 0 && n.t != ch.arena[static_cast<std::size_t>(current[p - 1])].t) grown.end_run();
+      n.time += relayout(n.t, t);
+      n.parent = current[p];
+      n.op = -1;
+      n.item = -1;
+      n.t = t;
+      grown.labels.push_back(n);
+      grown.rank.push_back(static_cast<std::int64_t>(p));
+    }
+    grown.end_run();
+    std::vector<int> cur = pareto(ch.arena, grown, budget, keep_u);
+    for (int oi : ctx.workload().units[static_cast<std::size_t>(u)].ops) {
+      const auto& items = ctx.items(oi, t);
+      const auto n_items = static_cast<std::int64_t>(items.size());
+      grown.clear();
+      for (std::size_t k = 0; k < items.size(); ++k) {
+        const auto& c = items[k].cost;
+        if (c.transient_bytes > cap) continue;
+        for (std::size_t p = 0; p < cur.size(); ++p) {
+          const Label& l = ch.arena[static_cast<std::size_t>(cur[p])];
+          Label n;
+          n.persistent = l.persistent + c.states_bytes + f * c.act_bytes;
+          n.transient = std::max(l.transient, c.transient_bytes);
+          n.time = l.time + items[k].time_s;
+          if (n.persistent + n.transient > budget) continue;
+          n.parent = cur[p];
+          n.op = oi;
+          n.item = static_cast<int>(k);
+          n.t = t;
+          grown.labels.push_back(n);
+          grown.rank.push_back(static_cast<std::int64_t>(p) * n_items + static_cast<std::int64_t>(k));
+        }
+        grown.end_run();
+      }
+      cur = pareto(ch.arena, grown, budget, keep_u);
+    }
+    next.insert(next.end(), cur.begin(), cur.end());
+  }
+  // Each degree's labels are already its Pareto set (pareto compares labels of one degree only).
+  return next;
+}
+
+}  // namespace
+
+Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double bound, std::int64_t* labels,
+                  const PipelineBounds& pb) {
+  const int pp = ctx.layout().pp, m = ctx.layout().m, f = ctx.in_flight(s);
+  const double budget = ctx.capacity() - ctx.fixed();
+  Chain ch;
+  ch.best.assign(ctx.workload().units.size() + 1, kInf);
+  ch.best_label.assign(ch.best.size(), -1);
+  ch.arena.push_back(Label{0, 0, 0, -1, -1, -1, s == 0 ? -1 : 1});
+  std::vector<int> current{0};
+  const auto relayout = [&](int u) {
+    return [&ctx, u](int from, int t) { return ctx.relayout_into(u, from, t); };
+  };
+  const double before = pb.before_at(s, i);
+  // Per end j: the least exit after unit j - 1, and that exit at each degree t of unit j - 1.
+  std::vector<double> exits(static_cast<std::size_t>(j_max) + 1, 0.0);
+  std::vector<std::vector<double>> exit_at(exits.size());
+  for (int j = i + 1; j <= j_max; ++j) {
+    exits[static_cast<std::size_t>(j)] = ctx.exit_least(s, j - 1);
+    auto& at = exit_at[static_cast<std::size_t>(j)];
+    at.assign(ctx.allowed(j - 1).empty() ? 0 : static_cast<std::size_t>(ctx.allowed(j - 1).back()) + 1, kInf);
+    for (int t : ctx.allowed(j - 1)) at[static_cast<std::size_t>(t)] = ctx.stage_end(s, j - 1, t);
+  }
+  const auto keep = [&](const Label& n, int u) {
+    for (int j = u + 1; j <= j_max; ++j) {
+      // The LP of the stage's rest only where an end at j could still pass without it. The exit after
+      // unit u is the label's own; after a later unit, the least over that unit's degrees.
+      const double after = pb.after_at(s + 1, j);
+      double own = n.time + (j > u + 1 ? exits[static_cast<std::size_t>(j)]
+                                       : exit_at[static_cast<std::size_t>(j)][static_cast<std::size_t>(n.t)]);
+      if (after == kInf || step_bound(own, own + before + after, m, pp) >= bound) continue;
+      if (j > u + 1) {
+        const double x = pb.suffix(j, f).least(u + 1, budget - n.persistent, n.transient);
+        if (x == kInf) break;  // a longer stage fits no better
+        own += x;
+      }
+      if (step_bound(own, own + before + after, m, pp) < bound) return true;
+    }
+    return false;
+  };
+  for (int u = i; u < j_max && !current.empty(); ++u) {
+    current = step_unit(ctx, ch, current, u, f, budget, kInf, relayout(u), keep);
+    if (labels) *labels += static_cast<std::int64_t>(current.size());
+    for (int li : current) {
+      const Label& l = ch.arena[static_cast<std::size_t>(li)];
+      const double c = l.time + ctx.stage_end(s, u, l.t);
+      if (c < ch.best[static_cast<std::size_t>(u + 1)]) {
+        ch.best[static_cast<std::size_t>(u + 1)] = c;
+        ch.best_label[static_cast<std::size_t>(u + 1)] = li;
+      }
+    }
+  }
+  return ch;
+}
+
+Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64_t* labels,
+                   const std::function<const SuffixBound&(int)>& prefix, const PipelineBounds* pb, double cap,
+                   double floor) {
+  const int pp = ctx.layout().pp, m = ctx.layout().m, s = pp - 1, f = ctx.in_flight(s);
+  const int U = static_cast<int>(ctx.workload().units.size());
+  const double budget = ctx.capacity() - ctx.fixed();
+  Chain ch;
+  ch.best.assign(static_cast<std::size_t>(U) + 1, kInf);
+  ch.best_label.assign(ch.best.size(), -1);
+  ch.arena.push_back(Label{0, floor, 0, -1, -1, -1, -1});
+  std::vector<int> current{0};
+  const SuffixBound* before = nullptr;  // units 0..u-1, set per unit
+  // With a pipeline, per start i: the least entry into unit i, and that entry at each degree t.
+  std::vector<double> entries(static_cast<std::size_t>(U), 0.0);
+  std::vector<std::vector<double>> entry_at(entries.size());
+  if (pp > 1)
+    for (int i = std::max(i_min, 0); i < U; ++i) {
+      entries[static_cast<std::size_t>(i)] = ctx.entry_least(s, i);
+      auto& at = entry_at[static_cast<std::size_t>(i)];
+      at.assign(ctx.allowed(i).empty() ? 0 : static_cast<std::size_t>(ctx.allowed(i).back()) + 1, kInf);
+      for (int t : ctx.allowed(i)) at[static_cast<std::size_t>(t)] = ctx.relayout_into(i, 1, t);
+    }
+  // Checked after every operator: the rest of unit u is left out of the bound then (it is no less
+  // than zero). Without a pipeline the units before are this stage's own: within its memory (its
+  // largest transient set aside once), at weight m. With one, for every start i <= u of the stage:
+  // own = tau + the LP of units i..u-1 within what the stage has left, and before[s][i].
+  const auto keep = [&](const Label& l, int u) {
+    if (pp == 1) {
+      const double rest = u == 0 ? 0.0 : before->least(0, budget - l.persistent, l.transient);
+      if (rest == kInf) return false;
+      return m * (l.time + rest) < bound;
+    }
+    for (int i = u; i >= i_min; --i) {
+      // The LP of the stage's rest only where a start at i could still pass without it. The entry
+      // into unit u is the label's own; into an earlier unit, the least over its degrees.
+      const double earlier = pb->before_at(s, i);
+      double own = l.time + (i < u ? entries[static_cast<std::size_t>(i)]
+                                   : entry_at[static_cast<std::size_t>(u)][static_cast<std::size_t>(l.t)]);
+      if (earlier == kInf || step_bound(own, own + earlier, m, pp) >= bound) continue;
+      if (i < u) {
+        const double x = pb->suffix(u, f).least(i, budget - l.persistent, l.transient);
+        if (x == kInf) break;  // a longer stage fits no better
+        own += x;
+      }
+      if (step_bound(own, own + earlier, m, pp) < bound) return true;
+    }
+    return false;
+  };
+  for (int u = U - 1; u >= i_min && !current.empty(); --u) {
+    // Between unit u (degree t) and unit u + 1 (the label's degree); the last unit ends the stage.
+    const auto relayout = [&](int next_t, int t) {
+      return next_t < 0 ? ctx.stage_end(s, u, t) : ctx.relayout_into(u + 1, t, next_t);
+    };
+    if (pp == 1 && u > 0) before = &prefix(u);
+    current = step_unit(ctx, ch, current, u, f, budget, cap, relayout, keep);
+    if (labels) *labels += static_cast<std::int64_t>(current.size());
+    for (int li : current) {
+      const Label& l = ch.arena[static_cast<std::size_t>(li)];
+      const double c = l.time + (s > 0 ? ctx.relayout_into(u, 1, l.t) : 0.0);
+      if (c < ch.best[static_cast<std::size_t>(u)]) {
+        ch.best[static_cast<std::size_t>(u)] = c;
+        ch.best_label[static_cast<std::size_t>(u)] = li;
+      }
+    }
+  }
+  return ch;
+}
+
+std::vector<Pick> picks_of(const Chain& ch, int label) {
+  std::vector<Pick> out;
+  for (int li = label; li >= 0; li = ch.arena[static_cast<std::size_t>(li)].parent) {
+    const Label& l = ch.arena[static_cast<std::size_t>(li)];
+    if (l.op >= 0) out.push_back({l.op, l.item, l.t});
+  }
+  return out;
+}
+
+void rebuild(const LayoutContext& ctx, const std::vector<Pick>& picks, HybridPlan& plan) {
+  const auto& hw = ctx.workload();
+  std::vector<int> op_unit(hw.workload.operators.size(), -1);
+  for (std::size_t u = 0; u < hw.units.size(); ++u)
+    for (int oi : hw.units[u].ops) op_unit[static_cast<std::size_t>(oi)] = static_cast<int>(u);
+  for (const Pick& k : picks) {
+    plan.choices[static_cast<std::size_t>(k.op)] =
+        ctx.items(k.op, k.t)[static_cast<std::size_t>(k.item)].choice;
+    plan.unit_tp[static_cast<std::size_t>(op_unit[static_cast<std::size_t>(k.op)])] = k.t;
+  }
+}
+
+}  // namespace osdp::search::detail

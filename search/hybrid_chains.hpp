@@ -1,0 +1,55 @@
+// The chains of the exact hybrid search (search/hybrid.hpp's opening comment, step 1): one stage's
+// dynamic program along its units, forward from a stage start or backward from the model's end,
+// each label bounded by the LP of what the stage and the other stages still need, and the choices a
+// chain's best label stands for. hybrid_chains.cpp holds them; hybrid_layout.cpp runs them for a
+// layout. Internal to search/.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "costmodel/hybrid.hpp"
+#include "search/hybrid_bounds.hpp"
+#include "search/hybrid_pareto.hpp"
+
+namespace osdp::search::detail {
+
+// The chains of one stage from one end, every other end recorded: forward from a stage start i,
+// best[j] = c*(s, i, j); backward from the model's end (the last stage), best[i] = c*(s, i, U).
+struct Chain {
+  std::vector<Label> arena;
+  std::vector<double> best;     // per unit boundary, infinity where nothing fits
+  std::vector<int> best_label;  // the label it ends at
+};
+
+// The chain of stage s < pp - 1 from unit i forward, recording c*(s, i, j) for every j <= j_max. A
+// label in unit u with persistent P, largest transient X and time tau is dropped when it cannot be
+// part of a plan beating `bound` whatever the stage's end j:
+//   T >= step_bound(own, own + before[s][i] + after[s + 1][j]) for every j > u, own = tau + the LP of
+//   units u+1..j-1 within what the stage has left (budget - P, X already held),
+// or when no end fits (the rest of unit u is left out of the bound: it is no less than zero).
+Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double bound, std::int64_t* labels,
+                  const PipelineBounds& pb);
+
+// The chain of the last stage from the model's end backward, recording c*(pp - 1, i, U) for every
+// i >= i_min (the re-layout from 1 into unit i added there when pp > 1). A label in unit u (units
+// u..U-1) is dropped when, for every start i <= u of the stage, step_bound(own, own + before[s][i])
+// reaches `bound` (own = tau + the LP of units i..u-1 within what the stage has left) or nothing fits;
+// with pp = 1, when m (tau + least(units 0..u-1 within budget - P - max(X, their least transient)))
+// does. Only items whose transient is at most `cap` are taken, and every label starts at transient
+// `floor` (`prefix` is then the LP of those items).
+Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64_t* labels,
+                   const std::function<const SuffixBound&(int)>& prefix, const PipelineBounds* pb,
+                   double cap = kInf, double floor = 0);
+
+// The choices of units i..j-1 a chain's label stands for: (operator, item, degree) per operator.
+struct Pick {
+  int op, item, t;
+};
+std::vector<Pick> picks_of(const Chain& ch, int label);
+
+// Fills the plan's degrees and choices from a stage's picks.
+void rebuild(const LayoutContext& ctx, const std::vector<Pick>& picks, costmodel::HybridPlan& plan);
+
+}  // namespace osdp::search::detail
