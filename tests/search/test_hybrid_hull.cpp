@@ -33,29 +33,33 @@ Points from_hulls(const std::vector<Points>& sets) {
   return sums.empty() ? sums : lower_hull(pareto_2d(sums));
 }
 
+// 1..max_sets sets of 1..max_points points, each coordinate drawn by `x` and `y`.
+template <class X, class Y>
+std::vector<Points> random_sets(std::mt19937& rng, int max_sets, int max_points, X x, Y y) {
+  std::vector<Points> in(1 + rng() % static_cast<unsigned>(max_sets));
+  for (Points& set : in)
+    for (int k = 1 + static_cast<int>(rng() % static_cast<unsigned>(max_points)); k-- > 0;)
+      set.emplace_back(x(rng), y(rng));
+  return in;
+}
+
 TEST_CASE("the hull of the operators' sums is the Minkowski sum of their hulls", "[hybrid][brute]") {
   std::mt19937 rng(20261127);
   int points_checked = 0;
   SECTION("small integers: exact sums and many collinear points") {
-    std::uniform_int_distribution<int> coord(0, 12), count(1, 6), sets(1, 5);
+    std::uniform_int_distribution<int> coord(0, 12);
     for (int trial = 0; trial < 500; ++trial) {
-      std::vector<Points> in(static_cast<std::size_t>(sets(rng)));
-      for (Points& set : in)
-        for (int k = count(rng); k-- > 0;) set.emplace_back(coord(rng), coord(rng));
+      const auto in = random_sets(rng, 5, 6, coord, coord);
       const Points want = brute_force(in);
-      const Points got = from_hulls(in);
-      REQUIRE(got == want);
+      REQUIRE(from_hulls(in) == want);
       points_checked += static_cast<int>(want.size());
     }
     CHECK(points_checked > 1000);
   }
   SECTION("reals: the same points within rounding") {
     std::uniform_real_distribution<double> bytes(0, 1e9), time(0, 1e-2);
-    std::uniform_int_distribution<int> count(1, 8), sets(1, 6);
     for (int trial = 0; trial < 300; ++trial) {
-      std::vector<Points> in(static_cast<std::size_t>(sets(rng)));
-      for (Points& set : in)
-        for (int k = count(rng); k-- > 0;) set.emplace_back(bytes(rng), time(rng));
+      const auto in = random_sets(rng, 6, 8, bytes, time);
       const Points want = brute_force(in);
       const Points got = from_hulls(in);
       REQUIRE(got.size() == want.size());
