@@ -101,7 +101,8 @@ struct HybridResult {
   costmodel::HybridPlan plan;
   costmodel::HybridEvaluation evaluation;
   // galvatron, megatron-3d: layouts priced; exact, dp-only: bounds computed (on single layouts and
-  // on ranges of b0), and layouts solved (the others were passed over by their bounds).
+  // on ranges of b0, and the memory checks that find each group's largest b0), and layouts solved
+  // (the others were passed over by their bounds).
   std::int64_t layouts = 0;
   std::int64_t solved = 0;
   std::int64_t labels = 0;  // DP labels created (exact, galvatron)
