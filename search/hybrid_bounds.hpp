@@ -93,6 +93,13 @@ struct UnitHull {
   double least_transient = 0;
 };
 
+// A cost per degree of one unit, indexed by degree (infinity for those it does not allow), and the
+// least of them: what a label of that degree pays at a stage's end or start, and what any pays.
+struct DegreeCosts {
+  std::vector<double> at;
+  double least = kInf;
+};
+
 // Everything one layout's search needs.
 class LayoutContext {
  public:
@@ -215,20 +222,15 @@ class LayoutContext {
     return model_.tied_sync_s(hw_, layout_.pp, t, layout_.sequence_parallel) / layout_.m;
   }
 
-  // The least of stage_end(s, u, t) over unit u's degrees: what stage s ending after unit u pays at
-  // least (its sends and, for the last stage, the tied copy's all-reduce).
-  double exit_least(int s, int u) const {
-    double x = kInf;
-    for (int t : allowed(u)) x = std::min(x, stage_end(s, u, t));
-    return x;
+  // Stage s's end after unit u at each of u's degrees (stage_end), and the least: what a stage ending
+  // there pays (its sends and, for the last stage, the tied copy's all-reduce).
+  DegreeCosts exits(int s, int u) const {
+    return by_degree(u, [&](int t) { return stage_end(s, u, t); });
   }
-  // The least re-layout into unit i from degree 1 over its degrees: what stage s > 0 starting at unit
-  // i pays at least to take its input (0 for the first stage).
-  double entry_least(int s, int i) const {
-    if (s == 0) return 0;
-    double x = kInf;
-    for (int t : allowed(i)) x = std::min(x, relayout_into(i, 1, t));
-    return x;
+  // The re-layout into unit i from degree 1 at each of i's degrees, and the least: what a later stage
+  // starting at unit i pays to take its input.
+  DegreeCosts entries(int i) const {
+    return by_degree(i, [&](int t) { return relayout_into(i, 1, t); });
   }
 
   const HybridLayout& layout() const { return layout_; }
@@ -299,6 +301,17 @@ class LayoutContext {
   }
 
  private:
+  template <class Of>
+  DegreeCosts by_degree(int u, Of of) const {
+    DegreeCosts d;
+    const auto& ts = allowed(u);
+    d.at.assign(ts.empty() ? 0 : static_cast<std::size_t>(ts.back()) + 1, kInf);
+    for (int t : ts) {
+      d.at[static_cast<std::size_t>(t)] = of(t);
+      d.least = std::min(d.least, d.at[static_cast<std::size_t>(t)]);
+    }
+    return d;
+  }
   bool model_dropout() const { return model_.dropout(); }
   const HybridCostModel& model_;
   const HybridWorkload& hw_;

@@ -86,22 +86,16 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
     return [&ctx, u](int from, int t) { return ctx.relayout_into(u, from, t); };
   };
   const double before = pb.before_at(s, i);
-  // Per end j: the least exit after unit j - 1, and that exit at each degree t of unit j - 1.
-  std::vector<double> exits(static_cast<std::size_t>(j_max) + 1, 0.0);
-  std::vector<std::vector<double>> exit_at(exits.size());
-  for (int j = i + 1; j <= j_max; ++j) {
-    exits[static_cast<std::size_t>(j)] = ctx.exit_least(s, j - 1);
-    auto& at = exit_at[static_cast<std::size_t>(j)];
-    at.assign(ctx.allowed(j - 1).empty() ? 0 : static_cast<std::size_t>(ctx.allowed(j - 1).back()) + 1, kInf);
-    for (int t : ctx.allowed(j - 1)) at[static_cast<std::size_t>(t)] = ctx.stage_end(s, j - 1, t);
-  }
+  // Per end j: the exit after unit j - 1 at each of its degrees, and the least of them.
+  std::vector<DegreeCosts> exits(static_cast<std::size_t>(j_max) + 1);
+  for (int j = i + 1; j <= j_max; ++j) exits[static_cast<std::size_t>(j)] = ctx.exits(s, j - 1);
   const auto keep = [&](const Label& n, int u) {
     for (int j = u + 1; j <= j_max; ++j) {
       // The LP of the stage's rest only where an end at j could still pass without it. The exit after
       // unit u is the label's own; after a later unit, the least over that unit's degrees.
       const double after = pb.after_at(s + 1, j);
-      double own = n.time + (j > u + 1 ? exits[static_cast<std::size_t>(j)]
-                                       : exit_at[static_cast<std::size_t>(j)][static_cast<std::size_t>(n.t)]);
+      const DegreeCosts& exit = exits[static_cast<std::size_t>(j)];
+      double own = n.time + (j > u + 1 ? exit.least : exit.at[static_cast<std::size_t>(n.t)]);
       if (after == kInf || step_bound(own, own + before + after, m, pp) >= bound) continue;
       if (j > u + 1) {
         const double x = pb.suffix(j, f).least(u + 1, budget - n.persistent, n.transient);
@@ -139,16 +133,11 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
   ch.arena.push_back(Label{0, floor, 0, -1, -1, -1, -1});
   std::vector<int> current{0};
   const SuffixBound* before = nullptr;  // units 0..u-1, set per unit
-  // With a pipeline, per start i: the least entry into unit i, and that entry at each degree t.
-  std::vector<double> entries(static_cast<std::size_t>(U), 0.0);
-  std::vector<std::vector<double>> entry_at(entries.size());
+  // With a pipeline, per start i: the entry into unit i (from degree 1) at each of its degrees, and
+  // the least of them.
+  std::vector<DegreeCosts> entries(static_cast<std::size_t>(U));
   if (pp > 1)
-    for (int i = std::max(i_min, 0); i < U; ++i) {
-      entries[static_cast<std::size_t>(i)] = ctx.entry_least(s, i);
-      auto& at = entry_at[static_cast<std::size_t>(i)];
-      at.assign(ctx.allowed(i).empty() ? 0 : static_cast<std::size_t>(ctx.allowed(i).back()) + 1, kInf);
-      for (int t : ctx.allowed(i)) at[static_cast<std::size_t>(t)] = ctx.relayout_into(i, 1, t);
-    }
+    for (int i = std::max(i_min, 0); i < U; ++i) entries[static_cast<std::size_t>(i)] = ctx.entries(i);
   // Checked after every operator: the rest of unit u is left out of the bound then (it is no less
   // than zero). Without a pipeline the units before are this stage's own: within its memory (its
   // largest transient set aside once), at weight m. With one, for every start i <= u of the stage:
@@ -163,8 +152,8 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
       // The LP of the stage's rest only where a start at i could still pass without it. The entry
       // into unit u is the label's own; into an earlier unit, the least over its degrees.
       const double earlier = pb->before_at(s, i);
-      double own = l.time + (i < u ? entries[static_cast<std::size_t>(i)]
-                                   : entry_at[static_cast<std::size_t>(u)][static_cast<std::size_t>(l.t)]);
+      double own = l.time + (i < u ? entries[static_cast<std::size_t>(i)].least
+                                   : entries[static_cast<std::size_t>(u)].at[static_cast<std::size_t>(l.t)]);
       if (earlier == kInf || step_bound(own, own + earlier, m, pp) >= bound) continue;
       if (i < u) {
         const double x = pb->suffix(u, f).least(i, budget - l.persistent, l.transient);

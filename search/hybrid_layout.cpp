@@ -72,10 +72,9 @@ double layout_lower_bound(const HybridCostModel& model, const HybridWorkload& hw
                           const HybridSearchOptions& options, ItemRules rules, PartsCache* cache,
                           int price_b0) {
   const LayoutContext ctx(model, hw, layout, options, rules, cache, price_b0);
+  if (!relaxation_fits(ctx)) return kInf;  // also when there are fewer units than stages
   const int U = static_cast<int>(hw.units.size()), pp = layout.pp;
-  if (U < pp) return kInf;
   const double budget = ctx.capacity() - ctx.fixed();
-  if (!relaxation_fits(ctx)) return kInf;
   const SuffixBound all(ctx, ctx.in_flight(pp - 1), U, true);
   const double least = all.least(0, pp * budget, 0.0);
   return least == kInf ? kInf : (1.0 + (layout.m - 1.0) / pp) * least;
@@ -126,15 +125,18 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   };
   for (int s = 0; s < pp; ++s) {
     const int i_lo = s == 0 ? 0 : s, i_hi = s == 0 ? 0 : U - (pp - s);
+    std::vector<double> exit(static_cast<std::size_t>(U) + 1, kInf);  // the least after unit j - 1
+    for (int j = 1; j <= U; ++j) exit[static_cast<std::size_t>(j)] = ctx.exits(s, j - 1).least;
     for (int i = i_lo; i <= i_hi; ++i) {
       if (even && i != starts[static_cast<std::size_t>(s)]) continue;
+      const double entry = s == 0 ? 0.0 : ctx.entries(i).least;
       const int j_lo = s + 1 == pp ? U : i + 1, j_hi = s + 1 == pp ? U : U - (pp - 1 - s);
       for (int j = j_lo; j <= j_hi; ++j) {
         if (even && s + 1 < pp && j != starts[static_cast<std::size_t>(s + 1)]) continue;
         const SuffixBound& sb = suffix_to(j, ctx.in_flight(s));
         const double least = sb.least(i, budget, 0.0);
         if (least == kInf) break;  // a longer stage fits no better
-        at(lp, s, i, j) = least + ctx.entry_least(s, i) + ctx.exit_least(s, j - 1);
+        at(lp, s, i, j) = least + entry + exit[static_cast<std::size_t>(j)];
       }
     }
   }

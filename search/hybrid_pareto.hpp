@@ -105,13 +105,14 @@ std::vector<int> pareto(std::vector<Label>& arena, const Grown& grown, double bu
   for (std::size_t k = 0; k < keys.size(); ++k) {
     const Key& l = keys[k];
     const bool new_degree = k == 0 || l.t != keys[k - 1].t;
+    const bool new_transient = new_degree || l.transient != keys[k - 1].transient;
     if (new_degree) {
       stair.clear();
       group.clear();
-    } else if (l.transient != keys[k - 1].transient) {
+    } else if (new_transient) {
       flush();
     }
-    if (new_degree || l.transient != keys[k - 1].transient) {  // a new transient: walk from the start
+    if (new_transient) {  // walk the staircase from its start
       at = 0;
       group_least = kNone;
     }
