@@ -116,8 +116,10 @@ class LayoutContext {
     if (cache_->allowed.size() != units.size()) {
       cache_->allowed.assign(units.size(), {});
       cache_->unit_class.assign(units.size(), 0);
+      cache_->op_unit.assign(hw.workload.operators.size(), -1);
       std::map<std::vector<int>, int> classes;
       for (std::size_t u = 0; u < units.size(); ++u) {
+        for (int oi : units[u].ops) cache_->op_unit[static_cast<std::size_t>(oi)] = static_cast<int>(u);
         for (int t = 1; t <= model.node_size(); t *= 2) {
           if (!options.tp.empty() && std::find(options.tp.begin(), options.tp.end(), t) == options.tp.end())
             continue;
@@ -136,6 +138,7 @@ class LayoutContext {
 
   const Operator& op(int oi) const { return hw_.workload.operators[static_cast<std::size_t>(oi)]; }
   const std::vector<int>& allowed(int u) const { return cache_->allowed[static_cast<std::size_t>(u)]; }
+  int unit_of(int oi) const { return cache_->op_unit[static_cast<std::size_t>(oi)]; }
   double fixed() const { return fixed_; }
   double capacity() const { return model_.capacity_bytes(); }
   int in_flight(int s) const {

@@ -24,9 +24,6 @@ std::optional<HybridPlan> brute_force_layout(const HybridCostModel& model, const
   std::optional<HybridPlan> best;
   double best_t = kInf;
   HybridPlan plan = empty_plan(hw, layout);
-  std::vector<int> op_unit(hw.workload.operators.size());
-  for (std::size_t u = 0; u < hw.units.size(); ++u)
-    for (int oi : hw.units[u].ops) op_unit[static_cast<std::size_t>(oi)] = static_cast<int>(u);
   // Every split: choose pp - 1 boundaries among units 1..U-1.
   std::function<void(int, int)> splits = [&](int s, int from) {
     if (s == pp) {
@@ -42,7 +39,7 @@ std::optional<HybridPlan> brute_force_layout(const HybridCostModel& model, const
               }
               return;
             }
-            const int t = plan.unit_tp[static_cast<std::size_t>(op_unit[k])];
+            const int t = plan.unit_tp[static_cast<std::size_t>(ctx.unit_of(static_cast<int>(k)))];
             const Operator sliced = costmodel::tp_slice(hw.workload.operators[k], t, layout.sequence_parallel,
                                                         hw.workload.bytes, model.dropout(), hw.workload.seq);
             for (const Choice& c : choices_for(sliced, options.space)) {

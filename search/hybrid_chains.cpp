@@ -194,14 +194,10 @@ std::vector<Pick> picks_of(const Chain& ch, int label) {
 }
 
 void rebuild(const LayoutContext& ctx, const std::vector<Pick>& picks, HybridPlan& plan) {
-  const auto& hw = ctx.workload();
-  std::vector<int> op_unit(hw.workload.operators.size(), -1);
-  for (std::size_t u = 0; u < hw.units.size(); ++u)
-    for (int oi : hw.units[u].ops) op_unit[static_cast<std::size_t>(oi)] = static_cast<int>(u);
   for (const Pick& k : picks) {
     plan.choices[static_cast<std::size_t>(k.op)] =
         ctx.items(k.op, k.t)[static_cast<std::size_t>(k.item)].choice;
-    plan.unit_tp[static_cast<std::size_t>(op_unit[static_cast<std::size_t>(k.op)])] = k.t;
+    plan.unit_tp[static_cast<std::size_t>(ctx.unit_of(k.op))] = k.t;
   }
 }
 

@@ -33,9 +33,10 @@ struct PartsCache {
   std::map<std::pair<int, int>, Shape> shapes;                                       // (shape, t)
   std::map<std::tuple<int, int, int>, std::vector<costmodel::HybridOpParts>> parts;  // (shape, t, b0)
   // Per unit, filled by the first layout: the TP degrees it allows, and its class (units of one class
-  // have operators of the same shapes, so the same items).
+  // have operators of the same shapes, so the same items); per operator, its unit.
   std::vector<std::vector<int>> allowed;
   std::vector<int> unit_class;
+  std::vector<int> op_unit;
 };
 
 class LayoutContext;  // search/hybrid_bounds.hpp
