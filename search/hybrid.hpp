@@ -21,19 +21,24 @@
 //   (a later stage's entry) and the least exit after unit j-1 (sends; the last stage's tied
 //   all-reduce) over those units' degrees; the layout's bound is the best split
 //   of lp by step 2's rule (T >= sum + (m - 1) max). A label of stage s at unit u is dropped when
-//   for every end j (every start, for the last stage) sum + (m - 1) max(own, sum / pp) reaches the
-//   bound, own = its time + the LP of the stage's remaining units within what the stage has left + its
-//   least exit (forward) or entry (backward),
-//   sum = own + the least lp sums of the stages before and after. Stages are priced from the last
-//   back, and once the stages after s are priced their least sums replace the LP's for stage s.
+//   for every end j (every start, for the last stage) own + before + after + (m - 1) max(own,
+//   before / s, after / (pp - 1 - s)) reaches the bound, own = its time + the LP of the stage's
+//   remaining units within what the stage has left + its least exit (forward) or entry (backward),
+//   before and after = the least lp sums of the stages before and after it (the slowest stage is no
+//   faster than their means). Stages are priced one by one from the end whose stage is the slower in
+//   the LP's best split (from the last back unless the first is slower), and once a stage is
+//   priced its least sums replace the LP's for the stages priced after it. Before the last stage to
+//   price, each of its (i, j) worth pricing gets an incumbent: the priced stages around it and
+//   itself at one degree by the flat exact solver. Priced against the others' exact costs, a stage
+//   that is not the slowest weighs 1 in T, not m, and its chain's slack under an LP bound is wide.
 //   Without a pipeline: m (time + the LP of the units left), and the stage is solved per band of
 //   largest transient X (the items' transients cut into bands [lo, hi] no wider than the memory
 //   budget / 256): a band's chain takes only items within hi and starts its labels at transient lo,
 //   its LP takes those items under budget - lo, and the bands go in the order of their LP, the
 //   least of which is the layout's bound. The bound is asked only of Pareto survivors (it refuses
 //   everything worse than what it refuses). A layout is first solved for T within 0.2% of its lower
-//   bound, then 1%, 5%, then the incumbent (one degree for every unit, even stages, each stage by
-//   the flat exact solver) or what the best plan so far allows: a plan found below a bound is the
+//   bound, then 1%, 5%, then the incumbent (one degree for every unit, even stages or the LP's best
+//   split, each stage by the flat exact solver) or what the best plan so far allows: a plan found below a bound is the
 //   optimum (a split that the chains priced but that does not beat the bound is not a find).
 //   Over layouts: every valid pp, every schedule asked for, m = 1..max_micro_batches (or the one
 //   given), and every b0 up to the largest that fits in the relaxation (found per (pp, schedule, m)

@@ -402,10 +402,17 @@ class SuffixBound {
   std::vector<std::vector<double>> cum_p_, cum_t_;
 };
 
-// A lower bound on T = sum_s c_s + (m - 1) max_s c_s from a lower bound `own` on one stage's c_s and
-// `sum` on the sum over all stages: max c >= c_s >= own and max c >= sum / pp.
-inline double step_bound(double own, double sum, int m, int pp) {
-  return sum + (m - 1) * std::max(own, sum / pp);
+// A lower bound on T = sum_s c_s + (m - 1) max_s c_s from lower bounds on stage s's c_s (`own`), on
+// the sum of the s stages before it (`before`) and on the sum of the pp - 1 - s after it (`after`):
+// the sum is at least own + before + after, and the slowest stage is no faster than stage s, than
+// the mean of the stages before, or than the mean of those after. (With pp = 2 a priced `after` is
+// the other stage's own cost, so the bound is T itself; the mean of all stages, which this is never
+// below, left a slow other stage at weight 1 + (m - 1) / 2.)
+inline double step_bound(double own, double before, double after, int s, int m, int pp) {
+  double slowest = own;
+  if (s > 0) slowest = std::max(slowest, before / s);
+  if (s + 1 < pp) slowest = std::max(slowest, after / (pp - 1 - s));
+  return own + before + after + (m - 1) * slowest;
 }
 
 // What the chains of a pipeline (pp > 1) bound their labels with: the LP of units k..j-1 for a

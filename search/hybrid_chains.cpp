@@ -96,13 +96,13 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
       const double after = pb.after_at(s + 1, j);
       const DegreeCosts& exit = exits[static_cast<std::size_t>(j)];
       double own = n.time + (j > u + 1 ? exit.least : exit.at[static_cast<std::size_t>(n.t)]);
-      if (after == kInf || step_bound(own, own + before + after, m, pp) >= bound) continue;
+      if (after == kInf || step_bound(own, before, after, s, m, pp) >= bound) continue;
       if (j > u + 1) {
         const double x = pb.suffix(j, f).least(u + 1, budget - n.persistent, n.transient);
         if (x == kInf) break;  // a longer stage fits no better
         own += x;
       }
-      if (step_bound(own, own + before + after, m, pp) < bound) return true;
+      if (step_bound(own, before, after, s, m, pp) < bound) return true;
     }
     return false;
   };
@@ -154,13 +154,13 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
       const double earlier = pb->before_at(s, i);
       double own = l.time + (i < u ? entries[static_cast<std::size_t>(i)].least
                                    : entries[static_cast<std::size_t>(u)].at[static_cast<std::size_t>(l.t)]);
-      if (earlier == kInf || step_bound(own, own + earlier, m, pp) >= bound) continue;
+      if (earlier == kInf || step_bound(own, earlier, 0.0, s, m, pp) >= bound) continue;
       if (i < u) {
         const double x = pb->suffix(u, f).least(i, budget - l.persistent, l.transient);
         if (x == kInf) break;  // a longer stage fits no better
         own += x;
       }
-      if (step_bound(own, own + earlier, m, pp) < bound) return true;
+      if (step_bound(own, earlier, 0.0, s, m, pp) < bound) return true;
     }
     return false;
   };

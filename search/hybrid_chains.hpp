@@ -26,7 +26,7 @@ struct Chain {
 // The chain of stage s < pp - 1 from unit i forward, recording c*(s, i, j) for every j <= j_max. A
 // label in unit u with persistent P, largest transient X and time tau is dropped when it cannot be
 // part of a plan beating `bound` whatever the stage's end j:
-//   T >= step_bound(own, own + before[s][i] + after[s + 1][j]) for every j > u, own = tau + the LP of
+//   T >= step_bound(own, before[s][i], after[s + 1][j]) for every j > u, own = tau + the LP of
 //   units u+1..j-1 within what the stage has left (budget - P, X already held) + the stage's exit
 //   after unit j - 1 (the label's own for j = u + 1, else the least over that unit's degrees),
 // or when no end fits (the rest of unit u is left out of the bound: it is no less than zero).
@@ -35,7 +35,7 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
 
 // The chain of the last stage from the model's end backward, recording c*(pp - 1, i, U) for every
 // i >= i_min (the re-layout from 1 into unit i added there when pp > 1). A label in unit u (units
-// u..U-1) is dropped when, for every start i <= u of the stage, step_bound(own, own + before[s][i])
+// u..U-1) is dropped when, for every start i <= u of the stage, step_bound(own, before[s][i], 0)
 // reaches `bound` (own = tau + the LP of units i..u-1 within what the stage has left + its entry into
 // unit i: the label's own for i = u, else the least over unit i's degrees) or nothing fits;
 // with pp = 1, when m (tau + least(units 0..u-1 within budget - P - max(X, their least transient)))

@@ -83,7 +83,7 @@ double layout_lower_bound(const HybridCostModel& model, const HybridWorkload& hw
 std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const HybridWorkload& hw,
                                        const HybridLayout& layout, const HybridSearchOptions& options,
                                        ItemRules rules, bool even, double bound, std::int64_t* labels,
-                                       PartsCache* cache, double* lower) {
+                                       PartsCache* cache, double* lower, Pricing pricing) {
   if (lower) *lower = kInf;
 
   const LayoutContext ctx(model, hw, layout, options, rules, cache);
@@ -159,12 +159,13 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
     double lp, lo, hi;
   };
   std::vector<CapBand> cap_order;
+  std::vector<int> lp_split;  // the best split in the LP
   // The whole layout in the LP: the best split of the stages' LP bounds (each stage within its own
   // memory, with its own micro-batches in flight), T = sum + (m - 1) max over them; every plan's T is
   // at least that. A layout that cannot beat `bound` even there is not priced further (not even its
   // incumbent).
   {
-    double split_lp = best_stage_split(lp, pp, U, m, nullptr);
+    double split_lp = best_stage_split(lp, pp, U, m, &lp_split);
     if (by_cap && split_lp < kInf) {
       // One stage: its largest transient X is one of its items' transients, at least what some unit
       // forces (its least largest transient over its degrees). The transients are cut into bands
@@ -238,20 +239,29 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
       }
     }
 
-  // The incumbent (osdp's times only: galvatron chooses by its own).
+  // The incumbent (osdp's times only: galvatron chooses by its own): one degree for every unit, on
+  // even stages or on the LP's best split.
   std::optional<HybridPlan> incumbent;
   double incumbent_t = kInf;
-  if (!even && !rules.galvatron)
-    for (int t = 1; t <= model.node_size(); t *= 2) {
-      if (!model.valid(pp, t)) continue;
-      auto p = uniform_plan(model, ctx, t);
-      if (!p) continue;
-      const double x = model.evaluate(hw, *p).time_s;
-      if (x < incumbent_t) {
-        incumbent_t = x;
-        incumbent = std::move(p);
-      }
+  const auto offer = [&](HybridPlan&& p) {
+    const auto ev = model.evaluate(hw, p);
+    if (ev.fits && ev.time_s < incumbent_t) {
+      incumbent_t = ev.time_s;
+      incumbent = std::move(p);
     }
+  };
+  const bool improve = !even && !rules.galvatron && pricing.incumbents;
+  if (improve) {
+    std::vector<std::vector<int>> splits{even_stage_starts(hw, pp)};
+    if (splits.front().empty()) splits.clear();
+    if (lp_split.size() == static_cast<std::size_t>(pp) &&
+        std::find(splits.begin(), splits.end(), lp_split) == splits.end())
+      splits.push_back(lp_split);
+    for (const auto& split : splits)
+      for (int t = 1; t <= model.node_size(); t *= 2)
+        if (model.valid(pp, t))
+          if (auto p = uniform_plan(model, ctx, t, split)) offer(std::move(*p));
+  }
   const double outer_bound = bound;
   bound = std::min(bound, incumbent_t);
   // The incumbent wins unless the DP found something faster (every label that could was kept).
@@ -269,9 +279,9 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   auto wanted = [&](int s, int i, int j) {
     const double least = at(lp, s, i, j);
     if (least == kInf) return false;
-    const double outside = pb.before_at(s, i) + pb.after_at(s + 1, j);
-    if (outside == kInf) return false;
-    return step_bound(least, least + outside, m, pp) < bound;
+    const double before = pb.before_at(s, i), after = pb.after_at(s + 1, j);
+    if (before == kInf || after == kInf) return false;
+    return step_bound(least, before, after, s, m, pp) < bound;
   };
   const std::function<const SuffixBound&(int)> prefix = [&](int u) -> const SuffixBound& {
     return prefix_to(u);
@@ -286,13 +296,70 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   // What each priced stage chose, read off its chain's best label when the chain is run: the chains
   // are not run again for the plan.
   std::map<std::tuple<int, int, int>, std::vector<Pick>> picks;  // (s, i, j)
-  // Stages are priced from the last one back. Once stage s + 1 is priced, the least sum of the stages
-  // after s from unit j on is known exactly, not only in the LP: the least over splits of the priced
-  // costs (infinity where no plan beating the bound has such stages). It replaces after[s + 1][j],
-  // which stage s's chains and `wanted` bound with: a plan that beats the bound kept its later stages'
-  // labels, so their priced costs are no more than its own.
-  for (int s = pp - 1; s >= 0; --s) {
-    if (s + 1 < pp)
+  // Stages are priced one after another: from the last back, or from the first on when the first is
+  // the slower of the two in the LP's best split. Once stage s + 1 is priced (from the last back), the
+  // least sum of the stages after s from unit j on is known exactly, not only in the LP: the least
+  // over splits of the priced costs (infinity where no plan beating the bound has such stages). It
+  // replaces after[s + 1][j], which stage s's chains and `wanted` bound with: a plan that beats the
+  // bound kept its later stages' labels, so their priced costs are no more than its own. From the
+  // first on, before[s][i] likewise. A stage that is not the slowest weighs 1 in T, the slowest m:
+  // priced first, against the LP of the others, the slowest's chain has the narrower slack, and the
+  // others are then priced against its exact cost.
+  const auto lp_of = [&](int s) {
+    const int i = lp_split[static_cast<std::size_t>(s)];
+    return at(lp, s, i, s + 1 < pp ? lp_split[static_cast<std::size_t>(s + 1)] : U);
+  };
+  const bool from_first =
+      pp > 1 && (pricing.order == Pricing::Order::kAuto
+                     ? lp_split.size() == static_cast<std::size_t>(pp) && lp_of(0) > lp_of(pp - 1)
+                     : pricing.order == Pricing::Order::kFromFirst);
+  // With every other stage priced: the stages around stage s's units i..j-1 that the least priced
+  // sums go through (after j: the least of c + after, stage by stage; before i: of before + c), their
+  // choices set in p. False when some stage on the way has no priced plan.
+  const auto priced_around = [&](int s, int i, int j, HybridPlan& p) {
+    p.stage_first_unit.assign(static_cast<std::size_t>(pp), 0);
+    p.stage_first_unit[static_cast<std::size_t>(s)] = i;
+    for (int r = s + 1, from = j; r < pp; ++r) {
+      int to = U;
+      if (r + 1 < pp) {
+        double least = kInf;
+        for (int e = from + 1; e < U; ++e)
+          if (const double x = at(c, r, from, e) + pb.after_at(r + 1, e); x < least) {
+            least = x;
+            to = e;
+          }
+      }
+      if (at(c, r, from, to) == kInf) return false;
+      p.stage_first_unit[static_cast<std::size_t>(r)] = from;
+      rebuild(ctx, picks.at({r, from, to}), p);
+      from = to;
+    }
+    for (int r = s - 1, to = i; r >= 0; --r) {
+      int from = 0;
+      if (r > 0) {
+        double least = kInf;
+        for (int b = 1; b < to; ++b)
+          if (const double x = pb.before_at(r, b) + at(c, r, b, to); x < least) {
+            least = x;
+            from = b;
+          }
+      }
+      if (at(c, r, from, to) == kInf) return false;
+      p.stage_first_unit[static_cast<std::size_t>(r)] = from;
+      rebuild(ctx, picks.at({r, from, to}), p);
+      to = from;
+    }
+    return true;
+  };
+  for (int k = 0; k < pp; ++k) {
+    const int s = from_first ? k : pp - 1 - k;
+    if (k > 0 && from_first)
+      for (int j = 0; j <= U; ++j) {
+        double x = kInf;
+        for (int i = 0; i < j; ++i) x = std::min(x, pb.before_at(s - 1, i) + at(c, s - 1, i, j));
+        pb.before[static_cast<std::size_t>(s)][static_cast<std::size_t>(j)] = x;
+      }
+    if (k > 0 && !from_first)
       for (int i = 0; i <= U; ++i) {
         double x = kInf;
         for (int j = i + 1; j <= U; ++j) x = std::min(x, at(c, s + 1, i, j) + pb.after_at(s + 2, j));
@@ -309,6 +376,22 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
       }
     }
     if (ends.empty()) continue;
+    if (k + 1 == pp && pp > 1 && improve) {
+      // Every other stage is priced: a plan of each (i, j) worth pricing, one degree and the flat
+      // solver for this stage and the priced stages around it, can only lower the bound that its
+      // chains prune with. This stage, not the slowest, weighs 1 in T: its slack under the LP's bound
+      // would be m times wider.
+      for (const auto& [i, j] : ends) {
+        HybridPlan p = empty_plan(hw, layout);
+        if (!priced_around(s, i, j, p)) continue;
+        for (int t = 1; t <= model.node_size(); t *= 2) {
+          if (!model.valid(pp, t)) continue;
+          HybridPlan q = p;
+          if (flat_stage(ctx, t, s, q)) offer(std::move(q));
+        }
+      }
+      bound = std::min(bound, incumbent_t);
+    }
     if (by_cap) {
       // Per band the chain takes only the items within hi and starts every label at transient lo, so
       // its labels differ little in transient, and it is bounded by the band's LP, far tighter than the

@@ -56,10 +56,16 @@ costmodel::HybridPlan empty_plan(const costmodel::HybridWorkload& hw, const Hybr
 // Empty when there are fewer layers than stages.
 std::vector<int> even_stage_starts(const costmodel::HybridWorkload& hw, int pp);
 
-// The incumbent the exact search must beat: TP degree t for every unit that allows it (1 for the
-// others), even stages, and each stage's choices by the flat exact solver; none when it does not fit.
+// Stage s of `plan` (its stage_first_unit set): TP degree t for every unit that allows it (1 for the
+// others) and the choices by the flat exact solver; false when the stage does not fit (or a unit
+// allows neither degree). The other stages are left as they are.
+bool flat_stage(const LayoutContext& ctx, int t, int s, costmodel::HybridPlan& plan);
+
+// An incumbent the exact search must beat: the stages first at `starts`, each by flat_stage at
+// degree t; none when it does not fit.
 std::optional<costmodel::HybridPlan> uniform_plan(const costmodel::HybridCostModel& model,
-                                                  const LayoutContext& ctx, int t);
+                                                  const LayoutContext& ctx, int t,
+                                                  const std::vector<int>& starts);
 
 // Whether some split fits every stage in its own memory in the relaxation (every unit at its least
 // bytes): layout_lower_bound is infinity exactly when this is false, and then no larger b0 fits
@@ -79,16 +85,23 @@ double layout_lower_bound(const costmodel::HybridCostModel& model, const costmod
                           const HybridLayout& layout, const HybridSearchOptions& options, ItemRules rules,
                           PartsCache* cache = nullptr, int price_b0 = 0);
 
+// How solve_layout prices a pipeline's stages: which stage goes first (search/hybrid_layout.cpp), and
+// whether incumbents may lower the bound. The defaults are the search's; the tests hold the chains
+// alone to brute force in each order.
+struct Pricing {
+  enum class Order { kAuto, kFromLast, kFromFirst };
+  Order order = Order::kAuto;
+  bool incumbents = true;
+};
+
 // The best plan of one layout under `rules` (even: the stages of even_stage_starts only) whose step
 // is shorter than `bound`; none when nothing fits or nothing beats the bound. `lower` receives
 // the layout's tighter lower bound on the step, computed before any plan is priced: the best split of
 // the stages' own LP bounds, with one stage the least LP of its transient bands (infinity when none
 // fits). With a bound of 0 that is all it does.
-std::optional<costmodel::HybridPlan> solve_layout(const costmodel::HybridCostModel& model,
-                                                  const costmodel::HybridWorkload& hw,
-                                                  const HybridLayout& layout,
-                                                  const HybridSearchOptions& options, ItemRules rules,
-                                                  bool even, double bound, std::int64_t* labels,
-                                                  PartsCache* cache = nullptr, double* lower = nullptr);
+std::optional<costmodel::HybridPlan> solve_layout(
+    const costmodel::HybridCostModel& model, const costmodel::HybridWorkload& hw, const HybridLayout& layout,
+    const HybridSearchOptions& options, ItemRules rules, bool even, double bound, std::int64_t* labels,
+    PartsCache* cache = nullptr, double* lower = nullptr, Pricing pricing = {});
 
 }  // namespace osdp::search::detail

@@ -1,6 +1,6 @@
 // The stage split of the exact hybrid search and the plans it starts from (search/hybrid_layout.hpp):
 // the split minimising a pipeline's step over a table of priced stages, a layout's empty plan, even
-// stages, and the incumbent of one TP degree for every unit.
+// stages, and the incumbents of one TP degree for every unit.
 #include <algorithm>
 #include <optional>
 #include <vector>
@@ -119,49 +119,50 @@ std::vector<int> even_stage_starts(const HybridWorkload& hw, int pp) {
   return starts;
 }
 
-// A plan of one TP degree for every unit that allows it (1 for the others), even stages, and the
-// per-operator choices of each stage solved exactly by the flat solver (solvers.hpp: the stage is a
-// multiple-choice knapsack with a max-transient term once the degrees are fixed): the incumbent
-// the layout's DP must beat.
-std::optional<HybridPlan> uniform_plan(const HybridCostModel& model, const LayoutContext& ctx, int t) {
+// Once the degrees are fixed, the stage is a multiple-choice knapsack with a max-transient term
+// (solvers.hpp).
+bool flat_stage(const LayoutContext& ctx, int t, int s, HybridPlan& plan) {
   const auto& hw = ctx.workload();
-  const auto& layout = ctx.layout();
-  const auto starts = even_stage_starts(hw, layout.pp);
-  if (starts.empty()) return std::nullopt;
-  HybridPlan plan = empty_plan(hw, layout);
-  plan.stage_first_unit = starts;
-  const int U = static_cast<int>(hw.units.size());
-  for (int s = 0; s < layout.pp; ++s) {
-    const int f = ctx.in_flight(s);
-    const int end = s + 1 < layout.pp ? starts[static_cast<std::size_t>(s + 1)] : U;
-    Instance inst;
-    inst.capacity_bytes = ctx.capacity();
-    inst.fixed_memory_bytes = ctx.fixed();
-    std::vector<std::pair<int, int>> op_t;  // (operator, degree) per group
-    for (int u = starts[static_cast<std::size_t>(s)]; u < end; ++u) {
-      const auto& allowed = ctx.allowed(u);
-      int tu = 0;
-      if (std::find(allowed.begin(), allowed.end(), t) != allowed.end())
-        tu = t;
-      else if (std::find(allowed.begin(), allowed.end(), 1) != allowed.end())
-        tu = 1;
-      if (tu == 0) return std::nullopt;
-      plan.unit_tp[static_cast<std::size_t>(u)] = tu;
-      for (int oi : hw.units[static_cast<std::size_t>(u)].ops) {
-        Group g;
-        for (const auto& it : ctx.items(oi, tu))
-          g.items.push_back(
-              {it.time_s, it.cost.states_bytes + f * it.cost.act_bytes, it.cost.transient_bytes});
-        inst.groups.push_back(std::move(g));
-        op_t.emplace_back(oi, tu);
-      }
+  const int pp = ctx.layout().pp, U = static_cast<int>(hw.units.size());
+  const int first = plan.stage_first_unit[static_cast<std::size_t>(s)];
+  const int end = s + 1 < pp ? plan.stage_first_unit[static_cast<std::size_t>(s + 1)] : U;
+  const int f = ctx.in_flight(s);
+  Instance inst;
+  inst.capacity_bytes = ctx.capacity();
+  inst.fixed_memory_bytes = ctx.fixed();
+  std::vector<std::pair<int, int>> op_t;  // (operator, degree) per group
+  for (int u = first; u < end; ++u) {
+    const auto& allowed = ctx.allowed(u);
+    int tu = 0;
+    if (std::find(allowed.begin(), allowed.end(), t) != allowed.end())
+      tu = t;
+    else if (std::find(allowed.begin(), allowed.end(), 1) != allowed.end())
+      tu = 1;
+    if (tu == 0) return false;
+    plan.unit_tp[static_cast<std::size_t>(u)] = tu;
+    for (int oi : hw.units[static_cast<std::size_t>(u)].ops) {
+      Group g;
+      for (const auto& it : ctx.items(oi, tu))
+        g.items.push_back({it.time_s, it.cost.states_bytes + f * it.cost.act_bytes, it.cost.transient_bytes});
+      inst.groups.push_back(std::move(g));
+      op_t.emplace_back(oi, tu);
     }
-    const Solution sol = solve_exact(inst);
-    if (!sol.feasible) return std::nullopt;
-    for (std::size_t g = 0; g < op_t.size(); ++g)
-      plan.choices[static_cast<std::size_t>(op_t[g].first)] =
-          ctx.items(op_t[g].first, op_t[g].second)[static_cast<std::size_t>(sol.chosen[g])].choice;
   }
+  const Solution sol = solve_exact(inst);
+  if (!sol.feasible) return false;
+  for (std::size_t g = 0; g < op_t.size(); ++g)
+    plan.choices[static_cast<std::size_t>(op_t[g].first)] =
+        ctx.items(op_t[g].first, op_t[g].second)[static_cast<std::size_t>(sol.chosen[g])].choice;
+  return true;
+}
+
+std::optional<HybridPlan> uniform_plan(const HybridCostModel& model, const LayoutContext& ctx, int t,
+                                       const std::vector<int>& starts) {
+  const auto& hw = ctx.workload();
+  HybridPlan plan = empty_plan(hw, ctx.layout());
+  plan.stage_first_unit = starts;
+  for (int s = 0; s < ctx.layout().pp; ++s)
+    if (!flat_stage(ctx, t, s, plan)) return std::nullopt;
   if (!model.evaluate(hw, plan).fits) return std::nullopt;
   return plan;
 }

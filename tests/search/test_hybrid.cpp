@@ -1,6 +1,7 @@
 // The hybrid cost model (costmodel/hybrid.hpp) against closed forms written here, and the hybrid
 // search (search/hybrid.hpp) against brute force on small instances.
 #include <cmath>
+#include <map>
 #include <random>
 
 #include <catch2/catch.hpp>
@@ -229,6 +230,7 @@ struct Instance {
 TEST_CASE("exact hybrid search equals brute force on random small instances", "[hybrid][brute]") {
   std::mt19937 rng(20261126);
   int compared = 0, feasible = 0, refused = 0;
+  std::map<int, int> by_pp;
   for (int trial = 0; trial < 24; ++trial) {
     // Brute force grows as (choices ^ operators) (degrees ^ units): splits, checkpointing or a
     // second layer, one at a time.
@@ -246,7 +248,9 @@ TEST_CASE("exact hybrid search equals brute force on random small instances", "[
     so.space.split_max = kind == 0 ? 2 : 1;
     so.space.checkpoint = kind == 1 ? search::CheckpointPolicy::kAuto : search::CheckpointPolicy::kOff;
     so.space.replicate = true;
-    const int pp = 1 << (rng() % 2);
+    // Two layers leave room for 4 stages (one unit each: the search's stages priced one by one,
+    // each next to the ones priced before it).
+    const int pp = 1 << (rng() % (layers == 2 ? 3 : 2));
     const search::HybridLayout layout{pp, 1 + static_cast<int>(rng() % 3), 1 + static_cast<int>(rng() % 2),
                                       rng() % 2 ? PipelineSchedule::k1F1B : PipelineSchedule::kGpipe,
                                       rng() % 3 == 0};
@@ -263,6 +267,7 @@ TEST_CASE("exact hybrid search equals brute force on random small instances", "[
     const auto exact = search::solve_layout_exact(hybrid, hw, layout, so);
     INFO("trial " << trial << " pp " << pp << " m " << layout.m << " b0 " << layout.b0 << " layers "
                   << layers);
+    ++by_pp[pp];
     REQUIRE(bool(brute) == bool(exact));
     // The memory-only check the search bisects b0 with: the relaxation fits exactly when the cheap
     // bound is finite, and whenever a plan fits.
@@ -292,8 +297,20 @@ TEST_CASE("exact hybrid search equals brute force on random small instances", "[
         search::detail::solve_layout(hybrid, hw, layout, so, {}, false, eb.time_s * (1 + 1e-9), nullptr);
     REQUIRE(above);
     CHECK(rel(hybrid.evaluate(hw, *above).time_s, eb.time_s) < 1e-9);
+    // The chains alone, without the incumbents that lower the bound, in either order of pricing the
+    // stages: each stage's chain is bounded by the others' LP or their priced cost.
+    using Order = search::detail::Pricing::Order;
+    for (const Order order : {Order::kFromLast, Order::kFromFirst}) {
+      INFO("order " << (order == Order::kFromLast ? "from the last" : "from the first"));
+      const auto chains =
+          search::detail::solve_layout(hybrid, hw, layout, so, {}, false, eb.time_s * (1 + 1e-9), nullptr,
+                                       nullptr, nullptr, {order, false});
+      REQUIRE(chains);
+      CHECK(rel(hybrid.evaluate(hw, *chains).time_s, eb.time_s) < 1e-9);
+    }
   }
   CHECK(compared == 24);
+  CHECK(by_pp[4] >= 2);
   CHECK(feasible >= 8);
   CHECK(refused >= 1);
 }
