@@ -275,13 +275,16 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
     // Only a step faster than B / (the best throughput so far) can win. The layout is first solved
     // for a step within 0.2% of its lower bound (the fewer labels the closer): solve_layout finds the
     // best plan faster than the bound it is given, so a plan found then is the layout's optimum; when
-    // none is, the bound is widened to 1%, 5%, then the full one.
+    // none is, the bound is widened to 1%, 5%, then the full one. An incumbent under the full bound
+    // and within the widening of the bound (a solve under either costs about the same) is taken as
+    // the bound at once (Pricing::stretch).
     const double full = best_thr > 0 ? B / best_thr : kInf;
     ++res.solved;
     std::optional<HybridPlan> plan;
     for (const double widen : {2e-3, 1e-2, 5e-2, kInf}) {
       const double bound = std::min(full, e.lower * (1 + widen));
-      plan = solve_layout(cost, hw, layout, opts, rules, false, bound, &res.labels, &cache);
+      plan = solve_layout(cost, hw, layout, opts, rules, false, bound, &res.labels, &cache, nullptr,
+                          {detail::Pricing::Order::kAuto, true, full, widen});
       if (plan || bound >= full) break;
     }
     if (plan) consider(hw, *plan);

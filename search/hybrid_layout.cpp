@@ -3,6 +3,7 @@
 #include "search/hybrid_layout.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -262,6 +263,9 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
         if (model.valid(pp, t))
           if (auto p = uniform_plan(model, ctx, t, split)) offer(std::move(*p));
   }
+  if (incumbent && incumbent_t >= bound && incumbent_t < pricing.ceiling &&
+      incumbent_t <= bound * (1 + pricing.stretch))
+    bound = std::nextafter(incumbent_t, kInf);  // the incumbent is under it, and the fallback
   const double outer_bound = bound;
   bound = std::min(bound, incumbent_t);
   // The incumbent wins unless the DP found something faster (every label that could was kept).

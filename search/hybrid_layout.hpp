@@ -88,10 +88,15 @@ double layout_lower_bound(const costmodel::HybridCostModel& model, const costmod
 // How solve_layout prices a pipeline's stages: which stage goes first (search/hybrid_layout.cpp), and
 // whether incumbents may lower the bound. The defaults are the search's; the tests hold the chains
 // alone to brute force in each order.
+//   ceiling, stretch: when the incumbent is shorter than `ceiling` but not than `bound`, and within
+// `stretch` of it (incumbent <= bound (1 + stretch)), the bound is raised to the incumbent. The solve
+// then returns the layout's best plan, the incumbent when nothing beats it, for about what a solve
+// under `bound` costs: a narrower bound would save little and, finding nothing, need a second solve.
 struct Pricing {
   enum class Order { kAuto, kFromLast, kFromFirst };
   Order order = Order::kAuto;
   bool incumbents = true;
+  double ceiling = 0, stretch = 0;
 };
 
 // The best plan of one layout under `rules` (even: the stages of even_stage_starts only) whose step

@@ -229,7 +229,7 @@ struct Instance {
 
 TEST_CASE("exact hybrid search equals brute force on random small instances", "[hybrid][brute]") {
   std::mt19937 rng(20261126);
-  int compared = 0, feasible = 0, refused = 0;
+  int compared = 0, feasible = 0, refused = 0, raised_found = 0;
   std::map<int, int> by_pp;
   for (int trial = 0; trial < 24; ++trial) {
     // Brute force grows as (choices ^ operators) (degrees ^ units): splits, checkpointing or a
@@ -297,6 +297,15 @@ TEST_CASE("exact hybrid search equals brute force on random small instances", "[
         search::detail::solve_layout(hybrid, hw, layout, so, {}, false, eb.time_s * (1 + 1e-9), nullptr);
     REQUIRE(above);
     CHECK(rel(hybrid.evaluate(hw, *above).time_s, eb.time_s) < 1e-9);
+    // A bound just under the optimum, raised to the incumbent where that is within 50% of it: the
+    // optimum (the incumbent only when nothing beats it), or none when the incumbent is further.
+    const auto raised =
+        search::detail::solve_layout(hybrid, hw, layout, so, {}, false, below, nullptr, nullptr, nullptr,
+                                     {search::detail::Pricing::Order::kAuto, true, HUGE_VAL, 0.5});
+    if (raised) {
+      ++raised_found;
+      CHECK(rel(hybrid.evaluate(hw, *raised).time_s, eb.time_s) < 1e-9);
+    }
     // The chains alone, without the incumbents that lower the bound, in either order of pricing the
     // stages: each stage's chain is bounded by the others' LP or their priced cost.
     using Order = search::detail::Pricing::Order;
@@ -311,6 +320,7 @@ TEST_CASE("exact hybrid search equals brute force on random small instances", "[
   }
   CHECK(compared == 24);
   CHECK(by_pp[4] >= 2);
+  CHECK(raised_found >= 4);
   CHECK(feasible >= 8);
   CHECK(refused >= 1);
 }
