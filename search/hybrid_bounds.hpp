@@ -360,12 +360,20 @@ class SuffixBound {
       base_p_[k] = base_p_[k + 1] + (h.empty() ? kInf : h.front().first);
       base_t_[k] = base_t_[k + 1] + (h.empty() ? 0.0 : h.front().second);
       min_x_[k] = std::max(min_x_[k + 1], least_transient[k]);
+      // A hull's increments come steepest first already: merged into those of the units after k (in
+      // that order since the previous k), or, for position 0 alone, sorted once at the end.
+      const auto steeper = [](const auto& a, const auto& b) {
+        return a.second * b.first < b.second * a.first;  // more time saved per byte
+      };
+      const std::size_t mid = incs.size();
       for (std::size_t x = 1; x < h.size(); ++x)
         incs.emplace_back(h[x].first - h[x - 1].first, h[x].second - h[x - 1].second);
       if (first_only && k != 0) continue;
-      std::sort(incs.begin(), incs.end(), [](const auto& a, const auto& b) {
-        return a.second * b.first < b.second * a.first;  // steeper (more time saved per byte) first
-      });
+      if (first_only)
+        std::sort(incs.begin(), incs.end(), steeper);
+      else
+        std::inplace_merge(incs.begin(), incs.begin() + static_cast<std::ptrdiff_t>(mid), incs.end(),
+                           steeper);
       auto& cp = cum_p_[k];
       auto& ct = cum_t_[k];
       cp.assign(1, 0.0);
