@@ -201,4 +201,46 @@ void rebuild(const LayoutContext& ctx, const std::vector<Pick>& picks, HybridPla
   }
 }
 
+bool priced_around(const LayoutContext& ctx, const StageTable& c, const PipelineBounds& pb,
+                   const StagePicks& picks, int s, int i, int j, HybridPlan& plan) {
+  const int pp = ctx.layout().pp, U = static_cast<int>(ctx.workload().units.size());
+  const auto cost = [&](int r, int from, int to) {
+    return c[static_cast<std::size_t>(r)][static_cast<std::size_t>(from)][static_cast<std::size_t>(to)];
+  };
+  auto& first = plan.stage_first_unit;
+  first.assign(static_cast<std::size_t>(pp), 0);
+  first[static_cast<std::size_t>(s)] = i;
+  for (int r = s + 1, from = j; r < pp; ++r) {
+    int to = U;
+    if (r + 1 < pp) {
+      double least = kInf;
+      for (int e = from + 1; e < U; ++e)
+        if (const double x = cost(r, from, e) + pb.after_at(r + 1, e); x < least) {
+          least = x;
+          to = e;
+        }
+    }
+    if (cost(r, from, to) == kInf) return false;
+    first[static_cast<std::size_t>(r)] = from;
+    rebuild(ctx, picks.at({r, from, to}), plan);
+    from = to;
+  }
+  for (int r = s - 1, to = i; r >= 0; --r) {
+    int from = 0;
+    if (r > 0) {
+      double least = kInf;
+      for (int b = 1; b < to; ++b)
+        if (const double x = pb.before_at(r, b) + cost(r, b, to); x < least) {
+          least = x;
+          from = b;
+        }
+    }
+    if (cost(r, from, to) == kInf) return false;
+    first[static_cast<std::size_t>(r)] = from;
+    rebuild(ctx, picks.at({r, from, to}), plan);
+    to = from;
+  }
+  return true;
+}
+
 }  // namespace osdp::search::detail

@@ -1,12 +1,15 @@
 // The chains of the exact hybrid search (search/hybrid.hpp's opening comment, step 1): one stage's
 // dynamic program along its units, forward from a stage start or backward from the model's end,
-// each label bounded by the LP of what the stage and the other stages still need, and the choices a
-// chain's best label stands for. hybrid_chains.cpp holds them; hybrid_layout.cpp runs them for a
-// layout. Internal to search/.
+// each label bounded by the LP of what the stage and the other stages still need, the choices a
+// chain's best label stands for, and the plan of the priced stages around one stage (an
+// incumbent's). hybrid_chains.cpp holds them; hybrid_layout.cpp runs them for a layout. Internal to
+// search/.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <tuple>
 #include <vector>
 
 #include "costmodel/hybrid.hpp"
@@ -53,5 +56,15 @@ std::vector<Pick> picks_of(const Chain& ch, int label);
 
 // Fills the plan's degrees and choices from a stage's picks.
 void rebuild(const LayoutContext& ctx, const std::vector<Pick>& picks, costmodel::HybridPlan& plan);
+
+// What each priced stage chose, by (s, i, j): stage s holding units i..j-1.
+using StagePicks = std::map<std::tuple<int, int, int>, std::vector<Pick>>;
+
+// With every stage but s priced (their costs in c, pb's before and after replaced by the least sums
+// of those costs): the stages around stage s's units i..j-1 that the least priced sums go through
+// (after j: the least of c + after, stage by stage; before i: of before + c), their first units and
+// choices set in `plan`. False when some stage on the way has no priced plan.
+bool priced_around(const LayoutContext& ctx, const StageTable& c, const PipelineBounds& pb,
+                   const StagePicks& picks, int s, int i, int j, costmodel::HybridPlan& plan);
 
 }  // namespace osdp::search::detail

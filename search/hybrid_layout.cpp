@@ -299,7 +299,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   };
   // What each priced stage chose, read off its chain's best label when the chain is run: the chains
   // are not run again for the plan.
-  std::map<std::tuple<int, int, int>, std::vector<Pick>> picks;  // (s, i, j)
+  StagePicks picks;
   // Stages are priced one after another: from the last back, or from the first on when the first is
   // the slower of the two in the LP's best split. Once stage s + 1 is priced (from the last back), the
   // least sum of the stages after s from unit j on is known exactly, not only in the LP: the least
@@ -317,44 +317,6 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
       pp > 1 && (pricing.order == Pricing::Order::kAuto
                      ? lp_split.size() == static_cast<std::size_t>(pp) && lp_of(0) > lp_of(pp - 1)
                      : pricing.order == Pricing::Order::kFromFirst);
-  // With every other stage priced: the stages around stage s's units i..j-1 that the least priced
-  // sums go through (after j: the least of c + after, stage by stage; before i: of before + c), their
-  // choices set in p. False when some stage on the way has no priced plan.
-  const auto priced_around = [&](int s, int i, int j, HybridPlan& p) {
-    p.stage_first_unit.assign(static_cast<std::size_t>(pp), 0);
-    p.stage_first_unit[static_cast<std::size_t>(s)] = i;
-    for (int r = s + 1, from = j; r < pp; ++r) {
-      int to = U;
-      if (r + 1 < pp) {
-        double least = kInf;
-        for (int e = from + 1; e < U; ++e)
-          if (const double x = at(c, r, from, e) + pb.after_at(r + 1, e); x < least) {
-            least = x;
-            to = e;
-          }
-      }
-      if (at(c, r, from, to) == kInf) return false;
-      p.stage_first_unit[static_cast<std::size_t>(r)] = from;
-      rebuild(ctx, picks.at({r, from, to}), p);
-      from = to;
-    }
-    for (int r = s - 1, to = i; r >= 0; --r) {
-      int from = 0;
-      if (r > 0) {
-        double least = kInf;
-        for (int b = 1; b < to; ++b)
-          if (const double x = pb.before_at(r, b) + at(c, r, b, to); x < least) {
-            least = x;
-            from = b;
-          }
-      }
-      if (at(c, r, from, to) == kInf) return false;
-      p.stage_first_unit[static_cast<std::size_t>(r)] = from;
-      rebuild(ctx, picks.at({r, from, to}), p);
-      to = from;
-    }
-    return true;
-  };
   for (int k = 0; k < pp; ++k) {
     const int s = from_first ? k : pp - 1 - k;
     if (k > 0 && from_first)
@@ -387,7 +349,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
       // would be m times wider.
       for (const auto& [i, j] : ends) {
         HybridPlan p = empty_plan(hw, layout);
-        if (!priced_around(s, i, j, p)) continue;
+        if (!priced_around(ctx, c, pb, picks, s, i, j, p)) continue;
         for (int t = 1; t <= model.node_size(); t *= 2) {
           if (!model.valid(pp, t)) continue;
           HybridPlan q = p;
