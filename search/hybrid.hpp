@@ -38,8 +38,9 @@
 //   least of which is the layout's bound. The bound is asked only of Pareto survivors (it refuses
 //   everything worse than what it refuses). A layout is first solved for T within 0.2% of its lower
 //   bound, then 1%, 5%, then the incumbent (one degree for every unit, even stages or the LP's best
-//   split, each stage by the flat exact solver) or what the best plan so far allows: a plan found below a bound is the
-//   optimum (a split that the chains priced but that does not beat the bound is not a find).
+//   split, each stage by the flat exact solver) or what the best plan so far allows: a plan found
+//   below a bound is the optimum (a split that the chains priced but that does not beat the bound is
+//   not a find). An incumbent just past such a bound, within the same widening, becomes the bound.
 //   Over layouts: every valid pp, every schedule asked for, m = 1..max_micro_batches (or the one
 //   given), and every b0 up to the largest that fits in the relaxation (found per (pp, schedule, m)
 //   by doubling and bisection on the relaxation's memory alone; memory grows with b0). The highest

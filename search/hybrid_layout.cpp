@@ -265,7 +265,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   }
   if (incumbent && incumbent_t >= bound && incumbent_t < pricing.ceiling &&
       incumbent_t <= bound * (1 + pricing.stretch))
-    bound = std::nextafter(incumbent_t, kInf);  // the incumbent is under it, and the fallback
+    bound = std::nextafter(incumbent_t, kInf);  // the fallback returns the incumbent if nothing beats it
   const double outer_bound = bound;
   bound = std::min(bound, incumbent_t);
   // The incumbent wins unless the DP found something faster (every label that could was kept).
@@ -345,8 +345,8 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
     if (k + 1 == pp && pp > 1 && improve) {
       // Every other stage is priced: a plan of each (i, j) worth pricing, one degree and the flat
       // solver for this stage and the priced stages around it, can only lower the bound that its
-      // chains prune with. This stage, not the slowest, weighs 1 in T: its slack under the LP's bound
-      // would be m times wider.
+      // chains prune with. Where this stage is not the slowest it weighs 1 in T, and its slack under
+      // the LP's bound is m times wider than the slowest stage's.
       for (const auto& [i, j] : ends) {
         HybridPlan p = empty_plan(hw, layout);
         if (!priced_around(ctx, c, pb, picks, s, i, j, p)) continue;
