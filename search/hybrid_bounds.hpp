@@ -390,6 +390,38 @@ class SuffixBound {
   double least(int k, double budget, double transient) const {
     return least_within(k, budget - std::max(transient, min_x_[static_cast<std::size_t>(k)]));
   }
+  // The least transient the operators from k on force.
+  double least_transient(int k) const { return min_x_[static_cast<std::size_t>(k)]; }
+  // least_within(k, .) is convex in the budget R: for every lambda >= 0 it is at least
+  // conjugate(k, lambda) - lambda R, where conjugate(k, lambda) = min over R of least_within(k, R) +
+  // lambda R (infinity when nothing fits). The least is at the first end of an increment that saves
+  // less than lambda per byte.
+  double conjugate(int k, double lambda) const {
+    const auto kk = static_cast<std::size_t>(k);
+    if (base_p_[kk] == kInf) return kInf;
+    const auto& cp = cum_p_[kk];
+    const auto& ct = cum_t_[kk];
+    std::size_t lo = 0, hi = cp.size() - 1;  // the least of ct[n] + lambda cp[n] is at some n in lo..hi
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (ct[mid + 1] - ct[mid] + lambda * (cp[mid + 1] - cp[mid]) >= 0)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    return base_t_[kk] + ct[lo] + lambda * (base_p_[kk] + cp[lo]);
+  }
+  // The slope of least_within(k, .) at `budget` (time per byte, at most 0; 0 where nothing fits).
+  double slope(int k, double budget) const {
+    const auto kk = static_cast<std::size_t>(k);
+    if (budget < base_p_[kk]) return 0;
+    const auto& cp = cum_p_[kk];
+    const auto& ct = cum_t_[kk];
+    const std::size_t n =
+        static_cast<std::size_t>(std::upper_bound(cp.begin(), cp.end(), budget - base_p_[kk]) - cp.begin()) -
+        1;
+    return n + 1 < cp.size() ? (ct[n + 1] - ct[n]) / (cp[n + 1] - cp[n]) : 0.0;
+  }
   // The same within `budget` persistent bytes, transients left out: for operators spread over several
   // stages, each of which holds its own transient.
   double least_within(int k, double budget) const {
@@ -421,6 +453,17 @@ inline double step_bound(double own, double before, double after, int s, int m, 
   if (s > 0) slowest = std::max(slowest, before / s);
   if (s + 1 < pp) slowest = std::max(slowest, after / (pp - 1 - s));
   return own + before + after + (m - 1) * slowest;
+}
+
+// The least `own` at which step_bound(own, before, after, s, m, pp) reaches `bound` (it grows with
+// own): where own is at least the others' slowest mean c, own + before + after + (m - 1) own; below
+// it, own + before + after + (m - 1) c.
+inline double step_need(double before, double after, int s, int m, int pp, double bound) {
+  double c = 0;
+  if (s > 0) c = std::max(c, before / s);
+  if (s + 1 < pp) c = std::max(c, after / (pp - 1 - s));
+  const double high = (bound - before - after) / m;
+  return high >= c ? high : bound - before - after - (m - 1) * c;
 }
 
 // What the chains of a pipeline (pp > 1) bound their labels with: the LP of units k..j-1 for a

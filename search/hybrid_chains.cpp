@@ -14,11 +14,12 @@ namespace {
 
 // One unit's step of a chain: every degree t of unit u, the re-layout between it and the neighbour
 // already in the label (`relayout(label degree, t)`), then its operators' items whose transient is at
-// most `cap`; labels that do not fit in the stage are dropped, and those `keep` refuses. Returns the
-// Pareto labels. `current` holds each degree's labels together, each in the filter's order.
-template <class Relayout, class Keep>
+// most `cap`; labels that do not fit in the stage are dropped, and those `keep` refuses. `pre` is asked
+// of every label before the filter sorts them, and may refuse only labels keep refuses (Cut). Returns
+// the Pareto labels. `current` holds each degree's labels together, each in the filter's order.
+template <class Relayout, class Keep, class Pre>
 std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vector<int>& current, int u, int f,
-                           double budget, double cap, Relayout relayout, Keep keep) {
+                           double budget, double cap, Relayout relayout, Keep keep, Pre pre) {
   std::vector<int> next;
   Grown grown;
   const auto keep_u = [&](const Label& n) { return keep(n, u); };
@@ -35,6 +36,7 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
       n.op = -1;
       n.item = -1;
       n.t = t;
+      if (!pre(n)) continue;
       grown.labels.push_back(n);
       grown.rank.push_back(static_cast<std::int64_t>(p));
     }
@@ -53,7 +55,7 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
           n.persistent = l.persistent + c.states_bytes + f * c.act_bytes;
           n.transient = std::max(l.transient, c.transient_bytes);
           n.time = l.time + items[k].time_s;
-          if (n.persistent + n.transient > budget) continue;
+          if (n.persistent + n.transient > budget || !pre(n)) continue;
           n.parent = cur[p];
           n.op = oi;
           n.item = static_cast<int>(k);
@@ -73,6 +75,54 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
 
 }  // namespace
 
+Cut::Cut(const Chain& ch, const std::vector<int>& current, const std::vector<End>& ends, double budget,
+         double bound) {
+  if (bound == kInf || current.empty()) return;
+  active_ = true;
+  const double margin = 1e-9 * bound;  // rounding: refuse only what keep surely would
+  x_ = kInf;
+  const End* widest = nullptr;  // the LP end of the highest limit at lambda 0: the one to cut for
+  double widest_limit = -kInf;
+  for (const End& e : ends) {
+    if (!e.lp) {
+      empty_ = std::max(empty_, e.need - e.fixed + margin);
+      continue;
+    }
+    x_ = std::min(x_, e.lp->least_transient(e.k));
+    const double limit = e.need - e.fixed - e.lp->conjugate(e.k, 0.0);
+    if (limit > widest_limit) {
+      widest_limit = limit;
+      widest = &e;
+    }
+  }
+  if (x_ == kInf) x_ = 0;
+  std::vector<double> lambdas{0.0};
+  if (widest) {
+    std::vector<double> r;
+    r.reserve(current.size());
+    for (int li : current) {
+      const Label& l = ch.arena[static_cast<std::size_t>(li)];
+      r.push_back(budget - l.persistent - std::max(l.transient, widest->lp->least_transient(widest->k)));
+    }
+    std::sort(r.begin(), r.end());
+    for (const double r0 : {r.front(), r[r.size() / 2], r.back()}) {
+      const double lambda = -widest->lp->slope(widest->k, r0);
+      if (lambda > 0 && std::find(lambdas.begin(), lambdas.end(), lambda) == lambdas.end())
+        lambdas.push_back(lambda);
+    }
+  }
+  for (const double lambda : lambdas) {
+    double limit = -kInf;  // no LP end: every label past the empty end's test fails
+    for (const End& e : ends) {
+      if (!e.lp) continue;
+      const double h = e.lp->conjugate(e.k, lambda);
+      if (h == kInf) continue;  // nothing fits: this end never passes
+      limit = std::max(limit, e.need - e.fixed - h + lambda * budget + margin);
+    }
+    lines_.push_back({lambda, limit});
+  }
+}
+
 Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double bound, std::int64_t* labels,
                   const PipelineBounds& pb) {
   const int pp = ctx.layout().pp, m = ctx.layout().m, f = ctx.in_flight(s);
@@ -89,17 +139,25 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
   // Per end j: the exit after unit j - 1 at each of its degrees, and the least of them.
   std::vector<DegreeCosts> exits(static_cast<std::size_t>(j_max) + 1);
   for (int j = i + 1; j <= j_max; ++j) exits[static_cast<std::size_t>(j)] = ctx.exits(s, j - 1);
+  // The LP tables of the units before each end j, resolved once for the chain.
+  std::vector<const SuffixBound*> suffix(static_cast<std::size_t>(j_max) + 1, nullptr);
+  for (int j = i + 2; j <= j_max; ++j) suffix[static_cast<std::size_t>(j)] = &pb.suffix(j, f);
   const auto keep = [&](const Label& n, int u) {
+    // The LP of units u+1..j-1 only grows with j (more units, no more memory): the last one computed
+    // bounds those of the ends after it before their own is.
+    double lp_before = 0;
     for (int j = u + 1; j <= j_max; ++j) {
       // The LP of the stage's rest only where an end at j could still pass without it. The exit after
       // unit u is the label's own; after a later unit, the least over that unit's degrees.
       const double after = pb.after_at(s + 1, j);
       const DegreeCosts& exit = exits[static_cast<std::size_t>(j)];
       double own = n.time + (j > u + 1 ? exit.least : exit.at[static_cast<std::size_t>(n.t)]);
-      if (after == kInf || step_bound(own, before, after, s, m, pp) >= bound) continue;
+      if (after == kInf || step_bound(own + lp_before, before, after, s, m, pp) >= bound) continue;
       if (j > u + 1) {
-        const double x = pb.suffix(j, f).least(u + 1, budget - n.persistent, n.transient);
+        const double x =
+            suffix[static_cast<std::size_t>(j)]->least(u + 1, budget - n.persistent, n.transient);
         if (x == kInf) break;  // a longer stage fits no better
+        lp_before = x;
         own += x;
       }
       if (step_bound(own, before, after, s, m, pp) < bound) return true;
@@ -107,7 +165,16 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
     return false;
   };
   for (int u = i; u < j_max && !current.empty(); ++u) {
-    current = step_unit(ctx, ch, current, u, f, budget, kInf, relayout(u), keep);
+    std::vector<Cut::End> cut_ends;
+    for (int j = u + 1; j <= j_max; ++j) {
+      const double after = pb.after_at(s + 1, j);
+      if (after == kInf) continue;
+      cut_ends.push_back({step_need(before, after, s, m, pp, bound), exits[static_cast<std::size_t>(j)].least,
+                          j > u + 1 ? suffix[static_cast<std::size_t>(j)] : nullptr, u + 1});
+    }
+    const Cut cut(ch, current, cut_ends, budget, bound);
+    current = step_unit(ctx, ch, current, u, f, budget, kInf, relayout(u), keep,
+                        [&cut](const Label& n) { return cut.pass(n); });
     if (labels) *labels += static_cast<std::int64_t>(current.size());
     for (int li : current) {
       const Label& l = ch.arena[static_cast<std::size_t>(li)];
@@ -170,7 +237,21 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
       return next_t < 0 ? ctx.stage_end(s, u, t) : ctx.relayout_into(u + 1, t, next_t);
     };
     if (pp == 1 && u > 0) before = &prefix(u);
-    current = step_unit(ctx, ch, current, u, f, budget, cap, relayout, keep);
+    std::vector<Cut::End> cut_ends;
+    if (pp == 1) {
+      cut_ends.push_back({bound / m, 0.0, u > 0 ? before : nullptr, 0});
+    } else {
+      for (int i = u; i >= i_min; --i) {
+        const double earlier = pb->before_at(s, i);
+        if (earlier == kInf) continue;
+        cut_ends.push_back({step_need(earlier, 0.0, s, m, pp, bound),
+                            entries[static_cast<std::size_t>(i)].least, i < u ? &pb->suffix(u, f) : nullptr,
+                            i});
+      }
+    }
+    const Cut cut(ch, current, cut_ends, budget, bound);
+    current = step_unit(ctx, ch, current, u, f, budget, cap, relayout, keep,
+                        [&cut](const Label& n) { return cut.pass(n); });
     if (labels) *labels += static_cast<std::int64_t>(current.size());
     for (int li : current) {
       const Label& l = ch.arena[static_cast<std::size_t>(li)];

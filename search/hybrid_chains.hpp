@@ -6,6 +6,7 @@
 // search/.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -24,6 +25,50 @@ struct Chain {
   std::vector<Label> arena;
   std::vector<double> best;     // per unit boundary, infinity where nothing fits
   std::vector<int> best_label;  // the label it ends at
+};
+
+// A test cheap enough to ask of every label before the Pareto filter sorts them (step_unit's `pre`),
+// refusing only labels the chain's keep refuses. Keep takes a label (persistent P, largest transient
+// X, time tau) when some end e of the stage (a stage end j of a forward chain, a start i of the last
+// stage's) passes: own = tau + fixed + LP < need, with LP = lp->least(k, budget - P, X), or 0 for the
+// end next to the label (an `empty` end, lp none). need is step_need of the others' bounds; fixed is
+// what the end adds (its exit or entry, the least over degrees). The LP is convex in its budget, so for
+// every lambda >= 0 it is at least lp->conjugate(k, lambda) - lambda (budget - P - max(X, x)), x the
+// least transient any end's LP forces. Every end fails, and keep refuses the label, when
+//   tau >= need - fixed of the empty end (if there is one), and
+//   tau + lambda (P + max(X, x)) >= max over the other ends of need - fixed - conjugate(lambda)
+//                                   + lambda budget
+// for some lambda: one multiplication per label and lambda. The lambdas are 0 and the slopes of the
+// LP of the end that passes most easily at lambda 0, where the parents' (`current`) budgets are:
+// their least, median and most. With one end, the line of each is the LP's tangent there, as tight
+// as the LP itself at those budgets. A margin of 1e-9 of the bound keeps rounding from refusing what
+// keep would take.
+class Cut {
+ public:
+  struct End {
+    double need, fixed;
+    const SuffixBound* lp;  // none: the empty end
+    int k;                  // the LP's first position
+  };
+  Cut() = default;  // takes every label
+  Cut(const Chain& ch, const std::vector<int>& current, const std::vector<End>& ends, double budget,
+      double bound);
+  bool pass(const Label& n) const {
+    if (!active_ || n.time < empty_) return true;
+    const double used = n.persistent + std::max(n.transient, x_);
+    for (const Line& l : lines_)
+      if (n.time + l.lambda * used >= l.limit) return false;
+    return true;
+  }
+
+ private:
+  struct Line {
+    double lambda, limit;  // refuse when tau + lambda (P + max(X, x)) >= limit
+  };
+  bool active_ = false;
+  double empty_ = -kInf;  // with no empty end, tau >= -infinity always holds
+  double x_ = 0;
+  std::vector<Line> lines_;
 };
 
 // The chain of stage s < pp - 1 from unit i forward, recording c*(s, i, j) for every j <= j_max. A
