@@ -22,11 +22,50 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
                            double budget, double cap, Relayout relayout, Keep keep, Pre pre) {
   std::vector<int> next;
   Grown grown;
-  const auto keep_u = [&](const Label& n) { return keep(n, u); };
+  const auto& ops = ctx.workload().units[static_cast<std::size_t>(u)].ops;
+  // rest[k]: the least the unit's operators from the k-th on add at degree t, each coordinate apart
+  // (no item of theirs adds less time, persistent bytes or transient). A label partway through the
+  // unit is held to keep and pre as if it had them: every completion of it is no better in all three,
+  // so one that fails fails all of them.
+  struct Rest {
+    double time = 0, persistent = 0, transient = 0;
+  };
+  std::vector<Rest> rest(ops.size() + 1);
+  Rest* shift = nullptr;  // the one the current labels still owe
+  const auto owed = [&](const Label& n) {
+    Label o = n;
+    o.time += shift->time;
+    o.persistent += shift->persistent;
+    o.transient = std::max(o.transient, shift->transient);
+    return o;
+  };
+  const auto keep_u = [&](const Label& n) {
+    const Label o = owed(n);
+    return o.persistent + o.transient <= budget && keep(o, u);
+  };
+  const auto pre_u = [&](const Label& n) {
+    const Label o = owed(n);
+    return o.persistent + o.transient <= budget && pre(o);
+  };
   for (int t : ctx.allowed(u)) {
+    bool possible = true;
+    for (std::size_t k = ops.size(); k-- > 0;) {
+      Rest least{kInf, kInf, kInf};
+      for (const auto& it : ctx.items(ops[k], t)) {
+        if (it.cost.transient_bytes > cap) continue;
+        least.time = std::min(least.time, it.time_s);
+        least.persistent = std::min(least.persistent, it.cost.states_bytes + f * it.cost.act_bytes);
+        least.transient = std::min(least.transient, it.cost.transient_bytes);
+      }
+      if (least.time == kInf) possible = false;  // no item within cap: nothing of this degree fits
+      rest[k] = {rest[k + 1].time + least.time, rest[k + 1].persistent + least.persistent,
+                 std::max(rest[k + 1].transient, least.transient)};
+    }
+    if (!possible) continue;
     // The labels re-laid into t, filtered before any item is added: those that came from other
     // degrees are often beaten once they pay the re-layout. One run per degree they came from (a
     // constant added to each label's time keeps its run in order).
+    shift = &rest[0];
     grown.clear();
     for (std::size_t p = 0; p < current.size(); ++p) {
       Label n = ch.arena[static_cast<std::size_t>(current[p])];
@@ -36,15 +75,17 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
       n.op = -1;
       n.item = -1;
       n.t = t;
-      if (!pre(n)) continue;
+      if (!pre_u(n)) continue;
       grown.labels.push_back(n);
       grown.rank.push_back(static_cast<std::int64_t>(p));
     }
     grown.end_run();
     std::vector<int> cur = pareto(ch.arena, grown, budget, keep_u);
-    for (int oi : ctx.workload().units[static_cast<std::size_t>(u)].ops) {
+    for (std::size_t o = 0; o < ops.size(); ++o) {
+      const int oi = ops[o];
       const auto& items = ctx.items(oi, t);
       const auto n_items = static_cast<std::int64_t>(items.size());
+      shift = &rest[o + 1];
       grown.clear();
       for (std::size_t k = 0; k < items.size(); ++k) {
         const auto& c = items[k].cost;
@@ -55,7 +96,7 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
           n.persistent = l.persistent + c.states_bytes + f * c.act_bytes;
           n.transient = std::max(l.transient, c.transient_bytes);
           n.time = l.time + items[k].time_s;
-          if (n.persistent + n.transient > budget || !pre(n)) continue;
+          if (n.persistent + n.transient > budget || !pre_u(n)) continue;
           n.parent = cur[p];
           n.op = oi;
           n.item = static_cast<int>(k);
@@ -205,10 +246,10 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
   std::vector<DegreeCosts> entries(static_cast<std::size_t>(U));
   if (pp > 1)
     for (int i = std::max(i_min, 0); i < U; ++i) entries[static_cast<std::size_t>(i)] = ctx.entries(i);
-  // Checked after every operator: the rest of unit u is left out of the bound then (it is no less
-  // than zero). Without a pipeline the units before are this stage's own: within its memory (its
-  // largest transient set aside once), at weight m. With one, for every start i <= u of the stage:
-  // own = tau + the LP of units i..u-1 within what the stage has left, and before[s][i].
+  // Checked after every operator, the rest of unit u counted at its least (step_unit). Without a pipeline the
+  // units before are this stage's own: within its memory (its largest transient set aside once), at weight m.
+  // With one, for every start i <= u of the stage: own = tau + the LP of units i..u-1 within what the stage
+  // has left, and before[s][i].
   const auto keep = [&](const Label& l, int u) {
     if (pp == 1) {
       const double rest = u == 0 ? 0.0 : before->least(0, budget - l.persistent, l.transient);

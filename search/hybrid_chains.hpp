@@ -77,7 +77,8 @@ class Cut {
 //   T >= step_bound(own, before[s][i], after[s + 1][j]) for every j > u, own = tau + the LP of
 //   units u+1..j-1 within what the stage has left (budget - P, X already held) + the stage's exit
 //   after unit j - 1 (the label's own for j = u + 1, else the least over that unit's degrees),
-// or when no end fits (the rest of unit u is left out of the bound: it is no less than zero).
+// or when no end fits. Partway through unit u, the label counts the unit's other operators at the
+// least each adds at its degree.
 Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double bound, std::int64_t* labels,
                   const PipelineBounds& pb);
 
