@@ -17,9 +17,9 @@ namespace {
 // most `cap`; labels that do not fit in the stage are dropped, and those `keep` refuses. `pre` is asked
 // of every label before the filter sorts them, and may refuse only labels keep refuses (Cut). Returns
 // the Pareto labels. `current` holds each degree's labels together, each in the filter's order.
-template <class Relayout, class Keep, class Pre>
+template <class Relayout, class Keep>
 std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vector<int>& current, int u, int f,
-                           double budget, double cap, Relayout relayout, Keep keep, Pre pre) {
+                           double budget, double cap, Relayout relayout, Keep keep, const Cut& cut) {
   std::vector<int> next;
   Grown grown;
   const auto& ops = ctx.workload().units[static_cast<std::size_t>(u)].ops;
@@ -45,7 +45,7 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
   };
   const auto pre_u = [&](const Label& n) {
     const Label o = owed(n);
-    return o.persistent + o.transient <= budget && pre(o);
+    return o.persistent + o.transient <= budget && cut.pass(o);
   };
   for (int t : ctx.allowed(u)) {
     bool possible = true;
@@ -86,11 +86,50 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
       const auto& items = ctx.items(oi, t);
       const auto n_items = static_cast<std::int64_t>(items.size());
       shift = &rest[o + 1];
-      grown.clear();
-      for (std::size_t k = 0; k < items.size(); ++k) {
+      // The items by their price on the cut's primary line, c = time + lambda bytes, cheapest first. A
+      // parent's slack is limit - (its time, its bytes and largest transient with the rest of the unit
+      // owed, and the cut's least transient) on that line, and a child of an item priced at or over
+      // it fails the line. Each item goes through the parents whose slack is over its price, in
+      // their order: most pairs are never formed. Without the line (or where a child may pass by the
+      // empty end) every parent takes every item.
+      std::vector<std::size_t> order;
+      std::vector<double> prices;
+      for (std::size_t k = 0; k < items.size(); ++k)
+        if (items[k].cost.transient_bytes <= cap) order.push_back(k);
+      const Cut::Line* line = cut.primary();
+      const auto price = [&](std::size_t k) {
         const auto& c = items[k].cost;
-        if (c.transient_bytes > cap) continue;
+        return items[k].time_s + line->lambda * (c.states_bytes + f * c.act_bytes);
+      };
+      if (line) {
+        double least_parent = kInf, least_item = kInf;
+        for (int li : cur) least_parent = std::min(least_parent, ch.arena[static_cast<std::size_t>(li)].time);
+        for (std::size_t k : order) least_item = std::min(least_item, items[k].time_s);
+        if (least_parent + least_item + shift->time < cut.empty()) line = nullptr;
+      }
+      std::vector<std::size_t> takes(cur.size(), order.size());
+      if (line) {
+        std::sort(order.begin(), order.end(),
+                  [&](std::size_t a, std::size_t b) { return price(a) < price(b); });
+        for (std::size_t k : order) prices.push_back(price(k));
         for (std::size_t p = 0; p < cur.size(); ++p) {
+          const Label& l = ch.arena[static_cast<std::size_t>(cur[p])];
+          const double slack =
+              line->limit - l.time - shift->time -
+              line->lambda * (l.persistent + shift->persistent +
+                              std::max({l.transient, shift->transient, cut.least_transient()}));
+          takes[p] = static_cast<std::size_t>(std::lower_bound(prices.begin(), prices.end(), slack) -
+                                              prices.begin());
+        }
+      }
+      std::vector<std::size_t> live;
+      for (std::size_t p = 0; p < cur.size(); ++p)
+        if (takes[p] > 0) live.push_back(p);
+      grown.clear();
+      for (std::size_t q = 0; q < order.size() && !live.empty(); ++q) {
+        const std::size_t k = order[q];
+        const auto& c = items[k].cost;
+        for (std::size_t p : live) {
           const Label& l = ch.arena[static_cast<std::size_t>(cur[p])];
           Label n;
           n.persistent = l.persistent + c.states_bytes + f * c.act_bytes;
@@ -105,6 +144,8 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
           grown.rank.push_back(static_cast<std::int64_t>(p) * n_items + static_cast<std::int64_t>(k));
         }
         grown.end_run();
+        live.erase(std::remove_if(live.begin(), live.end(), [&](std::size_t p) { return takes[p] <= q + 1; }),
+                   live.end());
       }
       cur = pareto(ch.arena, grown, budget, keep_u);
     }
@@ -138,6 +179,7 @@ Cut::Cut(const Chain& ch, const std::vector<int>& current, const std::vector<End
   }
   if (x_ == kInf) x_ = 0;
   std::vector<double> lambdas{0.0};
+  double median = -1;  // the lambda at the parents' median budget
   if (widest) {
     std::vector<double> r;
     r.reserve(current.size());
@@ -146,12 +188,15 @@ Cut::Cut(const Chain& ch, const std::vector<int>& current, const std::vector<End
       r.push_back(budget - l.persistent - std::max(l.transient, widest->lp->least_transient(widest->k)));
     }
     std::sort(r.begin(), r.end());
+    median = -widest->lp->slope(widest->k, r[r.size() / 2]);
     for (const double r0 : {r.front(), r[r.size() / 2], r.back()}) {
       const double lambda = -widest->lp->slope(widest->k, r0);
       if (lambda > 0 && std::find(lambdas.begin(), lambdas.end(), lambda) == lambdas.end())
         lambdas.push_back(lambda);
     }
   }
+  primary_ = static_cast<std::size_t>(std::find(lambdas.begin(), lambdas.end(), median) - lambdas.begin());
+  if (primary_ == lambdas.size()) primary_ = lambdas.size() - 1;
   for (const double lambda : lambdas) {
     double limit = -kInf;  // no LP end: every label past the empty end's test fails
     for (const End& e : ends) {
@@ -214,8 +259,7 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
                           j > u + 1 ? suffix[static_cast<std::size_t>(j)] : nullptr, u + 1});
     }
     const Cut cut(ch, current, cut_ends, budget, bound);
-    current = step_unit(ctx, ch, current, u, f, budget, kInf, relayout(u), keep,
-                        [&cut](const Label& n) { return cut.pass(n); });
+    current = step_unit(ctx, ch, current, u, f, budget, kInf, relayout(u), keep, cut);
     if (labels) *labels += static_cast<std::int64_t>(current.size());
     for (int li : current) {
       const Label& l = ch.arena[static_cast<std::size_t>(li)];
@@ -291,8 +335,7 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
       }
     }
     const Cut cut(ch, current, cut_ends, budget, bound);
-    current = step_unit(ctx, ch, current, u, f, budget, cap, relayout, keep,
-                        [&cut](const Label& n) { return cut.pass(n); });
+    current = step_unit(ctx, ch, current, u, f, budget, cap, relayout, keep, cut);
     if (labels) *labels += static_cast<std::int64_t>(current.size());
     for (int li : current) {
       const Label& l = ch.arena[static_cast<std::size_t>(li)];

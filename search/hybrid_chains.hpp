@@ -53,6 +53,15 @@ class Cut {
   Cut() = default;  // takes every label
   Cut(const Chain& ch, const std::vector<int>& current, const std::vector<End>& ends, double budget,
       double bound);
+  struct Line {
+    double lambda, limit;  // refuse when tau + lambda (P + max(X, x)) >= limit
+  };
+  // The line of the parents' median budget (else the last): the one step_unit prices items on. None
+  // when the cut takes every label.
+  const Line* primary() const { return active_ && !lines_.empty() ? &lines_[primary_] : nullptr; }
+  // A label takes the empty end's test when its time is under this (-infinity: no empty end).
+  double empty() const { return empty_; }
+  double least_transient() const { return x_; }
   bool pass(const Label& n) const {
     if (!active_ || n.time < empty_) return true;
     const double used = n.persistent + std::max(n.transient, x_);
@@ -62,10 +71,8 @@ class Cut {
   }
 
  private:
-  struct Line {
-    double lambda, limit;  // refuse when tau + lambda (P + max(X, x)) >= limit
-  };
   bool active_ = false;
+  std::size_t primary_ = 0;
   double empty_ = -kInf;  // with no empty end, tau >= -infinity always holds
   double x_ = 0;
   std::vector<Line> lines_;
