@@ -275,7 +275,7 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
 
 Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64_t* labels,
                    const std::function<const SuffixBound&(int)>& prefix, const PipelineBounds* pb, double cap,
-                   double floor) {
+                   double floor, std::size_t beam) {
   const int pp = ctx.layout().pp, m = ctx.layout().m, s = pp - 1, f = ctx.in_flight(s);
   const int U = static_cast<int>(ctx.workload().units.size());
   const double budget = ctx.capacity() - ctx.fixed();
@@ -336,6 +336,20 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
     }
     const Cut cut(ch, current, cut_ends, budget, bound);
     current = step_unit(ctx, ch, current, u, f, budget, cap, relayout, keep, cut);
+    if (beam > 0 && pp == 1 && current.size() > beam) {
+      // A heuristic's chain: only the `beam` labels of least time plus the LP of the units left.
+      std::vector<std::pair<double, std::size_t>> score;
+      for (std::size_t k = 0; k < current.size(); ++k) {
+        const Label& l = ch.arena[static_cast<std::size_t>(current[k])];
+        score.emplace_back(l.time + (u == 0 ? 0.0 : before->least(0, budget - l.persistent, l.transient)), k);
+      }
+      std::nth_element(score.begin(), score.begin() + static_cast<std::ptrdiff_t>(beam), score.end());
+      score.resize(beam);
+      std::sort(score.begin(), score.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+      std::vector<int> kept;
+      for (const auto& sc : score) kept.push_back(current[sc.second]);
+      current.swap(kept);
+    }
     if (labels) *labels += static_cast<std::int64_t>(current.size());
     for (int li : current) {
       const Label& l = ch.arena[static_cast<std::size_t>(li)];

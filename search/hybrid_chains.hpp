@@ -96,10 +96,11 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
 // unit i: the label's own for i = u, else the least over unit i's degrees) or nothing fits;
 // with pp = 1, when m (tau + least(units 0..u-1 within budget - P - max(X, their least transient)))
 // does. Only items whose transient is at most `cap` are taken, and every label starts at transient
-// `floor` (`prefix` is then the LP of those items).
+// `floor` (`prefix` is then the LP of those items). With `beam` > 0 (one stage only) the chain is a
+// heuristic's: at each unit it keeps only the `beam` labels of least time plus that LP.
 Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64_t* labels,
                    const std::function<const SuffixBound&(int)>& prefix, const PipelineBounds* pb,
-                   double cap = kInf, double floor = 0);
+                   double cap = kInf, double floor = 0, std::size_t beam = 0);
 
 // The choices of units i..j-1 a chain's label stands for: (operator, item, degree) per operator.
 struct Pick {

@@ -97,6 +97,9 @@ struct Pricing {
   Order order = Order::kAuto;
   bool incumbents = true;
   double ceiling = 0, stretch = 0;
+  // One stage: the labels per unit of the heuristic chain whose plan is the first incumbent of the
+  // transient bands (0: none).
+  std::size_t beam = 16;
 };
 
 // The best plan of one layout under `rules` (even: the stages of even_stage_starts only) whose step
