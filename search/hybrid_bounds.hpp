@@ -139,6 +139,8 @@ class LayoutContext {
   const Operator& op(int oi) const { return hw_.workload.operators[static_cast<std::size_t>(oi)]; }
   const std::vector<int>& allowed(int u) const { return cache_->allowed[static_cast<std::size_t>(u)]; }
   int unit_of(int oi) const { return cache_->op_unit[static_cast<std::size_t>(oi)]; }
+  // Units of one class have operators of the same shapes, so the same items.
+  int unit_class(int u) const { return cache_->unit_class[static_cast<std::size_t>(u)]; }
   double fixed() const { return fixed_; }
   double capacity() const { return model_.capacity_bytes(); }
   int in_flight(int s) const {
@@ -338,42 +340,29 @@ class LayoutContext {
 // fit): the smallest-persistent items, then the lower hull's increments bought greedily by slope.
 class SuffixBound {
  public:
-  // first_only: the bound from position 0 only (least(0, ...)), without the other positions' tables.
+  // first_only: the bound from position 0 only (least(0, ...), conjugate(0, ...), slope(0, ...)),
+  // without the other positions' tables.
   // cap: only the items whose transient is at most cap.
   SuffixBound(const LayoutContext& ctx, int f, int end_unit, bool first_only = false, double cap = kInf) {
-    std::vector<const std::vector<std::pair<double, double>>*> groups;  // per unit: hull points (p, time)
-    std::vector<double> least_transient;                                // per unit: its smallest transient
-    for (int u = 0; u < end_unit; ++u) {
-      const auto& h = ctx.unit_hull(u, f, cap);
-      groups.push_back(&h.points);
-      least_transient.push_back(h.least_transient);
-    }
+    std::vector<const UnitHull*> groups;  // per unit: its hull (one object per unit class)
+    for (int u = 0; u < end_unit; ++u) groups.push_back(&ctx.unit_hull(u, f, cap));
     const std::size_t K = groups.size();
     base_p_.assign(K + 1, 0.0);
     base_t_.assign(K + 1, 0.0);
     min_x_.assign(K + 1, 0.0);
-    cum_p_.assign(K + 1, std::vector<double>{0.0});
-    cum_t_.assign(K + 1, std::vector<double>{0.0});
-    std::vector<std::pair<double, double>> incs;  // (dp, dt) of positions k..K-1
+    cum_p_.assign(first_only ? 1 : K + 1, std::vector<double>{0.0});
+    cum_t_.assign(cum_p_.size(), std::vector<double>{0.0});
     for (std::size_t k = K; k-- > 0;) {
-      const auto& h = *groups[k];
+      const auto& h = groups[k]->points;
       base_p_[k] = base_p_[k + 1] + (h.empty() ? kInf : h.front().first);
       base_t_[k] = base_t_[k + 1] + (h.empty() ? 0.0 : h.front().second);
-      min_x_[k] = std::max(min_x_[k + 1], least_transient[k]);
-      // A hull's increments come steepest first already: merged into those of the units after k (in
-      // that order since the previous k), or, for position 0 alone, sorted once at the end.
-      const auto steeper = [](const auto& a, const auto& b) {
-        return a.second * b.first < b.second * a.first;  // more time saved per byte
-      };
-      const std::size_t mid = incs.size();
-      for (std::size_t x = 1; x < h.size(); ++x)
-        incs.emplace_back(h[x].first - h[x - 1].first, h[x].second - h[x - 1].second);
-      if (first_only && k != 0) continue;
-      if (first_only)
-        std::sort(incs.begin(), incs.end(), steeper);
-      else
-        std::inplace_merge(incs.begin(), incs.begin() + static_cast<std::ptrdiff_t>(mid), incs.end(),
-                           steeper);
+      min_x_[k] = std::max(min_x_[k + 1], groups[k]->least_transient);
+    }
+    const auto steeper = [](const auto& a, const auto& b) {
+      return a.second * b.first < b.second * a.first;  // more time saved per byte
+    };
+    std::vector<std::pair<double, double>> incs;  // (dp, dt)
+    const auto fill = [&](std::size_t k) {
       auto& cp = cum_p_[k];
       auto& ct = cum_t_[k];
       cp.assign(1, 0.0);
@@ -382,6 +371,35 @@ class SuffixBound {
         cp.push_back(cp.back() + dp);
         ct.push_back(ct.back() + dt);
       }
+    };
+    if (first_only) {
+      // Units of one class have one hull, and the greedy buys their copies of an increment one after
+      // another (one slope): n units' increment is one of n times its bytes and time.
+      std::vector<std::pair<const UnitHull*, int>> classes;
+      for (const UnitHull* g : groups) {
+        auto it = std::find_if(classes.begin(), classes.end(), [g](const auto& c) { return c.first == g; });
+        if (it == classes.end())
+          classes.emplace_back(g, 1);
+        else
+          ++it->second;
+      }
+      for (const auto& [g, n] : classes)
+        for (std::size_t x = 1; x < g->points.size(); ++x)
+          incs.emplace_back(n * (g->points[x].first - g->points[x - 1].first),
+                            n * (g->points[x].second - g->points[x - 1].second));
+      std::sort(incs.begin(), incs.end(), steeper);
+      fill(0);
+      return;
+    }
+    for (std::size_t k = K; k-- > 0;) {
+      // A hull's increments come steepest first already: merged into those of the units after k (in
+      // that order since the previous k).
+      const auto& h = groups[k]->points;
+      const std::size_t mid = incs.size();
+      for (std::size_t x = 1; x < h.size(); ++x)
+        incs.emplace_back(h[x].first - h[x - 1].first, h[x].second - h[x - 1].second);
+      std::inplace_merge(incs.begin(), incs.begin() + static_cast<std::ptrdiff_t>(mid), incs.end(), steeper);
+      fill(k);
     }
   }
   int end() const { return static_cast<int>(base_p_.size()) - 1; }

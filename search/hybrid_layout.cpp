@@ -39,7 +39,15 @@ bool relaxation_fits(const LayoutContext& ctx) {
   for (int s = 0; s < pp; ++s) {
     const int f = ctx.in_flight(s);
     if (f != f_filled) {
-      for (int u = 0; u < U; ++u) least[static_cast<std::size_t>(u)] = ctx.least_bytes(u, f);
+      std::vector<int> done;  // the first unit of each class seen: units of one class have one least
+      for (int u = 0; u < U; ++u) {
+        int same = -1;
+        for (int d : done)
+          if (ctx.unit_class(d) == ctx.unit_class(u)) same = d;
+        if (same < 0) done.push_back(u);
+        least[static_cast<std::size_t>(u)] =
+            same < 0 ? ctx.least_bytes(u, f) : least[static_cast<std::size_t>(same)];
+      }
       f_filled = f;
     }
     std::fill(next.begin(), next.end(), 0);
