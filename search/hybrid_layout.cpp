@@ -269,7 +269,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
     for (const auto& split : splits)
       for (int t = 1; t <= model.node_size(); t *= 2)
         if (model.valid(pp, t))
-          if (auto p = uniform_plan(model, ctx, t, split)) offer(std::move(*p));
+          if (auto p = uniform_plan(ctx, t, split)) offer(std::move(*p));
   }
   if (incumbent && incumbent_t >= bound && incumbent_t < pricing.ceiling &&
       incumbent_t <= bound * (1 + pricing.stretch))

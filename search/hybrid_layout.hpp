@@ -62,9 +62,8 @@ std::vector<int> even_stage_starts(const costmodel::HybridWorkload& hw, int pp);
 bool flat_stage(const LayoutContext& ctx, int t, int s, costmodel::HybridPlan& plan);
 
 // An incumbent the exact search must beat: the stages first at `starts`, each by flat_stage at
-// degree t; none when it does not fit.
-std::optional<costmodel::HybridPlan> uniform_plan(const costmodel::HybridCostModel& model,
-                                                  const LayoutContext& ctx, int t,
+// degree t; none when some stage does not fit there (the caller evaluates the whole plan).
+std::optional<costmodel::HybridPlan> uniform_plan(const LayoutContext& ctx, int t,
                                                   const std::vector<int>& starts);
 
 // Whether some split fits every stage in its own memory in the relaxation (every unit at its least
