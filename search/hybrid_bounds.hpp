@@ -460,6 +460,78 @@ class SuffixBound {
   std::vector<std::vector<double>> cum_p_, cum_t_;
 };
 
+// SuffixBound's LP of units i..j-1 (position i of the table ending at j) for any range, without the
+// tables: units of one class have one hull, and the greedy buys a range's n copies of a class's
+// increment one after another at one slope. So all classes' increments are sorted by slope once, and
+// a range takes each n_c times, n_c its count of that class. O(classes x hull points) per range.
+class RangeLp {
+ public:
+  RangeLp(const LayoutContext& ctx, int f, int units) {
+    std::vector<int> class_of(static_cast<std::size_t>(units));
+    for (int u = 0; u < units; ++u) {
+      const UnitHull* h = &ctx.unit_hull(u, f);  // one object per class
+      const auto it = std::find(hulls_.begin(), hulls_.end(), h);
+      class_of[static_cast<std::size_t>(u)] = static_cast<int>(it - hulls_.begin());
+      if (it == hulls_.end()) hulls_.push_back(h);
+    }
+    count_.assign(hulls_.size(), std::vector<int>(static_cast<std::size_t>(units) + 1, 0));
+    for (std::size_t c = 0; c < hulls_.size(); ++c)
+      for (int u = 0; u < units; ++u)
+        count_[c][static_cast<std::size_t>(u) + 1] =
+            count_[c][static_cast<std::size_t>(u)] +
+            (class_of[static_cast<std::size_t>(u)] == static_cast<int>(c));
+    for (std::size_t c = 0; c < hulls_.size(); ++c) {
+      const auto& h = hulls_[c]->points;
+      for (std::size_t x = 1; x < h.size(); ++x)
+        incs_.push_back({c, h[x].first - h[x - 1].first, h[x].second - h[x - 1].second});
+    }
+    std::stable_sort(incs_.begin(), incs_.end(), [](const Inc& a, const Inc& b) {
+      return a.dt * b.dp < b.dt * a.dp;  // more time saved per byte
+    });
+    counts_.resize(hulls_.size());
+  }
+  // SuffixBound(ctx, f, j).least(i, budget, transient).
+  double least(int i, int j, double budget, double transient) const {
+    double base_p = 0, base_t = 0, min_x = 0;
+    std::vector<double>& n = counts_;
+    for (std::size_t c = 0; c < hulls_.size(); ++c) {
+      n[c] = count_[c][static_cast<std::size_t>(j)] - count_[c][static_cast<std::size_t>(i)];
+      if (n[c] == 0) continue;
+      const auto& h = hulls_[c]->points;
+      if (h.empty()) return kInf;
+      base_p += n[c] * h.front().first;
+      base_t += n[c] * h.front().second;
+      min_x = std::max(min_x, hulls_[c]->least_transient);
+    }
+    double r = budget - std::max(transient, min_x);
+    if (r < base_p) return kInf;
+    r -= base_p;
+    double gain = 0;
+    for (const Inc& e : incs_) {
+      const double k = n[e.c];
+      if (k == 0) continue;
+      if (r >= k * e.dp) {
+        r -= k * e.dp;
+        gain += k * e.dt;
+      } else {
+        gain += k * e.dt * r / (k * e.dp);
+        break;
+      }
+    }
+    return base_t + gain;
+  }
+
+ private:
+  struct Inc {
+    std::size_t c;
+    double dp, dt;
+  };
+  std::vector<const UnitHull*> hulls_;
+  std::vector<std::vector<int>> count_;  // count_[c][u]: units of class c before u
+  std::vector<Inc> incs_;
+  mutable std::vector<double> counts_;  // per class, the range's units (scratch of least)
+};
+
 // A lower bound on T = sum_s c_s + (m - 1) max_s c_s from lower bounds on stage s's c_s (`own`), on
 // the sum of the s stages before it (`before`) and on the sum of the pp - 1 - s after it (`after`):
 // the sum is at least own + before + after, and the slowest stage is no faster than stage s, than

@@ -132,8 +132,10 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   auto at = [](auto& v, int s, int i, int j) -> auto& {
     return v[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
   };
+  std::map<int, RangeLp> range_lp;  // per micro-batches in flight
   for (int s = 0; s < pp; ++s) {
     const int i_lo = s == 0 ? 0 : s, i_hi = s == 0 ? 0 : U - (pp - s);
+    const RangeLp& range = range_lp.try_emplace(ctx.in_flight(s), ctx, ctx.in_flight(s), U).first->second;
     std::vector<double> exit(static_cast<std::size_t>(U) + 1, kInf);  // the least after unit j - 1
     for (int j = 1; j <= U; ++j) exit[static_cast<std::size_t>(j)] = ctx.exits(s, j - 1).least;
     for (int i = i_lo; i <= i_hi; ++i) {
@@ -142,8 +144,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
       const int j_lo = s + 1 == pp ? U : i + 1, j_hi = s + 1 == pp ? U : U - (pp - 1 - s);
       for (int j = j_lo; j <= j_hi; ++j) {
         if (even && s + 1 < pp && j != starts[static_cast<std::size_t>(s + 1)]) continue;
-        const SuffixBound& sb = suffix_to(j, ctx.in_flight(s));
-        const double least = sb.least(i, budget, 0.0);
+        const double least = range.least(i, j, budget, 0.0);
         if (least == kInf) break;  // a longer stage fits no better
         at(lp, s, i, j) = least + entry + exit[static_cast<std::size_t>(j)];
       }

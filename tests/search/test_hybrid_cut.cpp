@@ -1,7 +1,8 @@
 // The exact hybrid search's cheap label test (search/hybrid_chains.hpp, Cut) against its definition:
 // it refuses only labels for which every end of the stage fails, own = tau + fixed + LP >= need, and
 // with one end it is exact at the parents' budgets. Also the pieces it is made of: the LP's conjugate
-// and slope (SuffixBound) against the LP on a fine grid, and step_need against step_bound.
+// and slope (SuffixBound) against the LP on a fine grid, and step_need against step_bound; and the
+// LP of a range of units by classes (RangeLp) against SuffixBound's tables.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -104,6 +105,36 @@ TEST_CASE("the LP's conjugate is its least plus lambda times the budget and its 
     }
   }
   CHECK(checked > 40);
+}
+
+TEST_CASE("the LP of a range of units by their classes is the suffix table's", "[hybrid]") {
+  Fixture fx;
+  const int U = fx.units();
+  int finite = 0, infinite = 0;
+  for (const int f : {1, 2}) {
+    const search::detail::RangeLp range(fx.ctx, f, U);
+    for (int j = 1; j <= U; ++j) {
+      const SuffixBound table(fx.ctx, f, j);
+      for (int i = 0; i < j; ++i) {
+        const auto [lo, hi] = fx.range(i, f);  // of units i..U-1: covers i..j-1's range and beyond
+        for (const double x : {0.0, 0.05 * hi})
+          for (int g = 0; g <= 20; ++g) {
+            const double budget = 0.8 * lo * (j - i) / (U - i) + 1.2 * hi * g / 20;
+            const double want = table.least(i, budget, x), got = range.least(i, j, budget, x);
+            INFO("f " << f << " units " << i << ".." << j - 1 << " budget " << budget << " transient " << x);
+            if (want == kInf) {
+              CHECK(got == kInf);
+              ++infinite;
+            } else {
+              CHECK(got == Approx(want).epsilon(1e-12));
+              ++finite;
+            }
+          }
+      }
+    }
+  }
+  CHECK(finite > 1000);
+  CHECK(infinite > 50);
 }
 
 TEST_CASE("step_need is where step_bound reaches the bound", "[hybrid]") {
