@@ -332,6 +332,35 @@ class LayoutContext {
   mutable std::map<std::tuple<int, int, double>, UnitHull> capped_hulls_;  // (unit class, f, cap)
 };
 
+// The units before `units` by class, for the LP bounds: units of one class have one hull (one
+// UnitHull object), and the LP's greedy buys a set of units' n copies of a class's increment one after
+// another at one slope, so the LP of any set of units is all classes' increments in one order, each
+// taken n_c times (n_c: the set's units of that class).
+struct ClassHulls {
+  struct Inc {
+    std::size_t c;
+    double dp, dt;
+  };
+  std::vector<const UnitHull*> hulls;  // per class
+  std::vector<std::size_t> class_of;   // per unit
+  std::vector<Inc> incs;               // every class's increments, steepest (most time per byte) first
+  ClassHulls(const LayoutContext& ctx, int f, int units, double cap = kInf) {
+    for (int u = 0; u < units; ++u) {
+      const UnitHull* h = &ctx.unit_hull(u, f, cap);
+      const auto it = std::find(hulls.begin(), hulls.end(), h);
+      class_of.push_back(static_cast<std::size_t>(it - hulls.begin()));
+      if (it == hulls.end()) hulls.push_back(h);
+    }
+    for (std::size_t c = 0; c < hulls.size(); ++c) {
+      const auto& h = hulls[c]->points;
+      for (std::size_t x = 1; x < h.size(); ++x)
+        incs.push_back({c, h[x].first - h[x - 1].first, h[x].second - h[x - 1].second});
+    }
+    std::stable_sort(incs.begin(), incs.end(),
+                     [](const Inc& a, const Inc& b) { return a.dt * b.dp < b.dt * a.dp; });
+  }
+};
+
 // The LP relaxation of a stage's remaining operators (the flat exact's bound, solvers.hpp): every
 // operator of the units before `end_unit` one group, its items over every degree its unit allows
 // (the degrees' coupling, re-layouts and transients relaxed), persistent bytes with f micro-batches
@@ -344,62 +373,30 @@ class SuffixBound {
   // without the other positions' tables.
   // cap: only the items whose transient is at most cap.
   SuffixBound(const LayoutContext& ctx, int f, int end_unit, bool first_only = false, double cap = kInf) {
-    std::vector<const UnitHull*> groups;  // per unit: its hull (one object per unit class)
-    for (int u = 0; u < end_unit; ++u) groups.push_back(&ctx.unit_hull(u, f, cap));
-    const std::size_t K = groups.size();
+    const ClassHulls classes(ctx, f, end_unit, cap);
+    const std::size_t K = static_cast<std::size_t>(end_unit);
     base_p_.assign(K + 1, 0.0);
     base_t_.assign(K + 1, 0.0);
     min_x_.assign(K + 1, 0.0);
     cum_p_.assign(first_only ? 1 : K + 1, std::vector<double>{0.0});
     cum_t_.assign(cum_p_.size(), std::vector<double>{0.0});
+    std::vector<double> count(classes.hulls.size(), 0.0);  // of units k..K-1
     for (std::size_t k = K; k-- > 0;) {
-      const auto& h = groups[k]->points;
+      const UnitHull& g = *classes.hulls[classes.class_of[k]];
+      const auto& h = g.points;
       base_p_[k] = base_p_[k + 1] + (h.empty() ? kInf : h.front().first);
       base_t_[k] = base_t_[k + 1] + (h.empty() ? 0.0 : h.front().second);
-      min_x_[k] = std::max(min_x_[k + 1], groups[k]->least_transient);
-    }
-    const auto steeper = [](const auto& a, const auto& b) {
-      return a.second * b.first < b.second * a.first;  // more time saved per byte
-    };
-    std::vector<std::pair<double, double>> incs;  // (dp, dt)
-    const auto fill = [&](std::size_t k) {
+      min_x_[k] = std::max(min_x_[k + 1], g.least_transient);
+      count[classes.class_of[k]] += 1;
+      if (first_only && k != 0) continue;
       auto& cp = cum_p_[k];
       auto& ct = cum_t_[k];
-      cp.assign(1, 0.0);
-      ct.assign(1, 0.0);
-      for (const auto& [dp, dt] : incs) {
-        cp.push_back(cp.back() + dp);
-        ct.push_back(ct.back() + dt);
+      for (const auto& e : classes.incs) {
+        const double n = count[e.c];
+        if (n == 0) continue;
+        cp.push_back(cp.back() + n * e.dp);
+        ct.push_back(ct.back() + n * e.dt);
       }
-    };
-    if (first_only) {
-      // Units of one class have one hull, and the greedy buys their copies of an increment one after
-      // another (one slope): n units' increment is one of n times its bytes and time.
-      std::vector<std::pair<const UnitHull*, int>> classes;
-      for (const UnitHull* g : groups) {
-        auto it = std::find_if(classes.begin(), classes.end(), [g](const auto& c) { return c.first == g; });
-        if (it == classes.end())
-          classes.emplace_back(g, 1);
-        else
-          ++it->second;
-      }
-      for (const auto& [g, n] : classes)
-        for (std::size_t x = 1; x < g->points.size(); ++x)
-          incs.emplace_back(n * (g->points[x].first - g->points[x - 1].first),
-                            n * (g->points[x].second - g->points[x - 1].second));
-      std::sort(incs.begin(), incs.end(), steeper);
-      fill(0);
-      return;
-    }
-    for (std::size_t k = K; k-- > 0;) {
-      // A hull's increments come steepest first already: merged into those of the units after k (in
-      // that order since the previous k).
-      const auto& h = groups[k]->points;
-      const std::size_t mid = incs.size();
-      for (std::size_t x = 1; x < h.size(); ++x)
-        incs.emplace_back(h[x].first - h[x - 1].first, h[x].second - h[x - 1].second);
-      std::inplace_merge(incs.begin(), incs.begin() + static_cast<std::ptrdiff_t>(mid), incs.end(), steeper);
-      fill(k);
     }
   }
   int end() const { return static_cast<int>(base_p_.size()) - 1; }
@@ -461,53 +458,35 @@ class SuffixBound {
 };
 
 // SuffixBound's LP of units i..j-1 (position i of the table ending at j) for any range, without the
-// tables: units of one class have one hull, and the greedy buys a range's n copies of a class's
-// increment one after another at one slope. So all classes' increments are sorted by slope once, and
-// a range takes each n_c times, n_c its count of that class. O(classes x hull points) per range.
+// tables: the classes' increments (ClassHulls) each taken n_c times, n_c the range's count of that
+// class. O(classes x hull points) per range.
 class RangeLp {
  public:
-  RangeLp(const LayoutContext& ctx, int f, int units) {
-    std::vector<int> class_of(static_cast<std::size_t>(units));
-    for (int u = 0; u < units; ++u) {
-      const UnitHull* h = &ctx.unit_hull(u, f);  // one object per class
-      const auto it = std::find(hulls_.begin(), hulls_.end(), h);
-      class_of[static_cast<std::size_t>(u)] = static_cast<int>(it - hulls_.begin());
-      if (it == hulls_.end()) hulls_.push_back(h);
-    }
-    count_.assign(hulls_.size(), std::vector<int>(static_cast<std::size_t>(units) + 1, 0));
-    for (std::size_t c = 0; c < hulls_.size(); ++c)
-      for (int u = 0; u < units; ++u)
-        count_[c][static_cast<std::size_t>(u) + 1] =
-            count_[c][static_cast<std::size_t>(u)] +
-            (class_of[static_cast<std::size_t>(u)] == static_cast<int>(c));
-    for (std::size_t c = 0; c < hulls_.size(); ++c) {
-      const auto& h = hulls_[c]->points;
-      for (std::size_t x = 1; x < h.size(); ++x)
-        incs_.push_back({c, h[x].first - h[x - 1].first, h[x].second - h[x - 1].second});
-    }
-    std::stable_sort(incs_.begin(), incs_.end(), [](const Inc& a, const Inc& b) {
-      return a.dt * b.dp < b.dt * a.dp;  // more time saved per byte
-    });
-    counts_.resize(hulls_.size());
+  RangeLp(const LayoutContext& ctx, int f, int units) : classes_(ctx, f, units) {
+    count_.assign(classes_.hulls.size(), std::vector<int>(static_cast<std::size_t>(units) + 1, 0));
+    for (std::size_t c = 0; c < count_.size(); ++c)
+      for (std::size_t u = 0; u < static_cast<std::size_t>(units); ++u)
+        count_[c][u + 1] = count_[c][u] + (classes_.class_of[u] == c ? 1 : 0);
+    counts_.resize(count_.size());
   }
   // SuffixBound(ctx, f, j).least(i, budget, transient).
   double least(int i, int j, double budget, double transient) const {
     double base_p = 0, base_t = 0, min_x = 0;
     std::vector<double>& n = counts_;
-    for (std::size_t c = 0; c < hulls_.size(); ++c) {
+    for (std::size_t c = 0; c < n.size(); ++c) {
       n[c] = count_[c][static_cast<std::size_t>(j)] - count_[c][static_cast<std::size_t>(i)];
       if (n[c] == 0) continue;
-      const auto& h = hulls_[c]->points;
+      const auto& h = classes_.hulls[c]->points;
       if (h.empty()) return kInf;
       base_p += n[c] * h.front().first;
       base_t += n[c] * h.front().second;
-      min_x = std::max(min_x, hulls_[c]->least_transient);
+      min_x = std::max(min_x, classes_.hulls[c]->least_transient);
     }
     double r = budget - std::max(transient, min_x);
     if (r < base_p) return kInf;
     r -= base_p;
     double gain = 0;
-    for (const Inc& e : incs_) {
+    for (const auto& e : classes_.incs) {
       const double k = n[e.c];
       if (k == 0) continue;
       if (r >= k * e.dp) {
@@ -522,14 +501,9 @@ class RangeLp {
   }
 
  private:
-  struct Inc {
-    std::size_t c;
-    double dp, dt;
-  };
-  std::vector<const UnitHull*> hulls_;
+  ClassHulls classes_;
   std::vector<std::vector<int>> count_;  // count_[c][u]: units of class c before u
-  std::vector<Inc> incs_;
-  mutable std::vector<double> counts_;  // per class, the range's units (scratch of least)
+  mutable std::vector<double> counts_;   // per class, the range's units (scratch of least)
 };
 
 // A lower bound on T = sum_s c_s + (m - 1) max_s c_s from lower bounds on stage s's c_s (`own`), on
