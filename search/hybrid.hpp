@@ -35,12 +35,17 @@
 //   largest transient X (the items' transients cut into bands [lo, hi] no wider than the memory
 //   budget / 256): a band's chain takes only items within hi and starts its labels at transient lo,
 //   its LP takes those items under budget - lo, and the bands go in the order of their LP, the
-//   least of which is the layout's bound. The bound is asked only of Pareto survivors (it refuses
-//   everything worse than what it refuses). A layout is first solved for T within 0.2% of its lower
-//   bound, then 1%, 5%, then the incumbent (one degree for every unit, even stages or the LP's best
-//   split, each stage by the flat exact solver) or what the best plan so far allows: a plan found
-//   below a bound is the optimum (a split that the chains priced but that does not beat the bound is
-//   not a find). An incumbent just past such a bound, within the same widening, becomes the bound.
+//   least of which is the layout's bound; the first band's chain kept to 16 labels per unit (least
+//   time plus the LP left) gives the first incumbent. The bound is asked only of Pareto survivors
+//   (it refuses everything worse than what it refuses); before the filter, every grown label meets
+//   lines under the LP (convex in its budget: conjugate(lambda) - lambda budget per lambda), and a
+//   label partway through a unit owes the unit's other operators at their least. The LP of a set of
+//   units takes each unit class's hull increments n times for its n units. A layout is first solved
+//   for T within 0.2% of its lower bound, then 1%, 5%, then the incumbent (one degree for every
+//   unit, even stages or the LP's best split, each stage by the flat exact solver) or what the best
+//   plan so far allows: a plan found below a bound is the optimum (a split that the chains priced
+//   but that does not beat the bound is not a find). An incumbent just past such a bound, within
+//   the same widening, becomes the bound.
 //   Over layouts: every valid pp, every schedule asked for, m = 1..max_micro_batches (or the one
 //   given), and every b0 up to the largest that fits in the relaxation (found per (pp, schedule, m)
 //   by doubling and bisection on the relaxation's memory alone; memory grows with b0). The highest
