@@ -14,9 +14,9 @@ namespace {
 
 // One unit's step of a chain: every degree t of unit u, the re-layout between it and the neighbour
 // already in the label (`relayout(label degree, t)`), then its operators' items whose transient is at
-// most `cap`; labels that do not fit in the stage are dropped, and those `keep` refuses. `pre` is asked
-// of every label before the filter sorts them, and may refuse only labels keep refuses (Cut). Returns
-// the Pareto labels. `current` holds each degree's labels together, each in the filter's order.
+// most `cap`; labels that do not fit in the stage are dropped, and those `keep` refuses. `cut` is asked
+// of every label before the filter sorts them, and refuses only labels keep refuses. Returns the
+// Pareto labels. `current` holds each degree's labels together, each in the filter's order.
 template <class Relayout, class Keep>
 std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vector<int>& current, int u, int f,
                            double budget, double cap, Relayout relayout, Keep keep, const Cut& cut) {
@@ -25,7 +25,7 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
   const auto& ops = ctx.workload().units[static_cast<std::size_t>(u)].ops;
   // rest[k]: the least the unit's operators from the k-th on add at degree t, each coordinate apart
   // (no item of theirs adds less time, persistent bytes or transient). A label partway through the
-  // unit is held to keep and pre as if it had them: every completion of it is no better in all three,
+  // unit is held to keep and the cut as if it had them: every completion of it is no better in all three,
   // so one that fails fails all of them.
   struct Rest {
     double time = 0, persistent = 0, transient = 0;

@@ -27,7 +27,7 @@ struct Chain {
   std::vector<int> best_label;  // the label it ends at
 };
 
-// A test cheap enough to ask of every label before the Pareto filter sorts them (step_unit's `pre`),
+// A test cheap enough to ask of every label before the Pareto filter sorts them (in step_unit),
 // refusing only labels the chain's keep refuses. Keep takes a label (persistent P, largest transient
 // X, time tau) when some end e of the stage (a stage end j of a forward chain, a start i of the last
 // stage's) passes: own = tau + fixed + LP < need, with LP = lp->least(k, budget - P, X), or 0 for the
