@@ -50,7 +50,6 @@ class Cut {
     const SuffixBound* lp;  // none: the empty end
     int k;                  // the LP's first position
   };
-  Cut() = default;  // takes every label
   Cut(const Chain& ch, const std::vector<int>& current, const std::vector<End>& ends, double budget,
       double bound);
   struct Line {
