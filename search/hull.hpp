@@ -1,5 +1,5 @@
 // The lower convex hull of a Pareto front, shared by the flat exact solver's LP bound (exact.cpp)
-// and the hybrid search's per-unit bound (hybrid_bounds.hpp).
+// and the hybrid search's per-unit bound (hybrid_context.hpp).
 #pragma once
 
 #include <vector>

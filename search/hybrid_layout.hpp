@@ -1,8 +1,8 @@
 // The exact solver of one hybrid layout and the pieces the strategies of search/hybrid.cpp share
 // with it (search/hybrid.hpp's opening comment has the algorithm; hybrid_layout.cpp holds the
 // layout's solve and its bounds; hybrid_chains.cpp the chain DP along a stage's units;
-// hybrid_split.cpp the stage split and the incumbent; hybrid_bounds.hpp the priced items and the LP
-// bounds).
+// hybrid_split.cpp the stage split and the incumbent; hybrid_context.hpp the priced items;
+// hybrid_bounds.hpp the LP bounds).
 #pragma once
 
 #include <cstdint>
@@ -39,7 +39,7 @@ struct PartsCache {
   std::vector<int> op_unit;
 };
 
-class LayoutContext;  // search/hybrid_bounds.hpp
+class LayoutContext;  // search/hybrid_context.hpp
 
 // Stage costs c[s][i][j] (stage s holding units i..j-1; infinity: none).
 using StageTable = std::vector<std::vector<std::vector<double>>>;

@@ -5,7 +5,7 @@
 #include <optional>
 #include <vector>
 
-#include "search/hybrid_bounds.hpp"
+#include "search/hybrid_context.hpp"
 #include "search/hybrid_layout.hpp"
 #include "search/solvers.hpp"
 
