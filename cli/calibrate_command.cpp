@@ -19,7 +19,6 @@
 #include "costmodel/files.hpp"
 #include "costmodel/provenance.hpp"
 #include "costmodel/units.hpp"
-#include "osdp_version.hpp"
 #include "validate/calibrate/calibrate.hpp"
 #include "validate/executor/backend.hpp"
 #include "validate/torch/torch_job.hpp"
@@ -81,7 +80,7 @@ validate::CalibrateOptions make_options(const CalibrateArgs& a) {
   if (a.repeats > 0) o.repeats = a.repeats;
   o.per_node = a.per_node;
   o.gemm_math = gemm_math(a.gemm);
-  o.tool_version = fmt::format("{} ({})", OSDP_VERSION, OSDP_GIT_HASH);
+  o.tool_version = costmodel::tool_version();
   if (!a.quick && !a.models.empty()) {
     std::vector<costmodel::ModelSpec> models;
     for (const auto& m : a.models) models.push_back(costmodel::load_model(m));
@@ -91,7 +90,7 @@ validate::CalibrateOptions make_options(const CalibrateArgs& a) {
     // timed slices: on an H100 the formula priced an unsplit MLP 4-8% above its time in a step, and
     // the timed halves took 13-22% longer in a step than timed alone, so the search split every MLP:
     // predicted 2% faster than FSDP's plan, measured 9% slower
-    // (validate/gpu/results/h100-1gpu-2026-11-27).
+    // (data/results/gpu/h100-1gpu-2026-11-27).
     const double max_flops = a.backend == "nccl" ? 1e12 : 8e9;
     for (auto& s : validate::model_gemm_shapes(models, {1, 2, 4}, max_flops)) o.gemm_shapes.push_back(s);
   }

@@ -10,6 +10,7 @@
 
 #include "costmodel/plan.hpp"
 #include "search/report.hpp"
+#include "search/request.hpp"
 #include "search/scheduler.hpp"
 #include "sim/engine.hpp"
 #include "sim/schedule.hpp"
@@ -69,15 +70,11 @@ struct EvaluatedBatch {
   double simulated_time_s = 0, simulated_peak_bytes = 0, simulated_throughput = 0;
 };
 
-// The batch sizes of `result` at which a plan fits (solved, or bounded out by the scheduler) are
-// searched again one at a time (options.batch fixed); the `top` best by analytic throughput (0: all)
-// are simulated (symmetric ranks: exact on the homogeneous clusters a plan runs on). Sorted by
-// batch size.
-std::vector<EvaluatedBatch> evaluate_by_simulation(const search::PlanContext& ctx,
-                                                   const costmodel::Workload& w,
-                                                   const costmodel::CostModel& model,
-                                                   const search::Strategy& strategy,
-                                                   const search::SearchOptions& options,
-                                                   const search::SearchResult& result, int top);
+// The batch sizes of a data-parallel outcome at which a plan fits (solved, or bounded out by the
+// scheduler) are searched again one at a time by its solver (the batch fixed); the `top` best by
+// analytic throughput (0: all) are simulated (symmetric ranks: exact on the homogeneous clusters a plan
+// runs on). Sorted by batch size.
+std::vector<EvaluatedBatch> evaluate_by_simulation(const search::PreparedSearch& prepared,
+                                                   const search::PlanOutcome& outcome, int top);
 
 }  // namespace osdp::cli

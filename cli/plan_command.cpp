@@ -1,32 +1,39 @@
-// `osdp plan`: the data-parallel plan of one model on one cluster (search/request.hpp), the exact
-// hybrid plan below it on clusters of several devices, and the options of both; `--hybrid` runs
-// cli/plan_hybrid_command.cpp instead.
+// `osdp plan`: the best plan of one model on one cluster (search/request.hpp, the one way into a
+// search): over the whole space the cluster allows unless options narrow it, a baseline beside it,
+// and optionally the plan replayed by the simulator.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <memory>
 #include <optional>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.hpp"
-#include "cli/plan_args.hpp"
-#include "costmodel/catalog.hpp"
 #include "costmodel/error.hpp"
 #include "costmodel/files.hpp"
-#include "costmodel/hybrid.hpp"
-#include "costmodel/json_reader.hpp"
 #include "costmodel/plan.hpp"
 #include "costmodel/units.hpp"
-#include "osdp_version.hpp"
-#include "search/hybrid.hpp"
 #include "search/report.hpp"
 #include "search/request.hpp"
+#include "sim/replay.hpp"
+#include "sim/report.hpp"
 
 namespace osdp::cli {
 namespace {
 
 using costmodel::format_bytes;
 using costmodel::format_seconds;
+
+struct PlanArgs {
+  search::PlanRequest req;  // the search: names, files and option strings (search/request.hpp)
+  std::string out, emit_costs, evaluate = "analytic", trace;
+  int evaluate_top = 5;
+  bool json = false, data_parallel = false, groups = false, no_groups = false, hybrid = false;
+};
 
 // The smallest whole number of MiB that fits, so that the figure can be passed back as --memory.
 long long min_fit_mib(double bytes) {
@@ -41,7 +48,7 @@ int simulated_winner(const std::vector<EvaluatedBatch>& ev) {
   return best ? best->batch : -1;
 }
 
-void add_evaluation_json(nlohmann::json& j, const std::vector<EvaluatedBatch>& ev) {
+nlohmann::json evaluation_json(const std::vector<EvaluatedBatch>& ev) {
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& e : ev)
     arr.push_back({{"batch_size", e.batch},
@@ -51,16 +58,14 @@ void add_evaluation_json(nlohmann::json& j, const std::vector<EvaluatedBatch>& e
                    {"simulated_peak_bytes", e.simulated_peak_bytes},
                    {"analytic_throughput", e.analytic_throughput},
                    {"simulated_throughput", e.simulated_throughput}});
-  j["evaluated"] = arr;
-  const int win = simulated_winner(ev);
-  j["simulated_best_batch_size"] = win > 0 ? nlohmann::json(win) : nlohmann::json(nullptr);
+  return arr;
 }
 
 void print_evaluation(const std::vector<EvaluatedBatch>& ev, int analytic_best) {
   std::cout << fmt::format("  simulated      the best plan of {} batch sizes, analytic beside simulated:\n",
                            ev.size())
-            << fmt::format("    {:>6} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}\n", "batch", "time",
-                           "sim time", "peak", "sim peak", "samples/s", "sim s/s");
+            << fmt::format("    {:>6} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}\n", "batch", "time", "sim time",
+                           "peak", "sim peak", "samples/s", "sim s/s");
   for (const auto& e : ev)
     std::cout << fmt::format("    {:>6} {:>12} {:>12} {:>12} {:>12} {:>10.2f} {:>10.2f}\n", e.batch,
                              format_seconds(e.analytic_time_s), format_seconds(e.simulated_time_s),
@@ -69,143 +74,178 @@ void print_evaluation(const std::vector<EvaluatedBatch>& ev, int analytic_best) 
   const int win = simulated_winner(ev);
   if (win > 0)
     std::cout << fmt::format("  under simulation batch {} wins{}\n", win,
-                             win == analytic_best
-                                 ? " (as the analytic model says)"
-                                 : fmt::format(" (the analytic model picked {})", analytic_best));
+                             win == analytic_best ? " (as the analytic model says)"
+                                                  : fmt::format(" (the analytic model picked {})", analytic_best));
 }
 
-int run_plan(const PlanArgs& a) {
-  if (a.hybrid) return run_plan_hybrid(a);
-  const auto prepared = search::prepare_search(a.req, fmt::format("{}+{}", OSDP_VERSION, OSDP_GIT_HASH));
-  const search::PlanContext& ctx = prepared->ctx;
-  const costmodel::Workload& w = prepared->workload;
-  const costmodel::CostModel& model = *prepared->model;
-  const search::SearchOptions& opt = prepared->options;
-  const search::StrategyRegistry& registry = prepared->registry;
-  const search::Strategy& strategy = *prepared->strategy;
-  const search::SearchResult r = search::run_search(w, model, strategy, opt);
-  std::optional<search::SearchResult> base;
-  if (a.baseline != "none" && a.baseline != a.req.strategy)
-    base = search::run_search(w, model, registry.get(a.baseline), opt);
+// What the search did, in a line.
+std::string search_line(const search::PlanOutcome& o) {
+  std::string what;
+  if (o.batches) {
+    int visited = 0;
+    for (const auto& c : o.batches->candidates) visited += c.skipped ? 0 : 1;
+    what = fmt::format("over {} batch sizes ({} bounded out)", o.batches->candidates.size(),
+                       o.batches->candidates.size() - static_cast<std::size_t>(visited));
+  } else if (o.layouts) {
+    what = fmt::format("{} layouts bounded, {} solved", o.layouts->layouts, o.layouts->solved);
+  }
+  return fmt::format("{}: {}{}", format_seconds(o.search_seconds), what,
+                     o.complete ? ""
+                                : ", stopped by its budget (time, or memory for its states): the plan is the "
+                                  "best found, not proved optimal");
+}
 
-  // The hybrid plan beside it (search/hybrid.hpp): pipeline stages, micro-batches and TP degrees with
-  // the same per-operator space, at the same global batch when --batch fixes it. Its space holds this
-  // one's (dp-only), so its throughput is never below the exact plan's.
-  std::optional<search::HybridResult> hybrid;
-  if (!a.no_hybrid && ctx.cluster.world_size() > 1) {
-    search::HybridSearchOptions so = hybrid_options(a, *prepared);
-    if (opt.batch) so.global_batch = *opt.batch * ctx.cluster.world_size();
-    hybrid = search::search_hybrid(ctx.model, hybrid_cost_model(*prepared), "exact", so);
+void print_outcome(const search::PreparedSearch& p, const search::PlanOutcome& o) {
+  const costmodel::Plan& plan = o.plan;
+  const costmodel::Evaluation& ev = o.evaluation;
+  const int n = p.ctx.cluster.world_size();
+  std::cout << fmt::format("  layout         {}\n", plan.layout_summary())
+            << fmt::format("  batch size     {} per device{} (global batch {})\n", plan.batch_size,
+                           plan.micro_batches > 1 || plan.pp > 1 ? " per micro-batch" : "", ev.global_batch)
+            << fmt::format("  throughput     {:.2f} samples/s\n", ev.throughput)
+            << fmt::format("  step time      {}{}\n", format_seconds(ev.time_s),
+                           plan.pp > 1 ? fmt::format(" (bubble {:.1f}%)", 100 * ev.bubble_fraction) : "")
+            << fmt::format("  peak memory    {} of {} ({} reserve included)\n", format_bytes(ev.peak_bytes),
+                           format_bytes(o.memory_limit_bytes), format_bytes(p.ctx.cluster.reserve_bytes));
+  if (!plan.data_parallel()) {
+    const auto lines = search::stage_degrees(o.workload, plan);
+    for (std::size_t s = 0; s < lines.size(); ++s)
+      std::cout << fmt::format("  stage {:<8} {} ranks: {}\n", s, n / plan.pp, lines[s]);
+  }
+  bool first = true;
+  for (const auto& line : search::summarize_choices(o.workload, plan.choices)) {
+    std::cout << (first ? "  choices        " : "                 ") << line << "\n";
+    first = false;
+  }
+}
+
+int run_plan(const PlanArgs& args) {
+  PlanArgs a = args;
+  if (a.hybrid) {
+    const search::StrategyRegistry registry = search::default_strategies();
+    if (registry.get(a.req.strategy).info().data_parallel) {
+      std::vector<std::string> layout;
+      for (const search::Strategy* s : registry.all())
+        if (!s->info().data_parallel) layout.push_back(s->name());
+      throw UsageError(fmt::format("--hybrid: strategy {} searches data parallelism only; the strategies of the "
+                                   "whole space: {}",
+                                   a.req.strategy, fmt::join(layout, ", ")));
+    }
+    std::cerr << "osdp plan: warning: --hybrid is the default now (stages, micro-batches and TP degrees are "
+                 "searched wherever the cluster allows them); the flag does nothing\n";
+  }
+  if (a.data_parallel) {  // narrows the layout space to data parallelism
+    a.req.pp = {1};
+    a.req.tp = {1};
+    a.req.micro_batches = 1;
+  }
+  if (a.groups && a.no_groups) throw UsageError("--groups and --no-groups: choose one");
+  if (a.groups) a.req.groups = "on";
+  if (a.no_groups) a.req.groups = "off";
+  if (!a.trace.empty() && a.evaluate != "sim") throw UsageError("--trace needs --evaluate sim");
+  if (isatty(2)) a.req.progress = [](const std::string& line) { std::cerr << "osdp plan: " << line << "\n"; };
+  const search::PlanReport report = search::run_request(a.req);
+  const search::PreparedSearch& p = *report.prepared;
+  const search::PlanOutcome& o = report.outcome;
+  if (!a.emit_costs.empty()) {
+    if (!o.batches)
+      throw UsageError(fmt::format("--emit-costs: strategy {} searched layouts, not one knapsack per batch size: "
+                                   "narrow the space to data parallelism (--data-parallel) or pick a "
+                                   "data-parallel strategy",
+                                   o.strategy));
+    costmodel::write_file_atomic(
+        a.emit_costs,
+        search::to_costs_json(o.batches->outcome.instance, o.batches->outcome.solution).dump(1) + "\n");
+  }
+  if (!a.out.empty() && o.feasible)
+    costmodel::write_file_atomic(a.out, costmodel::to_json(o.plan, &o.evaluation).dump(1) + "\n");
+
+  // --evaluate sim: the plan replayed by the simulator (a data-parallel plan's symmetric ranks: exact
+  // on the homogeneous clusters it runs on; every rank of the others), and for the batch-size
+  // scheduler the best plans of the top batch sizes too.
+  std::optional<sim::Replay> simulated;
+  std::vector<EvaluatedBatch> evaluated;
+  if (a.evaluate == "sim" && o.feasible) {
+    sim::SimOptions so;
+    so.symmetric = o.plan.data_parallel() && a.trace.empty();
+    so.memory_rank = sim::SimOptions::kNoRanks;
+    if (!a.trace.empty()) so = sim::trace_options(so);
+    simulated = sim::replay_plan(o.plan, o.workload, so);
+    if (!a.trace.empty())
+      costmodel::write_file_atomic(a.trace, sim::chrome_trace(simulated->schedule, simulated->result).dump() + "\n");
+    if (o.batches) evaluated = evaluate_by_simulation(p, o, a.evaluate_top);
   }
 
-  std::vector<EvaluatedBatch> evaluated;
-  if (a.evaluate == "sim" && r.feasible)
-    evaluated = evaluate_by_simulation(ctx, w, model, strategy, opt, r, a.evaluate_top);
-
-  if (!a.emit_costs.empty())
-    costmodel::write_file_atomic(
-        a.emit_costs, search::to_costs_json(r.outcome.instance, r.outcome.solution).dump(1) + "\n");
-  if (!a.out.empty() && r.feasible)
-    costmodel::write_file_atomic(a.out, to_json(search::make_plan(ctx, w, r)).dump(1) + "\n");
-
   if (a.json) {
-    nlohmann::json j = search::result_json(ctx, w, r);
-    j["model"] = ctx.model.name;
-    j["cluster"] = ctx.cluster.name;
-    j["world_size"] = ctx.cluster.world_size();
-    if (base) {
-      nlohmann::json bj = search::result_json(ctx, w, *base);
-      bj.erase("plan");
-      bj.erase("candidates");
-      j["baseline"] = bj;
-      if (r.feasible && base->feasible) j["speedup_over_baseline"] = r.throughput / base->throughput;
-    }
+    nlohmann::json j = search::report_json(report);
     j["evaluate"] = a.evaluate;
-    if (a.evaluate == "sim") add_evaluation_json(j, evaluated);
-    if (hybrid) {
-      nlohmann::json hj = hybrid_result_json(*hybrid);
-      if (hybrid->feasible) {
-        hj["throughput_samples_per_s"] = hybrid->evaluation.throughput;
-        if (r.feasible) hj["speedup_over_plan"] = hybrid->evaluation.throughput / r.throughput;
-      }
-      j["hybrid"] = hj;
+    if (simulated) {
+      const double t = sim::to_seconds(simulated->result.iteration);
+      j["simulated"] = {{"iteration_time_s", t},
+                        {"peak_memory_bytes", simulated->result.peak_rank().peak_bytes},
+                        {"throughput_samples_per_s", t > 0 ? o.evaluation.global_batch / t : 0.0},
+                        {"summary", sim::summary_json(simulated->schedule, simulated->result)}};
+    }
+    if (a.evaluate == "sim" && o.batches) {
+      j["evaluated"] = evaluation_json(evaluated);
+      const int win = simulated_winner(evaluated);
+      j["simulated_best_batch_size"] = win > 0 ? nlohmann::json(win) : nlohmann::json(nullptr);
     }
     std::cout << j.dump(2) << "\n";
   } else {
-    const int n = ctx.cluster.world_size();
-    std::cout << fmt::format("osdp plan: {} on {} ({} x {}), memory limit {}, strategy {}\n", ctx.model.name,
-                             ctx.cluster.name, n, ctx.cluster.device_name,
-                             format_bytes(opt.memory_limit_bytes), r.strategy);
-    if (r.feasible) {
-      std::cout << fmt::format("  batch size     {} per device ({} samples per step)\n", r.batch,
-                               static_cast<std::int64_t>(r.batch) * n)
-                << fmt::format("  throughput     {:.2f} samples/s\n", r.throughput)
-                << fmt::format("  step time      {}\n", format_seconds(r.time_s))
-                << fmt::format("  peak memory    {} of {} ({} reserve included)\n",
-                               format_bytes(r.peak_bytes), format_bytes(opt.memory_limit_bytes),
-                               format_bytes(opt.reserve_bytes));
-      bool first = true;
-      for (const auto& line : search::summarize_choices(w, r.choices)) {
-        std::cout << (first ? "  choices        " : "                 ") << line << "\n";
-        first = false;
-      }
+    std::cout << fmt::format("osdp plan: {} on {} ({} x {}), memory limit {}, strategy {}\n", p.ctx.model.name,
+                             p.ctx.cluster.name, p.ctx.cluster.world_size(), p.ctx.cluster.device_name,
+                             format_bytes(o.memory_limit_bytes), o.strategy);
+    if (o.feasible) {
+      print_outcome(p, o);
+    } else if (o.min_fit_bytes > 0) {
+      std::cout << fmt::format("  no plan fits: the smallest peak is {} ({:.0f} bytes); --memory {}MiB would fit\n",
+                               format_bytes(o.min_fit_bytes), o.min_fit_bytes, min_fit_mib(o.min_fit_bytes));
+    } else if (o.layouts && !o.layouts->skipped.empty()) {
+      std::cout << "  no plan fits: no pipeline degree could be searched (below: why)\n";
     } else {
-      std::cout << fmt::format(
-          "  no plan fits: the smallest peak is {} ({:.0f} bytes); --memory {}MiB would fit\n",
-          format_bytes(r.min_fit_bytes), r.min_fit_bytes, min_fit_mib(r.min_fit_bytes));
+      std::cout << "  no plan fits at any memory the search tried within its time budget\n";
     }
-    int visited = 0;
-    for (const auto& c : r.candidates) visited += c.skipped ? 0 : 1;
-    std::cout << fmt::format("  search         {} over {} batch sizes ({} bounded out){}\n",
-                             format_seconds(r.search_seconds), r.candidates.size(),
-                             r.candidates.size() - static_cast<std::size_t>(visited),
-                             r.complete ? ""
-                                        : ", stopped early by its budget (dfs: nodes; exact: DP states, "
-                                          "512 MiB): the plan is the best found, not proved optimal");
-    if (base) {
-      if (base->feasible)
+    if (o.layouts)
+      for (const auto& line : o.layouts->skipped) std::cout << "  skipped        " << line << "\n";
+    std::cout << "  search         " << search_line(o) << "\n";
+    for (const search::PlanOutcome& b : report.baselines) {
+      if (b.feasible)
         std::cout << fmt::format(
-            "  {:<14} batch {}, {:.2f} samples/s, step {}, peak {}{}\n", base->strategy, base->batch,
-            base->throughput, format_seconds(base->time_s), format_bytes(base->peak_bytes),
-            r.feasible ? fmt::format(" -> {} is {:.3f}x", r.strategy, r.throughput / base->throughput)
+            "  {:<14} batch {}, {:.2f} samples/s, step {}, peak {}{}\n", b.strategy, b.plan.batch_size,
+            b.evaluation.throughput, format_seconds(b.evaluation.time_s), format_bytes(b.evaluation.peak_bytes),
+            o.feasible ? fmt::format(" -> {} is {:.3f}x", o.strategy, o.evaluation.throughput / b.evaluation.throughput)
                        : std::string());
       else
-        std::cout << fmt::format("  {:<14} does not fit (needs {})\n", base->strategy,
-                                 format_bytes(base->min_fit_bytes));
+        std::cout << fmt::format("  {:<14} does not fit (needs {})\n", b.strategy, format_bytes(b.min_fit_bytes));
     }
-    if (hybrid && hybrid->feasible) {
-      const auto& p = hybrid->plan;
-      const auto& ev = hybrid->evaluation;
-      std::cout << fmt::format("  hybrid         {:.2f} samples/s{}; search {}\n", ev.throughput,
-                               r.feasible
-                                   ? fmt::format(", {:.3f}x the plan above", ev.throughput / r.throughput)
-                                   : std::string(),
-                               format_seconds(hybrid->search_seconds))
-                << fmt::format(
-                       "                 global batch {} = {} micro-batches x {} per device x {} devices "
-                       "per stage; {} stage{}, {}\n",
-                       ev.global_batch, p.micro_batches, p.b0, n / p.pp, p.pp, p.pp > 1 ? "s" : "",
-                       costmodel::to_string(p.schedule));
-      const auto lines = stage_degrees(*hybrid);
-      for (std::size_t s = 0; s < lines.size(); ++s)
-        std::cout << fmt::format("                 stage {} {}\n", s, lines[s]);
-      std::cout
-          << "                 (osdp plan --hybrid: its choices, the simulator, the hybrid baselines)\n";
-    } else if (hybrid) {
-      std::cout << "  hybrid         no hybrid plan fits either\n";
+    if (simulated) {
+      const double t = sim::to_seconds(simulated->result.iteration);
+      std::cout << fmt::format("  simulated      step {} ({:+.1f}% from the analytic step), {:.2f} samples/s, peak {}{}\n",
+                               format_seconds(t), 100 * (t / o.evaluation.time_s - 1),
+                               t > 0 ? o.evaluation.global_batch / t : 0.0,
+                               format_bytes(simulated->result.peak_rank().peak_bytes),
+                               a.trace.empty() ? "" : fmt::format("; trace in {}", a.trace));
     }
-    if (a.evaluate == "sim" && r.feasible) print_evaluation(evaluated, r.batch);
-    if (!a.out.empty() && r.feasible) std::cout << "  plan written to " << a.out << "\n";
+    if (a.evaluate == "sim" && o.batches && o.feasible) print_evaluation(evaluated, o.plan.batch_size);
+    if (!a.out.empty() && o.feasible) std::cout << "  plan written to " << a.out << "\n";
   }
-  if (!r.feasible) {
-    if (a.json)
+  if (!o.feasible) {
+    if (a.json && o.min_fit_bytes > 0)
       std::cerr << fmt::format(
-          "osdp plan: no plan fits; the smallest memory that would fit is {:.0f} bytes "
-          "(--memory {}MiB)\n",
-          r.min_fit_bytes, min_fit_mib(r.min_fit_bytes));
+          "osdp plan: no plan fits; the smallest memory that would fit is {:.0f} bytes (--memory {}MiB)\n",
+          o.min_fit_bytes, min_fit_mib(o.min_fit_bytes));
     return kExitNoFit;
   }
   return kExitOk;
+}
+
+std::string strategy_list() {
+  std::string out;
+  const search::StrategyRegistry registry = search::default_strategies();
+  for (const search::Strategy* s : registry.all())
+    out += fmt::format("\n  {:<12} {}", s->name(), s->info().summary);
+  return out;
 }
 
 }  // namespace
@@ -213,34 +253,32 @@ int run_plan(const PlanArgs& a) {
 Action add_plan_command(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
   app.description(
-      "Find the plan with the highest throughput: per operator DP, ZDP or REPLICATE, k of n slices ZDP,\n"
-      "activation checkpointing, and the micro-batch size, under the device memory limit.\n"
-      "Exit codes: 0 a plan; 2 bad input or usage; 3 no plan fits (the message gives the memory that "
-      "would).");
+      "Find the plan with the highest throughput over the whole space the cluster allows: pipeline stages\n"
+      "and micro-batches, a tensor-parallel degree per unit, per operator DP, ZDP or REPLICATE, k of n\n"
+      "slices ZDP, activation checkpointing, on clusters of several nodes node groups and two-level\n"
+      "collectives, and the micro-batch size, under the device memory limit. Options narrow the space.\n"
+      "Exit codes: 0 a plan; 2 bad input or usage; 3 no plan fits (the message gives the memory that would).");
   app.add_option("--model", a->req.model, "Built-in model name (see `osdp models`) or a model JSON file")
       ->required();
-  app.add_option("--cluster", a->req.cluster,
-                 "Built-in cluster name (see `osdp clusters`) or a cluster JSON file")
+  app.add_option("--cluster", a->req.cluster, "Built-in cluster name (see `osdp clusters`) or a cluster JSON file")
       ->required();
-  app.add_option("--memory", a->req.memory,
-                 "Device memory limit, e.g. 8GiB or 16GB (default: the device's memory)");
-  app.add_option("--strategy", a->req.strategy,
-                 "exact | fsdp | zero2 | ddp | hsdp | fsdp-2level | osdp-ref | dfs; with --hybrid: exact | "
-                 "galvatron | megatron-3d | dp-only")
+  app.add_option("--memory", a->req.memory, "Device memory limit, e.g. 8GiB or 16GB (default: the device's memory)");
+  app.add_option("--strategy", a->req.strategy, "The search:" + strategy_list())->capture_default_str();
+  app.add_option("--baseline", a->req.baselines,
+                 "Strategies shown beside the result, e.g. --baseline fsdp galvatron megatron-3d (none to skip)")
+      ->expected(1, -1)
+      ->default_str("fsdp");
+  a->req.baselines = {"fsdp"};
+  app.add_option("--batch", a->req.batch,
+                 "Samples per device per step of a data-parallel plan, or auto to search it; beyond data "
+                 "parallelism, a global batch of this x the devices")
       ->capture_default_str();
-  app.add_option("--batch", a->req.batch, "Micro-batch size per device, or auto for the batch-size scheduler")
-      ->capture_default_str();
-  app.add_flag(
-      "--groups", a->req.groups,
-      "Also search, per operator, sharding within the node (HSDP) and two-level collectives for world "
-      "shards (a cluster of several nodes of several devices; `osdp simulate` runs such plans, `osdp "
-      "validate` does not yet)");
-  app.add_option("--split-max", a->req.split_max,
-                 "Largest number of slices per operator (1, 2, 4, ...; 1: no splitting)")
+  app.add_option("--global-batch", a->req.global_batch, "A fixed global batch (samples per step over all devices)")
+      ->check(CLI::Range(1, 1 << 24));
+  app.add_option("--split-max", a->req.split_max, "Largest number of slices per operator (1, 2, 4, ...; 1: no splitting)")
       ->check(PowerOfTwo(64))
       ->capture_default_str();
-  app.add_option("--checkpoint", a->req.checkpoint,
-                 "Activation checkpointing: auto (searched per operator), on, off")
+  app.add_option("--checkpoint", a->req.checkpoint, "Activation checkpointing: auto (searched per operator), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   app.add_option("--tier", a->req.tier, "Cost model: extended (default) or paper (the seed formulas)")
@@ -249,64 +287,63 @@ Action add_plan_command(CLI::App& app) {
   app.add_option("--calibration", a->req.calibration, "Calibration name or file (overrides the cluster's)");
   app.add_flag("--checkpoint-regather", a->req.regather,
                "A checkpointed ZDP operator gathers its weights again for the recompute");
-  app.add_option("--baseline", a->baseline, "Strategy shown beside the result (none to skip)")
-      ->capture_default_str();
-  app.add_option("--dfs-budget", a->req.dfs_budget, "Node budget of the dfs strategy per batch size")
-      ->capture_default_str();
-  app.add_option("--out", a->out, "Write the plan file here");
-  app.add_option("--emit-costs", a->emit_costs,
-                 "Write the knapsack instance the search solved (for an audit)");
   app.add_option("--prefetch", a->req.prefetch,
                  "Prefetch depth: all-gathers issued this many operators ahead (0: no overlap)")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
-  app.add_option("--evaluate", a->evaluate,
-                 "analytic: the cost model only; sim: also simulate the best plan of the top batch sizes "
-                 "(with --hybrid: the plan found, on the pipeline simulator)")
-      ->check(CLI::IsMember({"analytic", "sim"}))
-      ->capture_default_str();
-  app.add_option(
-         "--evaluate-top", a->evaluate_top,
-         "With --evaluate sim: how many batch sizes (best analytic throughput first; 0: all that fit)")
-      ->check(CLI::Range(0, 1 << 20))
-      ->capture_default_str();
-  app.add_flag("--json", a->json, "Print one JSON object instead of the summary");
-  app.add_flag(
-      "--no-hybrid", a->no_hybrid,
-      "Without --hybrid the exact hybrid plan (stages, micro-batches, TP degrees) is shown below the "
-      "data-parallel one on clusters of several devices: skip it");
-  auto* hy = app.add_option_group("Hybrid parallelism (--hybrid)");
-  hy->add_flag("--hybrid", a->hybrid,
-               "Search the hybrid space: pipeline stages and micro-batches, a tensor-parallel degree per "
-               "layer, the per-operator choices within each data-parallel group (strategies: exact, "
-               "galvatron, megatron-3d, dp-only; the others are shown beside it)");
-  hy->add_option("--pp", a->pp, "Pipeline degrees to try (default: every power of two dividing the devices)")
+  auto* space = app.add_option_group("The space (narrowing it)");
+  space->add_flag("--data-parallel,--no-hybrid", a->data_parallel,
+                  "Data parallelism only: one stage, one micro-batch, TP 1 (as --pp 1 --tp 1 --micro-batches 1)");
+  space->add_option("--pp", a->req.pp, "Pipeline degrees allowed (default: every power of two dividing the devices)")
       ->check(PowerOfTwo(1 << 20));
-  hy->add_option("--tp", a->tp, "Tensor-parallel degrees allowed (default: powers of two up to a node)")
+  space->add_option("--tp", a->req.tp, "Tensor-parallel degrees allowed (default: powers of two up to a node)")
       ->check(PowerOfTwo(1 << 20));
-  hy->add_option("--schedule", a->schedule, "Pipeline schedule: 1f1b, gpipe or both")
-      ->check(CLI::IsMember({"1f1b", "gpipe", "both"}))
-      ->capture_default_str();
-  hy->add_option("--max-micro-batches", a->max_micro_batches, "Micro-batches per step searched: 1 to this")
+  space->add_option("--micro-batches", a->req.micro_batches, "A fixed number of micro-batches per step")
+      ->check(CLI::Range(1, 1024));
+  space->add_option("--max-micro-batches", a->req.max_micro_batches, "Micro-batches per step searched: 1 to this")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  hy->add_option("--micro-batches", a->micro_batches, "A fixed number of micro-batches")
-      ->check(CLI::Range(1, 1024));
-  hy->add_option("--global-batch", a->global_batch,
-                 "A fixed global batch (samples per step over all devices)")
-      ->check(CLI::Range(1, 1 << 24));
-  hy->add_option("--max-micro-batch-size", a->max_b0, "Largest samples per device per micro-batch searched")
+  space->add_option("--max-micro-batch-size", a->req.max_b0, "Largest samples per device per micro-batch searched")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  hy->add_flag("--sequence-parallel", a->sequence_parallel,
-               "Tensor-parallel units also split layer norms, residuals and dropout along the sequence");
-  hy->add_option("--trace", a->trace,
-                 "With --evaluate sim: write the simulated step as a Chrome trace (a process per stage, "
-                 "a thread per lane, a memory counter per stage)");
-  hy->add_option("--galvatron-overlap", a->galvatron_overlap,
+  space->add_option("--schedule", a->req.schedule, "Pipeline schedule: 1f1b, gpipe or both")
+      ->check(CLI::IsMember({"1f1b", "gpipe", "both"}))
+      ->capture_default_str();
+  space->add_flag("--sequence-parallel", a->req.sequence_parallel,
+                  "Tensor-parallel units also split layer norms, residuals and dropout along the sequence");
+  space->add_flag("--no-groups", a->no_groups,
+                  "Flat rings over all ranks only: no node groups (HSDP) or two-level collectives (searched by "
+                  "default on clusters of several nodes of several devices)");
+  space->add_flag("--groups", a->groups,
+                  "Require node groups and two-level collectives in the space (an error on a cluster without "
+                  "two levels; they are searched by default where the cluster has them)");
+  app.add_flag("--hybrid", a->hybrid, "Accepted for old scripts: the hybrid space is the default")->group("");
+  app.add_option("--galvatron-overlap", a->req.galvatron_overlap,
                  "galvatron only: choose with its overlap coefficient (e.g. 1.3; 0: osdp's times)")
       ->check(CLI::Range(0.0, 10.0))
       ->capture_default_str();
+  app.add_option("--dfs-budget", a->req.dfs_budget, "Node budget of the dfs strategy per batch size")
+      ->capture_default_str();
+  app.add_option("--time-budget", a->req.time_budget_s,
+                 "Seconds the search may take: it then stops with the best plan found, not proved optimal")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--out", a->out, "Write the plan file here");
+  app.add_option("--emit-costs", a->emit_costs,
+                 "Write the knapsack instance the search solved (data-parallel searches; for an audit)");
+  app.add_option("--evaluate", a->evaluate,
+                 "analytic: the cost model only; sim: also simulate the plan (and, for a data-parallel search, "
+                 "the best plans of the top batch sizes)")
+      ->check(CLI::IsMember({"analytic", "sim"}))
+      ->capture_default_str();
+  app.add_option("--evaluate-top", a->evaluate_top,
+                 "With --evaluate sim: how many batch sizes (best analytic throughput first; 0: all that fit)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--trace", a->trace,
+                 "With --evaluate sim: write the simulated step as a Chrome trace (a process per rank, a thread "
+                 "per stream, a memory counter per rank)");
+  app.add_flag("--json", a->json, "Print one JSON object instead of the summary");
   return [a]() { return run_plan(*a); };
 }
 

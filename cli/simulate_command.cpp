@@ -14,7 +14,8 @@
 #include "costmodel/files.hpp"
 #include "costmodel/json_reader.hpp"
 #include "costmodel/units.hpp"
-#include "osdp_version.hpp"
+#include "costmodel/provenance.hpp"
+#include "search/report.hpp"
 #include "sim/network.hpp"
 #include "sim/replay.hpp"
 #include "sim/report.hpp"
@@ -96,7 +97,7 @@ int run_simulate(const SimulateArgs& a) {
 
   // A plan whose predictions this osdp's cost model does not reproduce was edited, or written by
   // another version: say so, and by how much, rather than compare against figures of unknown origin.
-  const std::string this_version = fmt::format("{}+{}", OSDP_VERSION, OSDP_GIT_HASH);
+  const std::string this_version = costmodel::tool_version();
   if (!overridden)
     if (const std::string w =
             sim::edited_plan_warning(plan, {run.analytic_time_s, run.analytic_peak_bytes}, this_version);
@@ -110,37 +111,27 @@ int run_simulate(const SimulateArgs& a) {
   // The analytic figures: the plan's prediction, or the cost model's when the plan has none or the
   // prefetch depth was changed.
   const bool repriced = overridden || plan.predicted_iteration_time_s <= 0;
-  const double an_time = repriced ? run.analytic_time_s : plan.predicted_iteration_time_s;
-  const double an_peak = repriced ? run.analytic_peak_bytes : plan.predicted_peak_memory_bytes;
-  const nlohmann::json summary = sim::summary_json(run.schedule, r);
-  const double time = summary["iteration_time_s"].get<double>();
-  const double peak = summary["peak_memory_bytes"].get<double>();
-  const double samples = static_cast<double>(world) * plan.batch_size;
-
+  const nlohmann::json j = sim::simulation_json(plan, run, a.plan, a.ranks, a.stragglers, repriced);
   if (a.json) {
-    nlohmann::json j;
-    j["plan"] = a.plan;
-    j["model"] = plan.model.name;
-    j["cluster"] = plan.cluster.name;
-    j["ranks_mode"] = a.ranks;
-    j["stragglers"] = a.stragglers;
-    j.update(summary);
-    j["throughput_samples_per_s"] = time > 0 ? samples / time : 0.0;
-    j["analytic"] = {{"iteration_time_s", an_time},
-                     {"peak_memory_bytes", an_peak},
-                     {"throughput_samples_per_s", an_time > 0 ? samples / an_time : 0.0},
-                     {"source", repriced ? "cost model" : "plan"}};
-    j["relative_difference"] = {{"iteration_time", relative(time, an_time)},
-                                {"peak_memory", relative(peak, an_peak)}};
     std::cout << j.dump(2) << "\n";
     return kExitOk;
   }
+  const double an_time = j["analytic"]["iteration_time_s"].get<double>();
+  const double an_peak = j["analytic"]["peak_memory_bytes"].get<double>();
+  const double time = j["iteration_time_s"].get<double>();
+  const double peak = j["peak_memory_bytes"].get<double>();
+  const double samples = j["global_batch"].get<double>();
+  const nlohmann::json& summary = j;
 
   const sim::RankStats& crit = r.ranks[r.critical_rank];
   const int peak_rank = summary["peak_rank"].get<int>();
-  std::cout << fmt::format("osdp simulate: {} ({} on {}, {} x {}), batch {} per device, prefetch {}\n",
+  std::cout << fmt::format("osdp simulate: {} ({} on {}, {} x {}), batch {} per device{}, prefetch {}\n",
                            a.plan, plan.model.name, plan.cluster.name, world, plan.cluster.device_name,
-                           plan.batch_size, plan.prefetch)
+                           plan.batch_size,
+                           plan.data_parallel() ? std::string()
+                                                : fmt::format(" per micro-batch; {}, global batch {}", plan.layout_summary(),
+                                                              plan.global_batch(world)),
+                           plan.prefetch)
             << fmt::format("  {:<15}{:>14}{:>14}{:>12}\n", "", repriced ? "analytic*" : "analytic",
                            "simulated", "difference")
             << fmt::format("  {:<15}{:>14}{:>14}{:>+11.2f}%\n", "step time", format_seconds(an_time),
@@ -151,6 +142,17 @@ int run_simulate(const SimulateArgs& a) {
                            an_time > 0 ? samples / an_time : 0.0, time > 0 ? samples / time : 0.0,
                            100 * relative(an_time, time));
   if (repriced) std::cout << fmt::format("  * priced by the cost model at prefetch {}\n", plan.prefetch);
+  if (plan.pp > 1) {
+    std::cout << fmt::format("  bubble         {:.1f}% of the stages' compute streams idle\n",
+                             100 * summary["bubble_fraction"].get<double>());
+    for (const auto& st : summary["stages"])
+      std::cout << fmt::format("  stage {:<8} rank {}: compute busy {}, comm busy {}, sends {}, peak {}\n",
+                               st["stage"].get<int>(), st["first_rank"].get<int>(),
+                               format_seconds(st["compute_busy_s"].get<double>()),
+                               format_seconds(st["comm_busy_s"].get<double>()),
+                               format_seconds(st["send_busy_s"].get<double>()),
+                               format_bytes(st["peak_memory_bytes"].get<double>()));
+  }
   std::cout << fmt::format("  critical rank  {}: compute busy {}, comm busy {}, exposed comm {}\n",
                            r.critical_rank, format_seconds(sim::to_seconds(crit.compute_busy)),
                            format_seconds(sim::to_seconds(crit.comm_busy)),

@@ -9,7 +9,6 @@
 #include "costmodel/error.hpp"
 #include "experiments/experiment.hpp"
 #include "experiments/sweep.hpp"
-#include "osdp_version.hpp"
 
 namespace osdp::cli {
 namespace {
@@ -40,8 +39,6 @@ int run_sweep_command(const SweepArgs& a) {
   o.force = a.force;
   o.progress = !a.quiet;
   o.unit_delay_ms = test_delay_ms("OSDP_SWEEP_TEST_DELAY_MS");
-  o.tool_version = OSDP_VERSION;
-  o.git_hash = OSDP_GIT_HASH;
   const experiments::SweepOutcome r = experiments::run_sweep(e, o);
   if (!r.root) return r.error.empty() ? kExitOk : kExitInput;  // rank 0 reports for everyone
 

@@ -16,16 +16,13 @@
 #include "costmodel/catalog.hpp"
 #include "costmodel/error.hpp"
 #include "costmodel/files.hpp"
-#include "costmodel/hybrid.hpp"
 #include "costmodel/json_reader.hpp"
 #include "costmodel/plan.hpp"
 #include "costmodel/provenance.hpp"
 #include "costmodel/workload.hpp"
-#include "experiments/hybrid_validation.hpp"
 #include "experiments/measured.hpp"
 #include "experiments/results_dir.hpp"
 #include "experiments/torch_measured.hpp"
-#include "osdp_version.hpp"
 #include "sim/replay.hpp"
 #include "validate/cpu/cpu_device.hpp"
 #include "validate/executor/self_communicator.hpp"
@@ -69,6 +66,7 @@ std::vector<std::string> child_args(const ValidateArgs& a, int np) {
   if (a.force) r.push_back("--force");
   if (a.tasks) r.push_back("--tasks");
   if (a.quiet) r.push_back("--quiet");
+  if (a.no_check) r.push_back("--no-check");
   return r;
 }
 
@@ -91,11 +89,12 @@ experiments::MeasuredJob make_job(const ValidateArgs& a) {
 // Reads and checks the inputs that every backend needs, into the options.
 experiments::ValidationOptions make_options(const ValidateArgs& a, const experiments::MeasuredJob& job) {
   experiments::ValidationOptions o;
-  if (!a.calibration.empty()) {
+  if (!a.calibration.empty()) {  // read once here: bad input fails before anything runs
     const experiments::Experiment e = experiments::load_experiment(a.file);
-    o.calibration =
-        costmodel::load_calibration(a.calibration, costmodel::load_cluster(e.base.cluster).compute);
+    (void)costmodel::load_calibration(a.calibration, costmodel::load_cluster(e.base.cluster).compute);
+    o.calibration = a.calibration;
   }
+  o.check = !a.no_check;
   o.out_dir = a.out.empty() ? job.output : a.out;
   o.resume = a.resume;
   o.force = a.force;
@@ -112,11 +111,11 @@ int report(const ValidateArgs& a, const experiments::MeasuredJob& job,
            nlohmann::json prov, int ranks) {
   const experiments::ValidationSummary s = experiments::summarize(rows, job.validation);
   prov["date"] = costmodel::utc_now();
-  prov["tool"] = fmt::format("osdp {} ({})", OSDP_VERSION, OSDP_GIT_HASH);
+  prov["tool"] = costmodel::tool_version();
   prov["gemm"] = a.gemm;
-  prov["calibration"] = o.calibration     ? o.calibration->name
-                        : a.plans.empty() ? std::string("(the clusters' own)")
-                                          : std::string("(the plan files' own)");
+  prov["calibration"] = !o.calibration.empty() ? o.calibration
+                        : a.plans.empty()      ? std::string("(the clusters' own)")
+                                               : std::string("(the plan files' own)");
   const std::string plot = experiments::write_validation_outputs(o.out_dir, job, rows, s, prov);
   std::cout << fmt::format(
       "osdp validate: {}: {} plans on {} ranks; step time |error| median {:.1f}%, max {:.1f}%;"
@@ -125,9 +124,9 @@ int report(const ValidateArgs& a, const experiments::MeasuredJob& job,
       a.backend == "torch" ? "memory at rest" : "peak memory", 100 * s.max_abs_memory_error);
   if (s.checked > 0)
     std::cout << fmt::format(
-        "  one step in torch against osdp's executor, {} plans: loss within {:.1e}, gradients {:.1e}, "
-        "weights {:.1e}{}\n",
-        s.checked, s.max_check_loss_error, s.max_check_grad_diff, s.max_check_weight_diff,
+        "  one step {}, {} plans: loss within {:.1e}, gradients {:.1e}, weights {:.1e}{}\n",
+        a.backend == "torch" ? "in torch against osdp's executor" : "against the unsharded step", s.checked,
+        s.max_check_loss_error, s.max_check_grad_diff, s.max_check_weight_diff,
         s.numerics_failed ? " (over tolerance)" : "");
   for (const auto& x : s.speedups)
     std::cout << fmt::format("  speedup {} over {}: predicted {:.3f}x, measured {:.3f}x ({:+.1f}%)\n",
@@ -241,131 +240,9 @@ int run_ranks(const ValidateArgs& a, int np) {
 }
 #endif
 
-// ---- hybrid plan files (osdp plan --hybrid --out) ----------------------------------------------
-
-constexpr double kHybridTimeTolerance = 0.05;  // as for plan files: 5% on the median step
-
-bool is_hybrid_file(const std::string& path) {
-  const nlohmann::json doc = costmodel::load_json_file(path);
-  return doc.is_object() && doc.contains("kind") && doc["kind"] == "hybrid";
-}
-
-std::vector<costmodel::HybridPlanFile> read_hybrid_files(const ValidateArgs& a) {
-  std::vector<costmodel::HybridPlanFile> files;
-  for (const auto& path : a.plans) {
-    if (!is_hybrid_file(path))
-      throw UsageError(
-          fmt::format("{}: not a hybrid plan file; hybrid and data-parallel plan files run in "
-                      "separate osdp validate jobs",
-                      path));
-    files.push_back(costmodel::read_hybrid_plan(costmodel::load_json_file(path), path));
-    const int n = files.back().cluster.world_size();
-    if (n != files.front().cluster.world_size())
-      throw UsageError(fmt::format("{}: a plan for {} ranks beside one for {}", path, n,
-                                   files.front().cluster.world_size()));
-  }
-  return files;
-}
-
-std::string hybrid_out_dir(const ValidateArgs& a) {
-  return a.out.empty() ? std::string("results/validate-hybrid") : a.out;
-}
-
-// Rank 0: the table, OUT/hybrid-validation.json and the exit code.
-int report_hybrid(const ValidateArgs& a, const std::vector<experiments::HybridValidationRow>& rows,
-                  nlohmann::json prov) {
-  prov["date"] = costmodel::utc_now();
-  prov["tool"] = fmt::format("osdp {} ({})", OSDP_VERSION, OSDP_GIT_HASH);
-  prov["load_average"] = load_text();
-  nlohmann::json out_rows = nlohmann::json::array();
-  bool numerics_failed = false, over = false, noisy = false;
-  std::cout << fmt::format("osdp validate: {} hybrid plans\n", rows.size())
-            << fmt::format("  {:<28} {:>3} {:>3} {:>5} {:>10} {:>10} {:>10} {:>8} {:>7}  {}\n", "plan", "pp",
-                           "m", "batch", "predicted", "simulated", "measured", "error", "spread", "numerics");
-  for (const auto& r : rows) {
-    out_rows.push_back(experiments::to_json(r));
-    const double err = r.predicted_s > 0 ? r.median_s / r.predicted_s - 1 : 0;
-    numerics_failed |= r.checked && !r.numerics_ok;
-    if (std::fabs(err) > kHybridTimeTolerance) (r.spread > kHybridTimeTolerance ? noisy : over) = true;
-    std::cout << fmt::format(
-        "  {:<28} {:>3} {:>3} {:>5} {:>10} {:>10} {:>10} {:>+7.1f}% {:>6.1f}%  {}\n", r.origin.substr(0, 28),
-        r.file.plan.pp, r.file.plan.micro_batches, r.file.plan.global_batch(r.file.cluster.world_size()),
-        costmodel::format_seconds(r.predicted_s), costmodel::format_seconds(r.simulated_s),
-        costmodel::format_seconds(r.median_s), 100 * err, 100 * r.spread,
-        !r.checked ? std::string("not checked")
-        : r.numerics_ok
-            ? fmt::format("ok (gradients {:.1e}, weights {:.1e})", r.gradient_error, r.weight_error)
-            : "OFF: " + r.numerics_problem);
-  }
-  const std::string dir = hybrid_out_dir(a);
-  std::filesystem::create_directories(dir);
-  const std::string path = dir + "/hybrid-validation.json";
-  costmodel::write_file_atomic(path, nlohmann::json{{"provenance", prov}, {"rows", out_rows}}.dump(1) + "\n");
-  std::cout << "  results in " << path << "\n";
-  if (numerics_failed) {
-    std::cerr << "osdp validate: a hybrid step's gradients or weights differ from the unsharded step's\n";
-    return kExitTolerance;
-  }
-  if (over) return kExitTolerance;
-  if (noisy) {
-    std::cerr << fmt::format(
-        "osdp validate: inconclusive: a plan's steps spread more than the time tolerance {:.0f}% (load "
-        "average {})\n",
-        100 * kHybridTimeTolerance, load_text());
-    return kExitInconclusive;
-  }
-  return kExitOk;
-}
-
-#ifdef OSDP_HAVE_MPI_BACKEND
-int run_hybrid_ranks(const ValidateArgs& a, int np) {
-  return on_ranks(a, np, [&](validate::BackendSession& backend, validate::Communicator& comm) {
-    const std::vector<costmodel::HybridPlanFile> files = read_hybrid_files(a);
-    experiments::HybridValidationOptions o;
-    o.warmup = a.warmup.value_or(2);
-    o.iterations = a.iterations.value_or(5);
-    o.gemm_math = gemm_math(a.gemm);
-    if (!a.quiet)
-      o.progress = [](const std::string& line) { std::cerr << "validate: " << line << std::endl; };
-    std::vector<experiments::HybridValidationRow> rows;
-    for (std::size_t i = 0; i < files.size(); ++i) {
-      const std::unique_ptr<validate::Device> dev = backend.make_device(false);
-      rows.push_back(experiments::run_hybrid_validation(files[i], a.plans[i], *dev, comm, o));
-    }
-    if (comm.rank() != 0) return kExitOk;
-    return report_hybrid(a, rows, backend_provenance(backend, comm));
-  });
-}
-#endif
-
-int run_validate_hybrid(const ValidateArgs& a, int np) {
-  if (a.backend == "torch")
-    throw UsageError(
-        "--backend torch: hybrid plans run on osdp's hybrid executor (--backend mpi, or nccl on GPUs); the "
-        "torch backend runs data-parallel plans only");
-  check_backend(a.backend);  // mpi, or nccl where this osdp has it and a GPU is here
-  if (a.tasks) throw UsageError("--tasks: the hybrid executor does not time single tasks");
-  if (a.resume) throw UsageError("--resume: a hybrid validation writes one file at its end; run it again");
-  const auto files = read_hybrid_files(a);  // bad input fails here, before any rank starts
-  const int n = files.front().cluster.world_size();
-  if (np > 0 && np != n) throw UsageError(fmt::format("-np {}: the hybrid plans are for {} ranks", np, n));
-  const std::string path = hybrid_out_dir(a) + "/hybrid-validation.json";
-  if (std::filesystem::exists(path) && !a.force)
-    throw UsageError(fmt::format("{} exists: give --force to replace it, or another --out", path));
-#ifdef OSDP_HAVE_MPI_BACKEND
-  return launch_or_run("validate", np, child_args(a, np), a.mpirun_args,
-                       [&] { return run_hybrid_ranks(a, np); });
-#else
-  return launch_or_run("validate", np, {}, a.mpirun_args, [] { return kExitInput; });
-#endif
-}
-
 int run_validate(const ValidateArgs& a) {
   (void)gemm_math(a.gemm);
   const int np = parse_np(a.np);
-  if (a.file.empty() && !a.plans.empty() &&
-      std::any_of(a.plans.begin(), a.plans.end(), [](const std::string& p) { return is_hybrid_file(p); }))
-    return run_validate_hybrid(a, np);
   const bool torch = a.backend == "torch";
   if (torch) {
     if (a.tasks)
@@ -377,18 +254,18 @@ int run_validate(const ValidateArgs& a) {
   } else {
     check_backend(a.backend);
     if (!a.python.empty()) throw UsageError("--python: only for --backend torch");
-    if (a.no_check) throw UsageError("--no-check: only for --backend torch");
   }
   // Bad input, and units for another world size, are reported before any rank starts.
   const experiments::MeasuredJob job = make_job(a);
   if (np > 0) experiments::check_world_size(job, np);
   // A plan file whose predictions this osdp does not reproduce is run all the same (the prediction
   // held against the measurement is the simulator's, made now), but not silently.
-  const std::string this_version = fmt::format("{}+{}", OSDP_VERSION, OSDP_GIT_HASH);
+  const std::string this_version = costmodel::tool_version();
   for (const auto& item : job.items) {
     if (!item.plan) continue;
     const std::string w = sim::edited_plan_warning(
-        *item.plan, sim::analytic_figures(*item.plan, costmodel::lower(item.plan->model)), this_version);
+        *item.plan, sim::analytic_figures(*item.plan, costmodel::lower(item.plan->model, item.plan->pp)),
+        this_version);
     if (!w.empty())
       std::cerr << fmt::format(
           "osdp validate: warning: {}: {}; the measurement is held to this osdp's own prediction\n",
@@ -398,6 +275,13 @@ int run_validate(const ValidateArgs& a) {
           experiments::ResultsDir::refusal(a.out.empty() ? job.output : a.out, {a.resume, a.force, {}});
       !why.empty())
     throw UsageError(why);
+  if (torch)
+    for (const auto& item : job.items)  // plan files: known now; an experiment's plans once searched
+      if (item.plan && !item.plan->data_parallel())
+        throw UsageError(fmt::format(
+            "--backend torch: {}: the FSDP2 export takes data-parallel plans (one stage, one micro-batch, TP 1); "
+            "run plans with pipeline stages or TP on --backend mpi (CPU ranks) or nccl (GPUs)",
+            item.origin));
   if (torch) {
     if (const std::string why = validate::torch_unavailable_reason(
             a.python.empty() ? validate::default_torch_python() : a.python);
@@ -423,10 +307,8 @@ Action add_validate_command(CLI::App& app) {
       "calibration)\n"
       "  osdp validate --plan a.json [--plan b.json ...] -np N\n"
       "                                          plan files from `osdp plan --out`, run as they are\n"
-      "Hybrid plan files (`osdp plan --hybrid --out`) run on the hybrid executor (tensor, pipeline and data\n"
-      "parallelism over MPI ranks): first one step against the unsharded step (gradients and updated\n"
-      "weights), then warm-up and timed steps; the median is held beside the plan's prediction and the\n"
-      "pipeline simulator's; results in OUT/hybrid-validation.json (OUT: results/validate-hybrid).\n"
+      "A plan of several stages, micro-batches or TP degrees first runs one step against the unsharded\n"
+      "step of one process (loss, gradients, updated weights; --no-check skips it).\n"
       "The simulator predicts each plan's step time and peak memory; the plan then runs on the backend:\n"
       "warm-up steps, then timed ones (each the slowest rank's time); the median is compared. Real\n"
       "arithmetic on real data, the schedule's buffers allocated through a tracking allocator (peak less\n"
@@ -461,7 +343,8 @@ Action add_validate_command(CLI::App& app) {
          "torch (PyTorch FSDP2 under torchrun)")
       ->capture_default_str();
   app.add_flag("--no-check", a->no_check,
-               "--backend torch: skip the one-step check against osdp's executor (time and memory only)");
+               "Skip the one-step numerics check (--backend torch: against osdp's executor; else, for plans "
+               "that are not data-parallel, against the unsharded step)");
   app.add_option(
       "--python", a->python,
       "--backend torch: the Python with torch and the osdp package (default: $OSDP_PYTHON, else the "

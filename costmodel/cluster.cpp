@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "costmodel/error.hpp"
 #include "costmodel/json_reader.hpp"
 
 namespace osdp::costmodel {
@@ -110,6 +111,21 @@ nlohmann::json to_json(const ClusterSpec& c) {
   j["overlap"] = {{"enabled", c.overlap.enabled}, {"interference", c.overlap.interference}};
   if (!c.calibration.empty()) j["calibration"] = c.calibration;
   return j;
+}
+
+ClusterSpec resized(ClusterSpec c, int world_size) {
+  if (world_size <= 0 || world_size == c.world_size()) return c;
+  if (c.inter) {
+    if (world_size % c.devices_per_node != 0)
+      throw UsageError(fmt::format("world size {} is not a whole number of {}-device nodes of cluster \"{}\"",
+                                   world_size, c.devices_per_node, c.name));
+    c.nodes = world_size / c.devices_per_node;
+  } else {
+    c.nodes = 1;
+    c.devices_per_node = world_size;
+  }
+  c.name = fmt::format("{}@{}", c.name, world_size);
+  return c;
 }
 
 }  // namespace osdp::costmodel

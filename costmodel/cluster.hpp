@@ -64,4 +64,9 @@ nlohmann::json compute_json(const ComputeSpec& c);
 ClusterSpec read_cluster(const nlohmann::json& doc, const std::string& file, const std::string& pointer = "");
 nlohmann::json to_json(const ClusterSpec& cluster);
 
+// The cluster at another size (`world_size` devices; 0 or its own: as it is): a cluster with an
+// inter-node link is resized in whole nodes (UsageError when world_size is not a multiple of its
+// devices per node); a single-level cluster becomes one flat node. Its name says the size: "a100-8@16".
+ClusterSpec resized(ClusterSpec cluster, int world_size);
+
 }  // namespace osdp::costmodel

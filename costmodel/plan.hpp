@@ -1,7 +1,30 @@
-// Plan files: the micro-batch size and per-operator choices, with everything needed to reproduce
-// them — the model, the cluster, the calibration, and the cost model that produced the plan — and
-// its predicted step time, peak memory and throughput. Another program (the simulator, the
-// executor, a training script) reads this file.
+// Plan files: what a plan decides — its layout (pipeline stages, micro-batches and their schedule, a
+// tensor-parallel degree per unit), the samples per device of a micro-batch and the per-operator
+// choices within each unit's data-parallel group — with everything needed to reproduce it (the
+// model, the cluster, the calibration, the cost model that produced it) and its predicted step time,
+// peak memory and throughput. A data-parallel plan is the case of one stage, one micro-batch and TP
+// degree 1 everywhere. Another program (the simulator, the executor, a training script) reads this
+// file.
+//
+// The layout (plan_cost.hpp has the formulas). N = M G devices (M nodes of G). The pipeline degree pp
+// is a power of two dividing N; stage s holds the N_s = N / pp consecutive ranks s N_s .. (s+1) N_s - 1
+// and a contiguous run of the units of lower(model, pp) (the embedding in the first stage, the LM head
+// in the last). A unit u has a tensor-parallel degree t_u, a power of two with t_u <= G and t_u | N_s:
+// its TP groups are t_u consecutive ranks (inside a node), its data-parallel group the d_u = N_s / t_u
+// ranks of a stage at one TP index. m micro-batches of b0 samples per device at t = 1 (`batch_size`):
+// the global batch is b0 m N / pp; a unit of degree t runs micro-batches of b0 t samples on each rank
+// of its TP group. GPipe runs every forward, then every backward; 1F1B runs min(pp - s - 1, m)
+// forwards, then alternates one forward and one backward, then the backwards left.
+//
+// The file (schema_version 2; versions 1 of data-parallel and hybrid plan files are read too):
+//   {"schema_version": 2, "kind": "osdp-plan", "tool_version", "strategy", "model", "cluster",
+//    "calibration"?, "cost_model": {tier, checkpoint_regather}, "memory_limit_bytes",
+//    "batch_size": b0, "prefetch",
+//    "pipeline": {"stages": pp, "micro_batches": m, "schedule": "1f1b"|"gpipe", "sequence_parallel"},
+//    "units": [{"name", "stage", "tp"}],            every unit of lower(model, pp), in order
+//    "operators": [{"name", "mode", "split", "zdp_slices", "checkpoint", "group"?, "comm"?}],
+//    "predicted": {"iteration_time_s", "peak_memory_bytes", "throughput_samples_per_s", "global_batch",
+//                  "bubble_fraction"?, "stages"?: [per-stage figures, for people]}}
 #pragma once
 
 #include <optional>
@@ -14,17 +37,18 @@
 #include "costmodel/choice.hpp"
 #include "costmodel/cluster.hpp"
 #include "costmodel/cost_model.hpp"
-#include "costmodel/hybrid.hpp"
 #include "costmodel/model.hpp"
 
 namespace osdp::costmodel {
 
-struct OperatorPlan {
-  std::string name;
-  Choice choice;
-};
+enum class PipelineSchedule { kGpipe, k1F1B };
+const char* to_string(PipelineSchedule s);
+std::optional<PipelineSchedule> schedule_from_string(const std::string& s);
+
+struct Workload;
 
 struct Plan {
+  // Where it comes from.
   std::string tool_version;
   std::string strategy;
   ModelSpec model;
@@ -32,15 +56,46 @@ struct Plan {
   std::optional<Calibration> calibration;
   CostOptions cost_options;
   double memory_limit_bytes = 0;
-  int batch_size = 1;
-  int prefetch = 0;  // all-gathers issued ahead of the operator that needs them (0: none)
-  std::vector<OperatorPlan> operators;
+  // What it decides.
+  int batch_size = 1;  // b0: samples per device per micro-batch at TP degree 1
+  int prefetch = 0;    // all-gathers issued ahead of the operator that needs them (0: none)
+  int pp = 1;
+  int micro_batches = 1;
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  bool sequence_parallel = false;
+  std::vector<int> stage_first_unit{0};  // pp entries: stage s holds units [first[s], first[s+1])
+  std::vector<int> unit_tp;              // per unit of lower(model, pp)
+  std::vector<Choice> choices;           // per operator of lower(model, pp)
+  // What the cost model predicts.
   double predicted_iteration_time_s = 0;
   double predicted_peak_memory_bytes = 0;
   double predicted_throughput_samples_per_s = 0;
+
+  int global_batch(int world) const { return batch_size * micro_batches * world / pp; }
+  int stage_of_unit(int unit) const;
+  // One stage, one micro-batch, TP 1 everywhere: the plans of the data-parallel strategies.
+  bool data_parallel() const;
+  // The layout in words: "1 stage, 1 micro-batch, TP 1" or "2 stages (1f1b), 8 micro-batches, TP 1 to 2
+  // by unit".
+  std::string layout_summary() const;
 };
 
-nlohmann::json to_json(const Plan& plan);
+// The layout of a data-parallel plan over `w` (one stage, one micro-batch, TP 1 for every unit) with
+// the given choices; the rest of the plan as it was.
+void set_data_parallel(Plan& plan, const Workload& w, std::vector<Choice> choices);
+
+// Checks a plan's layout against its workload (lower(model, plan.pp)) and a cluster: pp a power of two
+// dividing the world, every stage non-empty, TP degrees valid for their stage (valid_degrees) and
+// allowed for every operator of their unit, one choice per operator. Throws UsageError naming what is
+// wrong.
+void check_layout(const Plan& plan, const Workload& w, const ClusterSpec& cluster);
+// Whether (pp, t) is a valid layout on a cluster: pp a power of two dividing N, t a power of two with
+// t <= G and t | N / pp, and a stage's data-parallel group a whole number of ranks per node.
+bool valid_degrees(const ClusterSpec& cluster, int pp, int t);
+
+struct Evaluation;  // plan_cost.hpp
+// The plan file; with the evaluation its per-stage figures too (for people: readers skip them).
+nlohmann::json to_json(const Plan& plan, const Evaluation* evaluation = nullptr);
 
 class JsonReader;
 struct Operator;
@@ -50,28 +105,8 @@ struct Operator;
 // errors name the file and the JSON pointer.
 nlohmann::json choice_json(const Choice& c);
 Choice read_choice(JsonReader& o, const Operator& op, const ClusterSpec& cluster);
-// Checks that the operators are exactly those of the model's lowering, in order.
+// Reads a plan file of any version; checks its operators and units against the model's lowering at
+// its pipeline degree, in order. Errors name the file and the JSON pointer.
 Plan read_plan(const nlohmann::json& doc, const std::string& file);
-
-// A hybrid plan file (osdp plan --hybrid --out): kind "hybrid", schema_version 1, the model, the
-// cluster, the calibration (when one priced the plan), the cost model's tier, the memory limit and
-// the "hybrid" block (hybrid.hpp's to_json). hybrid_plan_file_json writes one.
-struct HybridPlanFile {
-  std::string tool_version, strategy;
-  ModelSpec model;
-  ClusterSpec cluster;
-  std::optional<Calibration> calibration;  // the one the plan was priced with, if any
-  CostOptions cost_options;                // its tier and checkpoint_regather
-  double memory_limit_bytes = 0;
-  HybridPlan plan;
-  double predicted_time_s = 0, predicted_peak_bytes = 0, predicted_throughput = 0;
-};
-// Checks the stages against the model's hybrid workload at the plan's pipeline degree: the units in
-// order, each stage non-empty, TP degrees powers of two dividing a stage's ranks and allowed for
-// every operator of the unit, and each operator's choice (plan.hpp's read_choice). Errors name the
-// file and the JSON pointer.
-HybridPlanFile read_hybrid_plan(const nlohmann::json& doc, const std::string& file);
-nlohmann::json hybrid_plan_file_json(const HybridPlanFile& f, const HybridWorkload& hw,
-                                     const HybridEvaluation& ev);
 
 }  // namespace osdp::costmodel

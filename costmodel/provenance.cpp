@@ -11,6 +11,10 @@
 
 namespace osdp::costmodel {
 
+std::string tool_version() {
+  return OSDP_TOOL_VERSION;
+}
+
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};

@@ -1,4 +1,4 @@
-// Where and when a sweep ran, recorded with its results.
+// Where and when something ran, and which osdp ran it, recorded with its results.
 #pragma once
 
 #include <array>
@@ -9,6 +9,8 @@
 
 namespace osdp::costmodel {
 
+// This osdp's version and commit, as every plan and result records it: "0.1.0+1dce72d33146".
+std::string tool_version();
 std::string utc_now();  // "2026-11-22T09:42:04Z"
 // The run queue's load over 1, 5 and 15 minutes (getloadavg); nullopt where the system does not say.
 std::optional<std::array<double, 3>> load_average();

@@ -230,46 +230,10 @@ double Kernel::flops(int batch) const {
          static_cast<double>(dim(Dim::kK, batch)) * static_cast<double>(dim(Dim::kCount, batch));
 }
 
-Kernel Kernel::slice(int splits) const {
-  Kernel s = *this;
-  switch (split_dim) {
-    case Dim::kM:
-      s.m /= splits;
-      break;
-    case Dim::kN:
-      s.n /= splits;
-      break;
-    case Dim::kK:
-      s.k /= splits;
-      break;
-    case Dim::kCount:
-      s.count /= splits;
-      break;
-    default:
-      break;
-  }
-  return s;
-}
-
 std::int64_t Operator::parameters() const {
   std::int64_t p = 0;
   for (const auto& w : weights) p += w.elements();
   return p;
-}
-
-std::vector<int> Operator::splits(int split_max) const {
-  std::vector<int> out{1};
-  bool any = false;
-  for (const auto& w : weights) any = any || w.splittable;
-  if (!any) return out;
-  for (int n = 2; n <= split_max; n *= 2) {
-    bool ok = true;
-    for (const auto& w : weights)
-      if (w.splittable && (w.split_columns ? w.cols : w.rows) % n != 0) ok = false;
-    if (split_units > 0 && split_units % n != 0) ok = false;
-    if (ok) out.push_back(n);
-  }
-  return out;
 }
 
 double Operator::forward_flops(int batch) const {
@@ -290,7 +254,18 @@ std::int64_t Workload::parameters() const {
   return p;
 }
 
-Workload lower(const ModelSpec& m) {
+std::vector<int> Workload::unit_of_operators() const {
+  std::vector<int> out(operators.size(), -1);
+  for (std::size_t u = 0; u < units.size(); ++u)
+    for (const int o : units[u].ops) out[static_cast<std::size_t>(o)] = static_cast<int>(u);
+  return out;
+}
+
+Workload lower(const ModelSpec& model, int pp) {
+  if (pp < 1) throw UsageError(fmt::format("model \"{}\": a pipeline of {} stages", model.name, pp));
+  ModelSpec m = model;
+  const bool tied_copy = pp > 1 && m.tied_embeddings;
+  if (tied_copy) m.tied_embeddings = false;
   if (m.stages.empty()) throw UsageError(fmt::format("model \"{}\" has no layers", m.name));
   if (m.tied_embeddings && m.first_hidden() != m.last_hidden())
     throw UsageError(
@@ -301,6 +276,9 @@ Workload lower(const ModelSpec& m) {
   w.precision = m.precision;
   w.bytes = precision_bytes(m.precision);
   w.seq = m.seq;
+  w.dropout = m.dropout;
+  w.pp = pp;
+  w.tied_copy = tied_copy;
   const double e = w.bytes.activation;
   const double mask = m.dropout ? 1.0 : 0.0;
   w.operators.push_back(embedding(m, e, mask));
@@ -341,6 +319,22 @@ Workload lower(const ModelSpec& m) {
                     static_cast<double>(k.split_dim), k.bytes_per_sample});
     }
     op.shape_id = ids.emplace(std::move(key), static_cast<int>(ids.size())).first->second;
+  }
+  // Units: a layer's attention and MLP together, every other operator on its own.
+  for (int i = 0; i < static_cast<int>(w.operators.size()); ++i) {
+    const Operator& op = w.operators[static_cast<std::size_t>(i)];
+    const bool layer_op = op.kind == OperatorKind::kAttention || op.kind == OperatorKind::kMlp;
+    if (layer_op && !w.units.empty() && w.units.back().layer &&
+        w.operators[static_cast<std::size_t>(w.units.back().ops.front())].layer == op.layer) {
+      w.units.back().ops.push_back(i);
+      continue;
+    }
+    Unit u;
+    u.name = layer_op ? fmt::format("layer{}", op.layer) : op.name;
+    u.ops = {i};
+    u.hidden = op.hidden;
+    u.layer = layer_op;
+    w.units.push_back(std::move(u));
   }
   return w;
 }

@@ -14,6 +14,28 @@
 // rows of fc2, a head or projection slice its rows of the weight; slices' outputs add up in place.
 // A tied embedding is one operator (token and position tables, final LN, LM head GEMM on the token
 // table); untied models have a separate head operator.
+//
+// Units: the operators are grouped into the units a plan gives one tensor-parallel degree and one
+// pipeline stage: a transformer layer (its attention and MLP), the embedding, a projection between
+// stages of different hidden size, the LM head. A model lowered for a pipeline of pp > 1 stages has
+// its tied embedding untied (the token table in the first stage, its copy as the LM head of the last:
+// `tied_copy`, whose gradient the two stages all-reduce once per step).
+//
+// Tensor parallelism (Megatron-LM's column/row split) cuts an operator the way an operator split
+// does: an attention slice holds whole heads (its columns of QKV, its rows of the projection), an MLP
+// slice its columns of fc1 and rows of fc2, the LM head its columns (vocabulary-parallel). The TP slice
+// of an operator runs the split's slice kernels; its elementwise kernels over heads, ffn columns or the
+// vocabulary (Kernel::tp_sliced) run 1/t of their bytes; layer norms, residuals and hidden-state
+// dropout run whole on each rank, or 1/t of them with sequence parallelism (SP). Parameters:
+// column-split weights and their biases, row-split weights divided by t; row-split biases and layer
+// norms whole. Saved activations per sample: the replicated part R stays whole (without SP), the rest
+// is divided by t; with SP all of it:
+//   attention, MLP: R = (2e + mask) s h  (the layer norm's input, the first GEMM's input, the
+//                   residual dropout's mask: Korthikanti et al. 2022, 10 s h of the 34 s h at e = 2)
+//   head:           R = e s h;  embedding: R = everything.  Checkpointed input e s h: whole without SP.
+// Its collectives (plan_cost.hpp prices them, the schedule runs them) are all-reduces of the activations
+// b s h e: attention and MLP one in forward (after the row-split GEMM) and one in backward (before the
+// column-split GEMM's input gradient leaves), the embedding one in forward, the LM head one in backward.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +66,7 @@ struct Kernel {
   // An elementwise kernel over per-head, per-ffn-column or per-vocabulary-entry data, which tensor
   // parallelism divides among its ranks (softmax, attention dropout, GeLU, cross entropy); the others
   // (layer norms, residuals, dropout of the hidden state) run whole on each rank unless sequence
-  // parallelism splits them (costmodel/hybrid.hpp).
+  // parallelism splits them (the opening comment).
   bool tp_sliced = false;
 
   double flops(int batch) const;  // 2 m n k count for the batch
@@ -88,16 +110,44 @@ struct Operator {
   double backward_flops(int batch) const;
 };
 
+// The operators a plan gives one TP degree and places in one pipeline stage.
+struct Unit {
+  std::string name;      // "embedding", "layer3", "stage1.projection", "head"
+  std::vector<int> ops;  // indices into Workload::operators, in order
+  int hidden = 0;        // width of the activation it hands on
+  bool layer = false;    // a transformer layer
+};
+
 struct Workload {
   std::string model_name;
   Precision precision = Precision::kFp32;
   PrecisionBytes bytes{};
   int seq = 0;
+  bool dropout = true;
   std::vector<Operator> operators;  // in forward execution order
+  std::vector<Unit> units;          // in order; every operator in exactly one
+  int pp = 1;                       // the pipeline degree it was lowered for
+  bool tied_copy = false;           // pp > 1 untied a tied embedding: the head is its copy
 
   std::int64_t parameters() const;
+  // The unit of each operator.
+  std::vector<int> unit_of_operators() const;
 };
 
-Workload lower(const ModelSpec& model);
+// The model's operators and units for a pipeline of `pp` stages (the opening comment).
+Workload lower(const ModelSpec& model, int pp = 1);
+
+// The TP slice of an operator at degree t (the opening comment), sequence-parallel or not, for the
+// workload `w` it belongs to.
+Operator tp_slice(const Operator& op, int t, bool sequence_parallel, const Workload& w);
+// Whether an operator can run at TP degree t: 1 always; attention and MLP when t divides their heads
+// and widths; embedding and head (vocabulary padded to a multiple of t) when they have a weight to
+// split; projections never.
+bool tp_allowed(const Operator& op, int t);
+// Elements per sample of the TP all-reduce in forward and in backward of an operator.
+struct TpTraffic {
+  double forward_elements = 0, backward_elements = 0;
+};
+TpTraffic tp_traffic(const Operator& op, int seq);
 
 }  // namespace osdp::costmodel

@@ -1,12 +1,14 @@
 #include "experiments/experiment.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"
 #include "costmodel/json_reader.hpp"
 #include "costmodel/units.hpp"
+#include "search/strategy.hpp"
 
 namespace osdp::experiments {
 namespace {
@@ -14,8 +16,18 @@ namespace {
 using costmodel::JsonReader;
 
 const std::vector<std::string> kAxes = {
-    "model",    "cluster", "world_size",          "memory", "split_max", "checkpoint",
-    "prefetch", "tier",    "checkpoint_regather", "batch",  "groups"};
+    "model", "cluster", "world_size", "memory", "split_max", "checkpoint", "prefetch", "tier", "checkpoint_regather",
+    "batch", "groups",  "pp",         "tp",     "micro_batches", "global_batch", "schedule"};
+
+std::string known_keys() {
+  std::string out;
+  for (const auto& k : kAxes) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+bool power_of_two(int x) {
+  return x >= 1 && (x & (x - 1)) == 0;
+}
 
 [[noreturn]] void bad(const std::string& file, const std::string& pointer, const std::string& msg) {
   throw InputError(file, pointer, msg);
@@ -75,9 +87,23 @@ void apply(Config& c, const std::string& key, const nlohmann::json& v, const std
       bad(file, pointer, fmt::format("expected true or false, got {}", costmodel::brief_json(v)));
     c.checkpoint_regather = v.get<bool>();
   } else if (key == "groups") {
-    if (!v.is_boolean())
-      bad(file, pointer, fmt::format("expected true or false, got {}", costmodel::brief_json(v)));
-    c.groups = v.get<bool>();
+    if (v.is_boolean())
+      c.groups = v.get<bool>() ? "on" : "off";
+    else if (v.is_string() && (v == "auto" || v == "on" || v == "off"))
+      c.groups = v.get<std::string>();
+    else
+      bad(file, pointer,
+          fmt::format("expected true, false, \"auto\", \"on\" or \"off\", got {}", costmodel::brief_json(v)));
+  } else if (key == "pp" || key == "tp") {
+    const int d = v.is_string() && v.get<std::string>() == "auto" ? 0 : integer(1, 1 << 20);
+    if (d > 0 && !power_of_two(d)) bad(file, pointer, fmt::format("expected a power of two or \"auto\", got {}", d));
+    (key == "pp" ? c.pp : c.tp) = d;
+  } else if (key == "micro_batches") {
+    c.micro_batches = v.is_string() && v.get<std::string>() == "auto" ? 0 : integer(1, 1024);
+  } else if (key == "global_batch") {
+    c.global_batch = v.is_string() && v.get<std::string>() == "auto" ? 0 : integer(1, 1 << 24);
+  } else if (key == "schedule") {
+    c.schedule = text({"1f1b", "gpipe", "both"});
   } else if (key == "batch") {
     if (v.is_string() && v.get<std::string>() == "auto")
       c.batch.reset();
@@ -96,6 +122,9 @@ std::string Unit::key() const {
   j["label"] = strategy.label;
   if (strategy.split_max) j["strategy_split_max"] = *strategy.split_max;
   if (strategy.checkpoint) j["strategy_checkpoint"] = *strategy.checkpoint;
+  if (strategy.pp) j["strategy_pp"] = *strategy.pp;
+  if (strategy.tp) j["strategy_tp"] = *strategy.tp;
+  if (strategy.micro_batches) j["strategy_micro_batches"] = *strategy.micro_batches;
   return j.dump();
 }
 
@@ -106,15 +135,25 @@ nlohmann::json to_json(const Config& c) {
                    {"prefetch", c.prefetch},     {"tier", c.tier}};
   j["batch"] = c.batch ? nlohmann::json(*c.batch) : nlohmann::json("auto");
   j["checkpoint_regather"] = c.checkpoint_regather;
-  if (c.groups) j["groups"] = true;  // only when set: the keys of earlier results stay as they were
+  // Only when set: the keys of earlier results stay as they were.
+  if (c.groups != "auto") j["groups"] = c.groups == "on";
+  if (c.pp > 0) j["pp"] = c.pp;
+  if (c.tp > 0) j["tp"] = c.tp;
+  if (c.micro_batches > 0) j["micro_batches"] = c.micro_batches;
+  if (c.global_batch > 0) j["global_batch"] = c.global_batch;
+  if (c.schedule != "1f1b") j["schedule"] = c.schedule;
   return j;
 }
 
 Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
   JsonReader r(doc, file, "");
   r.expect_kind(costmodel::FileKind::kExperiment);
-  r.expect_schema_version(1);
+  // Version 2 (this osdp): what a file leaves open is the whole space; version 1: the data-parallel one.
+  const auto version = r.integer("schema_version", 0, std::numeric_limits<int>::max());
+  if (version != 1 && version != 2)
+    r.fail("schema_version", fmt::format("unsupported schema_version {} (this osdp reads 1 and 2)", version));
   Experiment e;
+  e.base.schema1_space = version == 1;
   e.file = file;
   e.source = doc;
   e.name = r.name("name");
@@ -125,10 +164,7 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
     for (auto it = node->begin(); it != node->end(); ++it) {
       const std::string key = it.key();
       if (std::find(kAxes.begin(), kAxes.end(), key) == kAxes.end())
-        bad(file, "/base/" + key,
-            fmt::format("unknown key \"{}\" (known: model, cluster, world_size, memory, "
-                        "split_max, checkpoint, checkpoint_regather, prefetch, tier, batch, groups)",
-                        key));
+        bad(file, "/base/" + key, fmt::format("unknown key \"{}\" (known: {})", key, known_keys()));
       apply(e.base, key, it.value(), file, "/base/" + key);
     }
   }
@@ -138,10 +174,7 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
       const std::string key = it.key();
       const std::string ptr = "/axes/" + key;
       if (std::find(kAxes.begin(), kAxes.end(), key) == kAxes.end())
-        bad(file, ptr,
-            fmt::format("unknown axis \"{}\" (axes: model, cluster, world_size, memory, split_max, "
-                        "checkpoint, checkpoint_regather, prefetch, tier, batch, groups)",
-                        key));
+        bad(file, ptr, fmt::format("unknown axis \"{}\" (axes: {})", key, known_keys()));
       if (!it.value().is_array() || it.value().empty()) bad(file, ptr, "expected a non-empty array");
       std::vector<nlohmann::json> values;
       for (std::size_t i = 0; i < it.value().size(); ++i) {
@@ -154,8 +187,7 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
   }
   for (auto& s : r.objects("strategies")) {
     StrategyConfig sc;
-    sc.strategy =
-        s.choice("strategy", {"exact", "fsdp", "zero2", "ddp", "hsdp", "fsdp-2level", "osdp-ref", "dfs"});
+    sc.strategy = s.choice("strategy", search::default_strategies().names());
     sc.label = s.name_or("label", sc.strategy);
     if (s.has("split_max")) {
       sc.split_max = static_cast<int>(s.integer("split_max", 1, 64));
@@ -168,6 +200,22 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
       sc.checkpoint = s.choice("checkpoint", {"off", "on", "auto"});
     else
       s.raw("checkpoint");
+    for (const auto& [key, out] : {std::pair{"pp", &sc.pp}, std::pair{"tp", &sc.tp}}) {
+      if (!s.has(key)) {
+        s.raw(key);
+        continue;
+      }
+      *out = static_cast<int>(s.integer(key, 1, 1 << 20));
+      if (!power_of_two(**out)) s.fail(key, fmt::format("expected a power of two, got {}", **out));
+    }
+    if (s.has("micro_batches"))
+      sc.micro_batches = static_cast<int>(s.integer("micro_batches", 1, 1024));
+    else
+      s.raw("micro_batches");
+    if ((sc.pp || sc.tp || (sc.micro_batches && *sc.micro_batches > 1)) &&
+        search::default_strategies().get(sc.strategy).info().data_parallel)
+      s.fail(sc.pp ? "pp" : sc.tp ? "tp" : "micro_batches",
+             fmt::format("strategy {} searches data parallelism only", sc.strategy));
     for (const auto& other : e.strategies)
       if (other.label == sc.label) s.fail("label", fmt::format("label \"{}\" is used twice", sc.label));
     s.finish();
@@ -183,13 +231,17 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
     if (!ev->is_array() || ev->empty()) bad(file, "/evaluators", "expected a non-empty array");
     for (std::size_t i = 0; i < ev->size(); ++i) {
       const auto& v = (*ev)[i];
-      if (!v.is_string() || (v != "analytic" && v != "sim" && v != "measured"))
+      const auto kind = v.is_string() ? evaluator_named(v.get<std::string>()) : std::nullopt;
+      if (!kind) {
+        std::string names;
+        for (const auto& x : evaluators()) names += fmt::format("{}\"{}\"", names.empty() ? "" : ", ", x.name);
         bad(file, "/evaluators/" + std::to_string(i),
-            fmt::format("expected \"analytic\", \"sim\" or \"measured\", got {}", costmodel::brief_json(v)));
-      e.evaluators.push_back(v.get<std::string>());
+            fmt::format("expected one of {}, got {}", names, costmodel::brief_json(v)));
+      }
+      e.evaluators.push_back(*kind);
     }
   } else {
-    e.evaluators = {"analytic"};
+    e.evaluators = {EvaluatorKind::kAnalytic};
   }
   e.output = r.string_or("output", "results/" + e.name);
   if (auto v = r.object_if("validation")) {

@@ -3,16 +3,20 @@
 //
 //   {"schema_version": 1, "name": "paper-fig5", "description": "...",
 //    "base": {"model": "nd-48x1024", "cluster": "titan-rtx-8", "memory": "8GB", "split_max": 1,
-//             "checkpoint": "off", "prefetch": 0, "tier": "extended", "world_size": 8, "batch": "auto"},
+//             "checkpoint": "off", "prefetch": 0, "tier": "extended", "world_size": 8, "batch": "auto",
+//             "pp": 1, "tp": 1, "micro_batches": 1},
 //    "axes": {"model": [...], "cluster": [...], "world_size": [...], "memory": [...],
-//             "split_max": [...], "checkpoint": [...], "checkpoint_regather": [...], "prefetch": [...]},
+//             "split_max": [...], "checkpoint": [...], "checkpoint_regather": [...], "prefetch": [...],
+//             "pp": [...], "tp": [...], "micro_batches": [...], "global_batch": [...], "schedule": [...]},
 //    "strategies": [{"label": "fsdp", "strategy": "fsdp"},
 //                   {"label": "exact+split", "strategy": "exact", "split_max": 4}],
 //    "baseline": "fsdp", "evaluators": ["analytic", "sim"], "output": "results/paper-fig5"}
 //
 // A unit of work is one configuration (a point of the axes' product; axes are taken in the
 // alphabetical order of their names — JSON objects are unordered — the last varying fastest) with
-// one strategy (strategies innermost, in file order); it yields one result per evaluator.
+// one strategy (strategies innermost, in file order); it yields one result per evaluator. A unit is
+// searched as `osdp plan` searches (search/request.hpp): over the whole space the cluster allows
+// unless the configuration narrows it (pp, tp, micro_batches, global_batch, groups "off").
 #pragma once
 
 #include <optional>
@@ -20,6 +24,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "experiments/evaluator.hpp"
 
 namespace osdp::experiments {
 
@@ -33,15 +39,24 @@ struct Config {
   int prefetch = 0;
   std::string tier = "extended";     // extended | paper
   bool checkpoint_regather = false;  // a checkpointed ZDP operator gathers again for its recompute
-  std::optional<int> batch;          // empty: the batch-size scheduler
-  bool groups = false;               // also search node groups and two-level collectives (issue 14)
+  std::optional<int> batch;          // samples per device per micro-batch; empty: searched
+  // Node groups and two-level collectives: "auto" (where the cluster has two levels), "on", "off".
+  std::string groups = "auto";
+  // The layout space: a fixed pipeline degree, TP degree, micro-batch count, global batch (0: searched)
+  // and the pipeline schedules ("1f1b", "gpipe" or "both").
+  int pp = 0, tp = 0, micro_batches = 0, global_batch = 0;
+  std::string schedule = "1f1b";
+  // Files of schema_version 1 were written for the data-parallel space: what they leave open is
+  // searched there (one stage, one micro-batch, TP 1, groups off). Not part of a unit's key.
+  bool schema1_space = false;
 };
 
 struct StrategyConfig {
   std::string label;
-  std::string strategy;
+  std::string strategy;  // a name of search::default_strategies()
   std::optional<int> split_max;  // overrides the configuration's
   std::optional<std::string> checkpoint;
+  std::optional<int> pp, tp, micro_batches;  // the same (e.g. megatron-3d at TP 8 alone: "pure TP")
 };
 
 struct Unit {
@@ -73,8 +88,7 @@ struct Experiment {
   std::vector<std::pair<std::string, std::vector<nlohmann::json>>> axes;  // in file order
   std::vector<StrategyConfig> strategies;
   std::string baseline;  // a strategy label, or empty
-  // analytic | sim (osdp sweep) | measured (osdp validate: the plan run for real on ranks)
-  std::vector<std::string> evaluators;
+  std::vector<EvaluatorKind> evaluators;
   std::string output;  // results directory (relative to the working directory)
   ValidationSpec validation;
   nlohmann::json source;  // the file as read (recorded with the results)

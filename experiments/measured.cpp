@@ -16,8 +16,10 @@
 #include "costmodel/files.hpp"
 #include "costmodel/json_reader.hpp"
 #include "costmodel/units.hpp"
+#include "experiments/numerics_check.hpp"
 #include "experiments/results_dir.hpp"
 #include "experiments/sweep.hpp"
+#include "search/report.hpp"
 #include "sim/replay.hpp"
 #include "validate/executor/executor.hpp"
 #include "validate/job_status.hpp"
@@ -44,13 +46,15 @@ void write_task_csv(const std::string& path, const sim::Replay& replay,
   for (const auto& rec : replay.result.tasks)
     if (rec.rank == rank % simulated)
       predicted[static_cast<std::size_t>(rec.task)] = sim::to_seconds(rec.end - rec.start);
-  std::string csv = "task,kind,stream,op,slice,predicted_s,measured_s,measured_start_s\n";
-  for (std::size_t t = 0; t < replay.schedule.tasks.size() && t < measured.size(); ++t) {
+  // The rank runs its stage's tasks; the measured times are of those, in order.
+  const int first = replay.schedule.first_task(replay.schedule.stage_of(rank));
+  std::string csv = "task,kind,stream,op,slice,micro_batch,predicted_s,measured_s,measured_start_s\n";
+  for (std::size_t i = 0; i < measured.size(); ++i) {
+    const std::size_t t = static_cast<std::size_t>(first) + i;
     const sim::Task& task = replay.schedule.tasks[t];
-    csv +=
-        fmt::format("{},{},{},{},{},{:.6g},{:.6g},{:.6g}\n", csv_field(task.name), sim::to_string(task.kind),
-                    task.stream == sim::Stream::kComm ? "comm" : "compute", task.op, task.slice, predicted[t],
-                    measured[t].end_s - measured[t].start_s, measured[t].start_s);
+    csv += fmt::format("{},{},{},{},{},{},{:.6g},{:.6g},{:.6g}\n", csv_field(task.name), sim::to_string(task.kind),
+                       sim::to_string(task.stream), task.op, task.slice, task.micro_batch, predicted[t],
+                       measured[i].end_s - measured[i].start_s, measured[i].start_s);
   }
   costmodel::write_file_atomic(path, csv);
 }
@@ -68,8 +72,10 @@ Prepared prepare(const MeasuredItem& item, const ValidationOptions& o) {
   if (item.unit) {  // searched, as the sweep does
     PlannedUnit u = plan_unit(*item.unit, o.calibration);
     p.row = unit_row(*item.unit, u);
-    p.plan = std::move(u.plan);
-    p.workload = std::move(u.workload);
+    if (u.outcome().feasible) {
+      p.plan = u.outcome().plan;
+      p.workload = u.outcome().workload;
+    }
   } else {  // a plan file, as it is
     const costmodel::Plan& plan = *item.plan;
     r.model = plan.model.name;
@@ -78,11 +84,13 @@ Prepared prepare(const MeasuredItem& item, const ValidationOptions& o) {
     r.memory_limit_bytes = plan.memory_limit_bytes;
     r.feasible = true;
     r.batch_size = plan.batch_size;
+    r.pp = plan.pp;
+    r.micro_batches = plan.micro_batches;
+    r.global_batch = plan.global_batch(r.world_size);
     p.plan = plan;
-    p.workload = costmodel::lower(plan.model);
-    std::vector<costmodel::Choice> choices;
-    for (const auto& op : plan.operators) choices.push_back(op.choice);
-    r.plan_summary = plan_summary(p.workload, choices);
+    p.workload = costmodel::lower(plan.model, plan.pp);
+    r.plan_summary = plan_summary(p.workload, plan.choices);
+    if (!plan.data_parallel()) r.plan_summary += "; layout: " + plan.layout_summary();
   }
   r.index = item.index;
   r.key = item.key;
@@ -98,7 +106,7 @@ class Running {
       : item_(item), comm_(comm), o_(o), row_(std::move(prepared.row)) {
     measurement_.group = item.group;
     if (!prepared.plan) {
-      for (const auto& ev : measured_evaluators()) row_.evaluations.push_back({ev, false, 0, 0, 0});
+      for (const auto& ev : evaluators()) row_.evaluations.push_back({ev.kind, false, 0, 0, 0});
       return;
     }
     plan_ = std::move(*prepared.plan);
@@ -107,12 +115,12 @@ class Running {
     sim::SimOptions so;
     so.record_tasks = o.tasks;
     replay_ = sim::replay_plan(plan_, workload_, so);
-    const double world_batch = static_cast<double>(row_.world_size) * plan_.batch_size;
+    const double global_batch = plan_.global_batch(plan_.cluster.world_size());
     const double sim_time = sim::to_seconds(replay_.result.iteration);
     const double sim_peak = replay_.result.peak_rank().peak_bytes;
-    row_.evaluations.push_back({"analytic", true, world_batch / replay_.analytic_time_s,
+    row_.evaluations.push_back({EvaluatorKind::kAnalytic, true, global_batch / replay_.analytic_time_s,
                                 replay_.analytic_time_s, replay_.analytic_peak_bytes});
-    row_.evaluations.push_back({"sim", true, world_batch / sim_time, sim_time, sim_peak});
+    row_.evaluations.push_back({EvaluatorKind::kSim, true, global_batch / sim_time, sim_time, sim_peak});
     measurement_.predicted_peak_bytes = sim_peak - replay_.result.reserve_bytes;
     if (o.run_group) {  // run elsewhere: memory is compared at rest
       measurement_.predicted_state_bytes = states_at_rest_bytes(plan_, workload_);
@@ -125,6 +133,17 @@ class Running {
     naming_the_plan([&] {
       executor_ = std::make_unique<validate::Executor>(*dev_, comm, workload_, plan_, replay_.schedule, xo);
     });
+    if (o.check && !plan_.data_parallel()) {  // numerics_check.hpp
+      if (comm.rank() == 0 && o.progress)
+        o.progress(fmt::format("{}: one step against the unsharded step of batch {}", item.origin,
+                               plan_.global_batch(plan_.cluster.world_size())));
+      StepCheck c;
+      naming_the_plan([&] { c = check_step(*executor_, plan_, workload_, comm, o.gemm_math); });
+      measurement_.check_loss_error = c.loss_error;
+      measurement_.check_grad_diff = c.grad_diff;
+      measurement_.check_weight_diff = c.weight_diff;
+      measurement_.check_note = c.note;
+    }
   }
 
   bool feasible() const { return row_.feasible; }
@@ -184,7 +203,7 @@ class Running {
     // measures no peak: the simulator's).
     const double peak =
         o_.run_group ? sim.peak_bytes : m.peak_bytes + (sim.peak_bytes - m.predicted_peak_bytes);
-    row_.evaluations.push_back({"measured", true, sim.throughput * sim.time_s / time, time, peak});
+    row_.evaluations.push_back({EvaluatorKind::kMeasured, true, sim.throughput * sim.time_s / time, time, peak});
     row_.measurement = std::move(measurement_);
     return row_;
   }
@@ -267,9 +286,9 @@ double states_at_rest_bytes(const costmodel::Plan& plan, const costmodel::Worklo
   const costmodel::PrecisionBytes b = costmodel::precision_bytes(plan.model.precision);
   const std::int64_t world = plan.cluster.world_size(), node = plan.cluster.devices_per_node;
   double total = 0;
-  for (std::size_t i = 0; i < workload.operators.size() && i < plan.operators.size(); ++i) {
+  for (std::size_t i = 0; i < workload.operators.size() && i < plan.choices.size(); ++i) {
     const std::int64_t p = workload.operators[i].parameters();
-    const costmodel::Choice& c = plan.operators[i].choice;
+    const costmodel::Choice& c = plan.choices[i];
     const std::int64_t ranks = c.replicate ? 1 : c.node_group ? node : world;
     total += static_cast<double>(b.weight + b.gradient + b.optimizer) *
              static_cast<double>((p + ranks - 1) / ranks);
@@ -277,8 +296,8 @@ double states_at_rest_bytes(const costmodel::Plan& plan, const costmodel::Worklo
   return total;
 }
 
-const std::vector<std::string>& measured_evaluators() {
-  static const std::vector<std::string> k{"analytic", "sim", "measured"};
+const std::vector<EvaluatorKind>& measured_evaluators() {
+  static const std::vector<EvaluatorKind> k{EvaluatorKind::kAnalytic, EvaluatorKind::kSim, EvaluatorKind::kMeasured};
   return k;
 }
 
@@ -298,7 +317,7 @@ MeasuredJob measured_job(const Experiment& e) {
     auto it = clusters.find(u.config.cluster);
     if (it == clusters.end())
       it = clusters.emplace(u.config.cluster, costmodel::load_cluster(u.config.cluster)).first;
-    item.world_size = resize(it->second, u.config.world_size).world_size();
+    item.world_size = costmodel::resized(it->second, u.config.world_size).world_size();
     item.origin =
         fmt::format("unit {} ({}, {} on {})", u.index, u.strategy.label, u.config.model, u.config.cluster);
     item.unit = std::move(u);
@@ -347,8 +366,8 @@ std::vector<UnitResult> run_measured(const MeasuredJob& job, validate::Communica
     if (!root) return;
     dir->append(to_json(row).dump());
     if (!o.progress) return;
-    const Evaluation* sim = row.evaluation("sim");
-    const Evaluation* measured = row.evaluation("measured");
+    const Evaluation* sim = row.evaluation(EvaluatorKind::kSim);
+    const Evaluation* measured = row.evaluation(EvaluatorKind::kMeasured);
     const auto& m = row.measurement;
     const bool at_rest = m && m->state_bytes > 0;
     o.progress(

@@ -4,7 +4,7 @@
 // the simulator predicts its step time and peak memory; the executor runs warm-up steps, then timed
 // ones (each the slowest rank's); the median is compared with the prediction.
 //
-// Rows are experiments::UnitResult, with the evaluations "analytic", "sim" and "measured" and a
+// Rows are experiments::UnitResult, with the evaluations analytic, sim and measured and a
 // Measurement; they go through the sweep's results directory (experiments/results_dir.hpp: fsync'd
 // row log, directory lock, --resume, no finished row overwritten without --resume or --force) as
 // the plans of each group finish (a group — a configuration, or all plan files — runs side by side,
@@ -30,7 +30,7 @@
 namespace osdp::experiments {
 
 // The evaluators of a measured row, in order.
-const std::vector<std::string>& measured_evaluators();
+const std::vector<EvaluatorKind>& measured_evaluators();
 
 // One plan to measure.
 struct MeasuredItem {
@@ -137,13 +137,16 @@ using GroupRunner =
 double states_at_rest_bytes(const costmodel::Plan& plan, const costmodel::Workload& workload);
 
 struct ValidationOptions {
-  std::optional<costmodel::Calibration> calibration;  // replaces the clusters' own (experiments only)
+  std::string calibration;  // a name or file replacing the clusters' own (experiments only)
   std::string out_dir;
   bool resume = false;
   bool force = false;
   bool tasks = false;  // OUT/tasks/UNIT.csv: every task's predicted and measured time (rank 0, last step)
   validate::GemmMath gemm_math = validate::GemmMath::kFp32;  // see ExecutorOptions::gemm_math
   Progress progress;                                         // called on rank 0
+  // A plan that is not data-parallel first runs one step against the unsharded step
+  // (experiments/numerics_check.hpp).
+  bool check = true;
   // Each plan runs alone: its device made, its steps run, the device released before the next plan's
   // (a GPU's memory holds one plan at the cap, not a group of them; its speed does not drift with a
   // shared host's load, which interleaving is for).

@@ -22,7 +22,7 @@ std::string whole(double v) {
 }  // namespace
 
 StoredRows read_rows(const std::string& path, const std::vector<std::string>& keys,
-                     const std::vector<std::string>& evaluators) {
+                     const std::vector<EvaluatorKind>& evaluators) {
   StoredRows out;
   std::ifstream in(path, std::ios::binary);
   if (!in) return out;
@@ -62,7 +62,7 @@ std::string results_csv(std::vector<UnitResult> rows, int strategies, int baseli
   std::string out =
       "index,model,cluster,world_size,memory_limit_bytes,strategy,evaluator,feasible,batch_size,"
       "throughput_samples_per_s,iteration_time_s,peak_memory_bytes,min_fit_memory_bytes,plan_summary,"
-      "speedup_over_baseline\n";
+      "speedup_over_baseline,micro_batches,pp,global_batch\n";
   for (const auto& r : rows) {
     const UnitResult* base = nullptr;
     if (baseline >= 0 && strategies > 0) {
@@ -75,13 +75,15 @@ std::string results_csv(std::vector<UnitResult> rows, int strategies, int baseli
         for (const auto& x : base->evaluations)
           if (x.evaluator == ev.evaluator) b = &x;
       const bool speedup = ev.feasible && b && b->feasible && b->throughput > 0;
-      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.index, csv_field(r.model),
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.index, csv_field(r.model),
                          csv_field(r.cluster), r.world_size, whole(r.memory_limit_bytes),
-                         csv_field(r.strategy), csv_field(ev.evaluator), ev.feasible ? "true" : "false",
+                         csv_field(r.strategy), to_string(ev.evaluator), ev.feasible ? "true" : "false",
                          ev.feasible ? std::to_string(r.batch_size) : "",
                          ev.feasible ? number(ev.throughput) : "", ev.feasible ? number(ev.time_s) : "",
                          ev.feasible ? whole(ev.peak_bytes) : "", r.feasible ? "" : whole(r.min_fit_bytes),
-                         csv_field(r.plan_summary), speedup ? number(ev.throughput / b->throughput) : "");
+                         csv_field(r.plan_summary), speedup ? number(ev.throughput / b->throughput) : "",
+                         ev.feasible ? std::to_string(r.micro_batches) : "", ev.feasible ? std::to_string(r.pp) : "",
+                         ev.feasible ? std::to_string(r.global_batch) : "");
     }
   }
   return out;

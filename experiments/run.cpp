@@ -11,55 +11,36 @@
 
 namespace osdp::experiments {
 
-costmodel::ClusterSpec resize(costmodel::ClusterSpec c, int world_size) {
-  if (world_size <= 0 || world_size == c.world_size()) return c;
-  if (c.inter) {
-    if (world_size % c.devices_per_node != 0)
-      throw UsageError(fmt::format("world size {} is not a whole number of {}-device nodes of cluster \"{}\"",
-                                   world_size, c.devices_per_node, c.name));
-    c.nodes = world_size / c.devices_per_node;
-  } else {
-    c.nodes = 1;
-    c.devices_per_node = world_size;
-  }
-  c.name = fmt::format("{}@{}", c.name, world_size);
-  return c;
+search::PlanRequest unit_request(const Unit& u, const std::string& calibration) {
+  const Config& c = u.config;
+  search::PlanRequest r;
+  r.model = c.model;
+  r.cluster = c.cluster;
+  r.world_size = c.world_size;
+  r.calibration = calibration;
+  r.memory = c.memory;
+  r.strategy = u.strategy.strategy;
+  r.batch = c.batch ? std::to_string(*c.batch) : "auto";
+  r.checkpoint = u.strategy.checkpoint.value_or(c.checkpoint);
+  r.tier = c.tier;
+  r.split_max = u.strategy.split_max.value_or(c.split_max);
+  r.prefetch = c.prefetch;
+  r.regather = c.checkpoint_regather;
+  r.groups = c.groups == "auto" && c.schema1_space ? "off" : c.groups;
+  if (c.pp > 0 || c.schema1_space) r.pp = {std::max(c.pp, 1)};
+  if (c.tp > 0 || c.schema1_space) r.tp = {std::max(c.tp, 1)};
+  r.micro_batches = c.micro_batches == 0 && c.schema1_space ? 1 : c.micro_batches;
+  if (u.strategy.pp) r.pp = {*u.strategy.pp};
+  if (u.strategy.tp) r.tp = {*u.strategy.tp};
+  if (u.strategy.micro_batches) r.micro_batches = *u.strategy.micro_batches;
+  r.global_batch = c.global_batch;
+  r.schedule = c.schedule;
+  return r;
 }
 
-PlannedUnit plan_unit(const Unit& u, const std::optional<costmodel::Calibration>& calibration) {
-  const Config& c = u.config;
+PlannedUnit plan_unit(const Unit& u, const std::string& calibration) {
   PlannedUnit p;
-  p.model = costmodel::load_model(c.model);
-  p.cluster = resize(costmodel::load_cluster(c.cluster), c.world_size);
-  if (calibration)
-    p.calibration = calibration;
-  else if (!p.cluster.calibration.empty())
-    p.calibration = costmodel::load_calibration(p.cluster.calibration, p.cluster.compute);
-  p.options.tier = c.tier == "paper" ? costmodel::Tier::kPaper : costmodel::Tier::kExtended;
-  p.options.prefetch = c.prefetch;
-  p.options.checkpoint_regather = c.checkpoint_regather;
-  p.workload = costmodel::lower(p.model);
-  const costmodel::CostModel cost(p.cluster, p.calibration ? &*p.calibration : nullptr, p.model.precision,
-                                  p.options);
-
-  search::SearchOptions& so = p.search;
-  so.space.split_max = u.strategy.split_max.value_or(c.split_max);
-  so.space.groups = c.groups;
-  const std::string ckpt = u.strategy.checkpoint.value_or(c.checkpoint);
-  so.space.checkpoint = ckpt == "on"    ? search::CheckpointPolicy::kOn
-                        : ckpt == "off" ? search::CheckpointPolicy::kOff
-                                        : search::CheckpointPolicy::kAuto;
-  so.batch = c.batch;
-  so.reserve_bytes = p.cluster.reserve_bytes;
-  so.memory_limit_bytes = p.cluster.memory_bytes;
-  if (!c.memory.empty()) {
-    std::string err;
-    so.memory_limit_bytes = *costmodel::parse_quantity(c.memory, costmodel::UnitKind::kBytes, &err);
-  }
-  const auto registry = search::default_strategies();
-  p.result = search::run_search(p.workload, cost, registry.get(u.strategy.strategy), so);
-  if (p.result.feasible)
-    p.plan = search::make_plan({"sweep", p.model, p.cluster, p.calibration, p.options}, p.workload, p.result);
+  p.report = search::run_request(unit_request(u, calibration));
   return p;
 }
 
@@ -71,52 +52,60 @@ std::string plan_summary(const costmodel::Workload& w, const std::vector<costmod
 }
 
 UnitResult unit_row(const Unit& u, const PlannedUnit& p) {
-  const search::SearchResult& r = p.result;
+  const search::PlanOutcome& o = p.outcome();
+  const costmodel::ClusterSpec& cluster = p.report.prepared->ctx.cluster;
   UnitResult out;
   out.index = u.index;
   out.key = u.key();
-  out.model = p.model.name;
-  out.cluster = p.cluster.name;
+  out.model = p.report.prepared->ctx.model.name;
+  out.cluster = cluster.name;
   out.strategy = u.strategy.label;
-  out.world_size = p.cluster.world_size();
-  out.memory_limit_bytes = p.search.memory_limit_bytes;
-  out.feasible = r.feasible;
-  out.batch_size = r.batch;
-  out.min_fit_bytes = r.feasible ? 0 : r.min_fit_bytes;
-  for (const auto& cand : r.candidates)
-    if (cand.feasible) out.candidates.push_back({cand.batch, cand.time_s, cand.peak_bytes, cand.throughput});
-  if (r.feasible) out.plan_summary = plan_summary(p.workload, r.choices);
+  out.world_size = cluster.world_size();
+  out.memory_limit_bytes = o.memory_limit_bytes;
+  out.feasible = o.feasible;
+  out.min_fit_bytes = o.feasible ? 0 : o.min_fit_bytes;
+  if (o.batches)
+    for (const auto& cand : o.batches->candidates)
+      if (cand.feasible) out.candidates.push_back({cand.batch, cand.time_s, cand.peak_bytes, cand.throughput});
+  if (o.feasible) {
+    out.batch_size = o.plan.batch_size;
+    out.pp = o.plan.pp;
+    out.micro_batches = o.plan.micro_batches;
+    out.global_batch = o.evaluation.global_batch;
+    out.plan_summary = plan_summary(o.workload, o.plan.choices);
+    if (!o.plan.data_parallel())
+      out.plan_summary += "; layout: " + o.plan.layout_summary();
+  }
   return out;
 }
 
 UnitResult run_unit(const Unit& u, const Experiment& e) {
   const PlannedUnit p = plan_unit(u);
-  const costmodel::ClusterSpec& cluster = p.cluster;
-  const search::SearchResult& r = p.result;
+  const search::PlanOutcome& o = p.outcome();
   UnitResult out = unit_row(u, p);
-  for (const auto& ev : e.evaluators) {
+  for (const EvaluatorKind ev : e.evaluators) {
     Evaluation x;
     x.evaluator = ev;
-    x.feasible = r.feasible;
-    if (r.feasible && ev == "analytic") {
-      x.throughput = r.throughput;
-      x.time_s = r.time_s;
-      x.peak_bytes = r.peak_bytes;
-    } else if (r.feasible) {
+    x.feasible = o.feasible;
+    if (o.feasible && ev == EvaluatorKind::kAnalytic) {
+      x.throughput = o.evaluation.throughput;
+      x.time_s = o.evaluation.time_s;
+      x.peak_bytes = o.evaluation.peak_bytes;
+    } else if (o.feasible) {
       sim::SimOptions opt;
-      opt.symmetric = true;  // exact on the bundled homogeneous clusters
+      opt.symmetric = o.plan.data_parallel();  // exact on the bundled homogeneous clusters
       opt.memory_rank = sim::SimOptions::kNoRanks;
-      const sim::Replay replay = sim::replay_plan(*p.plan, opt);
+      const sim::Replay replay = sim::replay_plan(o.plan, o.workload, opt);
       x.time_s = sim::to_seconds(replay.result.iteration);
       x.peak_bytes = replay.result.peak_rank().peak_bytes;
-      x.throughput = static_cast<double>(cluster.world_size()) * r.batch / x.time_s;
+      x.throughput = o.evaluation.global_batch / x.time_s;
     }
     out.evaluations.push_back(x);
   }
   return out;
 }
 
-const Evaluation* UnitResult::evaluation(const std::string& evaluator) const {
+const Evaluation* UnitResult::evaluation(EvaluatorKind evaluator) const {
   for (const auto& e : evaluations)
     if (e.evaluator == evaluator) return &e;
   return nullptr;
@@ -125,7 +114,7 @@ const Evaluation* UnitResult::evaluation(const std::string& evaluator) const {
 nlohmann::json to_json(const UnitResult& r) {
   nlohmann::json evs = nlohmann::json::array();
   for (const auto& e : r.evaluations)
-    evs.push_back({{"evaluator", e.evaluator},
+    evs.push_back({{"evaluator", to_string(e.evaluator)},
                    {"feasible", e.feasible},
                    {"throughput_samples_per_s", e.throughput},
                    {"iteration_time_s", e.time_s},
@@ -145,6 +134,9 @@ nlohmann::json to_json(const UnitResult& r) {
                    {"memory_limit_bytes", r.memory_limit_bytes},
                    {"feasible", r.feasible},
                    {"batch_size", r.batch_size},
+                   {"pp", r.pp},
+                   {"micro_batches", r.micro_batches},
+                   {"global_batch", r.global_batch},
                    {"min_fit_memory_bytes", r.min_fit_bytes},
                    {"plan_summary", r.plan_summary},
                    {"evaluations", evs},
@@ -184,10 +176,15 @@ UnitResult unit_result_from_json(const nlohmann::json& j) {
   r.memory_limit_bytes = j.at("memory_limit_bytes").get<double>();
   r.feasible = j.at("feasible").get<bool>();
   r.batch_size = j.at("batch_size").get<int>();
+  // Rows written before plans had layouts: one stage, one micro-batch, the batch on every device.
+  r.pp = j.value("pp", 1);
+  r.micro_batches = j.value("micro_batches", 1);
+  r.global_batch = j.value("global_batch", r.batch_size * r.world_size);
   r.min_fit_bytes = j.at("min_fit_memory_bytes").get<double>();
   r.plan_summary = j.at("plan_summary").get<std::string>();
   for (const auto& e : j.at("evaluations"))
-    r.evaluations.push_back({e.at("evaluator").get<std::string>(), e.at("feasible").get<bool>(),
+    r.evaluations.push_back({evaluator_named(e.at("evaluator").get<std::string>()).value(),
+                             e.at("feasible").get<bool>(),
                              e.at("throughput_samples_per_s").get<double>(),
                              e.at("iteration_time_s").get<double>(),
                              e.at("peak_memory_bytes").get<double>()});

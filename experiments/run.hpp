@@ -1,10 +1,9 @@
-// Running one unit of an experiment: the plan search of its configuration and strategy, evaluated
-// by the analytic model and, when asked, by the simulator (symmetric mode: exact on the bundled
-// homogeneous clusters).
+// Running one unit of an experiment: the plan search of its configuration and strategy (the one way
+// into a search, search/request.hpp, as `osdp plan` runs it), evaluated by the plan cost model and,
+// when asked, by the simulator (symmetric mode for data-parallel plans: exact on the bundled
+// homogeneous clusters; every rank for the others).
 //
-// world_size: a cluster with an inter-node link is resized in whole nodes (world_size must be a
-// multiple of its devices per node); a single-level cluster becomes one flat node of world_size
-// devices.
+// world_size: the cluster resized (costmodel::resized).
 #pragma once
 
 #include <optional>
@@ -15,13 +14,15 @@
 
 #include "costmodel/cluster.hpp"
 #include "costmodel/plan.hpp"
+#include "experiments/evaluator.hpp"
 #include "experiments/experiment.hpp"
+#include "search/request.hpp"
 #include "search/scheduler.hpp"
 
 namespace osdp::experiments {
 
 struct Evaluation {
-  std::string evaluator;  // analytic | sim | measured
+  EvaluatorKind evaluator = EvaluatorKind::kAnalytic;
   bool feasible = false;
   double throughput = 0;  // samples/s over all ranks
   double time_s = 0;
@@ -65,32 +66,27 @@ struct UnitResult {
   int world_size = 0;
   double memory_limit_bytes = 0;
   bool feasible = false;
-  int batch_size = 0;
+  int batch_size = 0;  // samples per device per micro-batch
+  int pp = 1, micro_batches = 1;
+  int global_batch = 0;  // samples per step over all devices
   double min_fit_bytes = 0;  // when nothing fits
   std::string plan_summary;
   std::vector<Evaluation> evaluations;
   std::vector<Candidate> candidates;
   std::optional<Measurement> measurement;  // rows of osdp validate
 
-  const Evaluation* evaluation(const std::string& evaluator) const;  // nullptr when not evaluated so
+  const Evaluation* evaluation(EvaluatorKind evaluator) const;  // nullptr when not evaluated so
 };
 
-costmodel::ClusterSpec resize(costmodel::ClusterSpec c, int world_size);
-
-// One unit searched: everything its evaluators need.
+// A unit's configuration and strategy as a search request; `calibration` (a name or file, when given)
+// replaces the one the unit's cluster names.
+search::PlanRequest unit_request(const Unit& unit, const std::string& calibration = "");
+// One unit searched: everything its evaluators need (report.outcome.plan when one fits).
 struct PlannedUnit {
-  costmodel::ModelSpec model;
-  costmodel::ClusterSpec cluster;  // resized to the unit's world size
-  std::optional<costmodel::Calibration> calibration;
-  costmodel::CostOptions options;
-  costmodel::Workload workload;
-  search::SearchOptions search;
-  search::SearchResult result;
-  std::optional<costmodel::Plan> plan;  // when a plan fits
+  search::PlanReport report;
+  const search::PlanOutcome& outcome() const { return report.outcome; }
 };
-// `calibration` (when given) replaces the one the unit's cluster names.
-PlannedUnit plan_unit(const Unit& unit,
-                      const std::optional<costmodel::Calibration>& calibration = std::nullopt);
+PlannedUnit plan_unit(const Unit& unit, const std::string& calibration = "");
 
 // A searched unit's row without its evaluations: names, sizes, the batch, the candidates, the plan
 // summary. Every evaluator's row starts from it.

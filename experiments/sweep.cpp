@@ -36,6 +36,16 @@
 namespace osdp::experiments {
 namespace {
 
+// costmodel::tool_version() ("0.1.0+1dce72d33146") as summary.json records it: version and commit.
+nlohmann::json tool_json() {
+  const std::string v = costmodel::tool_version();
+  const auto plus = v.find('+');
+  return {{"name", "osdp"},
+          {"version", v.substr(0, plus)},
+          {"git_hash", plus == std::string::npos ? std::string("unknown") : v.substr(plus + 1)}};
+}
+
+
 using Clock = std::chrono::steady_clock;
 
 // --- SIGINT: the workers finish their unit and stop taking new ones ------------------------------
@@ -293,7 +303,7 @@ void write_outputs(const Experiment& e, const SweepOptions& o, const std::string
     failed.push_back({{"index", f.index}, {"key", f.key}, {"message", f.message}});
   const nlohmann::json summary{
       {"schema_version", 1},
-      {"tool", {{"name", "osdp"}, {"version", o.tool_version}, {"git_hash", o.git_hash}}},
+      {"tool", tool_json()},
       {"experiment", {{"file", e.file}, {"name", e.name}, {"source", e.source}}},
       {"machine", costmodel::machine(ranks, o.jobs)},
       {"seed", nullptr},  // nothing random: the same experiment gives the same results.csv
@@ -318,7 +328,7 @@ SweepOutcome run_sweep(const Experiment& e, const SweepOptions& o) {
   const std::string started_at = costmodel::utc_now();
   const std::vector<Unit> units = expand(e);
   const std::string dir = o.out_dir.empty() ? e.output : o.out_dir;
-  if (std::find(e.evaluators.begin(), e.evaluators.end(), "measured") != e.evaluators.end())
+  if (std::any_of(e.evaluators.begin(), e.evaluators.end(), [](EvaluatorKind k) { return info(k).needs_ranks; }))
     throw UsageError(fmt::format(
         "{}: the \"measured\" evaluator runs every plan for real on ranks: use `osdp validate {} -np N` "
         "(osdp sweep evaluates with \"analytic\" and \"sim\")",

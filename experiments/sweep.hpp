@@ -33,8 +33,6 @@ struct SweepOptions {
   bool force = false;        // start again: rows.jsonl and the final files of an earlier run are deleted
   bool progress = true;      // show progress on stderr when it is a terminal
   int unit_delay_ms = 0;     // test hook: each unit sleeps this long first (OSDP_SWEEP_TEST_DELAY_MS)
-  std::string tool_version;  // recorded in summary.json
-  std::string git_hash;
 };
 
 struct FailedUnit {
@@ -57,8 +55,8 @@ struct SweepOutcome {
 };
 
 // Throws osdp::Error for an unusable output directory, finished rows without `resume` or `force`
-// (experiments/results_dir.hpp), or an experiment whose evaluators include "measured" (that one runs
-// plans on ranks: `osdp validate`).
+// (experiments/results_dir.hpp), or an experiment with an evaluator that runs plans on ranks
+// ("measured": `osdp validate`).
 SweepOutcome run_sweep(const Experiment& e, const SweepOptions& options);
 
 // --- the pieces, exposed for the tests ---------------------------------------------------------------
@@ -72,7 +70,7 @@ struct StoredRows {
   int dropped = 0;
 };
 StoredRows read_rows(const std::string& path, const std::vector<std::string>& keys,
-                     const std::vector<std::string>& evaluators);
+                     const std::vector<EvaluatorKind>& evaluators);
 
 // One CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma, quote or line break.
 std::string csv_field(const std::string& s);

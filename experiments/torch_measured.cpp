@@ -7,12 +7,10 @@
 
 #include "costmodel/error.hpp"
 #include "costmodel/workload.hpp"
-#include "sim/replay.hpp"
-#include "validate/cpu/cpu_device.hpp"
+#include "experiments/numerics_check.hpp"
 #include "validate/executor/backend.hpp"
 #include "validate/executor/executor.hpp"
 #include "validate/executor/numerics.hpp"
-#include "validate/executor/self_communicator.hpp"
 #include "validate/torch/fsdp2_export.hpp"
 
 namespace osdp::experiments {
@@ -45,30 +43,18 @@ void write_raw(const std::string& path, const std::vector<T>& v) {
 
 nlohmann::json executor_reference(const costmodel::Plan& plan, const std::string& dir, int index) {
   const costmodel::Workload w = costmodel::lower(plan.model);
-  const int world = plan.cluster.world_size();
-  costmodel::Plan ref = plan;  // one process, every operator DP and whole, the global batch
-  ref.cluster = resize(plan.cluster, 1);
-  ref.batch_size = plan.batch_size * world;
-  ref.prefetch = 0;
-  for (auto& op : ref.operators) op.choice = costmodel::Choice{};
-  const sim::Replay replay = sim::replay_plan(ref, w, sim::SimOptions{});
-  validate::CpuDevice dev(validate::CpuDeviceOptions{0, false, 0});
-  validate::SelfCommunicator self(dev);
+  const int batch = plan.global_batch(plan.cluster.world_size());
   const validate::ExecutorOptions xo;
-  validate::Executor ex(dev, self, w, ref, replay.schedule, xo);
-  std::vector<std::vector<float>> initial, updated, grads;
-  for (int u = 0; u < static_cast<int>(w.operators.size()); ++u) initial.push_back(ex.logical_weights(u));
-  const validate::StepStats st = ex.step();
-  for (int u = 0; u < static_cast<int>(w.operators.size()); ++u) {
-    updated.push_back(ex.logical_weights(u));
-    grads.push_back(ex.logical_gradients(u));
-  }
+  const ReferenceStep ref = unsharded_step(plan.model, plan.cluster, batch, validate::GemmMath::kFp32);
+  const auto& initial = ref.initial;
+  const auto& updated = ref.weights;
+  const auto& grads = ref.grads;
   std::vector<float> blob;
   for (const auto* part : {&initial, &updated, &grads})
     for (const auto& v : *part) blob.insert(blob.end(), v.begin(), v.end());
   const std::int64_t seq = plan.model.seq, vocab = plan.model.vocab;
   std::vector<std::int32_t> tokens;
-  for (std::int64_t sample = 0; sample < ref.batch_size; ++sample)
+  for (std::int64_t sample = 0; sample < batch; ++sample)
     for (std::int64_t t = 0; t <= seq; ++t) tokens.push_back(validate::token_of(sample, t, vocab));
   const std::string weights_file = fmt::format("{}/reference-{}.f32", dir, index),
                     tokens_file = fmt::format("{}/reference-{}.tokens.i32", dir, index);
@@ -95,7 +81,7 @@ nlohmann::json executor_reference(const costmodel::Plan& plan, const std::string
           {"parameters", offset},
           {"seq", seq},
           {"vocab", vocab},
-          {"loss", st.loss},
+          {"loss", ref.loss},
           {"adam",
            {{"lr", xo.adam.lr}, {"beta1", xo.adam.beta1}, {"beta2", xo.adam.beta2}, {"eps", xo.adam.eps}}},
           {"operators", ops}};

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "costmodel/calibration_fit.hpp"
+#include "costmodel/error.hpp"
 #include "costmodel/files.hpp"
 #include "experiments/measured.hpp"
 #include "experiments/sweep.hpp"
@@ -31,10 +32,18 @@ Flat flat(const UnitResult& r) {
   Flat f;
   if (r.measurement) f.m = *r.measurement;
   if (!r.feasible) return f;
-  if (const Evaluation* e = r.evaluation("analytic")) f.analytic_time_s = e->time_s;
-  if (const Evaluation* e = r.evaluation("sim")) f.predicted_time_s = e->time_s;
-  if (const Evaluation* e = r.evaluation("measured")) f.measured_time_s = e->time_s;
+  if (const Evaluation* e = r.evaluation(EvaluatorKind::kAnalytic)) f.analytic_time_s = e->time_s;
+  if (const Evaluation* e = r.evaluation(EvaluatorKind::kSim)) f.predicted_time_s = e->time_s;
+  if (const Evaluation* e = r.evaluation(EvaluatorKind::kMeasured)) f.measured_time_s = e->time_s;
   return f;
+}
+
+// A measured row's step time by one evaluator (every feasible measured row has all three).
+double time_of(const UnitResult& r, EvaluatorKind k) {
+  const Evaluation* e = r.evaluation(k);
+  if (e == nullptr)
+    throw Error(fmt::format("row {} ({}) has no \"{}\" evaluation", r.index, r.strategy, to_string(k)));
+  return e->time_s;
 }
 
 // A group is a configuration's JSON (experiments) or a plain name ("plan files").
@@ -53,6 +62,9 @@ nlohmann::json row_json(const UnitResult& r) {
           {"plan_summary", r.plan_summary},
           {"world_size", r.world_size},
           {"batch_size", r.batch_size},
+          {"pp", r.pp},
+          {"micro_batches", r.micro_batches},
+          {"global_batch", r.global_batch},
           {"prefetch", f.m.prefetch},
           {"memory_limit_bytes", r.memory_limit_bytes},
           {"feasible", r.feasible},
@@ -135,8 +147,8 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
       x.group = group;
       x.faster = check.faster;
       x.than = check.than;
-      x.predicted = t->second->evaluation("sim")->time_s / f->second->evaluation("sim")->time_s;
-      x.measured = t->second->evaluation("measured")->time_s / f->second->evaluation("measured")->time_s;
+      x.predicted = time_of(*t->second, EvaluatorKind::kSim) / time_of(*f->second, EvaluatorKind::kSim);
+      x.measured = time_of(*t->second, EvaluatorKind::kMeasured) / time_of(*f->second, EvaluatorKind::kMeasured);
       x.error = x.measured / x.predicted - 1.0;
       x.ok = std::fabs(x.error) <= check.tolerance;
       if (!x.ok)
@@ -157,8 +169,8 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
         ++s.order_pairs;
         const UnitResult* a = plans[i];
         const UnitResult* b = plans[j];
-        if (a->evaluation("sim")->time_s > b->evaluation("sim")->time_s) std::swap(a, b);
-        const double pa = a->evaluation("sim")->time_s, pb = b->evaluation("sim")->time_s;
+        if (time_of(*a, EvaluatorKind::kSim) > time_of(*b, EvaluatorKind::kSim)) std::swap(a, b);
+        const double pa = time_of(*a, EvaluatorKind::kSim), pb = time_of(*b, EvaluatorKind::kSim);
         auto spread = [](const Measurement& m) {
           const double med = costmodel::median(m.steps_s);
           return med > 0 ? (m.max_s - m.min_s) / med : 0.0;
@@ -170,8 +182,8 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
         o.predicted_gap = pb / pa - 1.0;
         o.spread = std::max(spread(*a->measurement), spread(*b->measurement));
         if (!(o.predicted_gap > o.spread)) continue;
-        o.measured_a = a->evaluation("measured")->time_s;
-        o.measured_b = b->evaluation("measured")->time_s;
+        o.measured_a = time_of(*a, EvaluatorKind::kMeasured);
+        o.measured_b = time_of(*b, EvaluatorKind::kMeasured);
         o.ok = o.measured_a < o.measured_b;
         // A reversal fails the validation only where the time tolerance itself could not explain it:
         // two plans each allowed to be off by time_max may swap when they are predicted less than
@@ -196,17 +208,18 @@ std::string write_validation_outputs(const std::string& dir, const MeasuredJob& 
       "index,model,strategy,world_size,memory_limit_bytes,feasible,batch_size,prefetch,analytic_time_s,"
       "predicted_time_s,measured_time_s,measured_min_s,measured_max_s,time_error,predicted_peak_bytes,"
       "measured_peak_bytes,baseline_bytes,padding_bytes,device_free_bytes,device_total_bytes,memory_error,"
-      "predicted_state_bytes,measured_state_bytes,loss,plan\n";
+      "predicted_state_bytes,measured_state_bytes,loss,plan,pp,micro_batches,global_batch\n";
   for (const auto& r : rows) {
     const Flat f = flat(r);
     csv += fmt::format(
         "{},{},{},{},{:.0f},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.0f},{:.0f},{:.0f},{:.0f},"
-        "{:.0f},{:.0f},{:.6g},{:.0f},{:.0f},{:.8g},{}\n",
+        "{:.0f},{:.0f},{:.6g},{:.0f},{:.0f},{:.8g},{},{},{},{}\n",
         r.index, csv_field(r.model), csv_field(r.strategy), r.world_size, r.memory_limit_bytes,
         r.feasible ? "true" : "false", r.batch_size, f.m.prefetch, f.analytic_time_s, f.predicted_time_s,
         f.measured_time_s, f.m.min_s, f.m.max_s, f.m.time_error, f.m.predicted_peak_bytes, f.m.peak_bytes,
         f.m.baseline_bytes, f.m.padding_bytes, f.m.device_free_bytes, f.m.device_total_bytes,
-        f.m.memory_error, f.m.predicted_state_bytes, f.m.state_bytes, f.m.loss, csv_field(r.plan_summary));
+        f.m.memory_error, f.m.predicted_state_bytes, f.m.state_bytes, f.m.loss, csv_field(r.plan_summary), r.pp,
+        r.micro_batches, r.global_batch);
   }
   costmodel::write_file_atomic(dir + "/validation.csv", csv);
 

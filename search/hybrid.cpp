@@ -14,9 +14,9 @@
 namespace osdp::search {
 
 using costmodel::Choice;
-using costmodel::HybridCostModel;
-using costmodel::HybridPlan;
-using costmodel::HybridWorkload;
+using costmodel::PlanCostModel;
+using costmodel::Plan;
+using costmodel::Workload;
 using detail::empty_plan;
 using detail::even_stage_starts;
 using detail::ItemRules;
@@ -26,40 +26,25 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 }  // namespace
 
-const std::vector<std::string>& hybrid_strategy_names() {
-  static const std::vector<std::string> names{"exact", "galvatron", "megatron-3d", "dp-only"};
-  return names;
-}
-
-HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostModel& cost,
-                           const std::string& strategy, const HybridSearchOptions& options) {
-  const auto& names = hybrid_strategy_names();
-  if (std::find(names.begin(), names.end(), strategy) == names.end())
-    throw UsageError(
-        fmt::format("unknown hybrid strategy \"{}\" (known: {})", strategy, fmt::join(names, ", ")));
+HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostModel& cost, LayoutSearch search,
+                           const HybridSearchOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   HybridResult res;
-  res.strategy = strategy;
   const int N = cost.world_size();
-  HybridSearchOptions opts = options;
-  if (strategy == "dp-only") {
-    opts.pp = {1};
-    opts.tp = {1};
-    opts.micro_batches = 1;
-  }
+  const HybridSearchOptions& opts = options;
   std::vector<int> pps;
   for (int pp = 1; pp <= N; pp *= 2)
     if (N % pp == 0 && (opts.pp.empty() || std::find(opts.pp.begin(), opts.pp.end(), pp) != opts.pp.end()))
       pps.push_back(pp);
-  const bool galvatron = strategy == "galvatron";
-  const bool megatron = strategy == "megatron-3d";
+  const bool galvatron = search == LayoutSearch::kGalvatron;
+  const bool megatron = search == LayoutSearch::kMegatron3d;
   ItemRules rules;
   if (galvatron) {
     rules.galvatron = true;
     rules.overlap = opts.galvatron_overlap;
   }
   double best_thr = 0;
-  auto consider = [&](const HybridWorkload& hw, const HybridPlan& plan) {
+  auto consider = [&](const Workload& hw, const Plan& plan) {
     const auto ev = cost.evaluate(hw, plan);
     if (!ev.fits) return false;
     if (ev.throughput > best_thr) {
@@ -71,7 +56,7 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
     }
     return true;
   };
-  std::vector<HybridWorkload> workloads;
+  std::vector<Workload> workloads;
   std::deque<detail::PartsCache> caches;  // one per workload (deque: references stay valid)
   // Exact: layouts grouped by (pp, schedule, m), each group's b0 in ranges (see below).
   struct LayoutGroup {
@@ -111,10 +96,14 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
     auto push = [&](int lo, int hi) {
       if (auto e = bound_range(g, lo, hi)) queue.push(*e);
     };
-    if (opts.global_batch) {
+    if (opts.global_batch || opts.b0) {
       const int per_stage = m * N / pp;
-      if (*opts.global_batch % per_stage == 0 && *opts.global_batch / per_stage <= opts.max_b0)
-        push(*opts.global_batch / per_stage, *opts.global_batch / per_stage);
+      int b0 = opts.b0.value_or(0);
+      if (opts.global_batch) {
+        if (*opts.global_batch % per_stage != 0 || (b0 > 0 && b0 != *opts.global_batch / per_stage)) return;
+        b0 = *opts.global_batch / per_stage;
+      }
+      if (b0 <= opts.max_b0) push(b0, b0);
       return;
     }
     auto fits = [&](int b0) {
@@ -140,7 +129,7 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
     push(1, good);
   };
   for (int pp : pps) {
-    const HybridWorkload hw = costmodel::hybrid_workload(model, pp);
+    const Workload hw = costmodel::lower(model, pp);
     detail::PartsCache& cache = caches.emplace_back();
     workloads.push_back(hw);
     const int workload_index = static_cast<int>(workloads.size()) - 1;
@@ -156,7 +145,7 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
         for (const int t : opts.tp) {
           bool ok = true;
           for (const int oi : unit.ops)
-            ok = ok && costmodel::tp_allowed(hw.workload.operators[static_cast<std::size_t>(oi)], t);
+            ok = ok && costmodel::tp_allowed(hw.operators[static_cast<std::size_t>(oi)], t);
           any = any || ok;
         }
         if (!any) {
@@ -192,7 +181,8 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
             continue;
           }
           HybridLayout layout{pp, m, B / (dp * m), schedule, opts.sequence_parallel};
-          if (layout.b0 > opts.max_b0) break;
+          if (layout.b0 > opts.max_b0 || (opts.b0 && layout.b0 > *opts.b0)) break;
+          if (opts.b0 && layout.b0 != *opts.b0) continue;
           ++res.layouts;
           const auto plan = solve_layout(cost, hw, layout, opts, rules, true, kInf, &res.labels, &cache);
           if (!plan) break;
@@ -205,7 +195,7 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
           add_group(pp, schedule, m, workload_index);
           continue;
         }
-        for (int b0 = 1; b0 <= opts.max_b0; ++b0) {
+        for (int b0 = opts.b0.value_or(1); b0 <= opts.b0.value_or(opts.max_b0); ++b0) {
           if (opts.global_batch) {
             const int B = b0 * m * N / pp;
             if (B < *opts.global_batch) continue;
@@ -223,12 +213,12 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
               for (bool ckpt : {false, true}) {
                 if (ckpt && opts.space.checkpoint == CheckpointPolicy::kOff) continue;
                 if (!ckpt && opts.space.checkpoint == CheckpointPolicy::kOn) continue;
-                HybridPlan plan = empty_plan(hw, layout);
+                Plan plan = empty_plan(hw, layout);
                 plan.stage_first_unit = starts;
                 for (std::size_t u = 0; u < hw.units.size(); ++u) {
                   int tu = t;
                   for (int oi : hw.units[u].ops)
-                    if (!costmodel::tp_allowed(hw.workload.operators[static_cast<std::size_t>(oi)], tu))
+                    if (!costmodel::tp_allowed(hw.operators[static_cast<std::size_t>(oi)], tu))
                       tu = 1;
                   plan.unit_tp[u] = tu;
                   for (int oi : hw.units[u].ops)
@@ -263,7 +253,7 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
     }
     const LayoutGroup& gr = groups[e.group];
     const HybridLayout layout{gr.pp, gr.m, e.lo, gr.schedule, opts.sequence_parallel};
-    const HybridWorkload& hw = workloads[static_cast<std::size_t>(gr.workload)];
+    const Workload& hw = workloads[static_cast<std::size_t>(gr.workload)];
     detail::PartsCache& cache = caches[static_cast<std::size_t>(gr.workload)];
     const double B = static_cast<double>(layout.b0) * layout.m * N / layout.pp;
     if (!e.tight) {
@@ -280,7 +270,7 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const HybridCostMo
     // the bound at once (Pricing::stretch).
     const double full = best_thr > 0 ? B / best_thr : kInf;
     ++res.solved;
-    std::optional<HybridPlan> plan;
+    std::optional<Plan> plan;
     for (const double widen : {2e-3, 1e-2, 5e-2, kInf}) {
       const double bound = std::min(full, e.lower * (1 + widen));
       plan = solve_layout(cost, hw, layout, opts, rules, false, bound, &res.labels, &cache, nullptr,

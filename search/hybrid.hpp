@@ -1,5 +1,6 @@
-// Search over the hybrid space of costmodel/hybrid.hpp (issue 16): pipeline degree, stage split,
-// micro-batches, per-unit tensor-parallel degree and per-operator data-parallel choices.
+// The layout search (the strategies exact, galvatron and megatron-3d of search/strategy.hpp): over
+// pipeline degree, stage split, micro-batches, per-unit tensor-parallel degree and per-operator
+// data-parallel choices, priced by costmodel/plan_cost.hpp.
 //
 // exact (the optimum of the analytic model over the whole space). For one layout (pp, m, b0,
 // schedule, SP) the step is T = sum_s c_s + (m - 1) max_s c_s with stages independent in memory, so:
@@ -67,7 +68,9 @@
 //   pipeline, else min(8, max(pp, ceil(B / (N / pp) / 4))) as osdp reads it), and optionally its
 //   1.3 overlap coefficient (compute and data-parallel communication each slowed by it, their max
 //   taken) for choosing. Its plans are priced by osdp's model like every other strategy's.
-// dp-only: exact restricted to pp = 1, t = 1, m = 1 (osdp's data-parallel space).
+// Budgets: the search stops at its time budget, or when the labels it holds would pass its memory
+// budget, with the best plan found so far (incomplete: not proved optimal); when no plan was found by
+// then, one degree for every unit, even stages, the flat exact solver per stage is offered first.
 #pragma once
 
 #include <cstdint>
@@ -76,7 +79,7 @@
 #include <string>
 #include <vector>
 
-#include "costmodel/hybrid.hpp"
+#include "costmodel/plan_cost.hpp"
 #include "costmodel/model.hpp"
 #include "search/space.hpp"
 
@@ -92,7 +95,10 @@ struct HybridSearchOptions {
   int max_b0 = 4096;                 // samples per device per micro-batch, at most
   std::vector<costmodel::PipelineSchedule> schedules{costmodel::PipelineSchedule::k1F1B};
   bool sequence_parallel = false;
+  std::optional<int> b0;         // a fixed micro-batch per device
   double galvatron_overlap = 0;  // galvatron only: its overlap coefficient (0: osdp's times)
+  double time_budget_s = 60;     // the search stops by then with the best plan found
+  double memory_budget_bytes = 1024.0 * 1024 * 1024;  // labels held at once, at most about this
   // galvatron and megatron-3d: called after each pipeline degree with the degree, the best throughput
   // so far (0: none fits yet), layouts priced and seconds spent. exact: after each layout solved, with
   // its pipeline degree, the best throughput so far, layouts solved and seconds spent.
@@ -108,9 +114,9 @@ struct HybridLayout {
 struct HybridResult {
   std::string strategy;
   bool feasible = false;
-  costmodel::HybridWorkload workload;
-  costmodel::HybridPlan plan;
-  costmodel::HybridEvaluation evaluation;
+  costmodel::Workload workload;
+  costmodel::Plan plan;
+  costmodel::Evaluation evaluation;
   // galvatron, megatron-3d: layouts priced; exact, dp-only: bounds computed (on single layouts and
   // on ranges of b0, and the memory checks that find each group's largest b0), and layouts solved
   // (the others were passed over by their bounds).
@@ -121,24 +127,25 @@ struct HybridResult {
   // Pipeline degrees passed over because a unit can take none of the TP degrees asked for (--tp):
   // why, one line each; empty when every degree was searched.
   std::vector<std::string> skipped;
+  bool complete = true;  // false: a budget stopped the search (the plan is the best found)
 };
 
-const std::vector<std::string>& hybrid_strategy_names();
+enum class LayoutSearch { kExact, kGalvatron, kMegatron3d };
 
 // The best plan of one layout, exact; none when nothing fits.
-std::optional<costmodel::HybridPlan> solve_layout_exact(const costmodel::HybridCostModel& model,
-                                                        const costmodel::HybridWorkload& hw,
+std::optional<costmodel::Plan> solve_layout_exact(const costmodel::PlanCostModel& model,
+                                                        const costmodel::Workload& hw,
                                                         const HybridLayout& layout,
                                                         const HybridSearchOptions& options,
                                                         std::int64_t* labels = nullptr);
 // The same by enumerating every plan of the layout (small instances only).
-std::optional<costmodel::HybridPlan> brute_force_layout(const costmodel::HybridCostModel& model,
-                                                        const costmodel::HybridWorkload& hw,
+std::optional<costmodel::Plan> brute_force_layout(const costmodel::PlanCostModel& model,
+                                                        const costmodel::Workload& hw,
                                                         const HybridLayout& layout,
                                                         const HybridSearchOptions& options);
 
-// A strategy of hybrid_strategy_names() over every layout; UsageError for an unknown name.
-HybridResult search_hybrid(const costmodel::ModelSpec& model, const costmodel::HybridCostModel& cost,
-                           const std::string& strategy, const HybridSearchOptions& options);
+// One of the layout searches over every layout the options allow.
+HybridResult search_hybrid(const costmodel::ModelSpec& model, const costmodel::PlanCostModel& cost,
+                           LayoutSearch search, const HybridSearchOptions& options);
 
 }  // namespace osdp::search

@@ -11,19 +11,19 @@
 namespace osdp::search {
 
 using costmodel::Choice;
-using costmodel::HybridCostModel;
-using costmodel::HybridPlan;
-using costmodel::HybridWorkload;
+using costmodel::PlanCostModel;
+using costmodel::Plan;
+using costmodel::Workload;
 
-std::optional<HybridPlan> brute_force_layout(const HybridCostModel& model, const HybridWorkload& hw,
+std::optional<Plan> brute_force_layout(const PlanCostModel& model, const Workload& hw,
                                              const HybridLayout& layout, const HybridSearchOptions& options) {
   using namespace detail;
   const LayoutContext ctx(model, hw, layout, options, ItemRules{}, nullptr);
   const int U = static_cast<int>(hw.units.size()), pp = layout.pp;
   if (U < pp) return std::nullopt;
-  std::optional<HybridPlan> best;
+  std::optional<Plan> best;
   double best_t = kInf;
-  HybridPlan plan = empty_plan(hw, layout);
+  Plan plan = empty_plan(hw, layout);
   // Every split: choose pp - 1 boundaries among units 1..U-1.
   std::function<void(int, int)> splits = [&](int s, int from) {
     if (s == pp) {
@@ -31,7 +31,7 @@ std::optional<HybridPlan> brute_force_layout(const HybridCostModel& model, const
         if (u == U) {
           // Every choice of every operator.
           std::function<void(std::size_t)> ops = [&](std::size_t k) {
-            if (k == hw.workload.operators.size()) {
+            if (k == hw.operators.size()) {
               const auto ev = model.evaluate(hw, plan);
               if (ev.fits && ev.time_s < best_t) {
                 best_t = ev.time_s;
@@ -40,8 +40,7 @@ std::optional<HybridPlan> brute_force_layout(const HybridCostModel& model, const
               return;
             }
             const int t = plan.unit_tp[static_cast<std::size_t>(ctx.unit_of(static_cast<int>(k)))];
-            const Operator sliced = costmodel::tp_slice(hw.workload.operators[k], t, layout.sequence_parallel,
-                                                        hw.workload.bytes, model.dropout(), hw.workload.seq);
+            const Operator sliced = costmodel::tp_slice(hw.operators[k], t, layout.sequence_parallel, hw);
             for (const Choice& c : choices_for(sliced, options.space)) {
               plan.choices[k] = c;
               ops(k + 1);

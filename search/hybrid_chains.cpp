@@ -8,7 +8,7 @@
 
 namespace osdp::search::detail {
 
-using costmodel::HybridPlan;
+using costmodel::Plan;
 
 namespace {
 
@@ -372,7 +372,7 @@ std::vector<Pick> picks_of(const Chain& ch, int label) {
   return out;
 }
 
-void rebuild(const LayoutContext& ctx, const std::vector<Pick>& picks, HybridPlan& plan) {
+void rebuild(const LayoutContext& ctx, const std::vector<Pick>& picks, Plan& plan) {
   for (const Pick& k : picks) {
     plan.choices[static_cast<std::size_t>(k.op)] =
         ctx.items(k.op, k.t)[static_cast<std::size_t>(k.item)].choice;
@@ -381,7 +381,7 @@ void rebuild(const LayoutContext& ctx, const std::vector<Pick>& picks, HybridPla
 }
 
 bool priced_around(const LayoutContext& ctx, const StageTable& c, const PipelineBounds& pb,
-                   const StagePicks& picks, int s, int i, int j, HybridPlan& plan) {
+                   const StagePicks& picks, int s, int i, int j, Plan& plan) {
   const int pp = ctx.layout().pp, U = static_cast<int>(ctx.workload().units.size());
   const auto cost = [&](int r, int from, int to) {
     return c[static_cast<std::size_t>(r)][static_cast<std::size_t>(from)][static_cast<std::size_t>(to)];

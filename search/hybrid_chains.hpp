@@ -13,7 +13,7 @@
 #include <tuple>
 #include <vector>
 
-#include "costmodel/hybrid.hpp"
+#include "costmodel/plan_cost.hpp"
 #include "search/hybrid_bounds.hpp"
 #include "search/hybrid_pareto.hpp"
 
@@ -108,7 +108,7 @@ struct Pick {
 std::vector<Pick> picks_of(const Chain& ch, int label);
 
 // Fills the plan's degrees and choices from a stage's picks.
-void rebuild(const LayoutContext& ctx, const std::vector<Pick>& picks, costmodel::HybridPlan& plan);
+void rebuild(const LayoutContext& ctx, const std::vector<Pick>& picks, costmodel::Plan& plan);
 
 // What each priced stage chose, by (s, i, j): stage s holding units i..j-1.
 using StagePicks = std::map<std::tuple<int, int, int>, std::vector<Pick>>;
@@ -118,6 +118,6 @@ using StagePicks = std::map<std::tuple<int, int, int>, std::vector<Pick>>;
 // (after j: the least of c + after, stage by stage; before i: of before + c), their first units and
 // choices set in `plan`. False when some stage on the way has no priced plan.
 bool priced_around(const LayoutContext& ctx, const StageTable& c, const PipelineBounds& pb,
-                   const StagePicks& picks, int s, int i, int j, costmodel::HybridPlan& plan);
+                   const StagePicks& picks, int s, int i, int j, costmodel::Plan& plan);
 
 }  // namespace osdp::search::detail

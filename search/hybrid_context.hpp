@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "costmodel/hybrid.hpp"
+#include "costmodel/plan_cost.hpp"
 #include "search/hull.hpp"
 #include "search/hybrid_layout.hpp"
 #include "search/solvers.hpp"
@@ -22,9 +22,9 @@
 namespace osdp::search::detail {
 
 using costmodel::Choice;
-using costmodel::HybridCostModel;
-using costmodel::HybridOpCost;
-using costmodel::HybridWorkload;
+using costmodel::PlanCostModel;
+using costmodel::OpCost;
+using costmodel::Workload;
 using costmodel::Operator;
 
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -32,7 +32,7 @@ inline constexpr double kMiB = 1024.0 * 1024.0;
 
 struct Item {
   Choice choice;
-  HybridOpCost cost;
+  OpCost cost;
   double time_s = 0;  // what the search minimises (osdp's time, or galvatron's)
 };
 
@@ -101,7 +101,7 @@ struct DegreeCosts {
 // Everything one layout's search needs.
 class LayoutContext {
  public:
-  LayoutContext(const HybridCostModel& model, const HybridWorkload& hw, const HybridLayout& layout,
+  LayoutContext(const PlanCostModel& model, const Workload& hw, const HybridLayout& layout,
                 const HybridSearchOptions& options, ItemRules rules, PartsCache* cache, int price_b0 = 0)
       : model_(model),
         hw_(hw),
@@ -114,7 +114,7 @@ class LayoutContext {
     if (cache_->allowed.size() != units.size()) {
       cache_->allowed.assign(units.size(), {});
       cache_->unit_class.assign(units.size(), 0);
-      cache_->op_unit.assign(hw.workload.operators.size(), -1);
+      cache_->op_unit.assign(hw.operators.size(), -1);
       std::map<std::vector<int>, int> classes;
       for (std::size_t u = 0; u < units.size(); ++u) {
         for (int oi : units[u].ops) cache_->op_unit[static_cast<std::size_t>(oi)] = static_cast<int>(u);
@@ -131,10 +131,10 @@ class LayoutContext {
         cache_->unit_class[u] = classes.try_emplace(shapes, static_cast<int>(classes.size())).first->second;
       }
     }
-    fixed_ = model.fixed_bytes(hw.workload);
+    fixed_ = model.fixed_bytes(hw);
   }
 
-  const Operator& op(int oi) const { return hw_.workload.operators[static_cast<std::size_t>(oi)]; }
+  const Operator& op(int oi) const { return hw_.operators[static_cast<std::size_t>(oi)]; }
   const std::vector<int>& allowed(int u) const { return cache_->allowed[static_cast<std::size_t>(u)]; }
   int unit_of(int oi) const { return cache_->op_unit[static_cast<std::size_t>(oi)]; }
   // Units of one class have operators of the same shapes, so the same items.
@@ -142,7 +142,7 @@ class LayoutContext {
   double fixed() const { return fixed_; }
   double capacity() const { return model_.capacity_bytes(); }
   int in_flight(int s) const {
-    return HybridCostModel::in_flight(layout_.schedule, layout_.pp, s, layout_.m);
+    return PlanCostModel::in_flight(layout_.schedule, layout_.pp, s, layout_.m);
   }
 
   // The items of an operator at degree t: every choice of the space, less those another item is no
@@ -155,8 +155,7 @@ class LayoutContext {
     auto [shape_it, fresh_shape] = cache_->shapes.try_emplace({o.shape_id, t});
     PartsCache::Shape& shape = shape_it->second;
     if (fresh_shape) {
-      shape.sliced = costmodel::tp_slice(o, t, layout_.sequence_parallel, hw_.workload.bytes, model_dropout(),
-                                         hw_.workload.seq);
+      shape.sliced = costmodel::tp_slice(o, t, layout_.sequence_parallel, hw_);
       SpaceOptions space = options_.space;
       if (rules_.galvatron) space.split_max = 1;
       for (const Choice& c : choices_for(shape.sliced, space)) {
@@ -169,14 +168,14 @@ class LayoutContext {
     auto& parts = parts_it->second;
     if (fresh_parts)
       for (const Choice& c : shape.choices)
-        parts.push_back(model_.op_parts(o, shape.sliced, t, c, price_b0_, layout_.pp, hw_.workload.bytes,
-                                        hw_.workload.seq));
+        parts.push_back(model_.op_parts(o, shape.sliced, t, c, price_b0_, layout_.pp, hw_.bytes,
+                                        hw_.seq));
     std::vector<Item> all;
     for (std::size_t k = 0; k < shape.choices.size(); ++k) {
       Item it;
       it.choice = shape.choices[k];
       it.cost = model_.op_cost(parts[k], shape.sliced, t, it.choice, layout_.b0, layout_.m, layout_.pp,
-                               hw_.workload.bytes);
+                               hw_.bytes);
       it.time_s = it.cost.time_s;
       if (rules_.galvatron) {
         auto up = [](double b) { return std::ceil(b / kMiB) * kMiB; };
@@ -211,9 +210,9 @@ class LayoutContext {
   // Re-layout into unit u from degree t (t < 0: none, the first unit of the model).
   double relayout_into(int u, int from, int t) const {
     if (from < 0 || u == 0) return 0;
-    return model_.relayout_s(from, t, price_b0_, hw_.workload.seq,
+    return model_.relayout_s(from, t, price_b0_, hw_.seq,
                              hw_.units[static_cast<std::size_t>(u - 1)].hidden,
-                             hw_.workload.bytes.activation);
+                             hw_.bytes.activation);
   }
   // What ends stage s after unit u at degree t: the re-layout to 1 and the sends (not the last
   // stage), the tied copy's gradient all-reduce (the last).
@@ -237,7 +236,7 @@ class LayoutContext {
   }
 
   const HybridLayout& layout() const { return layout_; }
-  const HybridWorkload& workload() const { return hw_; }
+  const Workload& workload() const { return hw_; }
 
   // Unit u's least persistent bytes with f micro-batches' activations in flight and its least largest
   // transient, over every degree it allows (the first point of unit_hull(u, f) and its
@@ -315,9 +314,8 @@ class LayoutContext {
     }
     return d;
   }
-  bool model_dropout() const { return model_.dropout(); }
-  const HybridCostModel& model_;
-  const HybridWorkload& hw_;
+  const PlanCostModel& model_;
+  const Workload& hw_;
   HybridLayout layout_;
   const HybridSearchOptions& options_;
   ItemRules rules_;

@@ -16,9 +16,9 @@
 
 namespace osdp::search {
 
-using costmodel::HybridCostModel;
-using costmodel::HybridPlan;
-using costmodel::HybridWorkload;
+using costmodel::PlanCostModel;
+using costmodel::Plan;
+using costmodel::Workload;
 
 namespace detail {
 namespace {
@@ -68,13 +68,13 @@ bool relaxation_fits(const LayoutContext& ctx) {
 
 }  // namespace
 
-bool layout_fits(const HybridCostModel& model, const HybridWorkload& hw, const HybridLayout& layout,
+bool layout_fits(const PlanCostModel& model, const Workload& hw, const HybridLayout& layout,
                  const HybridSearchOptions& options, ItemRules rules, PartsCache* cache) {
   // Memory does not depend on the b0 times are priced at: price at 1, whose parts the cache keeps.
   return relaxation_fits(LayoutContext(model, hw, layout, options, rules, cache, 1));
 }
 
-double layout_lower_bound(const HybridCostModel& model, const HybridWorkload& hw, const HybridLayout& layout,
+double layout_lower_bound(const PlanCostModel& model, const Workload& hw, const HybridLayout& layout,
                           const HybridSearchOptions& options, ItemRules rules, PartsCache* cache,
                           int price_b0) {
   const LayoutContext ctx(model, hw, layout, options, rules, cache, price_b0);
@@ -86,7 +86,7 @@ double layout_lower_bound(const HybridCostModel& model, const HybridWorkload& hw
   return least == kInf ? kInf : (1.0 + (layout.m - 1.0) / pp) * least;
 }
 
-std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const HybridWorkload& hw,
+std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
                                        const HybridLayout& layout, const HybridSearchOptions& options,
                                        ItemRules rules, bool even, double bound, std::int64_t* labels,
                                        PartsCache* cache, double* lower, Pricing pricing) {
@@ -248,9 +248,9 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
 
   // The incumbent (osdp's times only: galvatron chooses by its own): one degree for every unit, on
   // even stages or on the LP's best split.
-  std::optional<HybridPlan> incumbent;
+  std::optional<Plan> incumbent;
   double incumbent_t = kInf;
-  const auto offer = [&](HybridPlan&& p) {
+  const auto offer = [&](Plan&& p) {
     const auto ev = model.evaluate(hw, p);
     if (ev.fits && ev.time_s < incumbent_t) {
       incumbent_t = ev.time_s;
@@ -275,7 +275,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   const double outer_bound = bound;
   bound = std::min(bound, incumbent_t);
   // The incumbent wins unless the DP found something faster (every label that could was kept).
-  auto fallback = [&]() -> std::optional<HybridPlan> {
+  auto fallback = [&]() -> std::optional<Plan> {
     if (incumbent && incumbent_t < outer_bound) return incumbent;
     return std::nullopt;
   };
@@ -354,11 +354,11 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
       // chains prune with. Where this stage is not the slowest it weighs 1 in T, and its slack under
       // the LP's bound is m times wider than the slowest stage's.
       for (const auto& [i, j] : ends) {
-        HybridPlan p = empty_plan(hw, layout);
+        Plan p = empty_plan(hw, layout);
         if (!priced_around(ctx, c, pb, picks, s, i, j, p)) continue;
         for (int t = 1; t <= model.node_size(); t *= 2) {
           if (!model.valid(pp, t)) continue;
-          HybridPlan q = p;
+          Plan q = p;
           if (flat_stage(ctx, t, s, q)) offer(std::move(q));
         }
       }
@@ -415,7 +415,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
   // best split may be no shorter, and then a shorter plan may have been dropped.
   std::vector<int> best_split;
   if (best_stage_split(c, pp, U, m, &best_split) >= bound) return fallback();
-  HybridPlan plan = empty_plan(hw, layout);
+  Plan plan = empty_plan(hw, layout);
   plan.stage_first_unit = best_split;
   for (int s = 0; s < pp; ++s) {
     const int i = best_split[static_cast<std::size_t>(s)];
@@ -428,7 +428,7 @@ std::optional<HybridPlan> solve_layout(const HybridCostModel& model, const Hybri
 
 }  // namespace detail
 
-std::optional<HybridPlan> solve_layout_exact(const HybridCostModel& model, const HybridWorkload& hw,
+std::optional<Plan> solve_layout_exact(const PlanCostModel& model, const Workload& hw,
                                              const HybridLayout& layout, const HybridSearchOptions& options,
                                              std::int64_t* labels) {
   return detail::solve_layout(model, hw, layout, options, detail::ItemRules{}, false,

@@ -11,7 +11,7 @@
 #include <tuple>
 #include <vector>
 
-#include "costmodel/hybrid.hpp"
+#include "costmodel/plan_cost.hpp"
 #include "search/hybrid.hpp"
 
 namespace osdp::search::detail {
@@ -24,14 +24,14 @@ struct ItemRules {
 
 // The priced operators the layouts of one hybrid workload share (one cache per workload and strategy):
 // an operator's slice and choices depend on its shape and TP degree, and the parts of its price
-// (HybridCostModel::op_parts) also on b0, but not on the micro-batch count or the schedule.
+// (PlanCostModel::op_parts) also on b0, but not on the micro-batch count or the schedule.
 struct PartsCache {
   struct Shape {
     costmodel::Operator sliced;
     std::vector<costmodel::Choice> choices;  // of the space, less those the strategy's rules refuse
   };
   std::map<std::pair<int, int>, Shape> shapes;                                       // (shape, t)
-  std::map<std::tuple<int, int, int>, std::vector<costmodel::HybridOpParts>> parts;  // (shape, t, b0)
+  std::map<std::tuple<int, int, int>, std::vector<costmodel::OpParts>> parts;  // (shape, t, b0)
   // Per unit, filled by the first layout: the TP degrees it allows, and its class (units of one class
   // have operators of the same shapes, so the same items); per operator, its unit.
   std::vector<std::vector<int>> allowed;
@@ -49,27 +49,27 @@ using StageTable = std::vector<std::vector<std::vector<double>>>;
 double best_stage_split(const StageTable& c, int pp, int U, int m, std::vector<int>* split_out);
 
 // A plan of the layout with every unit at degree 1, every choice the default, one stage at unit 0.
-costmodel::HybridPlan empty_plan(const costmodel::HybridWorkload& hw, const HybridLayout& layout);
+costmodel::Plan empty_plan(const costmodel::Workload& hw, const HybridLayout& layout);
 
 // Stage s's first unit for even stages: layers divided equally (the remainder to the first stages);
 // the embedding with the first stage, a projection with the layer after it, the head with the last.
 // Empty when there are fewer layers than stages.
-std::vector<int> even_stage_starts(const costmodel::HybridWorkload& hw, int pp);
+std::vector<int> even_stage_starts(const costmodel::Workload& hw, int pp);
 
 // Stage s of `plan` (its stage_first_unit set): TP degree t for every unit that allows it (1 for the
 // others) and the choices by the flat exact solver; false when the stage does not fit (or a unit
 // allows neither degree). The other stages are left as they are.
-bool flat_stage(const LayoutContext& ctx, int t, int s, costmodel::HybridPlan& plan);
+bool flat_stage(const LayoutContext& ctx, int t, int s, costmodel::Plan& plan);
 
 // An incumbent the exact search must beat: the stages first at `starts`, each by flat_stage at
 // degree t; none when some stage does not fit there (the caller evaluates the whole plan).
-std::optional<costmodel::HybridPlan> uniform_plan(const LayoutContext& ctx, int t,
+std::optional<costmodel::Plan> uniform_plan(const LayoutContext& ctx, int t,
                                                   const std::vector<int>& starts);
 
 // Whether some split fits every stage in its own memory in the relaxation (every unit at its least
 // bytes): layout_lower_bound is infinity exactly when this is false, and then no larger b0 fits
 // either. Memory only, so cheaper than the bound.
-bool layout_fits(const costmodel::HybridCostModel& model, const costmodel::HybridWorkload& hw,
+bool layout_fits(const costmodel::PlanCostModel& model, const costmodel::Workload& hw,
                  const HybridLayout& layout, const HybridSearchOptions& options, ItemRules rules,
                  PartsCache* cache = nullptr);
 
@@ -80,7 +80,7 @@ bool layout_fits(const costmodel::HybridCostModel& model, const costmodel::Hybri
 // least bytes), and then no larger b0 fits either.
 // With price_b0 > b0, times are priced at price_b0 and memory at the layout's b0: then every plan at
 // any b in b0..price_b0 has a step per sample of at least this over price_b0 (search/hybrid.hpp).
-double layout_lower_bound(const costmodel::HybridCostModel& model, const costmodel::HybridWorkload& hw,
+double layout_lower_bound(const costmodel::PlanCostModel& model, const costmodel::Workload& hw,
                           const HybridLayout& layout, const HybridSearchOptions& options, ItemRules rules,
                           PartsCache* cache = nullptr, int price_b0 = 0);
 
@@ -106,8 +106,8 @@ struct Pricing {
 // the layout's tighter lower bound on the step, computed before any plan is priced: the best split of
 // the stages' own LP bounds, with one stage the least LP of its transient bands (infinity when none
 // fits). With a bound of 0 that is all it does.
-std::optional<costmodel::HybridPlan> solve_layout(
-    const costmodel::HybridCostModel& model, const costmodel::HybridWorkload& hw, const HybridLayout& layout,
+std::optional<costmodel::Plan> solve_layout(
+    const costmodel::PlanCostModel& model, const costmodel::Workload& hw, const HybridLayout& layout,
     const HybridSearchOptions& options, ItemRules rules, bool even, double bound, std::int64_t* labels,
     PartsCache* cache = nullptr, double* lower = nullptr, Pricing pricing = {});
 

@@ -12,9 +12,9 @@
 namespace osdp::search::detail {
 
 using costmodel::Choice;
-using costmodel::HybridCostModel;
-using costmodel::HybridPlan;
-using costmodel::HybridWorkload;
+using costmodel::PlanCostModel;
+using costmodel::Plan;
+using costmodel::Workload;
 
 // The split minimising sum_s c(s) + (m - 1) max_s c(s) over a table of stage costs (c[s][i][j]: stage
 // s holding units i..j-1): for every threshold C among the costs (ascending), the least sum over splits
@@ -85,20 +85,20 @@ double best_stage_split(const StageTable& c, int pp, int U, int m, std::vector<i
   return best_t;
 }
 
-HybridPlan empty_plan(const HybridWorkload& hw, const HybridLayout& layout) {
-  HybridPlan p;
+Plan empty_plan(const Workload& hw, const HybridLayout& layout) {
+  Plan p;
   p.pp = layout.pp;
   p.micro_batches = layout.m;
-  p.b0 = layout.b0;
+  p.batch_size = layout.b0;
   p.schedule = layout.schedule;
   p.sequence_parallel = layout.sequence_parallel;
   p.stage_first_unit.assign(static_cast<std::size_t>(layout.pp), 0);
   p.unit_tp.assign(hw.units.size(), 1);
-  p.choices.assign(hw.workload.operators.size(), Choice{});
+  p.choices.assign(hw.operators.size(), Choice{});
   return p;
 }
 
-std::vector<int> even_stage_starts(const HybridWorkload& hw, int pp) {
+std::vector<int> even_stage_starts(const Workload& hw, int pp) {
   std::vector<int> layer_units;
   for (std::size_t u = 0; u < hw.units.size(); ++u)
     if (hw.units[u].layer) layer_units.push_back(static_cast<int>(u));
@@ -111,7 +111,7 @@ std::vector<int> even_stage_starts(const HybridWorkload& hw, int pp) {
     int u = layer_units[static_cast<std::size_t>(acc)];
     while (
         u > 0 && !hw.units[static_cast<std::size_t>(u - 1)].layer && u - 1 > starts.back() &&
-        hw.workload.operators[static_cast<std::size_t>(hw.units[static_cast<std::size_t>(u - 1)].ops.front())]
+        hw.operators[static_cast<std::size_t>(hw.units[static_cast<std::size_t>(u - 1)].ops.front())]
                 .kind == costmodel::OperatorKind::kProjection)
       --u;
     starts.push_back(u);
@@ -121,7 +121,7 @@ std::vector<int> even_stage_starts(const HybridWorkload& hw, int pp) {
 
 // Once the degrees are fixed, the stage is a multiple-choice knapsack with a max-transient term
 // (solvers.hpp).
-bool flat_stage(const LayoutContext& ctx, int t, int s, HybridPlan& plan) {
+bool flat_stage(const LayoutContext& ctx, int t, int s, Plan& plan) {
   const auto& hw = ctx.workload();
   const int pp = ctx.layout().pp, U = static_cast<int>(hw.units.size());
   const int first = plan.stage_first_unit[static_cast<std::size_t>(s)];
@@ -156,8 +156,8 @@ bool flat_stage(const LayoutContext& ctx, int t, int s, HybridPlan& plan) {
   return true;
 }
 
-std::optional<HybridPlan> uniform_plan(const LayoutContext& ctx, int t, const std::vector<int>& starts) {
-  HybridPlan plan = empty_plan(ctx.workload(), ctx.layout());
+std::optional<Plan> uniform_plan(const LayoutContext& ctx, int t, const std::vector<int>& starts) {
+  Plan plan = empty_plan(ctx.workload(), ctx.layout());
   plan.stage_first_unit = starts;
   for (int s = 0; s < ctx.layout().pp; ++s)
     if (!flat_stage(ctx, t, s, plan)) return std::nullopt;

@@ -1,20 +1,27 @@
-// Turning a search result into what users read: a plan file, a JSON object and a per-kind summary.
+// Turning a search's outcome into what users read: the plan, a JSON object, a per-kind summary of the
+// choices and the TP degrees of a plan's stages.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "costmodel/plan.hpp"
 #include "costmodel/workload.hpp"
-#include "search/scheduler.hpp"
 
 namespace osdp::search {
+
+struct PlanOutcome;  // strategy.hpp
 
 // "attention: DP x 46, ZDP x 2" per operator kind, kinds in forward order, one entry per line.
 std::vector<std::string> summarize_choices(const costmodel::Workload& w,
                                            const std::vector<costmodel::Choice>& choices);
+// Per stage, its units' TP degrees as runs: "embedding tp2, layer0..layer15 tp1".
+std::vector<std::string> stage_degrees(const costmodel::Workload& w, const costmodel::Plan& plan);
 
+// What a plan records of where it comes from.
 struct PlanContext {
   std::string tool_version;
   costmodel::ModelSpec model;
@@ -22,11 +29,20 @@ struct PlanContext {
   std::optional<costmodel::Calibration> calibration;
   costmodel::CostOptions cost_options;
 };
+// The plan's provenance from the context (its decisions and predictions stay).
+void stamp(costmodel::Plan& plan, const PlanContext& ctx, const std::string& strategy,
+           double memory_limit_bytes);
 
+struct SearchResult;  // scheduler.hpp
+// The data-parallel plan of a batch-size scheduler's result (feasible), stamped with the context, its
+// predictions the scheduler's.
 costmodel::Plan make_plan(const PlanContext& ctx, const costmodel::Workload& w, const SearchResult& r);
 
-// {feasible, strategy, batch_size, throughput_samples_per_s, iteration_time_s, peak_memory_bytes,
-//  memory_limit_bytes, search_seconds, complete, candidates[...], plan | min_fit_memory_bytes}
-nlohmann::json result_json(const PlanContext& ctx, const costmodel::Workload& w, const SearchResult& r);
+// {feasible, strategy, complete, memory_limit_bytes, search_seconds; when feasible batch_size (per
+//  device per micro-batch), micro_batches, pp, global_batch, throughput_samples_per_s,
+//  iteration_time_s, peak_memory_bytes, bubble_fraction, choices, stages, plan; else
+//  min_fit_memory_bytes; candidates and skipped_ranges (data-parallel strategies), layouts
+//  (the others)}
+nlohmann::json outcome_json(const PlanOutcome& o);
 
 }  // namespace osdp::search

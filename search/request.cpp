@@ -1,16 +1,43 @@
 #include "search/request.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "costmodel/bounds.hpp"
 #include "costmodel/catalog.hpp"
 #include "costmodel/error.hpp"
+#include "costmodel/json_reader.hpp"
+#include "costmodel/provenance.hpp"
 #include "costmodel/units.hpp"
 
 namespace osdp::search {
+namespace {
+
+bool power_of_two(int x) {
+  return x >= 1 && (x & (x - 1)) == 0;
+}
+
+int positive_integer(const std::string& text, const char* option) {
+  try {
+    std::size_t used = 0;
+    const int b = std::stoi(text, &used);
+    if (used != text.size() || b < 1) throw std::invalid_argument("not positive");
+    return b;
+  } catch (const std::exception&) {
+    throw UsageError(fmt::format("{}: expected a positive integer or \"auto\", got \"{}\"", option, text));
+  }
+}
+
+void check_degrees(const std::vector<int>& v, const char* option) {
+  for (const int d : v)
+    if (!power_of_two(d)) throw UsageError(fmt::format("{}: expected powers of two, got {}", option, d));
+}
+
+}  // namespace
 
 double parse_memory_option(const std::string& text, const char* option) {
   std::string err;
@@ -22,12 +49,71 @@ double parse_memory_option(const std::string& text, const char* option) {
   return *v;
 }
 
-std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a, const std::string& tool_version) {
+PlanRequest read_plan_request(const nlohmann::json& j, const std::string& origin) {
+  costmodel::JsonReader r(j, origin, "");
+  PlanRequest q;
+  q.model = r.string("model");
+  q.cluster = r.string("cluster");
+  q.world_size = static_cast<int>(r.integer_or("world_size", 0, 1 << 20, q.world_size));
+  q.calibration = r.string_or("calibration", q.calibration);
+  q.memory = r.string_or("memory", q.memory);
+  q.strategy = r.string_or("strategy", q.strategy);
+  if (const auto* b = r.raw("baseline"); b != nullptr) {  // a name or a list of names
+    if (b->is_string()) {
+      q.baselines = {b->get<std::string>()};
+    } else if (b->is_array()) {
+      for (const auto& x : *b) {
+        if (!x.is_string()) r.fail("baseline", "expected a strategy name or a list of names");
+        q.baselines.push_back(x.get<std::string>());
+      }
+    } else {
+      r.fail("baseline", "expected a strategy name or a list of names");
+    }
+  }
+  if (const auto* b = r.raw("batch"); b != nullptr)
+    q.batch = b->is_number_integer() ? std::to_string(b->get<long long>()) : r.string("batch");
+  q.checkpoint = r.choice_or("checkpoint", {"auto", "on", "off"}, q.checkpoint);
+  q.tier = r.choice_or("tier", {"extended", "paper"}, q.tier);
+  q.split_max = static_cast<int>(r.integer_or("split_max", 1, 64, q.split_max));
+  q.prefetch = static_cast<int>(r.integer_or("prefetch", 0, 64, q.prefetch));
+  q.regather = r.boolean_or("checkpoint_regather", q.regather);
+  if (const auto* g = r.raw("groups"); g != nullptr)  // true/false as before, or auto/on/off
+    q.groups = g->is_boolean() ? (g->get<bool>() ? "on" : "off") : r.choice("groups", {"auto", "on", "off"});
+  for (const auto& [key, out] : {std::pair{"pp", &q.pp}, std::pair{"tp", &q.tp}}) {
+    const auto* v = r.raw(key);
+    if (v == nullptr) continue;
+    if (v->is_number_integer()) {
+      *out = {v->get<int>()};
+    } else if (v->is_array()) {
+      for (const auto& x : *v) {
+        if (!x.is_number_integer()) r.fail(key, "expected an integer or a list of integers");
+        out->push_back(x.get<int>());
+      }
+    } else {
+      r.fail(key, "expected an integer or a list of integers");
+    }
+  }
+  q.max_micro_batches = static_cast<int>(r.integer_or("max_micro_batches", 1, 1024, q.max_micro_batches));
+  q.micro_batches = static_cast<int>(r.integer_or("micro_batches", 0, 1024, q.micro_batches));
+  q.global_batch = static_cast<int>(r.integer_or("global_batch", 0, 1 << 24, q.global_batch));
+  q.max_b0 = static_cast<int>(r.integer_or("max_micro_batch_size", 1, 1 << 20, q.max_b0));
+  q.schedule = r.choice_or("schedule", {"1f1b", "gpipe", "both"}, q.schedule);
+  q.sequence_parallel = r.boolean_or("sequence_parallel", q.sequence_parallel);
+  q.galvatron_overlap = r.number_or("galvatron_overlap", 0, 10, q.galvatron_overlap);
+  q.dfs_budget = r.integer_or("dfs_budget", 1, std::int64_t{1} << 40, q.dfs_budget);
+  q.time_budget_s = r.number_or("time_budget_s", 0.001, 1e6, q.time_budget_s);
+  r.finish();
+  return q;
+}
+
+std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a) {
+  if (a.world_size < 0 || a.world_size > (1 << 20))
+    throw UsageError(fmt::format("world size: expected 0 (the cluster's) to {}, got {}", 1 << 20, a.world_size));
   auto p = std::make_unique<PreparedSearch>();
   PlanContext& ctx = p->ctx;
-  ctx.tool_version = tool_version;
+  ctx.tool_version = costmodel::tool_version();
   ctx.model = costmodel::load_model(a.model);
-  ctx.cluster = costmodel::load_cluster(a.cluster);
+  ctx.cluster = costmodel::resized(costmodel::load_cluster(a.cluster), a.world_size);
   const std::string cal_name = !a.calibration.empty() ? a.calibration : ctx.cluster.calibration;
   if (!cal_name.empty()) ctx.calibration = costmodel::load_calibration(cal_name, ctx.cluster.compute);
   if (a.tier != "extended" && a.tier != "paper")
@@ -39,14 +125,21 @@ std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a, const std::
   ctx.cost_options.prefetch = a.prefetch;
 
   p->workload = costmodel::lower(ctx.model);
-  p->model.emplace(ctx.cluster, ctx.calibration ? &*ctx.calibration : nullptr, ctx.model.precision,
-                   ctx.cost_options);
+  const costmodel::Calibration* cal = ctx.calibration ? &*ctx.calibration : nullptr;
+  p->model.emplace(ctx.cluster, cal, ctx.model.precision, ctx.cost_options);
   SearchOptions& opt = p->options;
-  if (a.split_max < 1 || a.split_max > 64 || (a.split_max & (a.split_max - 1)) != 0)
+  if (a.split_max < 1 || a.split_max > 64 || !power_of_two(a.split_max))
     throw UsageError(fmt::format(
         "--split-max: expected a power of two from 1 to 64 (slices split in halves), got {}", a.split_max));
   opt.space.split_max = a.split_max;
-  opt.space.groups = a.groups;
+  if (a.groups != "auto" && a.groups != "on" && a.groups != "off")
+    throw UsageError(fmt::format("--groups: expected auto, on or off, got \"{}\"", a.groups));
+  if (a.groups == "on" && !p->model->two_levels())
+    throw UsageError(fmt::format(
+        "--groups: node groups and two-level collectives need a cluster of several nodes with several devices "
+        "each; {} has {} node(s) of {}",
+        ctx.cluster.name, ctx.cluster.nodes, ctx.cluster.devices_per_node));
+  opt.space.groups = a.groups == "on" || (a.groups == "auto" && p->model->two_levels());
   if (a.checkpoint != "auto" && a.checkpoint != "on" && a.checkpoint != "off")
     throw UsageError(fmt::format("--checkpoint: expected auto, on or off, got \"{}\"", a.checkpoint));
   opt.space.checkpoint = a.checkpoint == "on"    ? CheckpointPolicy::kOn
@@ -61,19 +154,102 @@ std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a, const std::
         costmodel::format_bytes(opt.memory_limit_bytes), costmodel::format_bytes(ctx.cluster.memory_bytes),
         ctx.cluster.device_name, ctx.cluster.name);
   opt.reserve_bytes = ctx.cluster.reserve_bytes;
-  if (a.batch != "auto") {
-    try {
-      std::size_t used = 0;
-      const int b = std::stoi(a.batch, &used);
-      if (used != a.batch.size() || b < 1) throw std::invalid_argument("batch");
-      opt.batch = b;
-    } catch (const std::exception&) {
-      throw UsageError(fmt::format("--batch: expected a positive integer or \"auto\", got \"{}\"", a.batch));
-    }
+  if (a.batch != "auto") opt.batch = positive_integer(a.batch, "--batch");
+  p->plan_model.emplace(ctx.cluster, cal, ctx.model.precision, ctx.cost_options);
+  p->plan_model->set_capacity(opt.memory_limit_bytes);
+
+  HybridSearchOptions& lo = p->layouts;
+  lo.space = opt.space;
+  check_degrees(a.pp, "--pp");
+  check_degrees(a.tp, "--tp");
+  lo.pp = a.pp;
+  lo.tp = a.tp;
+  if (a.max_micro_batches < 1)
+    throw UsageError(fmt::format("--max-micro-batches: expected 1 or more, got {}", a.max_micro_batches));
+  lo.max_micro_batches = a.max_micro_batches;
+  if (a.micro_batches > 0) lo.micro_batches = a.micro_batches;
+  if (a.global_batch > 0) lo.global_batch = a.global_batch;
+  if (opt.batch) {  // beyond data parallelism: the global batch of that data-parallel plan
+    const long long global = static_cast<long long>(*opt.batch) * ctx.cluster.world_size();
+    if (global > (1 << 24))
+      throw UsageError(fmt::format("--batch {}: the global batch {} x {} devices is over {}", *opt.batch, *opt.batch,
+                                   ctx.cluster.world_size(), 1 << 24));
+    if (a.global_batch > 0 && a.global_batch != global)
+      throw UsageError(fmt::format("--batch {} means a global batch of {} on {} devices; --global-batch asks for {}",
+                                   *opt.batch, global, ctx.cluster.world_size(), a.global_batch));
+    lo.global_batch = static_cast<int>(global);
+  } else if (a.global_batch > 0 && a.global_batch % ctx.cluster.world_size() == 0) {
+    opt.batch = a.global_batch / ctx.cluster.world_size();  // data-parallel plans of that global batch
   }
+  lo.max_b0 = a.max_b0;
+  lo.sequence_parallel = a.sequence_parallel;
+  lo.galvatron_overlap = a.galvatron_overlap;
+  if (a.schedule == "both")
+    lo.schedules = {costmodel::PipelineSchedule::k1F1B, costmodel::PipelineSchedule::kGpipe};
+  else if (const auto s = costmodel::schedule_from_string(a.schedule))
+    lo.schedules = {*s};
+  else
+    throw UsageError(fmt::format("--schedule: expected 1f1b, gpipe or both, got \"{}\"", a.schedule));
+  if (!(a.time_budget_s > 0))
+    throw UsageError(fmt::format("--time-budget: expected a positive number of seconds, got {}", a.time_budget_s));
+  lo.time_budget_s = a.time_budget_s;
+  p->time_budget_s = a.time_budget_s;
+  if (a.progress)
+    lo.progress = [report = a.progress, last = 0.0](int pp, double thr, std::int64_t layouts,
+                                                   double seconds) mutable {
+      if (seconds - last < 1.0) return;  // a line a second at most
+      last = seconds;
+      report(fmt::format("{} layouts in {:.1f} s (the last at pipeline degree {}); best {}", layouts, seconds, pp,
+                         thr > 0 ? fmt::format("{:.2f} samples/s", thr) : "none fits yet"));
+    };
+
   p->registry = default_strategies({a.dfs_budget});
   p->strategy = &p->registry.get(a.strategy);
+  if (p->strategy->info().data_parallel) {  // options beyond data parallelism are not for it
+    const auto beyond = [](const std::vector<int>& v) { return std::any_of(v.begin(), v.end(), [](int d) { return d != 1; }); };
+    const char* option = beyond(a.pp) ? "--pp" : beyond(a.tp) ? "--tp" : a.micro_batches > 1 ? "--micro-batches" : nullptr;
+    if (option != nullptr) {
+      std::vector<std::string> layout;
+      for (const Strategy* s : p->registry.all())
+        if (!s->info().data_parallel) layout.push_back(s->name());
+      throw UsageError(fmt::format("{}: strategy {} searches data parallelism only (one stage, one micro-batch, "
+                                   "TP 1); the strategies of the whole space: {}",
+                                   option, a.strategy, fmt::join(layout, ", ")));
+    }
+  }
+  for (const std::string& b : a.baselines) {
+    if (b == "none" || b.empty()) continue;
+    const Strategy* s = &p->registry.get(b);
+    if (s != p->strategy && std::find(p->baselines.begin(), p->baselines.end(), s) == p->baselines.end())
+      p->baselines.push_back(s);
+  }
   return p;
+}
+
+PlanReport run_request(const PlanRequest& r) {
+  PlanReport rep;
+  rep.prepared = prepare_search(r);
+  rep.outcome = run_strategy(*rep.prepared, *rep.prepared->strategy);
+  for (const Strategy* b : rep.prepared->baselines) rep.baselines.push_back(run_strategy(*rep.prepared, *b));
+  return rep;
+}
+
+nlohmann::json report_json(const PlanReport& r) {
+  const PlanContext& ctx = r.prepared->ctx;
+  nlohmann::json j = outcome_json(r.outcome);
+  j["model"] = ctx.model.name;
+  j["cluster"] = ctx.cluster.name;
+  j["world_size"] = ctx.cluster.world_size();
+  nlohmann::json baselines = nlohmann::json::array();
+  for (const PlanOutcome& b : r.baselines) {
+    nlohmann::json bj = outcome_json(b);
+    for (const char* k : {"plan", "candidates", "skipped_ranges"}) bj.erase(k);
+    if (r.outcome.feasible && b.feasible)
+      bj["speedup_over_baseline"] = r.outcome.evaluation.throughput / b.evaluation.throughput;
+    baselines.push_back(std::move(bj));
+  }
+  j["baselines"] = std::move(baselines);
+  return j;
 }
 
 }  // namespace osdp::search

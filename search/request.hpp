@@ -1,16 +1,26 @@
-// A search as users ask for it, by names and option strings: what `osdp plan` and the Python package's
-// osdp.plan() share. prepare_search() loads the model, cluster and calibration and parses the options
-// (errors name the option, as the command line spells it); run_request() searches and reports.
+// A search as users ask for it, by names and option strings: the one way into a search, shared by
+// `osdp plan`, `osdp sweep` (experiments/run.hpp) and the Python package's osdp.plan().
+// prepare_search() loads the model, cluster and calibration and parses the options (errors name the
+// option as the command line spells it); run_request() searches with the requested strategy and the
+// baselines asked for beside it; report_json() is what `osdp plan --json` prints and osdp.plan()
+// returns.
+//
+// The space: by default the whole space the cluster allows (every pipeline degree, micro-batches 1 to
+// 8, every TP degree within a node; on a cluster of several nodes of several devices, node groups and
+// two-level collectives per operator). Options narrow it: pp, tp, micro_batches, groups off.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "costmodel/cost_model.hpp"
+#include "costmodel/plan_cost.hpp"
 #include "costmodel/workload.hpp"
 #include "search/report.hpp"
 #include "search/scheduler.hpp"
@@ -20,30 +30,70 @@ namespace osdp::search {
 
 struct PlanRequest {
   std::string model, cluster;
+  int world_size = 0;       // the cluster resized to this many devices (costmodel::resized); 0: as it is
   std::string calibration;  // name or file; empty: the cluster's own, if it names one
   std::string memory;       // "16GiB", a number of bytes; empty: the device's memory
   std::string strategy = "exact";
-  std::string batch = "auto";       // a positive integer, or auto for the batch-size scheduler
+  std::vector<std::string> baselines;  // strategies run beside it ("none": none)
+  // Samples per device per step of a data-parallel plan, or auto (searched). Beyond data
+  // parallelism it fixes the global batch at batch x devices (the layouts with that global batch).
+  std::string batch = "auto";
   std::string checkpoint = "auto";  // auto, on, off
   std::string tier = "extended";    // extended, paper
   int split_max = 4, prefetch = 0;
-  bool regather = false, groups = false;
+  bool regather = false;
+  std::string groups = "auto";  // auto: node groups and two-level collectives where the cluster has two
+                                // levels; off: flat rings over all ranks only
+  // The layout space: pipeline degrees and TP degrees allowed (empty: every valid one), micro-batches
+  // 1..max_micro_batches or a fixed count (0: searched), a fixed global batch (0: any), the largest
+  // micro-batch per device, the schedules ("1f1b", "gpipe" or "both"), sequence parallelism.
+  std::vector<int> pp, tp;
+  int max_micro_batches = 8, micro_batches = 0, global_batch = 0, max_b0 = 4096;
+  std::string schedule = "1f1b";
+  bool sequence_parallel = false;
+  double galvatron_overlap = 0;  // galvatron only: its overlap coefficient (0: osdp's times)
   std::int64_t dfs_budget = 2'000'000;
+  double time_budget_s = 60;  // every search stops by then with the best plan found, "not proved optimal"
+  // Progress of long searches (about once a second): a line for a terminal.
+  std::function<void(const std::string&)> progress;
 };
 
-// The loaded inputs, the cost model and the search options. The cost model refers to the context's
+// The request's JSON form (Python's keyword arguments; the keys are PlanRequest's names): unknown
+// keys and wrong types are errors naming the key.
+PlanRequest read_plan_request(const nlohmann::json& j, const std::string& origin);
+
+// The loaded inputs, the cost models and the search options. The cost models refer to the context's
 // calibration, so the whole is kept behind one pointer.
 struct PreparedSearch {
   PlanContext ctx;
-  costmodel::Workload workload;
-  std::optional<costmodel::CostModel> model;
-  SearchOptions options;
+  costmodel::Workload workload;                         // lower(model): one stage
+  std::optional<costmodel::CostModel> model;            // data-parallel, on every rank
+  std::optional<costmodel::PlanCostModel> plan_model;   // any plan; its capacity the memory limit
+  SearchOptions options;                                // the batch-size scheduler's
+  HybridSearchOptions layouts;                          // the layout search's (its space = options.space)
   StrategyRegistry registry;
   const Strategy* strategy = nullptr;
+  std::vector<const Strategy*> baselines;  // those asked for, less the strategy itself
+  double time_budget_s = 60;
 };
 
-// `tool_version` goes into the plan. Throws InputError (files) or UsageError (options).
-std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& r, const std::string& tool_version);
+// Plans record costmodel::tool_version(). Throws InputError (files) or UsageError (options).
+std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& r);
+
+// A strategy's outcome for a prepared search.
+PlanOutcome run_strategy(const PreparedSearch& p, const Strategy& s);
+
+struct PlanReport {
+  std::unique_ptr<PreparedSearch> prepared;
+  PlanOutcome outcome;
+  std::vector<PlanOutcome> baselines;
+};
+PlanReport run_request(const PlanRequest& r);
+
+// What `osdp plan --json` prints: the outcome (outcome_json) with the model, the cluster, the world
+// size and "baselines": each baseline's figures (outcome_json less its plan and per-candidate detail)
+// with speedup_over_baseline, the plan's throughput over the baseline's (when both fit).
+nlohmann::json report_json(const PlanReport& r);
 
 // Bytes from an option's text ("16GiB"), within the physical bounds of a device's memory.
 double parse_memory_option(const std::string& text, const char* option);

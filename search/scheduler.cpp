@@ -40,7 +40,7 @@ constexpr int kSingles = 16;
 struct Range {
   int lo = 0, hi = 0;
   double per_sample_s = 0;  // lower bound on T(b) / b over the range
-  bool tight = false;       // per_sample_s from Strategy::lower_bound_s, else quick_lower_bound_s
+  bool tight = false;       // per_sample_s from BatchSolver::lower_bound_s, else quick_lower_bound_s
   // Priced at lo, kept while the range is wider than one batch size (its halves reuse it); a single
   // batch size is priced again when solved, so that the open list holds no more than a few pricings
   // (each is as large as the model: 256 of a 20,000-layer model's took gigabytes).
@@ -70,7 +70,7 @@ BatchCosts times_of(const BatchCosts& at_lo, const BatchCosts& at_hi) {
 }  // namespace
 
 SearchResult run_search(const costmodel::Workload& w, const costmodel::CostModel& model,
-                        const Strategy& strategy, const SearchOptions& opt) {
+                        const BatchSolver& strategy, const SearchOptions& opt) {
   const auto start = std::chrono::steady_clock::now();
   const SpaceOptions space = strategy.space(opt.space);
   if (space.groups && !model.two_levels())
@@ -160,7 +160,7 @@ SearchResult run_search(const costmodel::Workload& w, const costmodel::CostModel
     BatchCandidate cand;
     cand.batch = b;
     const double cutoff = best_thr > 0 ? n * b / best_thr : kInf;
-    StrategyOutcome o = strategy.solve(costs, cutoff);
+    SolverOutcome o = strategy.solve(costs, cutoff);
     cand.nodes = o.solution.nodes;
     cand.complete = o.solution.complete;
     cand.skipped = o.solution.bounded;

@@ -19,7 +19,7 @@
 
 #include "costmodel/cost_model.hpp"
 #include "costmodel/workload.hpp"
-#include "search/strategy.hpp"
+#include "search/batch_solver.hpp"
 
 namespace osdp::search {
 
@@ -54,7 +54,7 @@ struct SearchResult {
   double memory_limit_bytes = 0;
   double min_fit_bytes = 0;  // the smallest memory limit under which batch 1 fits (set when infeasible)
   std::vector<costmodel::Choice> choices;    // per operator
-  StrategyOutcome outcome;                   // of the chosen batch size (or of batch 1 when infeasible)
+  SolverOutcome outcome;                   // of the chosen batch size (or of batch 1 when infeasible)
   std::vector<BatchCandidate> candidates;    // the batch sizes bounded or solved one by one, in order
   std::vector<SkippedRange> skipped_ranges;  // in order; with candidates, every b from 1 to the largest
   double search_seconds = 0;
@@ -62,6 +62,6 @@ struct SearchResult {
 };
 
 SearchResult run_search(const costmodel::Workload& workload, const costmodel::CostModel& model,
-                        const Strategy& strategy, const SearchOptions& options);
+                        const BatchSolver& strategy, const SearchOptions& options);
 
 }  // namespace osdp::search

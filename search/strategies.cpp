@@ -1,346 +1,195 @@
+// The registered strategies (strategy.hpp): the data-parallel ones run the batch-size scheduler over a
+// solver of batch_solver.hpp, the layout ones the layout search of hybrid.hpp; exact takes whichever
+// covers the space the request allows.
 #include <algorithm>
-#include <array>
+#include <chrono>
 #include <cmath>
-#include <limits>
+#include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"
-#include "search/solvers.hpp"
+#include "search/report.hpp"
+#include "search/request.hpp"
 #include "search/strategy.hpp"
 
 namespace osdp::search {
 namespace {
 
-using costmodel::Choice;
-constexpr double kInf = std::numeric_limits<double>::infinity();
+// Whether the request's layout space holds data parallelism only (one stage, one micro-batch, TP 1).
+bool data_parallel_space(const PreparedSearch& p) {
+  const HybridSearchOptions& o = p.layouts;
+  const bool one_stage = (o.pp.size() == 1 && o.pp[0] == 1) || p.ctx.cluster.world_size() == 1;
+  const bool tp1 = (o.tp.size() == 1 && o.tp[0] == 1) || p.ctx.cluster.devices_per_node == 1;
+  const bool one_micro_batch = o.micro_batches ? *o.micro_batches == 1 : o.max_micro_batches == 1;
+  // A global batch the scheduler cannot hold (not batch x devices) leaves it to the layout search.
+  return one_stage && tp1 && one_micro_batch && (!o.global_batch || p.options.batch);
+}
 
-StrategyOutcome outcome_from(const BatchCosts& costs, Instance inst, Solution sol,
-                             const std::vector<std::vector<int>>& item_to_choice) {
-  StrategyOutcome o;
-  o.instance = std::move(inst);
-  o.solution = std::move(sol);
-  if (o.solution.feasible) {
-    for (std::size_t g = 0; g < costs.ops.size(); ++g)
-      o.choices.push_back(costs.ops[g].choices()[item_to_choice[g][o.solution.chosen[g]]]);
+// The data-parallel plan of a scheduler's result, priced by the plan cost model.
+PlanOutcome data_parallel_outcome(const PreparedSearch& p, SearchResult r, const std::string& strategy) {
+  PlanOutcome o;
+  o.strategy = strategy;
+  o.feasible = r.feasible;
+  o.memory_limit_bytes = r.memory_limit_bytes;
+  o.min_fit_bytes = r.min_fit_bytes;
+  o.search_seconds = r.search_seconds;
+  o.complete = r.complete;
+  o.workload = p.workload;
+  if (r.feasible) {
+    r.strategy = strategy;
+    costmodel::Plan& plan = o.plan;
+    plan = make_plan(p.ctx, p.workload, r);
+    o.evaluation = p.plan_model->evaluate(p.workload, plan);
+    plan.predicted_iteration_time_s = o.evaluation.time_s;
+    plan.predicted_peak_memory_bytes = o.evaluation.peak_bytes;
+    plan.predicted_throughput_samples_per_s = o.evaluation.throughput;
   }
+  o.batches = std::move(r);
   return o;
 }
 
-Instance empty_instance(const BatchCosts& costs) {
-  Instance inst;
-  inst.batch = costs.batch;
-  inst.capacity_bytes = costs.capacity_bytes;
-  inst.fixed_memory_bytes = costs.fixed_memory_bytes;
-  inst.fixed_time_s = costs.fixed_time_s;
-  return inst;
+PlanOutcome run_scheduler(const PreparedSearch& p, const BatchSolver& solver, const std::string& strategy) {
+  if (p.layouts.global_batch && !p.options.batch)
+    throw UsageError(fmt::format("strategy {} plans data parallelism: a global batch of {} is not a whole number "
+                                 "of samples on each of the {} devices",
+                                 strategy, *p.layouts.global_batch, p.ctx.cluster.world_size()));
+  PlanOutcome o = data_parallel_outcome(p, run_search(p.workload, *p.model, solver, p.options), strategy);
+  o.solver = solver.name();
+  return o;
 }
 
-Item item_of(const PricedOperator& po, int i) {
-  const auto& c = po.costs()[i];
-  return {c.time_s, c.persistent_bytes, c.transient_bytes};
-}
-
-std::string label_of(const PricedOperator& po, int i) {
-  return po.labels() ? (*po.labels())[i] : po.choices()[i].label();
-}
-
-// Identity mapping: group g item i is operator g choice i.
-std::vector<std::vector<int>> identity_map(const BatchCosts& costs) {
-  std::vector<std::vector<int>> m(costs.ops.size());
-  for (std::size_t g = 0; g < costs.ops.size(); ++g) {
-    m[g].resize(costs.ops[g].choices().size());
-    for (std::size_t i = 0; i < m[g].size(); ++i) m[g][i] = static_cast<int>(i);
+// The least memory at which some plan of the layout space fits (0: none found under the time budget):
+// a bisection on the capacity, each step a layout search for a plan of one sample per device per
+// micro-batch and one micro-batch where the request leaves them free (a plan's memory never falls as
+// either grows), its least peak the new upper end; it ends when nothing fits a byte below the least
+// peak found. The data-parallel plans' least peak (dp_fit, 0: none) starts the upper end when the
+// space holds them. A search stopped by its budget may miss a fit: the figure is then an upper bound.
+double least_fitting_memory(const PreparedSearch& p, LayoutSearch search, double dp_fit) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto left = [&] {
+    return p.time_budget_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  HybridSearchOptions o = p.layouts;
+  o.progress = nullptr;
+  if (!o.global_batch) {
+    o.b0 = 1;
+    if (!o.micro_batches) o.micro_batches = 1;
   }
-  return m;
+  const costmodel::Calibration* cal = p.ctx.calibration ? &*p.ctx.calibration : nullptr;
+  // The least peak of a plan that fits in `capacity`, or none.
+  const auto fit = [&](double capacity) -> std::optional<double> {
+    costmodel::PlanCostModel model(p.ctx.cluster, cal, p.ctx.model.precision, p.ctx.cost_options);
+    model.set_capacity(capacity);
+    o.time_budget_s = std::max(0.001, left());
+    const HybridResult r = search_hybrid(p.ctx.model, model, search, o);
+    if (!r.feasible) return std::nullopt;
+    return r.evaluation.peak_bytes;
+  };
+  double lo = p.options.memory_limit_bytes;  // nothing fits here
+  double hi = 0;
+  for (double c = std::max(dp_fit, 2 * lo); hi == 0 && c <= 1e18 && left() > 0; c *= 2)
+    if (const auto peak = fit(c)) hi = *peak;
+  if (hi == 0) return 0;
+  while (hi - lo > 1 && left() > 0) {
+    const double mid = std::floor(lo + (hi - lo) / 2);
+    if (mid <= lo) break;
+    if (const auto peak = fit(mid))
+      hi = *peak;
+    else
+      lo = mid;
+  }
+  return hi;
 }
 
+PlanOutcome run_layouts(const PreparedSearch& p, LayoutSearch search, const HybridSearchOptions& options,
+                        const std::string& strategy) {
+  HybridResult r = search_hybrid(p.ctx.model, *p.plan_model, search, options);
+  PlanOutcome o;
+  o.strategy = strategy;
+  o.feasible = r.feasible;
+  o.memory_limit_bytes = p.options.memory_limit_bytes;
+  o.search_seconds = r.search_seconds;
+  o.complete = r.complete;
+  if (r.feasible) {
+    o.workload = r.workload;
+    o.plan = r.plan;
+    o.evaluation = r.evaluation;
+    stamp(o.plan, p.ctx, strategy, o.memory_limit_bytes);
+    o.plan.predicted_iteration_time_s = o.evaluation.time_s;
+    o.plan.predicted_peak_memory_bytes = o.evaluation.peak_bytes;
+    o.plan.predicted_throughput_samples_per_s = o.evaluation.throughput;
+  } else {
+    o.workload = p.workload;
+    // What memory would fit: the least of the layout space, from the data-parallel plans' least peak
+    // at batch 1 (a plan of the space where the request allows data parallelism).
+    const SolverRegistry solvers = default_solvers();
+    SearchOptions one = p.options;
+    one.batch = 1;
+    const double dp_fit = run_search(p.workload, *p.model, solvers.get("exact"), one).min_fit_bytes;
+    o.min_fit_bytes = least_fitting_memory(p, search, dp_fit);
+  }
+  o.layouts = std::move(r);
+  return o;
+}
+
+class DataParallelStrategy : public Strategy {
+ public:
+  DataParallelStrategy(std::string name, std::string summary, SolverLimits limits)
+      : info_{std::move(name), std::move(summary), true}, limits_(limits) {}
+  const StrategyInfo& info() const override { return info_; }
+  PlanOutcome search(const PreparedSearch& p) const override {
+    return run_scheduler(p, default_solvers(limits_).get(info_.name), info_.name);
+  }
+
+ private:
+  StrategyInfo info_;
+  SolverLimits limits_;
+};
+
+// exact over the whole space: the layout search, or the scheduler where only data parallelism is left.
 class ExactStrategy : public Strategy {
  public:
-  std::string name() const override { return "exact"; }
-  std::string summary() const override {
-    return "optimum of the analytic model over DP/ZDP/REPLICATE, splits and checkpointing per operator";
-  }
-  SpaceOptions space(const SpaceOptions& r) const override { return r; }
-  StrategyOutcome solve(const BatchCosts& costs, double cutoff) const override {
-    Instance inst = to_instance(costs);
-    Solution sol = solve_exact(inst, cutoff);
-    return outcome_from(costs, std::move(inst), std::move(sol), identity_map(costs));
-  }
-};
-
-class DfsStrategy : public Strategy {
- public:
-  explicit DfsStrategy(std::int64_t budget) : budget_(budget) {}
-  std::string name() const override { return "dfs"; }
-  std::string summary() const override {
-    return fmt::format("the seed paper's depth-first search over the same space, at most {} nodes per batch",
-                       budget_);
-  }
-  SpaceOptions space(const SpaceOptions& r) const override { return r; }
-  StrategyOutcome solve(const BatchCosts& costs, double) const override {
-    Instance inst = to_instance(costs);
-    Solution sol = solve_dfs(inst, budget_);
-    return outcome_from(costs, std::move(inst), std::move(sol), identity_map(costs));
+  const StrategyInfo& info() const override { return info_; }
+  PlanOutcome search(const PreparedSearch& p) const override {
+    if (data_parallel_space(p)) return run_scheduler(p, default_solvers().get("exact"), info_.name);
+    return run_layouts(p, LayoutSearch::kExact, p.layouts, info_.name);
   }
 
  private:
-  std::int64_t budget_;
+  StrategyInfo info_{"exact",
+                     "the optimum of the analytic model over the whole space: pipeline stages, micro-batches, "
+                     "a TP degree per unit, per operator DP/ZDP/REPLICATE, splits, checkpointing, node groups",
+                     false};
 };
 
-// Every operator takes the same kind of choice; with checkpointing auto both uniform variants are
-// tried and the faster feasible one kept.
-class UniformStrategy : public Strategy {
+class DpOnlyStrategy : public Strategy {
  public:
-  enum class Kind { kZdp, kDp, kReplicate, kZdpNode, kZdpTwoLevel };
-  UniformStrategy(std::string name, std::string summary, Kind kind)
-      : name_(std::move(name)), summary_(std::move(summary)), kind_(kind) {}
-  std::string name() const override { return name_; }
-  std::string summary() const override { return summary_; }
-  SpaceOptions space(const SpaceOptions& r) const override {
-    SpaceOptions s = r;
-    s.split_max = 1;
-    s.replicate = kind_ == Kind::kReplicate;
-    s.groups = kind_ == Kind::kZdpNode || kind_ == Kind::kZdpTwoLevel;
-    return s;
-  }
-  StrategyOutcome solve(const BatchCosts& costs, double) const override {
-    StrategyOutcome best;
-    for (auto& [inst, map] : variants(costs)) {
-      Solution sol = evaluate(inst, std::vector<int>(inst.groups.size(), 0));
-      const bool better = best.instance.groups.empty() ||
-                          (sol.feasible && (!best.solution.feasible || sol.time_s < best.solution.time_s));
-      if (better) best = outcome_from(costs, std::move(inst), std::move(sol), map);
-    }
-    return best;
-  }
-  double min_peak_bytes(const BatchCosts& costs) const override {
-    double best = kInf;
-    for (const auto& v : variants(costs)) best = std::min(best, search::min_peak_bytes(v.first));
-    return best;
+  const StrategyInfo& info() const override { return info_; }
+  PlanOutcome search(const PreparedSearch& p) const override {
+    return run_scheduler(p, default_solvers().get("exact"), info_.name);
   }
 
  private:
-  // One single-item instance per checkpointing variant the priced space allows.
-  std::vector<std::pair<Instance, std::vector<std::vector<int>>>> variants(const BatchCosts& costs) const {
-    std::vector<std::pair<Instance, std::vector<std::vector<int>>>> out;
-    for (bool ckpt : {false, true}) {
-      Instance inst = empty_instance(costs);
-      std::vector<std::vector<int>> map(costs.ops.size());
-      bool available = true;
-      for (std::size_t g = 0; g < costs.ops.size() && available; ++g) {
-        const auto& po = costs.ops[g];
-        int pick = -1;
-        for (std::size_t i = 0; i < po.choices().size(); ++i) {
-          const Choice& c = po.choices()[i];
-          const bool node = kind_ == Kind::kZdpNode, two = kind_ == Kind::kZdpTwoLevel;
-          const bool mode_ok =
-              kind_ == Kind::kReplicate ? c.replicate
-              : kind_ == Kind::kDp
-                  ? (c.is_dp() && c.split == 1 && !c.node_group && !c.two_level)
-                  : (c.is_zdp() && c.split == 1 && c.node_group == node && c.two_level == two);
-          if (mode_ok && c.checkpoint == (ckpt && po.op->checkpointable)) pick = static_cast<int>(i);
-        }
-        if (pick < 0)
-          available = false;
-        else {
-          map[g] = {pick};
-          inst.groups.push_back({po.op->name,
-                                 {item_of(po, pick)},
-                                 std::make_shared<const std::vector<std::string>>(1, label_of(po, pick))});
-        }
-      }
-      if (available) out.emplace_back(std::move(inst), std::move(map));
-    }
-    return out;
-  }
-
-  std::string name_, summary_;
-  Kind kind_;
+  StrategyInfo info_{"dp-only", "exact within data parallelism: one stage, one micro-batch, TP 1", true};
 };
 
-// The released OSDP code's space and solver: per transformer layer four choices (attention ZDP or
-// not x MLP ZDP or not), other operators DP or ZDP, no splitting; a group knapsack over whole MiB
-// (persistent bytes rounded up per group, the budget rounded down after setting aside the largest
-// transient of the space, so every plan it returns fits).
-class OsdpRefStrategy : public Strategy {
+class LayoutStrategy : public Strategy {
  public:
-  std::string name() const override { return "osdp-ref"; }
-  std::string summary() const override {
-    return "the released OSDP code's space (per layer attention/MLP ZDP or not, no splitting), MiB knapsack";
-  }
-  SpaceOptions space(const SpaceOptions& r) const override {
-    SpaceOptions s = r;
-    s.split_max = 1;
-    s.replicate = false;
-    s.groups = false;
-    return s;
-  }
-  // What its MiB knapsack needs: the largest transient set aside, every block at its smallest
-  // persistent size rounded up to whole MiB.
-  double min_peak_bytes(const BatchCosts& costs) const override {
-    double best = kInf;
-    for (bool ckpt : {false, true}) {
-      const Blocks b = build_blocks(costs, ckpt);
-      if (b.instance.groups.empty()) continue;
-      double mib = 0;
-      for (const auto& g : b.instance.groups) {
-        double m = kInf;
-        for (const auto& it : g.items) m = std::min(m, std::ceil(it.persistent_bytes / kMiB));
-        mib += m;
-      }
-      best = std::min(best, b.instance.fixed_memory_bytes + max_transient(b.instance) + mib * kMiB);
-    }
-    return best;
-  }
-  StrategyOutcome solve(const BatchCosts& costs, double) const override {
-    StrategyOutcome best;
-    for (bool ckpt : {false, true}) {
-      StrategyOutcome o = solve_blocks(costs, build_blocks(costs, ckpt));
-      if (o.instance.groups.empty()) continue;
-      const bool better =
-          best.instance.groups.empty() ||
-          (o.solution.feasible && (!best.solution.feasible || o.solution.time_s < best.solution.time_s));
-      if (better) best = std::move(o);
-    }
-    return best;
+  LayoutStrategy(std::string name, std::string summary, LayoutSearch search)
+      : info_{std::move(name), std::move(summary), false}, search_(search) {}
+  const StrategyInfo& info() const override { return info_; }
+  PlanOutcome search(const PreparedSearch& p) const override {
+    return run_layouts(p, search_, p.layouts, info_.name);
   }
 
  private:
-  static constexpr double kMiB = 1048576.0;
-
-  static double max_transient(const Instance& inst) {
-    double t = 0;
-    for (const auto& g : inst.groups)
-      for (const auto& it : g.items) t = std::max(t, it.transient_bytes);
-    return t;
-  }
-
-  struct Blocks {
-    std::vector<std::vector<std::size_t>> ops;         // block -> operator indices
-    std::vector<std::vector<std::vector<int>>> combo;  // block -> item -> choice index per operator
-    Instance instance;                                 // empty when the space lacks a needed choice
-  };
-
-  static Blocks build_blocks(const BatchCosts& costs, bool ckpt) {
-    Blocks out;
-    // A layer's attention and MLP form one block; every other operator is a block of its own.
-    for (std::size_t g = 0; g < costs.ops.size(); ++g) {
-      const auto* op = costs.ops[g].op;
-      if (op->kind == costmodel::OperatorKind::kMlp && !out.ops.empty() && out.ops.back().size() == 1 &&
-          costs.ops[out.ops.back()[0]].op->layer == op->layer)
-        out.ops.back().push_back(g);
-      else
-        out.ops.push_back({g});
-    }
-    // Per operator: the DP and ZDP choice indices with the requested checkpointing.
-    std::vector<std::array<int, 2>> pick(costs.ops.size(), {-1, -1});
-    for (std::size_t g = 0; g < costs.ops.size(); ++g) {
-      const auto& po = costs.ops[g];
-      for (std::size_t i = 0; i < po.choices().size(); ++i) {
-        const Choice& c = po.choices()[i];
-        if (c.split != 1 || c.replicate || c.checkpoint != (ckpt && po.op->checkpointable)) continue;
-        pick[g][c.is_zdp() ? 1 : 0] = static_cast<int>(i);
-      }
-      if (pick[g][0] < 0 || pick[g][1] < 0) return {};
-    }
-    Instance inst = empty_instance(costs);
-    for (const auto& block : out.ops) {
-      const auto* first = costs.ops[block[0]].op;
-      Group grp;
-      grp.name = first->layer >= 0 ? fmt::format("layer{}", first->layer) : first->name;
-      std::vector<std::vector<int>> items;
-      auto labels = std::make_shared<std::vector<std::string>>();
-      for (int mask = 0; mask < (1 << block.size()); ++mask) {
-        Item it;
-        std::string label;
-        std::vector<int> chosen;
-        for (std::size_t j = 0; j < block.size(); ++j) {
-          const int ci = pick[block[j]][(mask >> j) & 1];
-          const Item one = item_of(costs.ops[block[j]], ci);
-          it.time_s += one.time_s;
-          it.persistent_bytes += one.persistent_bytes;
-          it.transient_bytes = std::max(it.transient_bytes, one.transient_bytes);
-          label += (j ? "," : "") + label_of(costs.ops[block[j]], ci);
-          chosen.push_back(ci);
-        }
-        grp.items.push_back(it);
-        labels->push_back(std::move(label));
-        items.push_back(chosen);
-      }
-      grp.labels = std::move(labels);
-      inst.groups.push_back(std::move(grp));
-      out.combo.push_back(std::move(items));
-    }
-    out.instance = std::move(inst);
-    return out;
-  }
-
-  static StrategyOutcome solve_blocks(const BatchCosts& costs, Blocks blocks) {
-    if (blocks.instance.groups.empty()) return {};
-    Instance inst = std::move(blocks.instance);
-    // Knapsack over whole MiB.
-    const double budget = inst.capacity_bytes - inst.fixed_memory_bytes - max_transient(inst);
-    Solution sol;
-    if (budget >= 0) {
-      const auto cap = static_cast<std::size_t>(std::floor(budget / kMiB));
-      const std::size_t ngroups = inst.groups.size();
-      std::vector<double> dp(cap + 1, 0.0), next(cap + 1);
-      std::vector<std::vector<signed char>> choice(ngroups, std::vector<signed char>(cap + 1, -1));
-      for (std::size_t g = 0; g < ngroups; ++g) {
-        std::fill(next.begin(), next.end(), kInf);
-        for (std::size_t i = 0; i < inst.groups[g].items.size(); ++i) {
-          const auto& it = inst.groups[g].items[i];
-          const auto w = static_cast<std::size_t>(std::ceil(it.persistent_bytes / kMiB));
-          for (std::size_t m = w; m <= cap; ++m) {
-            const double t = dp[m - w] + it.time_s;
-            if (t < next[m]) {
-              next[m] = t;
-              choice[g][m] = static_cast<signed char>(i);
-            }
-          }
-        }
-        dp.swap(next);
-      }
-      if (dp[cap] < kInf) {
-        std::vector<int> sel(ngroups);
-        std::size_t m = cap;
-        for (std::size_t g = ngroups; g-- > 0;) {
-          sel[g] = choice[g][m];
-          m -= static_cast<std::size_t>(std::ceil(inst.groups[g].items[sel[g]].persistent_bytes / kMiB));
-        }
-        sol = evaluate(inst, sel);
-      }
-    }
-    StrategyOutcome o;
-    o.instance = std::move(inst);
-    o.solution = sol;
-    if (sol.feasible) {
-      o.choices.resize(costs.ops.size());
-      for (std::size_t bi = 0; bi < blocks.ops.size(); ++bi)
-        for (std::size_t j = 0; j < blocks.ops[bi].size(); ++j)
-          o.choices[blocks.ops[bi][j]] =
-              costs.ops[blocks.ops[bi][j]].choices()[blocks.combo[bi][o.solution.chosen[bi]][j]];
-    }
-    return o;
-  }
+  StrategyInfo info_;
+  LayoutSearch search_;
 };
 
 }  // namespace
-
-double Strategy::lower_bound_s(const BatchCosts& costs) const {
-  // Every strategy picks, per operator, one of the choices priced in its space, under the memory
-  // limit: the LP relaxation over those bounds any of its plans.
-  return lower_bound_time(to_instance(costs));
-}
-
-double Strategy::quick_lower_bound_s(const BatchCosts& costs) const {
-  return quick_lower_bound_time(to_instance(costs));
-}
-
-double Strategy::min_peak_bytes(const BatchCosts& costs) const {
-  return search::min_peak_bytes(to_instance(costs));
-}
 
 void StrategyRegistry::add(std::unique_ptr<Strategy> s) {
   items_.push_back(std::move(s));
@@ -349,9 +198,7 @@ void StrategyRegistry::add(std::unique_ptr<Strategy> s) {
 const Strategy& StrategyRegistry::get(const std::string& name) const {
   for (const auto& s : items_)
     if (s->name() == name) return *s;
-  std::string list;
-  for (const auto& n : names()) list += (list.empty() ? "" : ", ") + n;
-  throw UsageError(fmt::format("unknown strategy \"{}\" (known: {})", name, list));
+  throw UsageError(fmt::format("unknown strategy \"{}\" (known: {})", name, fmt::join(names(), ", ")));
 }
 
 std::vector<std::string> StrategyRegistry::names() const {
@@ -360,25 +207,32 @@ std::vector<std::string> StrategyRegistry::names() const {
   return out;
 }
 
-StrategyRegistry default_strategies(const StrategyLimits& limits) {
+std::vector<const Strategy*> StrategyRegistry::all() const {
+  std::vector<const Strategy*> out;
+  for (const auto& s : items_) out.push_back(s.get());
+  return out;
+}
+
+StrategyRegistry default_strategies(const SolverLimits& limits) {
   StrategyRegistry r;
   r.add(std::make_unique<ExactStrategy>());
-  r.add(std::make_unique<UniformStrategy>("fsdp", "every operator ZDP (ZeRO-3, FSDP full shard)",
-                                          UniformStrategy::Kind::kZdp));
-  r.add(std::make_unique<UniformStrategy>("zero2", "every operator DP (gathered once, kept through backward)",
-                                          UniformStrategy::Kind::kDp));
-  r.add(std::make_unique<UniformStrategy>("ddp", "every operator REPLICATE (classic data parallel)",
-                                          UniformStrategy::Kind::kReplicate));
-  r.add(std::make_unique<UniformStrategy>(
-      "hsdp", "every operator ZDP within its node, replicated across nodes (HSDP; clusters of several nodes)",
-      UniformStrategy::Kind::kZdpNode));
-  r.add(std::make_unique<UniformStrategy>(
-      "fsdp-2level",
-      "every operator ZDP over all ranks with two-level collectives (clusters of several nodes)",
-      UniformStrategy::Kind::kZdpTwoLevel));
-  r.add(std::make_unique<OsdpRefStrategy>());
-  r.add(std::make_unique<DfsStrategy>(limits.dfs_node_budget));
+  r.add(std::make_unique<DpOnlyStrategy>());
+  const SolverRegistry solvers = default_solvers(limits);
+  for (const std::string& name : solvers.names())
+    if (name != "exact") r.add(std::make_unique<DataParallelStrategy>(name, solvers.get(name).summary(), limits));
+  r.add(std::make_unique<LayoutStrategy>(
+      "galvatron",
+      "Galvatron's search as its released code does it: even stages, per layer a TP degree with DDP or ZeRO-3, "
+      "its micro-batch heuristic, global batches in steps of 8",
+      LayoutSearch::kGalvatron));
+  r.add(std::make_unique<LayoutStrategy>(
+      "megatron-3d", "one TP degree for every unit, even stages, DDP everywhere: a grid over tp, pp, m and b0",
+      LayoutSearch::kMegatron3d));
   return r;
+}
+
+PlanOutcome run_strategy(const PreparedSearch& p, const Strategy& s) {
+  return s.search(p);
 }
 
 }  // namespace osdp::search

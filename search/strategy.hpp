@@ -1,51 +1,68 @@
-// Search strategies behind one interface, chosen by name from an explicit registry
-// (DESIGN.md section 5):
-//   exact     the optimum of the analytic model over the whole space (solvers.hpp)
-//   fsdp      every operator ZDP (ZeRO-3 / FSDP full shard)
-//   zero2     every operator DP (gathered once, kept through backward)
-//   ddp       every operator REPLICATE
-//   osdp-ref  the released OSDP code's space: per layer attention ZDP or not x MLP ZDP or not, no
-//             splitting, solved by a group knapsack over whole MiB
-//   dfs       the seed paper's depth-first search, bounded by a node budget
-// With checkpointing "auto" the uniform strategies (fsdp, zero2, ddp, osdp-ref) try all-off and
-// all-on and keep the faster plan; exact and dfs decide per operator.
+// Search strategies behind one interface, chosen by name from an explicit registry that lists itself
+// (DESIGN.md section 5). Each strategy searches a plan (costmodel::Plan: its layout, micro-batch size
+// and per-operator choices) for a prepared search (request.hpp) and returns it priced by the plan cost
+// model (costmodel/plan_cost.hpp), whatever its kind:
+//   exact        the optimum of the analytic model over the whole space the request allows: pipeline
+//                stages and micro-batches, a TP degree per unit, per operator DP/ZDP/REPLICATE, splits,
+//                checkpointing and, on clusters of several nodes, node groups and two-level collectives
+//                (search/hybrid.hpp); where the space holds data parallelism only (one stage, one
+//                micro-batch, TP 1), the batch-size scheduler over the exact solver (scheduler.hpp)
+//   dp-only      exact within data parallelism (one stage, one micro-batch, TP 1)
+//   fsdp, zero2, ddp, hsdp, fsdp-2level, osdp-ref, dfs
+//                the data-parallel baselines and the paper's search (batch_solver.hpp), each by the
+//                batch-size scheduler
+//   galvatron    Galvatron's search as its released code does it (search/hybrid.hpp)
+//   megatron-3d  one TP degree everywhere, even stages, DDP; a grid over tp, pp, m and b0
+// A data-parallel strategy searches one stage, one micro-batch and TP 1 whatever the request allows.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "search/space.hpp"
+#include "costmodel/plan.hpp"
+#include "costmodel/plan_cost.hpp"
+#include "costmodel/workload.hpp"
+#include "search/batch_solver.hpp"
+#include "search/hybrid.hpp"
+#include "search/scheduler.hpp"
 
 namespace osdp::search {
 
-struct StrategyOutcome {
-  Instance instance;  // what the strategy solved (for --emit-costs)
-  Solution solution;
-  std::vector<costmodel::Choice> choices;  // per operator, when feasible
+struct PreparedSearch;  // request.hpp
+
+// What a strategy is: its name, a line for `--help` and listings, and whether it searches data
+// parallelism only (the batch-size scheduler over a solver) or layouts too.
+struct StrategyInfo {
+  std::string name;
+  std::string summary;
+  bool data_parallel = true;
+};
+
+// What a strategy returns: the plan it found with its provenance, priced.
+struct PlanOutcome {
+  std::string strategy;
+  bool feasible = false;
+  costmodel::Plan plan;              // when feasible: the whole plan, its provenance and predictions
+  costmodel::Workload workload;      // lower(model, plan.pp)
+  costmodel::Evaluation evaluation;  // the plan cost model's figures
+  double memory_limit_bytes = 0;
+  double min_fit_bytes = 0;  // when nothing fits and the strategy can say: the least memory that would
+  double search_seconds = 0;
+  bool complete = true;  // false: a budget stopped the search; the plan is the best found, not proved
+  std::optional<SearchResult> batches;  // a data-parallel strategy's scheduler: candidates, the instance
+  std::string solver;                   // and the solver it ran at each batch size (batch_solver.hpp)
+  std::optional<HybridResult> layouts;  // a layout strategy's search: layouts priced and solved, labels
 };
 
 class Strategy {
  public:
   virtual ~Strategy() = default;
-  virtual std::string name() const = 0;
-  virtual std::string summary() const = 0;
-  // The part of the requested space this strategy searches.
-  virtual SpaceOptions space(const SpaceOptions& requested) const = 0;
-  // Best selection with time below `time_cutoff_s` (a strategy may ignore the cutoff), or an
-  // infeasible outcome; `bounded` marks one where selections fit but none beats the cutoff.
-  virtual StrategyOutcome solve(const BatchCosts& costs, double time_cutoff_s) const = 0;
-  // A lower bound on the time of any selection that fits (infinity: none fits). The scheduler solves
-  // batch sizes in order of the throughput this bound allows and skips those it rules out; the
-  // default is the LP relaxation over the choices the strategy priced, valid for every strategy.
-  virtual double lower_bound_s(const BatchCosts& costs) const;
-  // A cheaper bound, never above lower_bound_s: the scheduler bounds every range with it first and
-  // asks for lower_bound_s only for the ranges it cannot rule out. The default is one LP over every
-  // choice priced (quick_lower_bound_time).
-  virtual double quick_lower_bound_s(const BatchCosts& costs) const;
-  // The smallest peak any selection of this strategy reaches (what memory would let it fit).
-  virtual double min_peak_bytes(const BatchCosts& costs) const;
+  virtual const StrategyInfo& info() const = 0;
+  const std::string& name() const { return info().name; }
+  virtual PlanOutcome search(const PreparedSearch& prepared) const = 0;
 };
 
 class StrategyRegistry {
@@ -54,16 +71,13 @@ class StrategyRegistry {
   // Throws UsageError naming the known strategies.
   const Strategy& get(const std::string& name) const;
   std::vector<std::string> names() const;
+  std::vector<const Strategy*> all() const;
 
  private:
   std::vector<std::unique_ptr<Strategy>> items_;
 };
 
-struct StrategyLimits {
-  std::int64_t dfs_node_budget = 2'000'000;
-};
-
-// The built-in strategies, registered by explicit calls.
-StrategyRegistry default_strategies(const StrategyLimits& limits = {});
+// The built-in strategies, registered by explicit calls (their data-parallel solvers with `limits`).
+StrategyRegistry default_strategies(const SolverLimits& limits = {});
 
 }  // namespace osdp::search

@@ -17,31 +17,48 @@ constexpr int kNone = -1;
 struct Event {
   Tick time;
   std::uint64_t seq;
-  int kind;  // kComputeDone or kCommDone
+  int kind;  // kComputeDone or kTaskDone
   int rank;
-  int a;  // compute: version; comm: task
+  int a;  // compute: version; else: task
   bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
 };
 constexpr int kComputeDone = 0;
-constexpr int kCommDone = 1;
+constexpr int kTaskDone = 1;
+
+bool is_kernel(TaskKind k) {
+  return k == TaskKind::kForward || k == TaskKind::kRecompute || k == TaskKind::kBackward ||
+         k == TaskKind::kOptimizer;
+}
+
+struct StreamState {
+  std::size_t pos = 0;
+  int task = kNone;
+  Tick start = 0;
+};
 
 struct RankState {
-  std::size_t compute_pos = 0, comm_pos = 0;
-  int compute_task = kNone, comm_task = kNone;
-  Tick compute_start = 0, comm_start = 0;
-  double remaining = 0;  // work left of the running compute task, in ticks at full speed
+  std::array<StreamState, kStreams> streams;
+  bool computing = false;  // the compute stream runs a kernel (which interference slows)
+  double remaining = 0;    // work left of the running kernel, in ticks at full speed
   Tick last_update = 0;
   double factor = 1;  // ticks per tick of work now (interference while comm runs)
   int version = 0;
   std::array<double, kMemoryCategories> in_use{};
   double total = 0;
   std::size_t done = 0;
+  int in_flight = 0;  // micro-batches between their first forward and last backward
 };
 
 class Engine {
  public:
   Engine(const Schedule& s, const NetworkModel& net, const SimOptions& opt)
-      : s_(s), net_(net), opt_(opt), world_(s.world_size) {
+      : s_(s), net_(net), opt_(opt), world_(s.world_size), pp_(std::max(1, s.pp)) {
+    stage_size_ = world_ / pp_;
+    if (s.stage_begin.empty() ? pp_ != 1
+                              : static_cast<int>(s.stage_begin.size()) != pp_ + 1 ||
+                                    s.stage_begin.back() != static_cast<int>(s.tasks.size()))
+      throw Error(fmt::format("the schedule's {} stages do not cover its {} tasks", pp_, s.tasks.size()));
+    if (opt.symmetric) check_symmetric();
     ranks_ = opt.symmetric ? net.period(world_) : world_;
     speed_.assign(ranks_, 1.0);
     if (!opt.speed.empty()) {
@@ -52,15 +69,36 @@ class Engine {
         for (double f : opt.speed)
           if (f != opt.speed[0]) throw UsageError("symmetric simulation needs every rank at the same speed");
     }
-    for (std::size_t t = 0; t < s.tasks.size(); ++t)
-      (s.tasks[t].stream == Stream::kCompute ? compute_order_ : comm_order_).push_back(static_cast<int>(t));
+    order_.resize(pp_);
+    for (std::size_t t = 0; t < s.tasks.size(); ++t) {
+      const Task& task = s.tasks[t];
+      order_[task.stage][static_cast<int>(task.stream)].push_back(static_cast<int>(t));
+    }
     dependents_ = s.dependents();
-    std::vector<int> ndeps(s.tasks.size());
-    for (std::size_t t = 0; t < s.tasks.size(); ++t) ndeps[t] = static_cast<int>(s.tasks[t].deps.size());
-    deps_left_.resize(static_cast<std::size_t>(ranks_) * s.tasks.size());
-    for (int r = 0; r < ranks_; ++r)
-      std::copy(ndeps.begin(), ndeps.end(),
-                deps_left_.begin() + static_cast<std::ptrdiff_t>(r * s.tasks.size()));
+    rank_offset_.resize(ranks_ + 1, 0);
+    for (int r = 0; r < ranks_; ++r) rank_offset_[r + 1] = rank_offset_[r] + stage_count(stage_of(r));
+    deps_left_.resize(rank_offset_[ranks_]);
+    for (int r = 0; r < ranks_; ++r) {
+      const int st = stage_of(r);
+      for (int t = s.first_task(st); t < s.end_task(st); ++t)
+        deps_left(r, t) = static_cast<int>(s.tasks[t].deps.size());
+    }
+    // A micro-batch enters at its stage's first forward and leaves at its last backward.
+    flight_.assign(s.tasks.size(), 0);
+    for (int st = 0; st < pp_; ++st) {
+      std::vector<int> first(std::max(1, s.micro_batches), -1), last(std::max(1, s.micro_batches), -1);
+      for (int t = s.first_task(st); t < s.end_task(st); ++t) {
+        const Task& task = s.tasks[t];
+        if (task.micro_batch < 0 || task.micro_batch >= static_cast<int>(first.size())) continue;
+        if (task.kind == TaskKind::kForward && first[task.micro_batch] < 0) first[task.micro_batch] = t;
+        if (task.kind == TaskKind::kBackward) last[task.micro_batch] = t;
+      }
+      for (std::size_t mb = 0; mb < first.size(); ++mb)
+        if (first[mb] >= 0 && last[mb] >= 0) {
+          flight_[first[mb]] += 1;
+          flight_[last[mb]] -= 1;
+        }
+    }
     duration_.resize(s.tasks.size());
     for (std::size_t t = 0; t < s.tasks.size(); ++t) duration_[t] = to_ticks(s.tasks[t].duration_s);
     started_.assign(s.tasks.size(), 0);
@@ -73,11 +111,12 @@ class Engine {
   SimResult run() {
     const auto wall = std::chrono::steady_clock::now();
     for (int r = 0; r < ranks_; ++r) {
-      for (int b : s_.resident) alloc(r, b, 0);
+      for (int b : s_.resident)
+        if (s_.buffers[b].stage == stage_of(r)) alloc(r, b, 0);
       try_start(r, 0);
     }
     auto last_report = wall;
-    const double all_tasks = static_cast<double>(ranks_) * static_cast<double>(s_.tasks.size());
+    const double all_tasks = static_cast<double>(rank_offset_[ranks_]);
     while (!queue_.empty()) {
       const Event e = queue_.top();
       queue_.pop();
@@ -91,16 +130,15 @@ class Engine {
         }
       }
       if (e.kind == kComputeDone) {
-        if (e.a == state_[e.rank].version) finish_compute(e.rank, e.time);
+        if (e.a == state_[e.rank].version) finish_task(e.rank, s_.tasks.size(), e.time);
       } else {
-        finish_comm(e.rank, e.a, e.time);
+        finish_task(e.rank, static_cast<std::size_t>(e.a), e.time);
       }
     }
     for (int r = 0; r < ranks_; ++r)
-      if (state_[r].done != s_.tasks.size())
-        throw Error(
-            fmt::format("the schedule did not finish on rank {}: {} of {} tasks ran (a dependency cycle?)", r,
-                        state_[r].done, s_.tasks.size()));
+      if (state_[r].done != static_cast<std::size_t>(stage_count(stage_of(r))))
+        throw Error(fmt::format("the schedule did not finish on rank {}: {} of {} tasks ran (a dependency cycle?)",
+                                r, state_[r].done, stage_count(stage_of(r))));
     result_.world_size = world_;
     result_.ranks_simulated = ranks_;
     result_.reserve_bytes = s_.reserve_bytes;
@@ -111,13 +149,32 @@ class Engine {
       }
     }
     result_.ranks = std::move(stats_);
-    result_.events += 2 * static_cast<std::int64_t>(s_.tasks.size()) * ranks_;
+    result_.events += 2 * static_cast<std::int64_t>(rank_offset_[ranks_]);
     result_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
     return std::move(result_);
   }
 
  private:
-  int& deps_left(int r, int t) { return deps_left_[static_cast<std::size_t>(r) * s_.tasks.size() + t]; }
+  // Symmetric mode takes one stage whose rings are the world's, a node's or across nodes.
+  void check_symmetric() const {
+    if (pp_ > 1) throw UsageError("symmetric simulation takes plans of one pipeline stage: simulate every rank");
+    const int g = s_.per_node, m = s_.nodes;
+    for (const Task& t : s_.tasks) {
+      if (!is_collective(t.kind)) continue;
+      const Group grp = t.group.resolved(world_);
+      const bool ok = grp.size == world_ || (grp == Group{g, 1}) || (grp == Group{m, g});
+      if (!ok)
+        throw UsageError(fmt::format("symmetric simulation takes rings over every rank, a node or one rank per "
+                                     "node; task {} runs on {} ranks {} apart: simulate every rank",
+                                     t.name, grp.size, grp.stride));
+    }
+  }
+
+  int stage_of(int r) const { return r / stage_size_; }
+  int stage_count(int st) const { return s_.end_task(st) - s_.first_task(st); }
+  int& deps_left(int r, int t) {
+    return deps_left_[static_cast<std::size_t>(rank_offset_[r] + t - s_.first_task(stage_of(r)))];
+  }
 
   void push(Tick time, int kind, int rank, int a) { queue_.push({time, seq_++, kind, rank, a}); }
 
@@ -138,10 +195,10 @@ class Engine {
       result_.memory.push_back({now, r, b, delta, with_reserve});
   }
 
-  // Sets the compute slowdown of rank r from now on, rescheduling its running compute task.
+  // Sets the compute slowdown of rank r from now on, rescheduling its running kernel.
   void set_factor(int r, double factor, Tick now) {
     RankState& st = state_[r];
-    if (st.compute_task != kNone) {
+    if (st.computing) {
       st.remaining -= static_cast<double>(now - st.last_update) / st.factor;
       if (st.remaining < 0) st.remaining = 0;
       st.last_update = now;
@@ -152,106 +209,125 @@ class Engine {
     }
   }
 
+  bool busy(const RankState& st, Stream s) const { return st.streams[static_cast<int>(s)].task != kNone; }
+
   void try_start(int r, Tick now) {
     RankState& st = state_[r];
     const bool serial = !opt_.overlap;
-    if (st.compute_task == kNone && st.compute_pos < compute_order_.size() &&
-        !(serial && st.comm_task != kNone)) {
-      const int t = compute_order_[st.compute_pos];
-      if (deps_left(r, t) == 0) {
-        ++st.compute_pos;
-        st.compute_task = t;
-        st.compute_start = now;
-        for (int b : s_.tasks[t].allocs) alloc(r, b, now);
+    const int stage = stage_of(r);
+    for (int k = 0; k < kStreams; ++k) {
+      StreamState& ss = st.streams[k];
+      if (ss.task != kNone) continue;
+      const auto& order = order_[stage][k];
+      if (ss.pos >= order.size()) continue;
+      const int t = order[ss.pos];
+      if (deps_left(r, t) != 0) continue;
+      const Stream stream = static_cast<Stream>(k);
+      if (serial && ((stream == Stream::kCompute && busy(st, Stream::kComm)) ||
+                     (stream == Stream::kComm && busy(st, Stream::kCompute))))
+        continue;
+      ++ss.pos;
+      ss.task = t;
+      ss.start = now;
+      const Task& task = s_.tasks[t];
+      for (int b : task.allocs) alloc(r, b, now);
+      if (flight_[t] > 0) {
+        st.in_flight += flight_[t];
+        stats_[r].max_in_flight = std::max(stats_[r].max_in_flight, st.in_flight);
+      }
+      if (is_kernel(task.kind)) {
+        st.computing = true;
         st.remaining = static_cast<double>(duration_[t]) * speed_[r];
         st.last_update = now;
         push(now + static_cast<Tick>(std::ceil(st.remaining * st.factor)), kComputeDone, r, ++st.version);
-      }
-    }
-    if (st.comm_task == kNone && st.comm_pos < comm_order_.size() && !(serial && st.compute_task != kNone)) {
-      const int t = comm_order_[st.comm_pos];
-      if (deps_left(r, t) == 0) {
-        ++st.comm_pos;
-        st.comm_task = t;
-        st.comm_start = now;
-        for (int b : s_.tasks[t].allocs) alloc(r, b, now);
-        if (opt_.overlap && opt_.interference != 1.0) set_factor(r, opt_.interference, now);
+      } else if (is_collective(task.kind)) {
+        if (stream == Stream::kComm && opt_.overlap && opt_.interference != 1.0) set_factor(r, opt_.interference, now);
         enter_collective(r, t, now);
+      } else if (task.kind == TaskKind::kSend) {
+        push(now + net_.p2p_ticks(task.bytes, r, r + task.peer * stage_size_), kTaskDone, r, t);
+      } else {  // a receive: its send has ended
+        push(now, kTaskDone, r, t);
       }
     }
   }
 
+  // The collective's key: a task, or the first of two twins (one collective two stages run).
+  static int key_of(int t, const Task& task) { return task.twin >= 0 ? std::min(t, task.twin) : t; }
+
   void enter_collective(int r, int t, Tick now) {
-    auto& entry = entry_[t];
+    const Task& task = s_.tasks[t];
+    const int key = key_of(t, task);
+    auto& entry = entry_[key];
     if (entry.empty()) entry.assign(ranks_, 0);
     entry[r] = now;
-    const costmodel::RingLevel level = s_.tasks[t].level;
-    if (level == costmodel::RingLevel::kWorld) {
-      if (++started_[t] == ranks_) {
-        members_.resize(ranks_);
-        for (int i = 0; i < ranks_; ++i) members_[i] = i;
-        ring(t, world_);
-        entry_[t].clear();
-        entry_[t].shrink_to_fit();
-      }
-      return;
-    }
-    // A ring within r's node or across nodes at r's local index: it runs once its own members have
-    // entered, whatever the other rings do.
-    const int size = sub_ring(level, r, members_);
-    auto& counts = sub_started_[t];
+    const Group g = task.group.resolved(world_);
+    auto& counts = sub_started_[key];
     if (counts.empty()) counts.assign(ranks_, 0);
-    if (++counts[members_.front()] == static_cast<int>(members_.size())) ring(t, size);
-    if (++started_[t] == ranks_) {
-      entry_[t].clear();
-      entry_[t].shrink_to_fit();
+    const auto [first, size] = simulated_ring(g, r);
+    if (++counts[first] == size) {
+      members(g, r, members_);
+      ring(key, g);
+    }
+    const int expected = stage_size_simulated() * (task.twin >= 0 ? 2 : 1);
+    if (++started_[key] == expected) {
+      entry.clear();
+      entry.shrink_to_fit();
       counts.clear();
       counts.shrink_to_fit();
     }
   }
+  int stage_size_simulated() const { return std::min(ranks_, stage_size_); }
 
-  // The simulated ranks of rank r's ring at `level`, in ring order, into `out`; returns the ring's
-  // size in real ranks. Ranks are numbered node by node (G per node, M nodes). Symmetric mode runs
-  // one period of ranks (at most a node): a node's ring closes over the simulated ranks of the node,
-  // and an inter-node ring is represented by its one simulated rank (its other members, at the same
-  // local index on other nodes, behave alike).
-  int sub_ring(costmodel::RingLevel level, int r, std::vector<int>& out) const {
-    const int G = s_.per_node, M = s_.nodes;
+  // The first simulated rank of rank r's ring of group g and the ring's count of simulated ranks (as
+  // members() lists them, without listing them: every rank's entry asks).
+  std::pair<int, int> simulated_ring(const Group& g, int r) const {
+    if (ranks_ == world_) return {g.first(r), g.size};
+    if (g.stride == 1) {
+      const int block = std::min(g.size, ranks_);
+      return {r / block * block, block};
+    }
+    return {r, 1};
+  }
+
+  // The simulated ranks of rank r's ring of group g, in ring order, into `out`. Symmetric mode runs
+  // one period of ranks (at most a node): the world's ring and a node's ring close over the simulated
+  // ranks of the ring, and a ring across nodes is represented by its one simulated rank (its other
+  // members, at the same local index on other nodes, behave alike).
+  void members(const Group& g, int r, std::vector<int>& out) const {
     out.clear();
-    if (level == costmodel::RingLevel::kIntra) {
-      const int block = std::min(G, ranks_);
+    if (ranks_ == world_) {
+      for (int i = 0; i < g.size; ++i) out.push_back(g.member(r, i));
+      return;
+    }
+    if (g.stride == 1) {
+      const int block = std::min(g.size, ranks_);
       const int first = r / block * block;
       for (int i = 0; i < block; ++i) out.push_back(first + i);
-      return G;
+      return;
     }
-    if (ranks_ == world_) {
-      for (int k = 0; k < M; ++k) out.push_back(r % G + k * G);
-    } else {
-      out.push_back(r);
-    }
-    return M;
+    out.push_back(r);
   }
 
   // The ring's step recurrence over `members_` (simulated ranks, in ring order) once they have all
-  // entered, for a ring of `size` real ranks; schedules each member's completion.
-  void ring(int t, int size) {
-    const Task& task = s_.tasks[t];
-    const std::vector<Tick>& entry = entry_[t];
+  // entered, for a ring of g.size real ranks; schedules each member's completion.
+  void ring(int key, const Group& g) {
+    const Task& task = s_.tasks[key];
+    const std::vector<Tick>& entry = entry_[key];
     const int R = static_cast<int>(members_.size());
-    const int steps = costmodel::ring_steps(collective_of(task.kind), size);
-    const bool world = task.level == costmodel::RingLevel::kWorld;
+    const int steps = costmodel::ring_steps(collective_of(task.kind), g.size);
     step_.resize(R);
     entered_.resize(R);
     for (int i = 0; i < R; ++i) {
       const int r = members_[i];
-      step_[i] = world ? net_.step_ticks(task.kind, task.bytes, world_, r)
-                       : net_.level_step_ticks(task.kind, task.bytes, size, task.level);
+      const int next = g.member(r, (g.index(r) + 1) % g.size);
+      step_[i] = net_.ring_step_ticks(task.kind, task.bytes, g.size, r, next, task.level, task.calibrated);
       entered_[i] = entry[r];
     }
     const Tick* s = entered_.data();
     sent_.resize(R);
+    auto task_of = [&](int member) { return stage_of(member) == task.stage ? key : task.twin; };
     if (steps == 0) {
-      for (int i = 0; i < R; ++i) push(s[i], kCommDone, members_[i], t);
+      for (int i = 0; i < R; ++i) push(s[i], kTaskDone, members_[i], task_of(members_[i]));
       return;
     }
     // Step 0: a rank sends once it and its successor have entered.
@@ -269,53 +345,70 @@ class Engine {
       }
     }
     for (int r = 0; r < R; ++r)
-      push(std::max(sent_[r], sent_[r > 0 ? r - 1 : R - 1]), kCommDone, members_[r], t);
+      push(std::max(sent_[r], sent_[r > 0 ? r - 1 : R - 1]), kTaskDone, members_[r], task_of(members_[r]));
     result_.events += static_cast<std::int64_t>(steps) * R;
+  }
+
+  // Task t of rank r has ended (t = the task count: the running kernel of its compute stream).
+  void finish_task(int r, std::size_t t, Tick now) {
+    RankState& st = state_[r];
+    if (t == s_.tasks.size()) {
+      st.computing = false;
+      t = static_cast<std::size_t>(st.streams[static_cast<int>(Stream::kCompute)].task);
+    }
+    const Task& task = s_.tasks[t];
+    StreamState& ss = st.streams[static_cast<int>(task.stream)];
+    const Tick start = ss.start;
+    ss.task = kNone;
+    if (task.stream == Stream::kComm && is_collective(task.kind) && opt_.overlap && opt_.interference != 1.0)
+      set_factor(r, 1.0, now);
+    complete(r, static_cast<int>(t), start, now);
+    try_start(r, now);
+    for (const int other : woken_) try_start(other, now);
+    woken_.clear();
   }
 
   void complete(int r, int t, Tick start, Tick now) {
     RankState& st = state_[r];
-    for (int b : s_.tasks[t].frees) release(r, b, now);
+    const Task& task = s_.tasks[t];
+    for (int b : task.frees) release(r, b, now);
+    if (flight_[t] < 0) st.in_flight += flight_[t];
     ++st.done;
     ++tasks_done_;
-    for (int d : dependents_[t]) --deps_left(r, d);
+    for (int d : dependents_[t]) {
+      const int other_stage = s_.tasks[d].stage;
+      if (other_stage == task.stage) {
+        --deps_left(r, d);
+      } else {  // a receive of the other stage, on the rank at the same local index
+        const int peer = r + (other_stage - task.stage) * stage_size_;
+        --deps_left(peer, d);
+        woken_.push_back(peer);
+      }
+    }
     RankStats& rs = stats_[r];
-    (s_.tasks[t].stream == Stream::kCompute ? rs.compute_busy : rs.comm_busy) += now - start;
+    (task.stream == Stream::kCompute ? rs.compute_busy
+     : task.stream == Stream::kComm  ? rs.comm_busy
+                                     : rs.send_busy) += now - start;
     rs.finish = std::max(rs.finish, now);
     if (opt_.record_tasks) result_.tasks.push_back({r, t, start, now});
-  }
-
-  void finish_compute(int r, Tick now) {
-    RankState& st = state_[r];
-    const int t = st.compute_task;
-    st.compute_task = kNone;
-    complete(r, t, st.compute_start, now);
-    try_start(r, now);
-  }
-
-  void finish_comm(int r, int t, Tick now) {
-    RankState& st = state_[r];
-    st.comm_task = kNone;
-    if (opt_.overlap && opt_.interference != 1.0) set_factor(r, 1.0, now);
-    complete(r, t, st.comm_start, now);
-    try_start(r, now);
   }
 
   const Schedule& s_;
   const NetworkModel& net_;
   const SimOptions& opt_;
-  int world_;
-  int ranks_;
+  int world_, pp_, stage_size_ = 1;
+  int ranks_ = 1;
   std::vector<double> speed_;
-  std::vector<int> compute_order_, comm_order_;
+  std::vector<std::array<std::vector<int>, kStreams>> order_;  // per stage and stream: its tasks
   std::vector<std::vector<int>> dependents_;
+  std::vector<int> rank_offset_;  // where each rank's counters start in deps_left_
   std::vector<int> deps_left_;
   std::vector<Tick> duration_;
-  std::vector<int> started_;
+  std::vector<int> flight_;  // per task: +1 a micro-batch's first forward, -1 its last backward
+  std::vector<int> started_;  // per collective key: ranks entered
   std::vector<std::vector<Tick>> entry_;
-  std::vector<std::vector<int>>
-      sub_started_;  // per task on a node or inter-node ring: entered, per ring (by first member)
-  std::vector<int> members_;
+  std::vector<std::vector<int>> sub_started_;  // per collective key: entered, per ring (by first member)
+  std::vector<int> members_, woken_;
   std::vector<Tick> step_, sent_, entered_;
   std::vector<RankState> state_;
   std::uint64_t tasks_done_ = 0;  // over all ranks, for progress

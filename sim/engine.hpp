@@ -1,23 +1,28 @@
 // The discrete-event simulator (DESIGN.md section 6). Integer ticks; events ordered by (time,
-// sequence number); per rank a compute stream and a comm stream running the schedule's tasks in
-// issue order once their dependencies are done.
+// sequence number); each rank runs its stage's program (sim/schedule.hpp): per stream, the stage's
+// tasks in issue order once their dependencies are done (a receive's dependency is its send, on the
+// rank of the other stage at the same local index).
 //
-// Ring collectives step by step: N - 1 steps for all-gather and reduce-scatter, 2(N - 1) for
-// all-reduce (costmodel::ring_steps), each moving one chunk S/N over the link leaving the rank
-// (NetworkModel). Step k of a rank starts when it has sent step k - 1 and received step k - 1 from
-// its predecessor (step 0: when it and its successor have entered the collective); the rank is done
-// when it has sent and received every step. These step events are evaluated in dependency order as a max-plus
-// recurrence once the last rank has entered the collective (no rank can finish before the last one enters,
-// since data from every rank reaches every other), which gives exactly the times a priority queue of step
-// events would, at a fraction of the cost. A slow link or a late rank shows up where it really would.
+// Ring collectives step by step over their group (Group: N - 1 steps for all-gather and
+// reduce-scatter, 2(N - 1) for all-reduce on a ring of N, costmodel::ring_steps), each moving one
+// chunk S/N over the link to the next member (NetworkModel). Step k of a rank starts when it has sent
+// step k - 1 and received step k - 1 from its predecessor (step 0: when it and its successor have
+// entered the collective); the rank is done when it has sent and received every step. These step
+// events are evaluated in dependency order as a max-plus recurrence once the last member has entered
+// the collective (no member can finish before the last one enters, since data from every member
+// reaches every other), which gives exactly the times a priority queue of step events would, at a
+// fraction of the cost. A slow link or a late rank shows up where it really would. A send takes its
+// message's time on the link between the two ranks; a receive ends when its send has.
 //
 // Overlap: while a rank's comm stream runs a collective its compute runs `interference` times slower
-// (>= 1); with overlap off the two streams of a rank never run at the same time.
+// (>= 1); with overlap off a rank's compute and comm streams never run at the same time.
 // Memory: each task allocates its buffers when it starts and frees its buffers when it ends; the
-// resident buffers (shards, optimizer states) and the device reserve are held throughout.
+// resident buffers of the rank's stage (shards, optimizer states) and the device reserve are held
+// throughout.
 // Symmetric mode runs only `period` ranks of the network (1 on a uniform network) with the ring
 // closed over them; on a homogeneous cluster every rank congruent modulo the period behaves alike, so
-// this gives exactly what the full run gives.
+// this gives exactly what the full run gives. It takes schedules of one stage whose rings are the
+// world's, its nodes' or across its nodes (data-parallel plans).
 #pragma once
 
 #include <array>
@@ -61,11 +66,15 @@ struct MemoryEvent {
 
 struct RankStats {
   Tick finish = 0;
-  Tick compute_busy = 0;
-  Tick comm_busy = 0;
+  Tick compute_busy = 0;  // the compute stream: kernels, and the TP collectives, re-layouts, receives
+  Tick comm_busy = 0;     // the comm stream
+  Tick send_busy = 0;     // the send streams
   double peak_bytes = 0;  // reserve included
   Tick peak_time = 0;
   std::array<double, kMemoryCategories> peak_breakdown{};  // at the peak, reserve excluded
+  // Micro-batches in flight at once, at most: from the start of one's first forward to the end of
+  // its last backward on this rank.
+  int max_in_flight = 0;
 };
 
 struct SimResult {
@@ -84,7 +93,8 @@ struct SimResult {
   const RankStats& peak_rank() const;  // the rank with the highest peak
 };
 
-// Throws osdp::UsageError when symmetric mode is asked of an inhomogeneous run.
+// Throws osdp::UsageError when symmetric mode is asked of an inhomogeneous run or of a schedule it
+// does not take.
 SimResult simulate(const Schedule& schedule, const NetworkModel& network, const SimOptions& options);
 
 }  // namespace osdp::sim

@@ -11,27 +11,27 @@ RingLinks::RingLinks(const costmodel::ClusterSpec& cluster, const costmodel::Cal
       inter_(cluster.inter ? *cluster.inter : cluster.intra),
       calibration_(calibration) {}
 
-Tick RingLinks::step_ticks(TaskKind kind, double total_bytes, int world, int rank) const {
-  const costmodel::CollectiveOp op{collective_of(kind), total_bytes, world};
-  if (calibration_) {
-    for (const auto& s : calibration_->segments(op.kind))
+const costmodel::LinkSpec& RingLinks::link(int from, int to) const {
+  return nodes_ > 1 && from / per_node_ != to / per_node_ ? inter_ : intra_;
+}
+
+Tick RingLinks::ring_step_ticks(TaskKind kind, double total_bytes, int ring_size, int from, int to,
+                                costmodel::RingLevel level, bool calibrated) const {
+  const costmodel::CollectiveOp op{collective_of(kind), total_bytes, ring_size};
+  if (calibrated && calibration_) {
+    const auto& segs = level == costmodel::RingLevel::kWorld   ? calibration_->segments(op.kind)
+                       : level == costmodel::RingLevel::kInter ? calibration_->inter.segments(op.kind)
+                                                               : calibration_->intra.segments(op.kind);
+    for (const auto& s : segs)
       if (total_bytes <= s.up_to_bytes) return to_ticks(op.step_s(s.alpha_s, s.beta_s_per_byte));
   }
-  const bool crosses = nodes_ > 1 && (rank + 1) % per_node_ == 0;
-  const costmodel::LinkSpec& l = crosses ? inter_ : intra_;
+  const costmodel::LinkSpec& l = link(from, to);
   return to_ticks(op.step_s(l.alpha_s, l.beta_s_per_byte()));
 }
 
-Tick RingLinks::level_step_ticks(TaskKind kind, double total_bytes, int ring_size,
-                                 costmodel::RingLevel level) const {
-  const costmodel::CollectiveOp op{collective_of(kind), total_bytes, ring_size};
-  if (calibration_) {
-    const auto& segs = level == costmodel::RingLevel::kInter ? calibration_->inter : calibration_->intra;
-    for (const auto& s : segs.segments(op.kind))
-      if (total_bytes <= s.up_to_bytes) return to_ticks(op.step_s(s.alpha_s, s.beta_s_per_byte));
-  }
-  const costmodel::LinkSpec& l = level == costmodel::RingLevel::kInter ? inter_ : intra_;
-  return to_ticks(op.step_s(l.alpha_s, l.beta_s_per_byte()));
+Tick RingLinks::p2p_ticks(double bytes, int from, int to) const {
+  const costmodel::LinkSpec& l = link(from, to);
+  return to_ticks(l.alpha_s + bytes * l.beta_s_per_byte());
 }
 
 int RingLinks::period(int world) const {

@@ -1,14 +1,15 @@
-// Network models price one step of a ring collective on the link leaving a rank. Kept apart from
-// the ring algorithm that uses them (sim/engine.cpp), so another network model can be swapped in.
+// Network models price one step of a ring collective on the link leaving a rank, and a point-to-point
+// message between two ranks. Kept apart from the ring algorithm that uses them (sim/engine.cpp), so
+// another network model can be swapped in.
 //
-// RingLinks: a rank's link is the intra-node link, or the inter-node link when the next rank of the
-// ring is on the next node (ranks are numbered node by node). A step moves one chunk, S/N bytes of
-// the full buffer S, in alpha + chunk beta. A calibration's segment for the collective and size S,
-// fitted on whole rings, prices every link alike. Rings within a node and across nodes (issue 14)
-// take every step on their level's link.
+// RingLinks: a step from one rank to the next of its ring crosses the intra-node link when both are on
+// one node, else the inter-node link (ranks are numbered node by node). A step moves one chunk, S/n
+// bytes of the full buffer S of a ring of n ranks, in alpha + chunk beta. A calibration's segment for
+// the collective and size S, fitted on whole rings of the world (or on its rings within a node and
+// across nodes: `level`), prices every step of such a ring alike (`calibrated`: the rings of a
+// data-parallel group that is the whole world); every other ring (a smaller group's, a TP group's)
+// takes its links. A message takes alpha + bytes beta on the link between the two ranks.
 #pragma once
-
-#include <vector>
 
 #include "costmodel/calibration.hpp"
 #include "costmodel/cluster.hpp"
@@ -20,12 +21,12 @@ namespace osdp::sim {
 class NetworkModel {
  public:
   virtual ~NetworkModel() = default;
-  // Ticks of one ring step from `rank` to the next rank, for a collective over the whole buffer.
-  virtual Tick step_ticks(TaskKind kind, double total_bytes, int world, int rank) const = 0;
-  // Ticks of one step of a ring within a node (kIntra) or across nodes (kInter) of `ring_size` ranks
-  // (node groups and two-level collectives); every step of such a ring is on that level's link.
-  virtual Tick level_step_ticks(TaskKind kind, double total_bytes, int ring_size,
-                                costmodel::RingLevel level) const = 0;
+  // Ticks of one step from rank `from` to `to` (its successor) of a ring of `ring_size` ranks, for a
+  // collective over the whole buffer of `total_bytes`.
+  virtual Tick ring_step_ticks(TaskKind kind, double total_bytes, int ring_size, int from, int to,
+                               costmodel::RingLevel level, bool calibrated) const = 0;
+  // Ticks of a message of `bytes` from rank `from` to rank `to`.
+  virtual Tick p2p_ticks(double bytes, int from, int to) const = 0;
   // The smallest rank shift that maps the network onto itself (1: every link alike; the ranks
   // per node on a two-level network). Symmetric simulation runs this many ranks.
   virtual int period(int world) const = 0;
@@ -34,14 +35,14 @@ class NetworkModel {
 class RingLinks : public NetworkModel {
  public:
   RingLinks(const costmodel::ClusterSpec& cluster, const costmodel::Calibration* calibration);
-  Tick step_ticks(TaskKind kind, double total_bytes, int world, int rank) const override;
-  // By the calibration's segment of the level where it has one (Calibration::intra, inter), else on
-  // the cluster's link of the level (a calibration's world segments were fitted on world rings).
-  Tick level_step_ticks(TaskKind kind, double total_bytes, int ring_size,
-                        costmodel::RingLevel level) const override;
+  Tick ring_step_ticks(TaskKind kind, double total_bytes, int ring_size, int from, int to,
+                       costmodel::RingLevel level, bool calibrated) const override;
+  Tick p2p_ticks(double bytes, int from, int to) const override;
   int period(int world) const override;
 
  private:
+  const costmodel::LinkSpec& link(int from, int to) const;
+
   int nodes_, per_node_;
   costmodel::LinkSpec intra_, inter_;
   const costmodel::Calibration* calibration_;

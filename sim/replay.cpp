@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "costmodel/cost_model.hpp"
+#include "costmodel/plan_cost.hpp"
 #include "costmodel/units.hpp"
 #include "costmodel/workload.hpp"
 #include "sim/network.hpp"
@@ -13,33 +14,19 @@
 namespace osdp::sim {
 
 Replay replay_plan(const costmodel::Plan& plan, SimOptions options) {
-  return replay_plan(plan, costmodel::lower(plan.model), options);
+  return replay_plan(plan, costmodel::lower(plan.model, plan.pp), options);
 }
 
-namespace {
-
-costmodel::CostModel plan_cost_model(const costmodel::Plan& plan) {
+costmodel::PlanCostModel plan_cost_model(const costmodel::Plan& plan) {
   costmodel::CostOptions cost_options = plan.cost_options;
   cost_options.prefetch = plan.prefetch;
   const costmodel::Calibration* cal = plan.calibration ? &*plan.calibration : nullptr;
-  return costmodel::CostModel(plan.cluster, cal, plan.model.precision, cost_options);
+  costmodel::PlanCostModel model(plan.cluster, cal, plan.model.precision, cost_options);
+  model.set_capacity(plan.memory_limit_bytes > 0 ? plan.memory_limit_bytes : plan.cluster.memory_bytes);
+  return model;
 }
 
-AnalyticFigures price(const costmodel::Plan& plan, const costmodel::Workload& w,
-                      const costmodel::CostModel& model) {
-  AnalyticFigures f;
-  double persistent = 0, transient = 0;
-  for (std::size_t u = 0; u < w.operators.size(); ++u) {
-    const costmodel::ChoiceCost c =
-        model.cost(w.operators[u], plan.operators[u].choice, plan.batch_size, w.bytes);
-    f.time_s += c.time_s;
-    persistent += c.persistent_bytes;
-    transient = std::max(transient, c.transient_bytes);
-  }
-  f.peak_bytes = plan.cluster.reserve_bytes + costmodel::prefetch_reserve_bytes(w, plan.prefetch) +
-                 persistent + transient;
-  return f;
-}
+namespace {
 
 double relative(double recorded, double now) {
   return now > 0 ? (recorded - now) / now : 0.0;
@@ -48,7 +35,8 @@ double relative(double recorded, double now) {
 }  // namespace
 
 AnalyticFigures analytic_figures(const costmodel::Plan& plan, const costmodel::Workload& workload) {
-  return price(plan, workload, plan_cost_model(plan));
+  const costmodel::Evaluation ev = plan_cost_model(plan).evaluate(workload, plan);
+  return {ev.time_s, ev.peak_bytes};
 }
 
 std::string edited_plan_warning(const costmodel::Plan& plan, const AnalyticFigures& now,
@@ -67,17 +55,18 @@ std::string edited_plan_warning(const costmodel::Plan& plan, const AnalyticFigur
 }
 
 Replay replay_plan(const costmodel::Plan& plan, const costmodel::Workload& w, SimOptions options) {
-  const costmodel::CostModel model = plan_cost_model(plan);
+  const costmodel::PlanCostModel model = plan_cost_model(plan);
   const costmodel::Calibration* cal = plan.calibration ? &*plan.calibration : nullptr;
   Replay run;
-  const AnalyticFigures figures = price(plan, w, model);
-  run.analytic_time_s = figures.time_s;
-  run.analytic_peak_bytes = figures.peak_bytes;
-
+  const costmodel::Evaluation ev = model.evaluate(w, plan);
+  run.analytic_time_s = ev.time_s;
+  run.analytic_peak_bytes = ev.peak_bytes;
+  run.analytic_throughput = ev.throughput;
   run.schedule = build_schedule(plan, w, model);
   const RingLinks network(plan.cluster, cal);
-  options.overlap = model.overlap();
-  options.interference = model.interference();
+  const costmodel::CostModel& world = model.dp_model(1, 1);
+  options.overlap = world.overlap();
+  options.interference = world.interference();
   run.result = simulate(run.schedule, network, options);
   return run;
 }

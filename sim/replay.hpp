@@ -1,12 +1,14 @@
-// Replaying a plan file: lower its model, price it with its cluster, calibration and cost options
-// (prefetch from the plan), build its schedule and simulate it on RingLinks — the one path that
-// `osdp simulate`, `osdp plan --evaluate sim` and the sweep's "sim" evaluator share.
+// Replaying a plan file: lower its model at its pipeline degree, price it with its cluster,
+// calibration and cost options (prefetch from the plan), build its schedule and simulate it on
+// RingLinks — the one path that `osdp simulate`, `osdp plan --evaluate sim`, the sweep's "sim"
+// evaluator and `osdp validate`'s prediction share.
 #pragma once
 
 #include <string>
 #include <string_view>
 
 #include "costmodel/plan.hpp"
+#include "costmodel/plan_cost.hpp"
 #include "costmodel/workload.hpp"
 #include "sim/engine.hpp"
 #include "sim/schedule.hpp"
@@ -16,12 +18,15 @@ namespace osdp::sim {
 struct Replay {
   Schedule schedule;
   SimResult result;
-  // The plan's choices priced again by the cost model (the search objective):
-  //   time = sum of the operators' times; peak = reserve + prefetch reserve + sum(persistent)
-  //   + max(transient).
+  // The plan priced again by the plan cost model (costmodel/plan_cost.hpp: the search objective).
   double analytic_time_s = 0;
   double analytic_peak_bytes = 0;
+  double analytic_throughput = 0;
 };
+
+// The plan cost model of a plan file: its cluster, calibration and cost options, the prefetch depth
+// from the plan, its memory limit as the capacity.
+costmodel::PlanCostModel plan_cost_model(const costmodel::Plan& plan);
 
 // The plan's choices priced by this osdp's cost model (Replay's analytic figures), without building
 // or simulating its schedule.
@@ -40,7 +45,7 @@ std::string edited_plan_warning(const costmodel::Plan& plan, const AnalyticFigur
 
 // `options.overlap` and `options.interference` are taken from the cluster and calibration; the rest
 // is the caller's. The first form lowers the plan's model; the second takes its lowering
-// (costmodel::lower(plan.model)) from a caller that has it already.
+// (costmodel::lower(plan.model, plan.pp)) from a caller that has it already.
 Replay replay_plan(const costmodel::Plan& plan, SimOptions options);
 Replay replay_plan(const costmodel::Plan& plan, const costmodel::Workload& workload, SimOptions options);
 

@@ -54,7 +54,7 @@ nlohmann::json categories_json(const std::array<double, kMemoryCategories>& byte
 struct Keyed {
   Tick time;
   int rank;
-  int track;  // 0: compute, 1: comm, 2: memory counter
+  int track;  // the stream (0: compute, 1: comm, 2 and 3: sends), kStreams: the memory counter
   int index;  // task, or position in the memory timeline
   nlohmann::json event;
 };
@@ -89,6 +89,8 @@ nlohmann::json summary_json(const Schedule& schedule, const SimResult& r) {
   j["world_size"] = r.world_size;
   j["ranks_simulated"] = r.ranks_simulated;
   j["batch_size"] = schedule.batch;
+  j["micro_batches"] = schedule.micro_batches;
+  j["pp"] = schedule.pp;
   j["prefetch"] = schedule.prefetch;
   j["tasks"] = schedule.tasks.size();
   j["iteration_time_s"] = to_seconds(r.iteration);
@@ -100,6 +102,24 @@ nlohmann::json summary_json(const Schedule& schedule, const SimResult& r) {
   j["peak_time_s"] = to_seconds(pr.peak_time);
   j["peak_rank"] = peak;
   j["peak_breakdown"] = categories_json(pr.peak_breakdown, r.reserve_bytes);
+  // Per stage (its first simulated rank): the compute stream's busy time and the bubble it leaves.
+  nlohmann::json stages = nlohmann::json::array();
+  double busy = 0;
+  const int per_stage = schedule.world_size / std::max(1, schedule.pp);
+  for (int s = 0; s < schedule.pp && s * per_stage < r.ranks_simulated; ++s) {
+    const RankStats& rs = r.ranks[static_cast<std::size_t>(s * per_stage)];
+    busy += to_seconds(rs.compute_busy);
+    stages.push_back({{"stage", s},
+                      {"first_rank", s * per_stage},
+                      {"compute_busy_s", to_seconds(rs.compute_busy)},
+                      {"comm_busy_s", to_seconds(rs.comm_busy)},
+                      {"send_busy_s", to_seconds(rs.send_busy)},
+                      {"max_micro_batches_in_flight", rs.max_in_flight},
+                      {"peak_memory_bytes", rs.peak_bytes}});
+  }
+  j["stages"] = stages;
+  j["bubble_fraction"] =
+      r.iteration > 0 && static_cast<int>(stages.size()) == schedule.pp ? 1.0 - busy / (schedule.pp * to_seconds(r.iteration)) : 0.0;
   j["events"] = r.events;
   j["queue_events"] = r.queue_events;
   j["wall_time_s"] = r.wall_seconds;
@@ -109,34 +129,42 @@ nlohmann::json summary_json(const Schedule& schedule, const SimResult& r) {
 
 nlohmann::json chrome_trace(const Schedule& schedule, const SimResult& r) {
   nlohmann::json events = nlohmann::json::array();
+  const int per_stage = schedule.world_size / std::max(1, schedule.pp);
   for (int rank = 0; rank < r.ranks_simulated; ++rank) {
+    const std::string name =
+        schedule.pp > 1 ? fmt::format("rank {} (stage {})", rank, rank / per_stage) : fmt::format("rank {}", rank);
     events.push_back({{"ph", "M"},
                       {"name", "process_name"},
                       {"pid", rank},
                       {"tid", 0},
-                      {"args", {{"name", fmt::format("rank {}", rank)}}}});
+                      {"args", {{"name", name}}}});
     events.push_back({{"ph", "M"},
                       {"name", "process_sort_index"},
                       {"pid", rank},
                       {"tid", 0},
                       {"args", {{"sort_index", rank}}}});
-    for (int tid = 0; tid < 2; ++tid)
+    for (int tid = 0; tid < (schedule.pp > 1 ? kStreams : 2); ++tid)
       events.push_back({{"ph", "M"},
                         {"name", "thread_name"},
                         {"pid", rank},
                         {"tid", tid},
-                        {"args", {{"name", tid == 0 ? "compute" : "comm"}}}});
+                        {"args", {{"name", to_string(static_cast<Stream>(tid))}}}});
   }
 
   std::vector<Keyed> timed;
   timed.reserve(r.tasks.size() + r.memory.size());
   for (const TaskRecord& rec : r.tasks) {
     const Task& t = schedule.tasks[rec.task];
-    const int tid = t.stream == Stream::kCompute ? 0 : 1;
+    const int tid = static_cast<int>(t.stream);
     nlohmann::json args = {{"op", t.op}, {"slice", t.slice}};
+    if (schedule.micro_batches > 1) args["micro_batch"] = t.micro_batch;
     if (is_collective(t.kind)) {
       args["bytes"] = t.bytes;
       args["level"] = costmodel::to_string(t.level);  // world, intra (within a node), inter (across)
+      args["payload"] = to_string(t.payload);
+      args["ranks"] = t.group.resolved(schedule.world_size).size;
+    } else if (t.kind == TaskKind::kSend) {
+      args["bytes"] = t.bytes;
     }
     timed.push_back({rec.start,
                      rec.rank,
@@ -168,7 +196,7 @@ nlohmann::json chrome_trace(const Schedule& schedule, const SimResult& r) {
     if (!last_of_instant) continue;
     timed.push_back({e.time,
                      e.rank,
-                     2,
+                     kStreams,
                      static_cast<int>(i),
                      {{"ph", "C"},
                       {"name", "memory"},
@@ -201,6 +229,34 @@ std::string memory_csv(const Schedule& schedule, const SimResult& r) {
                        to_string(b.category()), format_number(e.delta), format_number(e.total));
   }
   return out;
+}
+
+nlohmann::json simulation_json(const costmodel::Plan& plan, const Replay& run, const std::string& source,
+                               const std::string& ranks_mode, const std::vector<std::string>& stragglers,
+                               bool repriced) {
+  const double an_time = repriced ? run.analytic_time_s : plan.predicted_iteration_time_s;
+  const double an_peak = repriced ? run.analytic_peak_bytes : plan.predicted_peak_memory_bytes;
+  const double samples = plan.global_batch(plan.cluster.world_size());
+  const auto relative = [](double simulated, double analytic) {
+    return analytic > 0 ? (simulated - analytic) / analytic : 0.0;
+  };
+  nlohmann::json j;
+  j["plan"] = source;
+  j["model"] = plan.model.name;
+  j["cluster"] = plan.cluster.name;
+  j["ranks_mode"] = ranks_mode;
+  j["stragglers"] = stragglers;
+  j.update(summary_json(run.schedule, run.result));
+  const double time = j["iteration_time_s"].get<double>();
+  const double peak = j["peak_memory_bytes"].get<double>();
+  j["global_batch"] = samples;
+  j["throughput_samples_per_s"] = time > 0 ? samples / time : 0.0;
+  j["analytic"] = {{"iteration_time_s", an_time},
+                   {"peak_memory_bytes", an_peak},
+                   {"throughput_samples_per_s", an_time > 0 ? samples / an_time : 0.0},
+                   {"source", repriced ? "cost model" : "plan"}};
+  j["relative_difference"] = {{"iteration_time", relative(time, an_time)}, {"peak_memory", relative(peak, an_peak)}};
+  return j;
 }
 
 }  // namespace osdp::sim

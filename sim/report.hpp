@@ -6,9 +6,12 @@
 //                    compute_busy_s includes the interference slowdown while collectives run)
 //   peak_memory_bytes = max over ranks of the peak, reserve included; peak_breakdown splits it by
 //                    buffer category plus "reserve", and its entries sum to peak_memory_bytes.
-// Trace: one process per simulated rank (pid = rank, "rank N"), thread 0 "compute" and thread 1
-// "comm" with one complete event per task (ts and dur in microseconds), and a counter "memory" per
-// rank with the bytes in use per category after each instant of its memory timeline. The trace
+//   per stage (its first rank): compute, comm and send busy time and the peak; bubble_fraction =
+//   1 - the stages' compute busy time / (pp x the step)
+// Trace: one process per simulated rank (pid = rank, "rank N", with its stage on a pipeline), thread 0
+// "compute" and thread 1 "comm" (and 2, 3 the send streams on a pipeline) with one complete event per
+// task (ts and dur in microseconds), and a counter "memory" per rank with the bytes in use per
+// category after each instant of its memory timeline. The trace
 // needs SimOptions.record_tasks and, for the counters, memory_rank = SimOptions::kAllRanks.
 // CSV: time_s,rank,buffer,category,delta_bytes,total_bytes — one row per memory event, totals with
 // the reserve included, as the engine recorded them.
@@ -22,7 +25,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "costmodel/plan.hpp"
 #include "sim/engine.hpp"
+#include "sim/replay.hpp"
 #include "sim/schedule.hpp"
 
 namespace osdp::sim {
@@ -33,6 +38,14 @@ SimOptions trace_options(SimOptions base);
 nlohmann::json summary_json(const Schedule& schedule, const SimResult& result);
 nlohmann::json chrome_trace(const Schedule& schedule, const SimResult& result);
 std::string memory_csv(const Schedule& schedule, const SimResult& result);
+
+// What `osdp simulate --json` prints and osdp.simulate() returns: summary_json of the replay with the
+// plan file (`source`), its model and cluster, how the ranks were simulated and the stragglers, the
+// simulated throughput, and the analytic figures beside it: the plan's prediction, or the cost model's
+// when `repriced` (the plan has none, or its prefetch was changed); and their relative differences.
+nlohmann::json simulation_json(const costmodel::Plan& plan, const Replay& run, const std::string& source,
+                               const std::string& ranks_mode, const std::vector<std::string>& stragglers,
+                               bool repriced);
 
 // Seconds of `t` ticks written exactly ("0.000012345678"), for text outputs.
 std::string format_tick_seconds(Tick t);

@@ -1,5 +1,6 @@
-// The schedule's vocabulary (sim/schedule.hpp): names of task kinds, memory categories and buffer
-// roles, and how they map onto one another and onto the collectives of costmodel/collective.hpp.
+// The schedule's vocabulary (sim/schedule.hpp): names of task kinds, streams, payloads, memory
+// categories and buffer roles, and how they map onto one another and onto the collectives of
+// costmodel/collective.hpp.
 #include "sim/schedule.hpp"
 
 namespace osdp::sim {
@@ -18,6 +19,38 @@ const char* to_string(TaskKind k) {
     case TaskKind::kReduceScatter:
     case TaskKind::kAllReduce:
       return costmodel::to_string(collective_of(k));  // "allgather", ...
+    case TaskKind::kSend:
+      return "send";
+    case TaskKind::kRecv:
+      return "recv";
+  }
+  return "?";
+}
+
+const char* to_string(Stream s) {
+  switch (s) {
+    case Stream::kCompute:
+      return "compute";
+    case Stream::kComm:
+      return "comm";
+    case Stream::kSendNext:
+      return "send next";
+    case Stream::kSendPrevious:
+      return "send previous";
+  }
+  return "?";
+}
+
+const char* to_string(Payload p) {
+  switch (p) {
+    case Payload::kWeights:
+      return "weights";
+    case Payload::kGradients:
+      return "gradients";
+    case Payload::kActivations:
+      return "activations";
+    case Payload::kActivationGradients:
+      return "activation gradients";
   }
   return "?";
 }

@@ -60,7 +60,7 @@ if [ "$GPUS" -gt 1 ]; then
   for np in 2 4; do
     [ "$GPUS" -ge "$np" ] || continue
     say "hybrid steps against the unsharded reference on $np GPUs"
-    mpirun -np "$np" "$BUILD/tests/executor/test_hybrid_executor_mpi" --backend nccl ||
+    mpirun -np "$np" "$BUILD/tests/executor/test_layout_executor_mpi" --backend nccl ||
       fail "hybrid steps on $np GPUs"
   done
   say "NCCL collectives and faults on $GPUS GPUs"

@@ -82,27 +82,45 @@ def load_calibration(name_or_path: PathLike, cluster: PathLike | None = None) ->
 
 
 def plan(model: PathLike, cluster: PathLike, *, memory: str | int | float | None = None, strategy: str = "exact",
-         batch: int | str = "auto", split_max: int = 4, checkpoint: str = "auto", groups: bool = False,
-         prefetch: int = 0, calibration: PathLike | None = None, tier: str = "extended",
-         checkpoint_regather: bool = False, dfs_budget: int = 2_000_000) -> dict:
-    """Search the best plan, as ``osdp plan --json`` does.
+         baseline: str | None = None, batch: int | str = "auto", split_max: int = 4, checkpoint: str = "auto",
+         groups: bool | str = "auto", prefetch: int = 0, calibration: PathLike | None = None,
+         tier: str = "extended", checkpoint_regather: bool = False, dfs_budget: int = 2_000_000,
+         pp: int | Sequence[int] | None = None, tp: int | Sequence[int] | None = None,
+         micro_batches: int | None = None, max_micro_batches: int = 8, global_batch: int | None = None,
+         schedule: str = "1f1b", sequence_parallel: bool = False, world_size: int | None = None,
+         time_budget_s: float = 60.0) -> dict:
+    """Search the best plan, as ``osdp plan --json`` does (the same C++ code builds the dict).
 
-    Arguments mirror the program's options (``memory="8GiB"`` or a number of bytes; ``batch`` a
-    micro-batch size or ``"auto"``; ``strategy`` one of exact, fsdp, zero2, ddp, hsdp, fsdp-2level,
-    osdp-ref, dfs). Returns a dict with ``feasible``, ``batch_size``, ``throughput_samples_per_s``,
-    ``iteration_time_s``, ``peak_memory_bytes``, ``candidates`` (every batch size, searched or bounded
-    out) and, when a plan fits, ``plan``: the plan file's content (``save_plan`` writes it; ``osdp
-    export`` turns it into FSDP2 arguments). When nothing fits, ``feasible`` is False and
-    ``min_fit_memory_bytes`` says what memory would.
+    Arguments mirror the program's options (``memory="8GiB"`` or a number of bytes; ``batch`` the
+    samples per device per micro-batch or ``"auto"``; ``strategy`` and ``baseline`` names of
+    ``osdp plan --help``'s strategies). The space is the whole one the cluster allows (pipeline stages,
+    micro-batches, TP degrees; node groups and two-level collectives on clusters of several nodes);
+    ``pp``, ``tp``, ``micro_batches``, ``global_batch`` and ``groups="off"`` narrow it. Returns a dict
+    with ``feasible``, ``batch_size``, ``micro_batches``, ``pp``, ``global_batch``,
+    ``throughput_samples_per_s``, ``iteration_time_s``, ``peak_memory_bytes``, ``stages`` (the TP
+    degrees of each stage), ``candidates`` (a data-parallel search: every batch size, searched or
+    bounded out) or ``layouts`` (the others) and, when a plan fits, ``plan``: the plan file's content
+    (``save_plan`` writes it). When nothing fits, ``feasible`` is False and ``min_fit_memory_bytes``
+    says what memory would.
     """
     request: dict[str, Any] = {
         "model": os.fspath(model), "cluster": os.fspath(cluster), "strategy": strategy, "batch": str(batch),
-        "split_max": int(split_max), "checkpoint": checkpoint, "groups": bool(groups), "prefetch": int(prefetch),
-        "tier": tier, "checkpoint_regather": bool(checkpoint_regather), "dfs_budget": int(dfs_budget)}
-    if memory is not None:
-        request["memory"] = str(memory)
+        "split_max": int(split_max), "checkpoint": checkpoint,
+        "groups": groups if isinstance(groups, str) else ("on" if groups else "off"), "prefetch": int(prefetch),
+        "tier": tier, "checkpoint_regather": bool(checkpoint_regather), "dfs_budget": int(dfs_budget),
+        "max_micro_batches": int(max_micro_batches), "schedule": schedule,
+        "sequence_parallel": bool(sequence_parallel), "time_budget_s": float(time_budget_s)}
+    for key, value in (("memory", memory), ("baseline", baseline)):
+        if value is not None:
+            request[key] = str(value)
     if calibration is not None:
         request["calibration"] = os.fspath(calibration)
+    for key, value in (("pp", pp), ("tp", tp)):
+        if value is not None:
+            request[key] = [int(v) for v in value] if isinstance(value, Sequence) else int(value)
+    for key, value in (("micro_batches", micro_batches), ("global_batch", global_batch), ("world_size", world_size)):
+        if value is not None:
+            request[key] = int(value)
     return json.loads(_native().plan(json.dumps(request)))
 
 
@@ -118,7 +136,7 @@ def _plan_document(p: Mapping[str, Any] | PathLike) -> tuple[str, str]:
 def load_plan(path: PathLike) -> dict:
     """A plan file (``osdp plan --out``), checked against its model as ``osdp simulate`` checks it."""
     text, origin = _plan_document(path)
-    json.loads(_native().simulate(text, origin, True))  # validates; cheap for one period of ranks
+    _native().read_plan(text, origin)  # checks it against its model, as osdp simulate does
     return json.loads(text)
 
 

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodel/catalog.hpp"
+#include "costmodel/plan_cost.hpp"
 #include "search/report.hpp"
 #include "search/scheduler.hpp"
 #include "sim/engine.hpp"
@@ -60,7 +61,7 @@ int main(int argc, char** argv) {
     }
   }
   const auto cluster = costmodel::load_cluster(cluster_name);
-  const auto registry = search::default_strategies({20000});
+  const auto registry = search::default_solvers({20000});
   std::vector<Row> rows;
   for (const auto& entry : costmodel::list_catalog("models")) {
     const auto model = costmodel::load_model(entry.path);
@@ -68,7 +69,8 @@ int main(int argc, char** argv) {
     for (int prefetch : {0, 1}) {
       costmodel::CostOptions options;
       options.prefetch = prefetch;
-      const costmodel::CostModel cost(cluster, nullptr, model.precision, options);
+      const costmodel::PlanCostModel plan_cost(cluster, nullptr, model.precision, options);
+      const costmodel::CostModel& cost = plan_cost.dp_model(1, 1);
       for (double gib : {8.0, 16.0}) {
         for (const std::string name : {"exact", "fsdp", "zero2", "ddp", "osdp-ref"}) {
           search::SearchOptions so;
@@ -79,7 +81,7 @@ int main(int argc, char** argv) {
           const auto r = search::run_search(w, cost, registry.get(name), so);
           if (!r.feasible) continue;
           const auto plan = search::make_plan({"bench", model, cluster, {}, options}, w, r);
-          const auto schedule = sim::build_schedule(plan, w, cost);
+          const auto schedule = sim::build_schedule(plan, w, plan_cost);
           const sim::RingLinks net(cluster, nullptr);
           sim::SimOptions opt;
           opt.overlap = cluster.overlap.enabled;

@@ -1,9 +1,13 @@
-// bench_hybrid: the hybrid search (search::search_hybrid, what `osdp plan --hybrid` runs), `exact`
-// and `galvatron` side by side on the same inputs: wall time of each, their ratio, and the
-// throughput each finds (priced by the same model).
+// bench_hybrid: the layout search (search::search_hybrid, what `osdp plan` runs on a cluster of
+// several devices), `exact` and `galvatron` side by side on the same inputs: wall time of each, their
+// ratio, and the throughput each finds (priced by the same model).
 //
 //   build-bench/tests/bench/bench_hybrid [--models A,B] [--clusters A,B] [--memory 8,12,...]
-//                                        [--max-micro-batches M] [--pp 1,2,...] [--json FILE]
+//                                        [--max-micro-batches M] [--pp 1,2,...] [--groups auto|off]
+//                                        [--json FILE]
+//
+// --groups: node groups and two-level collectives in the per-operator space where the cluster has two
+// levels (auto, as `osdp plan` searches by default) or not (off, as the study of issue 16 ran).
 //
 // Cases: every model x cluster x memory limit asked for (default: the issue's study, bert-huge-32,
 // t5-large-48 and gpt-64l on a100-8, a100-2x8 and a100-8x8 at 8, 12, 16 and 20 GB). Each case runs
@@ -22,7 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodel/catalog.hpp"
-#include "costmodel/hybrid.hpp"
+#include "costmodel/plan_cost.hpp"
 #include "costmodel/provenance.hpp"
 #include "search/hybrid.hpp"
 #include "search/request.hpp"
@@ -67,7 +71,7 @@ std::string degrees(const search::HybridResult& r) {
 int usage(const char* argv0, int rc) {
   std::cerr << fmt::format(
       "usage: {} [--models A,B] [--clusters A,B] [--memory GB,GB] [--max-micro-batches M] [--pp P,P] "
-      "[--json FILE]\n",
+      "[--groups auto|off] [--json FILE]\n",
       argv0);
   return rc;
 }
@@ -80,7 +84,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> memories{"8", "12", "16", "20"};
   std::vector<int> pp;
   int max_m = 8;
-  std::string json_path;
+  std::string json_path, groups = "auto";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") return usage(argv[0], 0);
@@ -98,13 +102,15 @@ int main(int argc, char** argv) {
       for (const auto& x : split(v)) pp.push_back(std::atoi(x.c_str()));
     else if (a == "--json")
       json_path = v;
+    else if (a == "--groups" && (v == "auto" || v == "off"))
+      groups = v;
     else
       return usage(argv[0], 2);
   }
   if (max_m < 1) return usage(argv[0], 2);
-  std::cout << fmt::format("bench_hybrid on {} hardware threads, data from {}, micro-batches 1..{}{}\n",
+  std::cout << fmt::format("bench_hybrid on {} hardware threads, data from {}, micro-batches 1..{}{}, groups {}\n",
                            std::thread::hardware_concurrency(), costmodel::data_dir(), max_m,
-                           pp.empty() ? std::string() : fmt::format(", pp {}", fmt::join(pp, ",")));
+                           pp.empty() ? std::string() : fmt::format(", pp {}", fmt::join(pp, ",")), groups);
   std::cout << fmt::format("{:<13} {:<9} {:>4} | {:>9} {:>9} {:>7} | {:>9} {:>9} {:>7} | {:>5} | {}\n",
                            "model", "cluster", "GB", "galv s", "exact s", "ex/galv", "galv/s", "exact/s",
                            "thr", "load", "plans: exact; galvatron (pp, m, batch, layer degrees)");
@@ -117,18 +123,17 @@ int main(int argc, char** argv) {
         req.model = model;
         req.cluster = cluster;
         req.memory = mem + "GB";
-        const auto prepared = search::prepare_search(req, "bench");
+        req.groups = groups;
+        const auto prepared = search::prepare_search(req);
         const auto& ctx = prepared->ctx;
-        costmodel::HybridCostModel cost(ctx.cluster, ctx.calibration ? &*ctx.calibration : nullptr,
-                                        ctx.model.precision, ctx.cost_options, ctx.model.dropout);
-        cost.set_capacity(prepared->options.memory_limit_bytes);
+        const costmodel::PlanCostModel& cost = *prepared->plan_model;
         search::HybridSearchOptions so;
         so.space = prepared->options.space;
         so.max_micro_batches = max_m;
         so.pp = pp;
         const auto load = costmodel::load_average();
-        const auto g = search::search_hybrid(ctx.model, cost, "galvatron", so);
-        const auto e = search::search_hybrid(ctx.model, cost, "exact", so);
+        const auto g = search::search_hybrid(ctx.model, cost, search::LayoutSearch::kGalvatron, so);
+        const auto e = search::search_hybrid(ctx.model, cost, search::LayoutSearch::kExact, so);
         const double ge = g.feasible ? g.evaluation.throughput : 0,
                      ee = e.feasible ? e.evaluation.throughput : 0;
         if (ee < ge * (1 - 1e-9)) ++below;

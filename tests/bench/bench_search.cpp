@@ -32,7 +32,7 @@
 #include "costmodel/provenance.hpp"
 #include "costmodel/workload.hpp"
 #include "search/scheduler.hpp"
-#include "search/strategy.hpp"
+#include "search/batch_solver.hpp"
 
 namespace {
 
@@ -80,7 +80,7 @@ std::string fmt_ms(double s) {
   return s < 0.01 ? fmt::format("{:.2f}", s * 1e3) : fmt::format("{:.1f}", s * 1e3);
 }
 
-Row run_case(const Case& c, const search::StrategyRegistry& registry, int repeat) {
+Row run_case(const Case& c, const search::SolverRegistry& registry, int repeat) {
   const costmodel::ModelSpec spec = costmodel::load_model(c.model);
   const costmodel::ClusterSpec cluster = costmodel::load_cluster(c.cluster);
   std::optional<costmodel::Calibration> cal;
@@ -98,7 +98,7 @@ Row run_case(const Case& c, const search::StrategyRegistry& registry, int repeat
   for (const char* name : {"exact", "dfs", "osdp-ref"}) row.m.push_back(Measure{name, {}, {}});
   for (int r = 0; r < repeat; ++r) {
     for (auto& m : row.m) {
-      const search::Strategy& s = registry.get(m.strategy);
+      const search::BatchSolver& s = registry.get(m.strategy);
       const auto t0 = std::chrono::steady_clock::now();
       m.last = search::run_search(w, model, s, opt);
       m.wall_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -114,7 +114,7 @@ struct GroupsRow {
 };
 constexpr double kTargetGroupsRatio = 2.0;  // issue 14: the larger space within 2x of the flat one
 
-GroupsRow run_groups_case(const Case& c, const search::StrategyRegistry& registry, int repeat) {
+GroupsRow run_groups_case(const Case& c, const search::SolverRegistry& registry, int repeat) {
   const costmodel::ModelSpec spec = costmodel::load_model(c.model);
   const costmodel::ClusterSpec cluster = costmodel::load_cluster(c.cluster);
   const costmodel::Workload w = costmodel::lower(spec);
@@ -263,7 +263,7 @@ int usage(const char* argv0, int rc) {
 
 int main(int argc, char** argv) {
   int repeat = 5;
-  search::StrategyLimits limits;
+  search::SolverLimits limits;
   std::string json_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -293,7 +293,7 @@ int main(int argc, char** argv) {
       {"gpt2-1.5b", multi_node, 16, 4, kAuto},  {"nd-96x1024", multi_node, 16, 4, kAuto},
       {"nd-96x1024", multi_node, 40, 4, kAuto},
   };
-  const search::StrategyRegistry registry = search::default_strategies(limits);
+  const search::SolverRegistry registry = search::default_solvers(limits);
   std::vector<Row> rows;
   std::vector<GroupsRow> groups_rows;
   try {

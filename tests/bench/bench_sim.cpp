@@ -11,7 +11,10 @@
 // per-rank detail and in symmetric mode, and the two must give the same iteration ticks. Clusters: (a) flat,
 // titan-rtx-8 with devices_per_node = N on one node; (b) two levels, h100-2x8 with N / 8 nodes of 8. Reported
 // per run: wall seconds of the simulate() call (median of the repeats), SimResult.events, events/s,
-// queue_events. See bench/README.md.
+// queue_events. A third topology, hybrid, is the same model on h100-2x8 at 1024 ranks under a
+// pipeline-and-tensor-parallel plan (search::search_hybrid, megatron-3d, pp 8, tp 8, 16
+// micro-batches, 1F1B): stages and sends and TP all-reduces in the one schedule, simulated in full
+// detail (symmetric mode takes one stage only). See bench/README.md.
 
 #include <algorithm>
 #include <chrono>
@@ -31,9 +34,10 @@
 #include "costmodel/cost_model.hpp"
 #include "costmodel/provenance.hpp"
 #include "costmodel/workload.hpp"
+#include "search/hybrid.hpp"
 #include "search/report.hpp"
 #include "search/scheduler.hpp"
-#include "search/strategy.hpp"
+#include "search/batch_solver.hpp"
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
 #include "sim/schedule.hpp"
@@ -91,8 +95,10 @@ struct Row {
   double predicted_s = 0, predicted_peak = 0;
   double search_s = 0, schedule_s = 0;
   double interference = 1;
-  Measure full, symmetric;
-  bool same() const { return full.iteration == symmetric.iteration; }
+  Measure full, symmetric;  // symmetric: none for a plan of several stages
+  std::string layout;        // hybrid: "pp 8, tp 8, m 16"
+  bool has_symmetric() const { return !symmetric.wall_s.empty(); }
+  bool same() const { return !has_symmetric() || full.iteration == symmetric.iteration; }
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -120,12 +126,13 @@ int repeats_for(int ranks, bool symmetric, int repeat) {
   return 1;
 }
 
-Measure measure(const sim::Schedule& s, const sim::NetworkModel& net, const costmodel::CostModel& model,
+Measure measure(const sim::Schedule& s, const sim::NetworkModel& net, const costmodel::PlanCostModel& model,
                 bool symmetric, int runs) {
   sim::SimOptions opt;  // defaults: no task recording, memory timeline of rank 0
   opt.symmetric = symmetric;
-  opt.overlap = model.overlap();  // as `osdp simulate` runs a plan: the cluster's overlap and interference
-  opt.interference = model.interference();
+  // As `osdp simulate` runs a plan: the cluster's overlap and interference.
+  opt.overlap = model.dp_model(1, 1).overlap();
+  opt.interference = model.dp_model(1, 1).interference();
   Measure m;
   for (int i = 0; i < runs; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -140,7 +147,7 @@ Measure measure(const sim::Schedule& s, const sim::NetworkModel& net, const cost
   return m;
 }
 
-Row run_case(const std::string& topology, int ranks, const search::StrategyRegistry& registry,
+Row run_case(const std::string& topology, int ranks, const search::SolverRegistry& registry,
              const std::string& strategy, int repeat) {
   Row row;
   row.topology = topology;
@@ -167,7 +174,8 @@ Row run_case(const std::string& topology, int ranks, const search::StrategyRegis
 
   // The plan and its schedule, built once.
   const costmodel::Workload w = costmodel::lower(ctx.model);
-  const costmodel::CostModel model(ctx.cluster, nullptr, ctx.model.precision, ctx.cost_options);
+  const costmodel::PlanCostModel plan_model(ctx.cluster, nullptr, ctx.model.precision, ctx.cost_options);
+  const costmodel::CostModel& model = plan_model.dp_model(1, 1);
   search::SearchOptions so;
   so.space.checkpoint = search::CheckpointPolicy::kAuto;
   so.memory_limit_bytes = ctx.cluster.memory_bytes;
@@ -184,15 +192,56 @@ Row run_case(const std::string& topology, int ranks, const search::StrategyRegis
   row.predicted_peak = r.peak_bytes;
   row.choices = search::summarize_choices(w, r.choices);
   t0 = std::chrono::steady_clock::now();
-  const sim::Schedule s = sim::build_schedule(plan, w, model);
+  const sim::Schedule s = sim::build_schedule(plan, w, plan_model);
   row.schedule_s = seconds_since(t0);
   row.tasks = s.tasks.size();
   for (const auto& t : s.tasks) row.collectives += sim::is_collective(t.kind) ? 1 : 0;
 
   const sim::RingLinks net(ctx.cluster, nullptr);
   row.interference = model.interference();
-  row.full = measure(s, net, model, false, repeats_for(ranks, false, repeat));
-  row.symmetric = measure(s, net, model, true, repeats_for(ranks, true, repeat));
+  row.full = measure(s, net, plan_model, false, repeats_for(ranks, false, repeat));
+  row.symmetric = measure(s, net, plan_model, true, repeats_for(ranks, true, repeat));
+  return row;
+}
+
+// The hybrid row: h100-2x8 as 128 nodes of 8, pp 8, tp 8, 16 micro-batches, megatron-3d's plan.
+Row run_hybrid_case(int repeat) {
+  constexpr int kRanks = 1024, kPp = 8, kTp = 8, kMicro = 16;
+  Row row;
+  row.topology = "hybrid";
+  row.ranks = kRanks;
+  row.strategy = "megatron-3d";
+  row.cluster = "h100-2x8";
+  const auto model_spec = costmodel::load_model(kModel);
+  const auto cluster = costmodel::resized(costmodel::load_cluster(row.cluster), kRanks);
+  row.nodes = cluster.nodes;
+  row.per_node = cluster.devices_per_node;
+  costmodel::CostOptions options;
+  options.prefetch = kPrefetch;
+  const costmodel::PlanCostModel plan_model(cluster, nullptr, model_spec.precision, options);
+  search::HybridSearchOptions ho;
+  ho.space.checkpoint = search::CheckpointPolicy::kAuto;
+  ho.pp = {kPp};
+  ho.tp = {kTp};
+  ho.micro_batches = kMicro;
+  auto t0 = std::chrono::steady_clock::now();
+  const auto r = search::search_hybrid(model_spec, plan_model, search::LayoutSearch::kMegatron3d, ho);
+  row.search_s = seconds_since(t0);
+  if (!r.feasible)
+    throw std::runtime_error(fmt::format("{} does not fit on {} at pp {} tp {}", kModel, cluster.name, kPp, kTp));
+  row.batch = r.plan.batch_size;
+  row.predicted_s = r.evaluation.time_s;
+  row.predicted_peak = r.evaluation.peak_bytes;
+  row.layout = fmt::format("pp {}, tp {}, m {}", r.plan.pp, kTp, r.plan.micro_batches);
+  row.choices = search::summarize_choices(r.workload, r.plan.choices);
+  t0 = std::chrono::steady_clock::now();
+  const sim::Schedule s = sim::build_schedule(r.plan, r.workload, plan_model);
+  row.schedule_s = seconds_since(t0);
+  row.tasks = s.tasks.size();
+  for (const auto& t : s.tasks) row.collectives += sim::is_collective(t.kind) ? 1 : 0;
+  const sim::RingLinks net(cluster, nullptr);
+  row.interference = plan_model.dp_model(1, 1).interference();
+  row.full = measure(s, net, plan_model, false, repeats_for(kRanks, false, repeat));
   return row;
 }
 
@@ -210,7 +259,7 @@ void print_table(const std::vector<Row>& rows) {
                            "cluster", "ranks", "nodes", "mode", "runs", "wall", "events", "events/s",
                            "queue ev", "ns/event", "iteration", "sym = full");
   for (const auto& r : rows) {
-    for (int sym = 0; sym < 2; ++sym) {
+    for (int sym = 0; sym < (r.has_symmetric() ? 2 : 1); ++sym) {
       const Measure& m = sym ? r.symmetric : r.full;
       std::cout << fmt::format(
           "{:<10} {:>5} {:>9} {:<9} {:>4} {:>11} {:>10} {:>10} {:>9} {:>8.1f}  {:<14} {}\n", r.topology,
@@ -227,9 +276,9 @@ void print_table(const std::vector<Row>& rows) {
     for (const auto& c : r.choices) choices += (choices.empty() ? "" : "; ") + c;
     std::cout << fmt::format(
         "  {:<9} {:>5} ranks: {} batch {}, {} tasks ({} collectives), interference {:g}, analytic {:.6f} s, "
-        "search {}, schedule {}; {}\n",
+        "search {}, schedule {}; {}{}\n",
         r.topology, r.ranks, r.strategy, r.batch, r.tasks, r.collectives, r.interference, r.predicted_s,
-        fmt_s(r.search_s), fmt_s(r.schedule_s), choices);
+        fmt_s(r.search_s), fmt_s(r.schedule_s), r.layout.empty() ? "" : r.layout + "; ", choices);
   }
 
   // Targets.
@@ -244,7 +293,7 @@ void print_table(const std::vector<Row>& rows) {
       min_rate = r.full.events_per_s();
       min_rate_at = fmt::format("{} {} ranks", r.topology, r.ranks);
     }
-    max_sym = std::max(max_sym, r.symmetric.median());
+    if (r.has_symmetric()) max_sym = std::max(max_sym, r.symmetric.median());
   }
   if (min_rate > 0)
     std::cout << fmt::format(
@@ -313,10 +362,13 @@ nlohmann::json to_json(const std::vector<Row>& rows, int repeat) {
                         {"analytic_peak_memory_bytes", r.predicted_peak},
                         {"search_s", r.search_s},
                         {"schedule_build_s", r.schedule_s},
-                        {"full", measure_json(r.full)},
-                        {"symmetric", measure_json(r.symmetric)},
-                        {"symmetric_same_iteration", r.same()},
-                        {"symmetric_minus_full_ticks", r.symmetric.iteration - r.full.iteration}};
+                        {"full", measure_json(r.full)}};
+    if (!r.layout.empty()) c["layout"] = r.layout;
+    if (r.has_symmetric()) {
+      c["symmetric"] = measure_json(r.symmetric);
+      c["symmetric_same_iteration"] = r.same();
+      c["symmetric_minus_full_ticks"] = r.symmetric.iteration - r.full.iteration;
+    }
     if (auto a = astra_seconds(r.ranks)) c["published_astra_sim_s"] = *a;
     cases.push_back(c);
   }
@@ -345,11 +397,12 @@ nlohmann::json to_json(const std::vector<Row>& rows, int repeat) {
 
 int usage(const char* argv0, int rc) {
   std::fprintf(rc ? stderr : stdout,
-               "usage: %s [--max-ranks N] [--repeat N] [--strategy NAME] [--json FILE]\n"
+               "usage: %s [--max-ranks N] [--repeat N] [--strategy NAME] [--no-hybrid] [--json FILE]\n"
                "  --max-ranks N      skip rank counts above N (of 8, 64, 512, 1024; default 1024)\n"
                "  --repeat N         runs per case for small ones and symmetric mode (default 5; 3 at 512\n"
                "                     ranks and 1 at 1024 in full detail); the median is reported\n"
                "  --strategy NAME    the search strategy that makes the plan (default fsdp; e.g. exact)\n"
+               "  --no-hybrid        skip the hybrid row (pp 8, tp 8, 16 micro-batches at 1024 ranks)\n"
                "  --json FILE        also write the results as JSON\n",
                argv0);
   return rc;
@@ -362,16 +415,19 @@ int main(int argc, char** argv) {
   int repeat = 5;
   std::string strategy = "fsdp";
   std::string json_path;
+  bool no_hybrid = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") return usage(argv[0], 0);
-    if (i + 1 >= argc) return usage(argv[0], 2);
+    if (a != "--no-hybrid" && i + 1 >= argc) return usage(argv[0], 2);
     if (a == "--max-ranks") {
       max_ranks = std::atoi(argv[++i]);
     } else if (a == "--repeat") {
       repeat = std::atoi(argv[++i]);
     } else if (a == "--strategy") {
       strategy = argv[++i];
+    } else if (a == "--no-hybrid") {
+      no_hybrid = true;
     } else if (a == "--json") {
       json_path = argv[++i];
     } else {
@@ -382,7 +438,7 @@ int main(int argc, char** argv) {
 
   std::vector<Row> rows;
   try {
-    const search::StrategyRegistry registry = search::default_strategies();
+    const search::SolverRegistry registry = search::default_solvers();
     registry.get(strategy);  // an unknown name fails before any work
     for (const char* topology : {"flat", "two-level"}) {
       for (int n : {8, 64, 512, 1024}) {
@@ -390,6 +446,10 @@ int main(int argc, char** argv) {
         if (isatty(STDERR_FILENO)) std::cerr << fmt::format("bench_sim: {} {} ranks\n", topology, n);
         rows.push_back(run_case(topology, n, registry, strategy, repeat));
       }
+    }
+    if (max_ranks >= 1024 && !no_hybrid) {
+      if (isatty(STDERR_FILENO)) std::cerr << "bench_sim: hybrid 1024 ranks\n";
+      rows.push_back(run_hybrid_case(repeat));
     }
   } catch (const std::exception& e) {
     std::cerr << "bench_sim: error: " << e.what() << "\n";

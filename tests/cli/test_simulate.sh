@@ -152,8 +152,11 @@ expect_rc "collective with a bad bandwidth" coll_bad 2
 contains "bad bandwidth: the message names the option" "$TMP/coll_bad.err" "--bandwidth"
 
 # --- osdp plan --evaluate sim ---------------------------------------------------------------------
+# (--data-parallel: the best plans of the top batch sizes are the batch-size scheduler's; a layout
+# search's plan is simulated alone, checked in test_cli.sh.)
 
-run eval "$OSDP" plan --model nd-48x1024 --cluster titan-rtx-8 --prefetch 1 --baseline none --evaluate sim --json
+run eval "$OSDP" plan --model nd-48x1024 --cluster titan-rtx-8 --prefetch 1 --baseline none --evaluate sim --json \
+  --data-parallel
 expect_rc "plan --evaluate sim --json" eval 0
 jcheck "plan --evaluate sim: an evaluated array, analytic beside simulated per batch size" "$TMP/eval.out" '
 ev = j["evaluated"]
@@ -168,7 +171,8 @@ for e in ev:
 assert j["batch_size"] in [e["batch_size"] for e in ev], "the chosen batch size was not evaluated"
 best = max(ev, key=lambda e: e["simulated_throughput"])
 assert j["simulated_best_batch_size"] == best["batch_size"], (j["simulated_best_batch_size"], best)'
-run eval_text "$OSDP" plan --model nd-48x1024 --cluster titan-rtx-8 --prefetch 1 --baseline none --evaluate sim
+run eval_text "$OSDP" plan --model nd-48x1024 --cluster titan-rtx-8 --prefetch 1 --baseline none --evaluate sim \
+  --data-parallel
 expect_rc "plan --evaluate sim (text)" eval_text 0
 contains "plan --evaluate sim (text): says which batch size wins under simulation" "$TMP/eval_text.out" \
   "under simulation batch"

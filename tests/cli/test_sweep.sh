@@ -73,13 +73,14 @@ wait_rows() {
   return 1
 }
 
-# 2 memory limits x 2 models x 2 strategies = 8 units, 2 evaluators: 16 result lines. At 3GB
+# 2 memory limits x 2 models x 2 strategies = 8 units, 2 evaluators: 16 result lines, in the
+# data-parallel space (pp, tp and micro-batches pinned at 1: the batch-size scheduler's candidates). At 3GB
 # nd-48x1024 fits no plan (its smallest peak is 3.16 GiB), so infeasible lines are covered too.
 # (Axes are expanded in the alphabetical order of their names, memory before model; the model varies
 # fastest. test_experiments checks that order in detail.)
 cat >exp.json <<'EOF'
 {"schema_version": 1, "name": "sweep-test", "description": "osdp sweep end-to-end test",
- "base": {"model": "nd-48x1024", "cluster": "titan-rtx-8", "checkpoint": "auto"},
+ "base": {"model": "nd-48x1024", "cluster": "titan-rtx-8", "checkpoint": "auto", "pp": 1, "tp": 1, "micro_batches": 1},
  "axes": {"memory": ["3GB", "16GB"], "model": ["nd-48x1024", "gpt2-1.5b"]},
  "strategies": [{"label": "fsdp", "strategy": "fsdp"}, {"label": "exact", "strategy": "exact", "split_max": 2}],
  "baseline": "fsdp", "evaluators": ["analytic", "sim"], "output": "default-out"}
@@ -98,7 +99,7 @@ pycheck "results.csv: the header, one line per unit and evaluator in index order
 rows = list(csv.reader(open("A/results.csv")))
 want = ("index,model,cluster,world_size,memory_limit_bytes,strategy,evaluator,feasible,batch_size,"
         "throughput_samples_per_s,iteration_time_s,peak_memory_bytes,min_fit_memory_bytes,plan_summary,"
-        "speedup_over_baseline").split(",")
+        "speedup_over_baseline,micro_batches,pp,global_batch").split(",")
 assert rows[0] == want, rows[0]
 d = [dict(zip(want, r)) for r in rows[1:]]
 assert len(d) == 16, len(d)

@@ -57,7 +57,7 @@ Plan sample_plan() {
       {false, 2, 0, false},  // head: split 2, DP
   };
   REQUIRE(w.operators.size() == choices.size());
-  for (std::size_t i = 0; i < choices.size(); ++i) p.operators.push_back({w.operators[i].name, choices[i]});
+  set_data_parallel(p, w, choices);
   p.predicted_iteration_time_s = 0.125;
   p.predicted_peak_memory_bytes = 3.5 * kGi;
   p.predicted_throughput_samples_per_s = 256.0;
@@ -71,8 +71,11 @@ TEST_CASE("the sample plan's operators are the model's lowering", "[json]") {
   const std::vector<std::string> names = {
       "embedding",        "layer0.attention", "layer0.mlp", "stage1.projection",
       "layer1.attention", "layer1.mlp",       "head"};
-  REQUIRE(p.operators.size() == names.size());
-  for (std::size_t i = 0; i < names.size(); ++i) CHECK(p.operators[i].name == names[i]);
+  const Workload w = lower(p.model);
+  REQUIRE(p.choices.size() == names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) CHECK(w.operators[i].name == names[i]);
+  const json j = to_json(p);
+  for (std::size_t i = 0; i < names.size(); ++i) CHECK(j.at("operators").at(i).at("name") == names[i]);
 }
 
 TEST_CASE("round trip: a plan", "[json]") {
@@ -94,12 +97,14 @@ TEST_CASE("round trip: a plan", "[json]") {
   CHECK(back.memory_limit_bytes == 16106127360.0);  // 15 * 2^30
   CHECK(back.batch_size == 4);
   CHECK(back.prefetch == 2);
-  REQUIRE(back.operators.size() == p.operators.size());
-  for (std::size_t i = 0; i < p.operators.size(); ++i) {
+  REQUIRE(back.choices.size() == p.choices.size());
+  for (std::size_t i = 0; i < p.choices.size(); ++i) {
     INFO("operator " << i);
-    CHECK(back.operators[i].name == p.operators[i].name);
-    CHECK(back.operators[i].choice == p.operators[i].choice);
+    CHECK(back.choices[i] == p.choices[i]);
   }
+  CHECK(back.data_parallel());
+  CHECK(back.unit_tp == p.unit_tp);
+  CHECK(back.stage_first_unit == p.stage_first_unit);
   CHECK(back.predicted_iteration_time_s == 0.125);
   CHECK(back.predicted_peak_memory_bytes == 3758096384.0);  // 3.5 * 2^30
   CHECK(back.predicted_throughput_samples_per_s == 256.0);
@@ -109,9 +114,9 @@ TEST_CASE("round trip: a plan", "[json]") {
 // (world, flat), so that single-level plans read and write as before, and read back as written.
 TEST_CASE("round trip: node groups and two-level collectives", "[json][groups]") {
   Plan p = sample_plan();
-  p.operators[1].choice.node_group = true;  // layer0.attention: ZDP within the node
-  p.operators[2].choice.two_level = true;   // layer0.mlp: mixed, two-level
-  p.operators[3].choice.node_group = true;  // stage1.projection: DP within the node
+  p.choices[1].node_group = true;  // layer0.attention: ZDP within the node
+  p.choices[2].two_level = true;   // layer0.mlp: mixed, two-level
+  p.choices[3].node_group = true;  // stage1.projection: DP within the node
   const json j = to_json(p);
   CHECK(j.at("operators").at(1).at("group") == "node");
   CHECK_FALSE(j.at("operators").at(1).contains("comm"));
@@ -120,15 +125,15 @@ TEST_CASE("round trip: node groups and two-level collectives", "[json][groups]")
   CHECK_FALSE(j.at("operators").at(4).contains("group"));
   CHECK_FALSE(j.at("operators").at(4).contains("comm"));
   const Plan back = read_plan(through_text(j), "plan.json");
-  for (std::size_t i = 0; i < p.operators.size(); ++i) {
+  for (std::size_t i = 0; i < p.choices.size(); ++i) {
     INFO("operator " << i);
-    CHECK(back.operators[i].choice == p.operators[i].choice);
+    CHECK(back.choices[i] == p.choices[i]);
   }
   // Spelled out, the defaults read the same as left out.
   json explicit_defaults = j;
   explicit_defaults["operators"][4]["group"] = "world";
   explicit_defaults["operators"][4]["comm"] = "flat";
-  CHECK(read_plan(explicit_defaults, "plan.json").operators[4].choice == p.operators[4].choice);
+  CHECK(read_plan(explicit_defaults, "plan.json").choices[4] == p.choices[4]);
 }
 
 TEST_CASE("round trip: a plan without calibration", "[json]") {
@@ -136,7 +141,7 @@ TEST_CASE("round trip: a plan without calibration", "[json]") {
   p.calibration.reset();
   const Plan back = read_plan(through_text(to_json(p)), "plan.json");
   CHECK_FALSE(back.calibration.has_value());
-  CHECK(back.operators.size() == 7);
+  CHECK(back.choices.size() == 7);
 }
 
 TEST_CASE("plan: operators must match the model's lowering", "[json]") {
@@ -281,4 +286,157 @@ TEST_CASE("plan: errors inside the embedded descriptions carry their prefix", "[
   CHECK(e.file == "plan.json");
   CHECK(e.pointer == pointer);
   CHECK_THAT(e.what, StartsWith("plan.json:" + pointer + ": ") && Contains(expected));
+}
+
+// Schema version 2: a plan of two stages with TP degrees per unit and micro-batches reads back as
+// written. The sample model at pp = 2 has the units 0 embedding, 1 layer0, 2 stage1.projection,
+// 3 layer1, 4 head; the cluster (c.json) 2 nodes x 4 devices, so a stage holds 4 ranks and a unit's
+// TP degree is 1, 2 or 4 where its weights allow it (layer0 has 4 heads, layer1 8; the untied
+// embedding's table and the projection do not split).
+TEST_CASE("round trip: a plan of two stages with TP degrees and micro-batches", "[json][layout]") {
+  Plan p = sample_plan();
+  p.pp = 2;
+  p.micro_batches = 3;
+  p.schedule = PipelineSchedule::kGpipe;
+  p.stage_first_unit = {0, 2};
+  p.unit_tp = {1, 2, 1, 4, 2};
+  const Workload w = lower(p.model, 2);
+  REQUIRE(w.units.size() == 5);
+  CHECK(w.units[2].name == "stage1.projection");
+  CHECK_NOTHROW(check_layout(p, w, p.cluster));
+  const json j = to_json(p);
+  CHECK(j.at("schema_version") == 2);
+  CHECK(j.at("pipeline").at("stages") == 2);
+  CHECK(j.at("pipeline").at("micro_batches") == 3);
+  CHECK(j.at("pipeline").at("schedule") == "gpipe");
+  CHECK(j.at("units").at(3).at("name") == "layer1");
+  CHECK(j.at("units").at(3).at("stage") == 1);
+  CHECK(j.at("units").at(3).at("tp") == 4);
+  CHECK(j.at("predicted").at("global_batch") == 4 * 3 * 8 / 2);  // b0 m N / pp
+  const Plan back = read_plan(through_text(j), "plan.json");
+  CHECK(back.pp == 2);
+  CHECK(back.micro_batches == 3);
+  CHECK(back.schedule == PipelineSchedule::kGpipe);
+  CHECK(back.stage_first_unit == p.stage_first_unit);
+  CHECK(back.unit_tp == p.unit_tp);
+  CHECK(back.choices == p.choices);
+  CHECK_FALSE(back.data_parallel());
+  CHECK(back.stage_of_unit(1) == 0);
+  CHECK(back.stage_of_unit(2) == 1);
+}
+
+TEST_CASE("plan: a layout the model or the cluster does not allow", "[json][layout]") {
+  Plan p = sample_plan();
+  p.pp = 2;
+  p.stage_first_unit = {0, 2};
+  p.unit_tp = {1, 2, 1, 4, 2};
+  json doc = to_json(p);
+  std::string pointer, expected;
+  SECTION("a stage before the one of the unit before") {
+    doc["units"][3]["stage"] = 0;
+    pointer = "/units/3/stage";
+    expected = "unit layer1 in stage 0 after a unit of stage 1";
+  }
+  SECTION("an empty stage") {
+    for (auto& u : doc["units"]) u["stage"] = 0;
+    pointer = "/units";
+    expected = "the units fill 1 of the 2 stages";
+  }
+  SECTION("a TP degree the weights do not allow") {
+    doc["units"][0]["tp"] = 2;  // the untied embedding's table does not split
+    pointer = "/units/0/tp";
+    expected = "operator embedding cannot run at TP degree 2";
+  }
+  SECTION("a TP degree larger than a node") {
+    doc["units"][1]["tp"] = 8;
+    pointer = "/units/1/tp";
+    expected = "expected an integer in [1, 4], got 8";  // a stage's 4 ranks
+  }
+  SECTION("a pipeline degree that does not divide the devices") {
+    doc["pipeline"]["stages"] = 3;
+    pointer = "/pipeline/stages";
+    expected = "pipeline degree 3 is not a power of two dividing the cluster's 8 devices";
+  }
+  SECTION("the units of another pipeline degree") {
+    doc["pipeline"]["stages"] = 1;
+    pointer = "/units/2/stage";  // the first unit of the second stage
+    expected = "expected an integer in [0, 0], got 1";
+  }
+  const auto e = input_error([&] { read_plan(doc, "plan.json"); });
+  CHECK(e.pointer == pointer);
+  CHECK_THAT(e.what, StartsWith("plan.json:" + pointer + ": ") && Contains(expected));
+}
+
+// Files written before plans had layouts read unchanged: a data-parallel plan of schema version 1 (no
+// "pipeline", no "units") is one stage at TP 1, and a hybrid plan file of version 1 (kind "hybrid",
+// its layout and the operators' choices inside a "hybrid" block) is the same plan as version 2 writes.
+TEST_CASE("plan: version 1 files read as they were written", "[json][layout]") {
+  SECTION("data-parallel") {
+    const Plan p = sample_plan();
+    json v1 = to_json(p);
+    v1["schema_version"] = 1;
+    v1.erase("pipeline");
+    v1.erase("units");
+    v1["predicted"].erase("global_batch");
+    const Plan back = read_plan(through_text(v1), "old.json");
+    CHECK(back.data_parallel());
+    CHECK(back.unit_tp == std::vector<int>(5, 1));
+    CHECK(back.choices == p.choices);
+    CHECK(back.batch_size == 4);
+  }
+  SECTION("hybrid") {
+    Plan p = sample_plan();
+    p.pp = 2;
+    p.micro_batches = 2;
+    p.stage_first_unit = {0, 2};
+    p.unit_tp = {1, 2, 1, 4, 2};
+    const Workload w = lower(p.model, 2);
+    // Version 1's writer: the origin, then {"hybrid": {pp, micro_batches, micro_batch_per_device,
+    // schedule, sequence_parallel, the predictions, stages: [{stage, units: [{name, tp, operators:
+    // [{name, choice, mode, ...}]}], per-stage figures}]}}.
+    json v1 = to_json(p);
+    for (const char* k : {"pipeline", "units", "operators", "predicted", "batch_size", "prefetch"}) v1.erase(k);
+    v1["schema_version"] = 1;
+    v1["kind"] = "hybrid";
+    json stages = json::array();
+    for (int s = 0; s < 2; ++s) {
+      json units = json::array();
+      for (int u = p.stage_first_unit[static_cast<std::size_t>(s)]; u < (s == 0 ? 2 : 5); ++u) {
+        json ops = json::array();
+        for (const int o : w.units[static_cast<std::size_t>(u)].ops) {
+          json op = {{"name", w.operators[static_cast<std::size_t>(o)].name},
+                     {"choice", p.choices[static_cast<std::size_t>(o)].label()}};
+          op.update(choice_json(p.choices[static_cast<std::size_t>(o)]));
+          ops.push_back(op);
+        }
+        units.push_back({{"name", w.units[static_cast<std::size_t>(u)].name},
+                         {"tp", p.unit_tp[static_cast<std::size_t>(u)]},
+                         {"operators", ops}});
+      }
+      stages.push_back({{"stage", s}, {"units", units}, {"time_per_micro_batch_s", 0.1}, {"p2p_s", 0.0}});
+    }
+    v1["hybrid"] = {{"pp", 2},
+                    {"micro_batches", 2},
+                    {"micro_batch_per_device", 4},
+                    {"global_batch", 16},
+                    {"schedule", "1f1b"},
+                    {"sequence_parallel", false},
+                    {"predicted_iteration_time_s", 0.5},
+                    {"predicted_peak_memory_bytes", 1e9},
+                    {"predicted_throughput_samples_per_s", 32.0},
+                    {"bubble_fraction", 0.2},
+                    {"stages", stages}};
+    const Plan back = read_plan(through_text(v1), "old-hybrid.json");
+    CHECK(back.pp == 2);
+    CHECK(back.micro_batches == 2);
+    CHECK(back.batch_size == 4);
+    CHECK(back.stage_first_unit == p.stage_first_unit);
+    CHECK(back.unit_tp == p.unit_tp);
+    CHECK(back.choices == p.choices);
+    CHECK(back.predicted_iteration_time_s == 0.5);
+    // And it writes as version 2, which reads back the same.
+    const Plan again = read_plan(through_text(to_json(back)), "new.json");
+    CHECK(again.unit_tp == back.unit_tp);
+    CHECK(again.choices == back.choices);
+  }
 }

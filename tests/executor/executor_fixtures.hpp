@@ -152,8 +152,10 @@ inline costmodel::Plan make_plan(const costmodel::ModelSpec& m, const costmodel:
   p.prefetch = prefetch;
   p.cost_options.prefetch = prefetch;
   p.cost_options.checkpoint_regather = pattern.regather;
+  std::vector<costmodel::Choice> choices;
   for (std::size_t u = 0; u < w.operators.size(); ++u)
-    p.operators.push_back({w.operators[u].name, pattern.choose(w.operators[u], static_cast<int>(u))});
+    choices.push_back(pattern.choose(w.operators[u], static_cast<int>(u)));
+  costmodel::set_data_parallel(p, w, std::move(choices));
   return p;
 }
 

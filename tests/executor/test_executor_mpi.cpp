@@ -50,8 +50,7 @@ struct Outcome {
 
 Outcome run_plan(Device& dev, Communicator& comm, const costmodel::Plan& plan, const costmodel::Workload& w,
                  const ExecutorOptions& opt) {
-  const costmodel::CostModel model(plan.cluster, nullptr, plan.model.precision, plan.cost_options);
-  const sim::Schedule sched = sim::build_schedule(plan, w, model);
+  const sim::Schedule sched = sim::build_schedule(plan, w, sim::plan_cost_model(plan));
   Executor ex(dev, comm, w, plan, sched, opt);
   Outcome o;
   const StepStats st = ex.step();

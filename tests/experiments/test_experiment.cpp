@@ -1,7 +1,7 @@
 // Experiments: strict experiment files (unknown keys and axes rejected with file and JSON pointer),
 // their expansion into units (the axes' product, axes ordered by name, the last axis fastest,
 // strategies innermost, indices 0..n-1), the stability of Unit::key (what a resumed sweep matches rows by),
-// resize(), and the sweep's pieces: the CSV writer (RFC 4180 quoting, the speedup column) and the
+// costmodel::resized(), and the sweep's pieces: the CSV writer (RFC 4180 quoting, the speedup column) and the
 // reading of rows.jsonl on --resume (torn, stale and duplicate lines dropped).
 #include <catch2/catch.hpp>
 
@@ -75,8 +75,12 @@ std::vector<std::string> lines_of(const std::string& text) {
 }
 
 // The last field of a CSV line without quoted commas after the last one.
-std::string last_field(const std::string& line) {
-  return line.substr(line.rfind(',') + 1);
+// The speedup column of a results.csv line (the layout's three columns follow it: micro_batches, pp,
+// global_batch).
+std::string speedup_field(const std::string& line) {
+  std::string rest = line;
+  for (int i = 0; i < 3; ++i) rest = rest.substr(0, rest.rfind(','));
+  return rest.substr(rest.rfind(',') + 1);
 }
 
 }  // namespace
@@ -95,7 +99,7 @@ TEST_CASE("a minimal experiment file reads with its defaults", "[experiments]") 
   REQUIRE(e.strategies.size() == 2);
   CHECK(e.strategies[1].split_max == 4);
   CHECK(e.baseline == "fsdp");
-  CHECK(e.evaluators == std::vector<std::string>{"analytic"});
+  CHECK(e.evaluators == std::vector<EvaluatorKind>{EvaluatorKind::kAnalytic});
   CHECK(e.output == "results/t");
   CHECK(e.source == minimal());
 }
@@ -175,7 +179,7 @@ TEST_CASE("the baseline names a strategy label; labels are unique; base model an
   CHECK(rejected(no_model).pointer == "/base/model");
 
   json version = minimal();
-  version["schema_version"] = 2;
+  version["schema_version"] = 0;
   CHECK(rejected(version).pointer == "/schema_version");
 }
 
@@ -266,23 +270,86 @@ TEST_CASE("hsdp, fsdp-2level and the groups axis", "[experiments][groups]") {
   doc["base"]["cluster"] = "h100-2x8";
   doc["strategies"].push_back({{"label", "hsdp"}, {"strategy", "hsdp"}});
   doc["strategies"].push_back({{"label", "2lvl"}, {"strategy", "fsdp-2level"}});
-  doc["axes"] = {{"groups", {false, true}}};
+  // "auto" (the default: where the cluster has two levels) leaves the key as it was; true and false
+  // ("on", "off") are written.
+  doc["axes"] = {{"groups", {"auto", true, false}}};
   const auto units = expand(read_experiment(doc, "exp.json"));
-  REQUIRE(units.size() == 2 * 4);
+  REQUIRE(units.size() == 3 * 4);
   CHECK(units[2].strategy.strategy == "hsdp");
   CHECK(units[3].strategy.strategy == "fsdp-2level");
-  CHECK_FALSE(units[0].config.groups);
-  CHECK(units[4].config.groups);
+  CHECK(units[0].config.groups == "auto");
+  CHECK(units[4].config.groups == "on");
+  CHECK(units[8].config.groups == "off");
   CHECK(units[0].key().find("groups") == std::string::npos);
   CHECK_THAT(units[4].key(), Contains(R"("groups":true)"));
+  CHECK_THAT(units[8].key(), Contains(R"("groups":false)"));
   doc["axes"] = {{"groups", {1}}};
   const Caught c = rejected(doc);
   CHECK(c.pointer == "/axes/groups/0");
-  CHECK_THAT(c.what, Contains("expected true or false, got 1"));
+  CHECK_THAT(c.what, Contains("expected true, false, \"auto\", \"on\" or \"off\", got 1"));
+}
+
+// Schema 1 files were written for the data-parallel space: what they leave open is searched there;
+// schema 2 leaves it to the whole space. Explicit values hold in both; the keys are the same.
+TEST_CASE("schema 1 experiments plan in the data-parallel space, schema 2 in the whole space",
+          "[experiments][layout]") {
+  json doc = minimal();
+  doc["base"]["cluster"] = "h100-2x8";
+  doc["axes"] = {{"pp", {"auto", 2}}};
+  const auto v1 = expand(read_experiment(doc, "exp.json"));
+  doc["schema_version"] = 2;
+  const auto v2 = expand(read_experiment(doc, "exp.json"));
+  REQUIRE(v1.size() == 4);
+  REQUIRE(v2.size() == 4);
+  const osdp::search::PlanRequest a1 = unit_request(v1[1], ""), a2 = unit_request(v2[1], "");
+  CHECK(a1.pp == std::vector<int>{1});
+  CHECK(a1.tp == std::vector<int>{1});
+  CHECK(a1.micro_batches == 1);
+  CHECK(a1.groups == "off");
+  CHECK(a2.pp.empty());
+  CHECK(a2.tp.empty());
+  CHECK(a2.micro_batches == 0);
+  CHECK(a2.groups == "auto");
+  // pp 2 asked for explicitly: in both.
+  CHECK(unit_request(v1[3], "").pp == std::vector<int>{2});
+  CHECK(unit_request(v2[3], "").pp == std::vector<int>{2});
+  for (std::size_t i = 0; i < v1.size(); ++i) CHECK(v1[i].key() == v2[i].key());
+  doc["schema_version"] = 3;
+  const Caught c = rejected(doc);
+  CHECK(c.pointer == "/schema_version");
+  CHECK_THAT(c.what, Contains("reads 1 and 2"));
+}
+
+// A strategy may narrow the layout for itself (the hybrid study's pure TP: megatron-3d at pp 1, TP 8);
+// the override is in its units' keys and requests; a data-parallel strategy refuses one.
+TEST_CASE("a strategy's pp, tp and micro_batches override the configuration's", "[experiments][layout]") {
+  json doc = minimal();
+  doc["schema_version"] = 2;
+  doc["base"]["cluster"] = "a100-8";
+  doc["strategies"].push_back({{"label", "pure-tp"}, {"strategy", "megatron-3d"}, {"pp", 1}, {"tp", 8}});
+  doc["strategies"].push_back({{"label", "exact-m1"}, {"strategy", "exact"}, {"micro_batches", 1}});
+  const auto units = expand(read_experiment(doc, "exp.json"));
+  REQUIRE(units.size() == 4);
+  const osdp::search::PlanRequest tp = unit_request(units[2], ""), m1 = unit_request(units[3], "");
+  CHECK(tp.pp == std::vector<int>{1});
+  CHECK(tp.tp == std::vector<int>{8});
+  CHECK(tp.micro_batches == 0);
+  CHECK(m1.micro_batches == 1);
+  CHECK(m1.pp.empty());
+  CHECK_THAT(units[2].key(), Contains(R"("strategy_pp":1)"));
+  CHECK_THAT(units[2].key(), Contains(R"("strategy_tp":8)"));
+  CHECK_THAT(units[3].key(), Contains(R"("strategy_micro_batches":1)"));
+  doc["strategies"][0]["tp"] = 2;  // fsdp
+  const Caught c = rejected(doc);
+  CHECK(c.pointer == "/strategies/0/tp");
+  CHECK_THAT(c.what, Contains("strategy fsdp searches data parallelism only"));
+  doc["strategies"][0].erase("tp");
+  doc["strategies"][2]["tp"] = 3;
+  CHECK(rejected(doc).pointer == "/strategies/2/tp");
 }
 
 // ---------------------------------------------------------------------------------------------------
-// resize()
+// costmodel::resized()
 
 TEST_CASE("resize: whole nodes of a multi-node cluster, one flat node otherwise", "[experiments]") {
   osdp::costmodel::ClusterSpec multi;
@@ -291,24 +358,24 @@ TEST_CASE("resize: whole nodes of a multi-node cluster, one flat node otherwise"
   multi.devices_per_node = 8;
   multi.inter = osdp::costmodel::LinkSpec{};
 
-  const auto four = resize(multi, 32);
+  const auto four = osdp::costmodel::resized(multi, 32);
   CHECK(four.nodes == 4);
   CHECK(four.devices_per_node == 8);
   CHECK(four.world_size() == 32);
   CHECK(four.name == "two-nodes@32");
-  CHECK_THROWS_AS(resize(multi, 12), osdp::UsageError);  // 12 is not a whole number of 8-device nodes
-  CHECK_THROWS_WITH(resize(multi, 12), Contains("12") && Contains("8-device"));
+  CHECK_THROWS_AS(osdp::costmodel::resized(multi, 12), osdp::UsageError);  // 12 is not a whole number of 8-device nodes
+  CHECK_THROWS_WITH(osdp::costmodel::resized(multi, 12), Contains("12") && Contains("8-device"));
 
-  const auto same = resize(multi, 16);  // its own size (or 0): unchanged, name included
+  const auto same = osdp::costmodel::resized(multi, 16);  // its own size (or 0): unchanged, name included
   CHECK(same.nodes == 2);
   CHECK(same.name == "two-nodes");
-  CHECK(resize(multi, 0).world_size() == 16);
+  CHECK(osdp::costmodel::resized(multi, 0).world_size() == 16);
 
   osdp::costmodel::ClusterSpec flat;
   flat.name = "box";
   flat.nodes = 1;
   flat.devices_per_node = 8;
-  const auto three = resize(flat, 3);
+  const auto three = osdp::costmodel::resized(flat, 3);
   CHECK(three.nodes == 1);
   CHECK(three.devices_per_node == 3);
   CHECK(three.name == "box@3");
@@ -341,22 +408,23 @@ TEST_CASE("results.csv: sorted lines, quoting, speedup over the baseline per con
   CHECK(lines[0] ==
         "index,model,cluster,world_size,memory_limit_bytes,strategy,evaluator,feasible,batch_size,"
         "throughput_samples_per_s,iteration_time_s,peak_memory_bytes,min_fit_memory_bytes,plan_summary,"
-        "speedup_over_baseline");
-  // Unit 0, analytic: 8 / 10 = 0.8 s per step; the plan summary quoted with its quotes doubled.
-  CHECK(lines[1] == "0,m,c,8,8000000000,fsdp,analytic,true,4,10,0.8,1000000000,,\"all \"\"ZDP\"\"\",1");
-  CHECK(lines[2] == "0,m,c,8,8000000000,fsdp,sim,true,4,20,0.4,1000000000,,\"all \"\"ZDP\"\"\",1");
-  CHECK(lines[3] == "1,m,c,8,8000000000,exact,analytic,true,4,12.5,0.64,1000000000,,mlp: DP x 2,1.25");
-  CHECK(last_field(lines[4]) == "1.5");
-  // Unit 2 does not fit: empty batch, throughput, time, peak and speedup; the memory that would fit.
-  CHECK(lines[5] == "2,m,c,8,8000000000,fsdp,analytic,false,,,,,9500000000,,");
+        "speedup_over_baseline,micro_batches,pp,global_batch");
+  // Unit 0, analytic: 8 / 10 = 0.8 s per step; the plan summary quoted with its quotes doubled; one
+  // micro-batch, one stage, 4 samples on each of the 8 devices.
+  CHECK(lines[1] == "0,m,c,8,8000000000,fsdp,analytic,true,4,10,0.8,1000000000,,\"all \"\"ZDP\"\"\",1,1,1,32");
+  CHECK(lines[2] == "0,m,c,8,8000000000,fsdp,sim,true,4,20,0.4,1000000000,,\"all \"\"ZDP\"\"\",1,1,1,32");
+  CHECK(lines[3] == "1,m,c,8,8000000000,exact,analytic,true,4,12.5,0.64,1000000000,,mlp: DP x 2,1.25,1,1,32");
+  CHECK(speedup_field(lines[4]) == "1.5");
+  // Unit 2 does not fit: empty batch, throughput, time, peak, speedup and layout; the memory that would fit.
+  CHECK(lines[5] == "2,m,c,8,8000000000,fsdp,analytic,false,,,,,9500000000,,,,,");
   CHECK(lines[7] ==
-        "3,m,c,8,8000000000,exact,analytic,true,4,40,0.2,1000000000,,\"attention: DP x 2, ZDP x 2\",");
+        "3,m,c,8,8000000000,exact,analytic,true,4,40,0.2,1000000000,,\"attention: DP x 2, ZDP x 2\",,1,1,32");
 
   // Without a baseline the column is there but empty.
   for (const auto& line : lines_of(results_csv(rows, 2, -1)))
-    CHECK(line.back() == (line[0] == 'i' ? 'e' : ','));
+    if (line[0] != 'i') CHECK(speedup_field(line).empty());
   // The baseline may be any position: exact (1) as the baseline gives fsdp 10 / 12.5 = 0.8.
-  CHECK(last_field(lines_of(results_csv(rows, 2, 1))[1]) == "0.8");
+  CHECK(speedup_field(lines_of(results_csv(rows, 2, 1))[1]) == "0.8");
 }
 
 TEST_CASE("results.csv is the same after a round trip through rows.jsonl's JSON", "[experiments][sweep]") {
@@ -379,7 +447,7 @@ TEST_CASE("read_rows keeps matching rows and drops torn, stale and repeated line
   const auto units = expand(read_experiment(minimal(), "exp.json"));
   std::vector<std::string> keys;
   for (const auto& u : units) keys.push_back(u.key());
-  const std::vector<std::string> evaluators{"analytic"};
+  const std::vector<EvaluatorKind> evaluators{EvaluatorKind::kAnalytic};
   auto row = [&](int index, const std::string& key) {
     UnitResult r = result(index, "s", {ev("analytic", true, 10)});
     r.key = key;
@@ -406,7 +474,7 @@ TEST_CASE("read_rows keeps matching rows and drops torn, stale and repeated line
     CHECK(stored.rows.size() == 1);
     CHECK(stored.rows.count(1) == 1);
     CHECK(stored.dropped == 5);
-    CHECK(read_rows(path, keys, {"analytic", "sim"}).rows.empty());  // evaluators changed: all run again
+    CHECK(read_rows(path, keys, {EvaluatorKind::kAnalytic, EvaluatorKind::kSim}).rows.empty());  // evaluators changed: all run again
   }
   std::remove(path.c_str());
 }

@@ -256,7 +256,11 @@ nlohmann::json experiment_json(const std::string& model, const std::string& clus
             {"checkpoint", "off"},
             {"prefetch", 0},
             {"tier", "paper"},
-            {"batch", kBatch}}},
+            {"batch", kBatch},
+            // the paper's setting: data parallelism only (one stage, one micro-batch, TP 1)
+            {"pp", 1},
+            {"tp", 1},
+            {"micro_batches", 1}}},
           {"axes", {{"memory", {"31MB", "29.5MB", "20MB"}}}},
           {"strategies",
            {{{"label", "fsdp"}, {"strategy", "fsdp"}},
@@ -291,7 +295,7 @@ const Golden& golden() {
 
 const Evaluation& evaluation(const UnitResult& r, const std::string& name) {
   for (const auto& e : r.evaluations)
-    if (e.evaluator == name) return e;
+    if (e.evaluator == experiments::evaluator_named(name)) return e;
   FAIL("no evaluation \"" << name << "\" in row " << r.index);
   throw std::logic_error("unreachable");
 }

@@ -48,9 +48,9 @@ TEST_CASE("a measured row reads back as written", "[experiments][validate]") {
   old["measurement"].erase("state_bytes");
   old["measurement"].erase("predicted_state_bytes");
   CHECK(unit_result_from_json(old).measurement->state_bytes == 0);
-  REQUIRE(back.evaluation("measured") != nullptr);
-  CHECK(back.evaluation("measured")->time_s == r.evaluation("measured")->time_s);
-  CHECK(back.evaluation("nothing") == nullptr);
+  REQUIRE(back.evaluation(EvaluatorKind::kMeasured) != nullptr);
+  CHECK(back.evaluation(EvaluatorKind::kMeasured)->time_s == r.evaluation(EvaluatorKind::kMeasured)->time_s);
+  CHECK(result(9, "s", {ev("analytic", true, 1)}).evaluation(EvaluatorKind::kMeasured) == nullptr);
   // A sweep row has no measurement, and reads back without one.
   UnitResult plain = result(1, "fsdp", {ev("analytic", true, 10)});
   CHECK_FALSE(unit_result_from_json(to_json(plain)).measurement);
@@ -142,16 +142,16 @@ TEST_CASE("the states at rest the torch backend is held to, derived per operator
   plan.cluster.devices_per_node = 2;
   const osdp::costmodel::Workload w = osdp::costmodel::lower(plan.model);
   REQUIRE(w.operators.size() >= 4);
-  for (const auto& op : w.operators) plan.operators.push_back({op.name, {}});
+  osdp::costmodel::set_data_parallel(plan, w, std::vector<osdp::costmodel::Choice>(w.operators.size()));
   auto share = [](std::int64_t p, std::int64_t n) { return static_cast<double>((p + n - 1) / n); };
   double all_world = 0;
   for (const auto& op : w.operators) all_world += 16 * share(op.parameters(), 4);
   CHECK(states_at_rest_bytes(plan, w) == all_world);  // DP (the default choice): world shards
-  plan.operators[0].choice.zdp_slices = 1;            // ZDP: the same at rest
+  plan.choices[0].zdp_slices = 1;            // ZDP: the same at rest
   CHECK(states_at_rest_bytes(plan, w) == all_world);
-  plan.operators[1].choice.replicate = true;
-  plan.operators[2].choice.node_group = true;
-  plan.operators[3].choice.two_level = true;  // two-level collectives: world shards still
+  plan.choices[1].replicate = true;
+  plan.choices[2].node_group = true;
+  plan.choices[3].two_level = true;  // two-level collectives: world shards still
   const double p1 = static_cast<double>(w.operators[1].parameters());
   const auto p2 = w.operators[2].parameters();
   const double expected = all_world - 16 * share(w.operators[1].parameters(), 4) + 16 * p1 -

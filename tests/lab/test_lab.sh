@@ -102,7 +102,7 @@ check "the host's interfaces are unchanged" \
 
 # --- the cluster file is an osdp cluster; a plan on it ---------------------------------------------
 check "osdp plan accepts the lab's cluster file" bash -c \
-  "'$OSDP' plan --model val-4x384 --cluster '$WORK/cluster.json' --batch 1 --out '$WORK/plan.json' >'$WORK/plan.txt' 2>&1"
+  "'$OSDP' plan --model val-4x384 --cluster '$WORK/cluster.json' --batch 1 --data-parallel --out '$WORK/plan.json' >'$WORK/plan.txt' 2>&1"
 
 # --- an MPI job across the lab ---------------------------------------------------------------------
 read -r -a MPIARGS <<<"$("$LAB" mpirun-args --name "$NAME")"

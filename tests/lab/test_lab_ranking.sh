@@ -69,7 +69,7 @@ cd "$WORK"
 common=(--model $MODEL --cluster lab-2x1 --calibration cal.json --batch $BATCH)
 "$OSDP" plan "\${common[@]}" --strategy fsdp --checkpoint on --checkpoint-regather --prefetch 0 \
   --out slow.json >/dev/null
-"$OSDP" plan "\${common[@]}" --strategy exact --checkpoint off --prefetch 1 --out fast.json >/dev/null
+"$OSDP" plan "\${common[@]}" --strategy exact --data-parallel --checkpoint off --prefetch 1 --out fast.json >/dev/null
 "$OSDP" validate --plan slow.json --plan fast.json -np 2 --mpirun-args "\$OSDP_LAB_MPIRUN_ARGS" \
   --warmup 1 --iterations 5 --out out --quiet || { rc=\$?; [[ \$rc == 5 || \$rc == 6 ]]; }
 EOF

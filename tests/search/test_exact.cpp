@@ -14,7 +14,7 @@
 #include "search/scheduler.hpp"
 #include "search/solvers.hpp"
 #include "search/space.hpp"
-#include "search/strategy.hpp"
+#include "search/batch_solver.hpp"
 
 namespace {
 
@@ -364,7 +364,7 @@ TEST_CASE("the batch-size scheduler finds the best throughput over all batch siz
     const auto two = search::to_instance(search::price_batch(w, model, opt.space, 2, 1e300, c.reserve_bytes));
     const double per_sample = search::min_peak_bytes(two) - search::min_peak_bytes(one);
     opt.memory_limit_bytes = search::min_peak_bytes(one) + per_sample * (3 + trial);
-    const auto registry = search::default_strategies();
+    const auto registry = search::default_solvers();
     const search::SearchResult r = search::run_search(w, model, registry.get("exact"), opt);
     REQUIRE(r.feasible);
     // Brute force: every batch size that fits, each solved by enumeration.

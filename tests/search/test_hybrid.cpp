@@ -1,4 +1,4 @@
-// The hybrid cost model (costmodel/hybrid.hpp) against closed forms written here, and the hybrid
+// The plan cost model (costmodel/plan_cost.hpp) against closed forms written here, and the hybrid
 // search (search/hybrid.hpp) against brute force on small instances.
 #include <cmath>
 #include <map>
@@ -9,7 +9,7 @@
 #include "../costmodel/cost_fixtures.hpp"
 #include "costmodel/cost_model.hpp"
 #include "costmodel/error.hpp"
-#include "costmodel/hybrid.hpp"
+#include "costmodel/plan_cost.hpp"
 #include "costmodel/plan.hpp"
 #include "search/hybrid.hpp"
 #include "search/hybrid_layout.hpp"
@@ -21,8 +21,8 @@ using costmodel::Choice;
 using costmodel::ClusterSpec;
 using costmodel::CostModel;
 using costmodel::CostOptions;
-using costmodel::HybridCostModel;
-using costmodel::HybridPlan;
+using costmodel::PlanCostModel;
+using costmodel::Plan;
 using costmodel::ModelSpec;
 using costmodel::PipelineSchedule;
 using costmodel::cost_fixtures::kAlpha;
@@ -52,15 +52,15 @@ TEST_CASE("hybrid op cost at t = 1, m = 1, pp = 1 is CostModel::cost", "[hybrid]
     CostOptions opts;
     opts.prefetch = overlap ? 1 : 0;
     const CostModel flat(cluster, nullptr, model.precision, opts);
-    const HybridCostModel hybrid(cluster, nullptr, model.precision, opts, model.dropout);
-    const auto hw = costmodel::hybrid_workload(model, 1);
-    const auto& w = hw.workload;
+    const PlanCostModel hybrid(cluster, nullptr, model.precision, opts);
+    const auto hw = costmodel::lower(model, 1);
+    const auto& w = hw;
     int checked = 0;
     for (const auto& op : w.operators)
       for (const Choice& c : costmodel::cost_fixtures::all_choices(op, 4))
         for (int b : {1, 3}) {
           const auto want = flat.cost(op, c, b, w.bytes);
-          const auto got = hybrid.op_cost(op, 1, c, b, 1, 1, false, w.bytes, w.seq);
+          const auto got = hybrid.op_cost(w, op, 1, c, b, 1, 1, false);
           INFO(op.name << " " << c.label() << " b " << b);
           CHECK(rel(got.time_s, want.time_s) < 1e-12);
           CHECK(rel(got.states_bytes + got.act_bytes, want.persistent_bytes) < 1e-12);
@@ -74,13 +74,13 @@ TEST_CASE("hybrid op cost at t = 1, m = 1, pp = 1 is CostModel::cost", "[hybrid]
 TEST_CASE("a TP slice of attention and MLP: Megatron's column and row split", "[hybrid]") {
   const int h = 256, a = 8, s = 64, t = 4;
   const ModelSpec model = small_gpt(1, h, a, s, 1000);
-  const auto hw = costmodel::hybrid_workload(model, 1);
-  const auto& w = hw.workload;
+  const auto hw = costmodel::lower(model, 1);
+  const auto& w = hw;
   const auto& attn = w.operators[1];
   const auto& mlp = w.operators[2];
   REQUIRE(attn.kind == costmodel::OperatorKind::kAttention);
-  const auto sa = costmodel::tp_slice(attn, t, false, w.bytes, true, s);
-  const auto sm = costmodel::tp_slice(mlp, t, false, w.bytes, true, s);
+  const auto sa = costmodel::tp_slice(attn, t, false, w);
+  const auto sm = costmodel::tp_slice(mlp, t, false, w);
   // Attention: LN (2h) whole; QKV [h x 3h] and its bias split by columns; proj [h x h] by rows, its
   // bias whole.
   CHECK(sa.parameters() == 2 * h + h * 3 * h / t + 3 * h / t + h / t * h + h);
@@ -95,7 +95,7 @@ TEST_CASE("a TP slice of attention and MLP: Megatron's column and row split", "[
   CHECK(rel(attn.saved_bytes_per_sample, attn_saved) < 1e-12);
   CHECK(rel(sa.saved_bytes_per_sample, (2 * e + 1) * sh + (attn_saved - (2 * e + 1) * sh) / t) < 1e-12);
   // Sequence parallelism divides all of it, and the checkpointed input too.
-  const auto sp = costmodel::tp_slice(attn, t, true, w.bytes, true, s);
+  const auto sp = costmodel::tp_slice(attn, t, true, w);
   CHECK(rel(sp.saved_bytes_per_sample, attn_saved / t) < 1e-12);
   CHECK(rel(sp.input_bytes_per_sample, e * sh / t) < 1e-12);
   CHECK(sa.input_bytes_per_sample == attn.input_bytes_per_sample);
@@ -119,27 +119,27 @@ TEST_CASE("TP collectives: one all-reduce of b s h e each way per operator, on t
   const ModelSpec model = small_gpt(1, h, 8, s, 1000);
   ClusterSpec cluster = synthetic_cluster(1, 8);
   cluster.device_name = "synthetic";
-  const HybridCostModel hybrid(cluster, nullptr, model.precision, CostOptions{}, model.dropout);
-  const auto hw = costmodel::hybrid_workload(model, 1);
-  const auto& w = hw.workload;
+  const PlanCostModel hybrid(cluster, nullptr, model.precision, CostOptions{});
+  const auto hw = costmodel::lower(model, 1);
+  const auto& w = hw;
   const auto& attn = w.operators[1];
   // t = 2 on 8 devices: d = 4. Compare REPLICATE with and without the TP ring: the difference is the
   // TP traffic (t = 2, per-device micro-batch b = b0 t = 2).
   const int t = 2, b0 = 1, b = b0 * t;
-  const auto c = hybrid.op_cost(attn, t, Choice{true, 1, 0, false}, b0, 1, 1, false, w.bytes, w.seq);
+  const auto c = hybrid.op_cost(w, attn, t, Choice{true, 1, 0, false}, b0, 1, 1, false);
   const double x = double(b) * s * h * 4;                                         // bytes of b s h fp32
   const double ar = 2 * ((t - 1) * kAlpha + double(t - 1) / t * x / kBandwidth);  // ring all-reduce on t
   CHECK(rel(c.tp_comm_s, 2 * ar) < 1e-12);
   // Checkpointed: the recompute repeats the forward one.
-  const auto ck = hybrid.op_cost(attn, t, Choice{true, 1, 0, true}, b0, 1, 1, false, w.bytes, w.seq);
+  const auto ck = hybrid.op_cost(w, attn, t, Choice{true, 1, 0, true}, b0, 1, 1, false);
   CHECK(rel(ck.tp_comm_s, 3 * ar) < 1e-12);
   // The data-parallel all-reduce of REPLICATE runs on d = 4 ranks, over the TP slice's gradient.
-  const auto sliced = costmodel::tp_slice(attn, t, false, w.bytes, true, s);
+  const auto sliced = costmodel::tp_slice(attn, t, false, w);
   const double g = 4.0 * double(sliced.parameters());
   const double dp_ar = 2 * (3 * kAlpha + 0.75 * g / kBandwidth);
   CHECK(rel(c.dp_comm_s, dp_ar) < 1e-12);
   // With m micro-batches the gradient all-reduce runs once per step: 1/m of it per micro-batch.
-  const auto c4 = hybrid.op_cost(attn, t, Choice{true, 1, 0, false}, b0, 4, 1, false, w.bytes, w.seq);
+  const auto c4 = hybrid.op_cost(w, attn, t, Choice{true, 1, 0, false}, b0, 4, 1, false);
   CHECK(rel(c4.dp_comm_s, dp_ar / 4) < 1e-12);
 }
 
@@ -148,7 +148,7 @@ TEST_CASE("re-layout, p2p and the step of a pipeline: closed forms", "[hybrid]")
   const ModelSpec model = small_gpt(8, h, 4, s, 512, /*tied=*/false);
   ClusterSpec cluster = synthetic_cluster(2, 4);
   cluster.inter = costmodel::LinkSpec{50e-6, 1e9};
-  HybridCostModel hybrid(cluster, nullptr, model.precision, CostOptions{}, model.dropout);
+  PlanCostModel hybrid(cluster, nullptr, model.precision, CostOptions{});
   // Re-layout 1 -> 4 of b0 = 2: all-gather of X = 2 * 4 s h e on a ring of 4 (intra link).
   const double x = 2.0 * 4 * s * h * 4;
   CHECK(rel(hybrid.relayout_s(1, 4, 2, s, h, 4), 3 * kAlpha + 0.75 * x / kBandwidth) < 1e-12);
@@ -161,18 +161,18 @@ TEST_CASE("re-layout, p2p and the step of a pipeline: closed forms", "[hybrid]")
 
   // A pipeline of 4 stages, 8 micro-batches: T = sum c_s + (m - 1) max c_s; bubble from those.
   const int pp = 4, m = 8;
-  const auto hw = costmodel::hybrid_workload(model, pp);
-  HybridPlan plan;
+  const auto hw = costmodel::lower(model, pp);
+  Plan plan;
   plan.pp = pp;
   plan.micro_batches = m;
-  plan.b0 = 1;
+  plan.batch_size = 1;
   plan.schedule = PipelineSchedule::k1F1B;
   // units: embedding, layer0..7, head: stages {emb, l0, l1}, {l2, l3}, {l4, l5}, {l6, l7, head}
   REQUIRE(hw.units.size() == 10);
   plan.stage_first_unit = {0, 3, 5, 7};
   plan.unit_tp.assign(hw.units.size(), 1);
   plan.unit_tp[4] = 2;  // layer3 at t = 2: re-layouts into it and back to 1 at the stage's end
-  plan.choices.assign(hw.workload.operators.size(), Choice{false, 1, 1, false});
+  plan.choices.assign(hw.operators.size(), Choice{false, 1, 1, false});
   const auto ev = hybrid.evaluate(hw, plan);
   REQUIRE(ev.stages.size() == 4);
   double sum = 0, mx = 0;
@@ -195,7 +195,7 @@ TEST_CASE("re-layout, p2p and the step of a pipeline: closed forms", "[hybrid]")
     CHECK(gp.stages[st].in_flight == m);
   }
   // The activations per micro-batch of stage 2 (layers 4 and 5, ZDP, t = 1, b = 1): saved bytes.
-  const auto& ops = hw.workload.operators;
+  const auto& ops = hw.operators;
   double act = 0;
   for (int u = 5; u < 7; ++u)
     for (int oi : hw.units[u].ops) act += ops[oi].saved_bytes_per_sample;
@@ -206,15 +206,15 @@ TEST_CASE("without a pipeline, m micro-batches take m times one and leave no bub
   // T = sum c_s + (m - 1) max c_s with one stage is m c; the bubble 1 - m sum c_s / (pp T) is 0.
   const ModelSpec model = small_gpt(4, 128, 4, 32, 512, false);
   const ClusterSpec cluster = synthetic_cluster(1, 4);
-  const HybridCostModel hybrid(cluster, nullptr, model.precision, CostOptions{}, model.dropout);
+  const PlanCostModel hybrid(cluster, nullptr, model.precision, CostOptions{});
   for (int m : {1, 3, 8}) {
-    const auto hw = costmodel::hybrid_workload(model, 1);
-    HybridPlan plan;
+    const auto hw = costmodel::lower(model, 1);
+    Plan plan;
     plan.pp = 1;
     plan.micro_batches = m;
     plan.stage_first_unit = {0};
     plan.unit_tp.assign(hw.units.size(), 1);
-    plan.choices.assign(hw.workload.operators.size(), Choice{true, 1, 0, false});
+    plan.choices.assign(hw.operators.size(), Choice{true, 1, 0, false});
     const auto ev = hybrid.evaluate(hw, plan);
     CHECK(ev.bubble_fraction == Approx(0).margin(1e-12));
     CHECK(rel(ev.time_s, m * ev.stages[0].time_s) < 1e-12);
@@ -243,7 +243,7 @@ TEST_CASE("exact hybrid search equals brute force on random small instances", "[
     cluster.overlap.interference = 1.1;
     CostOptions opts;
     opts.prefetch = cluster.overlap.enabled ? 1 : 0;
-    HybridCostModel hybrid(cluster, nullptr, model.precision, opts, model.dropout);
+    PlanCostModel hybrid(cluster, nullptr, model.precision, opts);
     search::HybridSearchOptions so;
     so.space.split_max = kind == 0 ? 2 : 1;
     so.space.checkpoint = kind == 1 ? search::CheckpointPolicy::kAuto : search::CheckpointPolicy::kOff;
@@ -254,7 +254,7 @@ TEST_CASE("exact hybrid search equals brute force on random small instances", "[
     const search::HybridLayout layout{pp, 1 + static_cast<int>(rng() % 3), 1 + static_cast<int>(rng() % 2),
                                       rng() % 2 ? PipelineSchedule::k1F1B : PipelineSchedule::kGpipe,
                                       rng() % 3 == 0};
-    const auto hw = costmodel::hybrid_workload(model, pp);
+    const auto hw = costmodel::lower(model, pp);
     // A memory limit between the smallest and the largest peak of the layout's plans, found by
     // brute force without a limit and with none possible.
     hybrid.set_capacity(1e18);
@@ -329,15 +329,23 @@ TEST_CASE("exact hybrid is never below the baselines it contains", "[hybrid]") {
   const ModelSpec model = small_gpt(4, 128, 4, 32, 512);
   ClusterSpec cluster = synthetic_cluster(1, 4);
   cluster.memory_bytes = 64.0 * 1024 * 1024;
-  HybridCostModel hybrid(cluster, nullptr, model.precision, CostOptions{}, model.dropout);
+  PlanCostModel hybrid(cluster, nullptr, model.precision, CostOptions{});
   search::HybridSearchOptions so;
   so.space.checkpoint = search::CheckpointPolicy::kAuto;
   so.max_micro_batches = 8;
   so.max_b0 = 16;
-  const auto ex = search::search_hybrid(model, hybrid, "exact", so);
+  const auto ex = search::search_hybrid(model, hybrid, search::LayoutSearch::kExact, so);
   REQUIRE(ex.feasible);
-  for (const std::string name : {"galvatron", "megatron-3d", "dp-only"}) {
-    const auto r = search::search_hybrid(model, hybrid, name, so);
+  search::HybridSearchOptions dp_only = so;  // dp-only: exact within one stage, one micro-batch, TP 1
+  dp_only.pp = {1};
+  dp_only.tp = {1};
+  dp_only.micro_batches = 1;
+  const std::vector<std::tuple<const char*, search::LayoutSearch, search::HybridSearchOptions>> others{
+      {"galvatron", search::LayoutSearch::kGalvatron, so},
+      {"megatron-3d", search::LayoutSearch::kMegatron3d, so},
+      {"dp-only", search::LayoutSearch::kExact, dp_only}};
+  for (const auto& [name, kind, options] : others) {
+    const auto r = search::search_hybrid(model, hybrid, kind, options);
     INFO(name);
     if (r.feasible) CHECK(ex.evaluation.throughput >= r.evaluation.throughput * (1 - 1e-12));
   }
@@ -350,11 +358,11 @@ TEST_CASE("exact hybrid is never below the baselines it contains", "[hybrid]") {
 TEST_CASE("one stage's heuristic incumbent leaves the optimum as it is", "[hybrid]") {
   const ModelSpec model = small_gpt(6, 128, 4, 32, 512);
   ClusterSpec cluster = synthetic_cluster(1, 4);
-  HybridCostModel hybrid(cluster, nullptr, model.precision, CostOptions{}, model.dropout);
+  PlanCostModel hybrid(cluster, nullptr, model.precision, CostOptions{});
   search::HybridSearchOptions so;
   so.space.checkpoint = search::CheckpointPolicy::kAuto;
   so.space.split_max = 2;
-  const auto hw = costmodel::hybrid_workload(model, 1);
+  const auto hw = costmodel::lower(model, 1);
   int compared = 0;
   for (const double mib : {6.0, 8.0, 10.0, 12.0, 16.0, 24.0})
     for (const int b0 : {1, 2, 4, 8}) {
@@ -384,7 +392,7 @@ TEST_CASE("one stage's heuristic incumbent leaves the optimum as it is", "[hybri
 TEST_CASE("exact hybrid over every layout equals each layout solved in turn", "[hybrid]") {
   const ModelSpec model = small_gpt(3, 128, 4, 32, 512);
   ClusterSpec cluster = synthetic_cluster(1, 4);
-  HybridCostModel hybrid(cluster, nullptr, model.precision, CostOptions{}, model.dropout);
+  PlanCostModel hybrid(cluster, nullptr, model.precision, CostOptions{});
   search::HybridSearchOptions so;
   so.space.checkpoint = search::CheckpointPolicy::kAuto;
   so.max_micro_batches = 3;
@@ -399,7 +407,7 @@ TEST_CASE("exact hybrid over every layout equals each layout solved in turn", "[
       for (const auto schedule : so.schedules)
         for (int m = 1; m <= so.max_micro_batches; ++m)
           for (int b0 = 1; b0 <= so.max_b0; ++b0) {
-            const auto hw = costmodel::hybrid_workload(model, pp);
+            const auto hw = costmodel::lower(model, pp);
             const search::HybridLayout layout{pp, m, b0, schedule, false};
             const auto plan = search::solve_layout_exact(hybrid, hw, layout, so);
             if (!plan) continue;
@@ -411,7 +419,7 @@ TEST_CASE("exact hybrid over every layout equals each layout solved in turn", "[
               best_b0 = b0;
             }
           }
-    const auto r = search::search_hybrid(model, hybrid, "exact", so);
+    const auto r = search::search_hybrid(model, hybrid, search::LayoutSearch::kExact, so);
     INFO(mib << " MiB: every layout " << best << " samples/s (b0 " << best_b0 << "), the search "
              << r.evaluation.throughput << " after " << r.layouts << " bounds and " << r.solved << " solved");
     REQUIRE(r.feasible == (best > 0));
@@ -421,27 +429,28 @@ TEST_CASE("exact hybrid over every layout equals each layout solved in turn", "[
   CHECK(beyond_singles >= 2);
 }
 
-// A plan file written from a hybrid plan reads back as the same plan; a file whose stages do not
-// hold the model's units, or whose TP degree an operator cannot take, is refused with its pointer.
-TEST_CASE("a hybrid plan file reads back as the plan written", "[hybrid]") {
+// A plan file written from a plan of stages reads back as the same plan; a file whose stages do not
+// hold the model's units in order, or whose TP degree an operator cannot take, is refused with its
+// pointer.
+TEST_CASE("a plan of stages reads back from its file as written", "[hybrid]") {
   const ModelSpec model = small_gpt(4, 64, 4, 16, 128, false);
   ClusterSpec cluster = synthetic_cluster(1, 8);
   cluster.device_name = "synthetic";
-  HybridPlan plan;
+  Plan plan;
   plan.pp = 2;
   plan.micro_batches = 3;
-  plan.b0 = 2;
+  plan.batch_size = 2;
   plan.schedule = PipelineSchedule::kGpipe;
-  const costmodel::HybridWorkload hw = costmodel::hybrid_workload(model, plan.pp);
+  const costmodel::Workload hw = costmodel::lower(model, plan.pp);
   const int units = static_cast<int>(hw.units.size());
   plan.stage_first_unit = {0, 2};
   for (int u = 0; u < units; ++u) plan.unit_tp.push_back(hw.units[static_cast<std::size_t>(u)].layer ? 2 : 1);
-  for (std::size_t o = 0; o < hw.workload.operators.size(); ++o)
-    plan.choices.push_back(o % 2 == 0 ? Choice{false, 1, 1, hw.workload.operators[o].checkpointable}
+  for (std::size_t o = 0; o < hw.operators.size(); ++o)
+    plan.choices.push_back(o % 2 == 0 ? Choice{false, 1, 1, hw.operators[o].checkpointable}
                                       : Choice{true, 1, 0, false});
-  const HybridCostModel cost(cluster, nullptr, model.precision, CostOptions{}, model.dropout);
+  const PlanCostModel cost(cluster, nullptr, model.precision, CostOptions{});
   const auto ev = cost.evaluate(hw, plan);
-  costmodel::HybridPlanFile written;
+  Plan written = plan;
   written.tool_version = "test";
   written.strategy = "exact";
   written.model = model;
@@ -449,25 +458,25 @@ TEST_CASE("a hybrid plan file reads back as the plan written", "[hybrid]") {
   written.cost_options.tier = costmodel::Tier::kPaper;
   written.cost_options.checkpoint_regather = true;
   written.memory_limit_bytes = 64e9;
-  written.plan = plan;
-  const nlohmann::json doc = costmodel::hybrid_plan_file_json(written, hw, ev);
-  const auto f = costmodel::read_hybrid_plan(doc, "plan.json");
-  CHECK(f.plan.pp == 2);
-  CHECK(f.plan.micro_batches == 3);
-  CHECK(f.plan.b0 == 2);
-  CHECK(f.plan.schedule == PipelineSchedule::kGpipe);
-  CHECK(f.plan.stage_first_unit == plan.stage_first_unit);
-  CHECK(f.plan.unit_tp == plan.unit_tp);
-  CHECK(f.plan.choices == plan.choices);
-  CHECK(f.predicted_time_s == ev.time_s);
+  written.predicted_iteration_time_s = ev.time_s;
+  const nlohmann::json doc = costmodel::to_json(written, &ev);
+  const Plan f = costmodel::read_plan(doc, "plan.json");
+  CHECK(f.pp == 2);
+  CHECK(f.micro_batches == 3);
+  CHECK(f.batch_size == 2);
+  CHECK(f.schedule == PipelineSchedule::kGpipe);
+  CHECK(f.stage_first_unit == plan.stage_first_unit);
+  CHECK(f.unit_tp == plan.unit_tp);
+  CHECK(f.choices == plan.choices);
+  CHECK(f.predicted_iteration_time_s == ev.time_s);
   CHECK(f.model.name == model.name);
   CHECK(f.cost_options.tier == costmodel::Tier::kPaper);
   CHECK(f.cost_options.checkpoint_regather);
   CHECK(!f.calibration);
 
-  const auto refused = [&](nlohmann::json d, const std::string& pointer) {
+  const auto refused = [&](const nlohmann::json& d, const std::string& pointer) {
     try {
-      (void)costmodel::read_hybrid_plan(d, "plan.json");
+      (void)costmodel::read_plan(d, "plan.json");
     } catch (const osdp::Error& e) {
       INFO(e.what());
       CHECK(std::string(e.what()).find(pointer) != std::string::npos);
@@ -476,20 +485,17 @@ TEST_CASE("a hybrid plan file reads back as the plan written", "[hybrid]") {
     return false;
   };
   nlohmann::json moved = doc;  // the first stage's last unit handed to the second stage
-  auto& s0 = moved["hybrid"]["stages"][0]["units"];
-  auto& s1 = moved["hybrid"]["stages"][1]["units"];
-  s1.insert(s1.begin(), s0.back());
-  s0.erase(s0.size() - 1);
-  CHECK(costmodel::read_hybrid_plan(moved, "plan.json").plan.stage_first_unit == std::vector<int>{0, 1});
+  moved["units"][1]["stage"] = 1;
+  CHECK(costmodel::read_plan(moved, "plan.json").stage_first_unit == std::vector<int>{0, 1});
   nlohmann::json swapped = doc;
-  std::swap(swapped["hybrid"]["stages"][1]["units"][0], swapped["hybrid"]["stages"][1]["units"][1]);
-  CHECK(refused(swapped, "/hybrid/stages/1/units/0/name"));
+  std::swap(swapped["units"][2], swapped["units"][3]);
+  CHECK(refused(swapped, "/units/2/name"));
   nlohmann::json bad_tp = doc;
-  bad_tp["hybrid"]["stages"][0]["units"][1]["tp"] = 3;
-  CHECK(refused(bad_tp, "/hybrid/stages/0/units/1/tp"));
-  nlohmann::json empty = doc;
-  empty["hybrid"]["stages"][0]["units"] = nlohmann::json::array();
-  CHECK(refused(empty, "/hybrid/stages/0/units"));
+  bad_tp["units"][1]["tp"] = 3;
+  CHECK(refused(bad_tp, "/units/1/tp"));
+  nlohmann::json empty = doc;  // every unit in the second stage: the first holds none
+  for (auto& u : empty["units"]) u["stage"] = 1;
+  CHECK(refused(empty, "/units/0/stage"));
 }
 
 }  // namespace

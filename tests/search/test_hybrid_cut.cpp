@@ -12,14 +12,14 @@
 #include <catch2/catch.hpp>
 
 #include "../costmodel/cost_fixtures.hpp"
-#include "costmodel/hybrid.hpp"
+#include "costmodel/plan_cost.hpp"
 #include "search/hybrid_bounds.hpp"
 #include "search/hybrid_chains.hpp"
 
 namespace osdp {
 namespace {
 
-using costmodel::HybridCostModel;
+using costmodel::PlanCostModel;
 using search::detail::Chain;
 using search::detail::Cut;
 using search::detail::kInf;
@@ -39,9 +39,9 @@ costmodel::ModelSpec small_gpt(int layers) {
 // One layout of a 4-layer GPT on 4 ranks, with splits and checkpointing: many hull points per unit.
 struct Fixture {
   costmodel::ModelSpec model = small_gpt(4);
-  HybridCostModel cost{costmodel::cost_fixtures::synthetic_cluster(1, 4), nullptr, model.precision,
-                       costmodel::CostOptions{}, model.dropout};
-  costmodel::HybridWorkload hw = costmodel::hybrid_workload(model, 1);
+  PlanCostModel cost{costmodel::cost_fixtures::synthetic_cluster(1, 4), nullptr, model.precision,
+                       costmodel::CostOptions{}};
+  costmodel::Workload hw = costmodel::lower(model, 1);
   search::HybridSearchOptions options = [] {
     search::HybridSearchOptions o;
     o.space.split_max = 2;

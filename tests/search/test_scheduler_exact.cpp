@@ -18,7 +18,7 @@
 #include "costmodel/model.hpp"
 #include "costmodel/workload.hpp"
 #include "search/scheduler.hpp"
-#include "search/strategy.hpp"
+#include "search/batch_solver.hpp"
 
 namespace {
 
@@ -68,12 +68,12 @@ void check_exact_over_every_batch(const Case& c) {
   costmodel::CostOptions co;
   co.prefetch = 1;
   const costmodel::CostModel model(c.cluster, nullptr, c.model.precision, co);
-  const auto registry = search::default_strategies();
+  const auto registry = search::default_solvers();
   double exact_best = 0;
   double others_best = 0;
   for (const std::string name : {"exact", "fsdp", "zero2", "ddp", "osdp-ref"}) {
     INFO(c.what << ", strategy " << name);
-    const search::Strategy& s = registry.get(name);
+    const search::BatchSolver& s = registry.get(name);
     const search::SearchResult r = search::run_search(w, model, s, c.options);
     REQUIRE(r.feasible);
 

@@ -12,7 +12,7 @@
 #include "costmodel/error.hpp"
 #include "costmodel/workload.hpp"
 #include "search/scheduler.hpp"
-#include "search/strategy.hpp"
+#include "search/batch_solver.hpp"
 
 namespace {
 
@@ -45,7 +45,7 @@ search::SearchOptions options(const Setup& s, double memory, int split_max, sear
 }  // namespace
 
 TEST_CASE("exact is never worse than any other strategy on every bundled model and cluster", "[strategies]") {
-  const auto registry = search::default_strategies({20000});  // dfs bounded to keep the test short
+  const auto registry = search::default_solvers({20000});  // dfs bounded to keep the test short
   int compared = 0, exact_feasible = 0;
   for (const auto& m : costmodel::list_catalog("models")) {
     for (const auto& c : costmodel::list_catalog("clusters")) {
@@ -83,7 +83,7 @@ TEST_CASE("exact is never worse than any other strategy on every bundled model a
 
 TEST_CASE("baselines are uniform plans", "[strategies]") {
   Setup s("nd-48x1024", "titan-rtx-8");
-  const auto registry = search::default_strategies();
+  const auto registry = search::default_solvers();
   const auto opt = options(s, 16 * kGiB, 4, search::CheckpointPolicy::kOff);
   const auto fsdp = search::run_search(s.workload, s.cost, registry.get("fsdp"), opt);
   const auto zero2 = search::run_search(s.workload, s.cost, registry.get("zero2"), opt);
@@ -107,7 +107,7 @@ TEST_CASE("baselines are uniform plans", "[strategies]") {
 TEST_CASE("hsdp and fsdp-2level are uniform; exact with groups is never worse", "[strategies][groups]") {
   Setup s("nd-48x1024", "h100-2x8");
   REQUIRE(s.cost.two_levels());
-  const auto registry = search::default_strategies();
+  const auto registry = search::default_solvers();
   auto opt = options(s, 16 * kGiB, 4, search::CheckpointPolicy::kAuto);
   const auto plain = search::run_search(s.workload, s.cost, registry.get("exact"), opt);
   opt.space.groups = true;
@@ -138,7 +138,7 @@ TEST_CASE("hsdp and fsdp-2level are uniform; exact with groups is never worse", 
 
 TEST_CASE("checkpointing on, off and auto", "[strategies]") {
   Setup s("gpt2-1.5b", "titan-rtx-8");
-  const auto registry = search::default_strategies();
+  const auto registry = search::default_solvers();
   const auto& exact = registry.get("exact");
   const auto on =
       search::run_search(s.workload, s.cost, exact, options(s, 8 * kGiB, 1, search::CheckpointPolicy::kOn));
@@ -158,7 +158,7 @@ TEST_CASE("checkpointing on, off and auto", "[strategies]") {
 
 TEST_CASE("the scheduler maximises samples per second, not the iteration time", "[strategies][scheduler]") {
   Setup s("nd-48x1024", "titan-rtx-8");
-  const auto registry = search::default_strategies();
+  const auto registry = search::default_solvers();
   const auto opt = options(s, 8 * kGiB, 1, search::CheckpointPolicy::kAuto);
   const auto r = search::run_search(s.workload, s.cost, registry.get("exact"), opt);
   REQUIRE(r.feasible);
@@ -185,7 +185,7 @@ TEST_CASE("the scheduler maximises samples per second, not the iteration time", 
 
 TEST_CASE("no plan fits: the result carries the smallest memory that would fit", "[strategies]") {
   Setup s("gpt2-1.5b", "titan-rtx-8");
-  const auto registry = search::default_strategies();
+  const auto registry = search::default_solvers();
   for (const std::string name : {"exact", "fsdp", "osdp-ref"}) {
     const auto small = search::run_search(s.workload, s.cost, registry.get(name),
                                           options(s, 1 * kGiB, 4, search::CheckpointPolicy::kAuto));

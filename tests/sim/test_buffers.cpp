@@ -23,6 +23,7 @@
 #include "costmodel/cost_model.hpp"
 #include "costmodel/plan.hpp"
 #include "costmodel/workload.hpp"
+#include "sim/replay.hpp"
 #include "sim/schedule.hpp"
 
 namespace {
@@ -73,9 +74,8 @@ sim::Schedule schedule_of(const costmodel::ModelSpec& m, const std::vector<costm
   plan.batch_size = 2;
   plan.prefetch = prefetch;
   plan.cost_options = co;
-  for (std::size_t u = 0; u < choices.size(); ++u)
-    plan.operators.push_back({w.operators[u].name, choices[u]});
-  return sim::build_schedule(plan, w, cost);
+  costmodel::set_data_parallel(plan, w, choices);
+  return sim::build_schedule(plan, w, sim::plan_cost_model(plan));
 }
 
 std::vector<Key> sorted(std::vector<Key> v) {

@@ -11,6 +11,7 @@
 #include "sim/critical_path.hpp"
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
+#include "sim/replay.hpp"
 #include "sim/schedule.hpp"
 
 namespace {
@@ -37,14 +38,14 @@ TEST_CASE("the critical path equals the simulated step at interference 1", "[cri
       so.space.checkpoint = search::CheckpointPolicy::kAuto;
       so.memory_limit_bytes = 16 * kGiB;
       so.reserve_bytes = cluster.reserve_bytes;
-      const auto registry = search::default_strategies();
+      const auto registry = search::default_solvers();
       const auto result = search::run_search(w, cost, registry.get("exact"), so);
       if (!result.feasible) continue;  // the prefetch reserve of a wide model may not fit
       ++checked;
       const auto plan = search::make_plan({"test", model, cluster, {}, options}, w, result);
-      const sim::Schedule schedule = sim::build_schedule(plan, w, cost);
-      const sim::CriticalPath cp = sim::critical_path(schedule, cost);
+      const sim::Schedule schedule = sim::build_schedule(plan, w, sim::plan_cost_model(plan));
       const sim::RingLinks net(cluster, nullptr);
+      const sim::CriticalPath cp = sim::critical_path(schedule, net);
       sim::SimOptions opt;
       opt.interference = 1.0;
       const sim::SimResult r = sim::simulate(schedule, net, opt);
@@ -73,9 +74,8 @@ TEST_CASE("a dependency cycle is reported", "[critical_path]") {
   s.tasks[1].deps = {0};
   costmodel::ClusterSpec c;
   c.memory_bytes = 1;
-  const costmodel::CostModel cost(c, nullptr, costmodel::Precision::kFp32, {});
-  REQUIRE_THROWS_AS(sim::critical_path(s, cost), osdp::Error);
-  // The simulator does not hang on it either: it reports the tasks that never ran.
   const sim::RingLinks net(c, nullptr);
+  REQUIRE_THROWS_AS(sim::critical_path(s, net), osdp::Error);
+  // The simulator does not hang on it either: it reports the tasks that never ran.
   REQUIRE_THROWS_AS(sim::simulate(s, net, {}), osdp::Error);
 }

@@ -14,9 +14,10 @@
 #include "costmodel/workload.hpp"
 #include "search/report.hpp"
 #include "search/scheduler.hpp"
-#include "search/strategy.hpp"
+#include "search/batch_solver.hpp"
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
+#include "sim/replay.hpp"
 #include "sim/schedule.hpp"
 
 namespace {
@@ -96,8 +97,8 @@ TEST_CASE("a hand-computed peak: embedding DP, attention ZDP, MLP split 1 of 2 Z
   plan.prefetch = 0;
   const costmodel::Choice choices[] = {
       {false, 1, 0, false}, {false, 1, 1, false}, {false, 2, 1, false}, {true, 1, 0, false}};
-  for (std::size_t u = 0; u < 4; ++u) plan.operators.push_back({w.operators[u].name, choices[u]});
-  const sim::Schedule s = sim::build_schedule(plan, w, cost);
+  costmodel::set_data_parallel(plan, w, {choices, choices + 4});
+  const sim::Schedule s = sim::build_schedule(plan, w, sim::plan_cost_model(plan));
   const sim::RingLinks net(cluster, nullptr);
   const auto r = sim::simulate(s, net, {});
 
@@ -157,7 +158,7 @@ TEST_CASE("the analytic peak bounds the simulated peak on every model and strate
   // reserve (p gathered operators and p + 1 operators' gradients in flight) to its bound.
   const costmodel::ClusterSpec cluster = costmodel::load_cluster("titan-rtx-8");
   const sim::RingLinks net(cluster, nullptr);
-  const auto registry = search::default_strategies({20000});
+  const auto registry = search::default_solvers({20000});
   int checked = 0;
   double largest_gap[2] = {0, 0};  // relative (analytic - simulated) / analytic, per prefetch
   std::string largest_at[2];
@@ -185,7 +186,7 @@ TEST_CASE("the analytic peak bounds the simulated peak on every model and strate
           sim::SimOptions opt;
           opt.interference = cluster.overlap.interference;
           opt.memory_rank = sim::SimOptions::kNoRanks;
-          const auto sr = sim::simulate(sim::build_schedule(plan, w, cost), net, opt);
+          const auto sr = sim::simulate(sim::build_schedule(plan, w, sim::plan_cost_model(plan)), net, opt);
           const double simulated = sr.peak_rank().peak_bytes;
           INFO(m.name << ", " << name << ", " << memory / kGiB << " GiB, prefetch " << prefetch << ", batch "
                       << r.batch << ": simulated " << simulated << " B, analytic " << r.peak_bytes << " B");

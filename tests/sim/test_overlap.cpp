@@ -32,9 +32,10 @@
 #include "costmodel/workload.hpp"
 #include "search/report.hpp"
 #include "search/scheduler.hpp"
-#include "search/strategy.hpp"
+#include "search/batch_solver.hpp"
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
+#include "sim/replay.hpp"
 #include "sim/schedule.hpp"
 
 namespace {
@@ -55,7 +56,7 @@ struct Planned {
 // The exact strategy's plan (split up to 4, checkpointing per operator) with prefetch p.
 Planned plan_for(const costmodel::ModelSpec& model, const costmodel::ClusterSpec& cluster,
                  costmodel::Tier tier, int prefetch, double memory) {
-  static const auto registry = search::default_strategies();
+  static const auto registry = search::default_solvers();
   costmodel::CostOptions co;
   co.tier = tier;
   co.prefetch = prefetch;
@@ -70,7 +71,7 @@ Planned plan_for(const costmodel::ModelSpec& model, const costmodel::ClusterSpec
   const search::PlanContext ctx{"test", model, cluster, std::nullopt, co};
   costmodel::Plan plan = search::make_plan(ctx, w, r);
   plan.prefetch = prefetch;
-  sim::Schedule s = r.feasible ? sim::build_schedule(plan, w, cost) : sim::Schedule{};
+  sim::Schedule s = r.feasible ? sim::build_schedule(plan, w, sim::plan_cost_model(plan)) : sim::Schedule{};
   return {std::move(w), cost, std::move(r), std::move(plan), std::move(s)};
 }
 
@@ -176,7 +177,7 @@ TEST_CASE("with prefetch 0 the step is the cost model's sum, exactly in ticks", 
         double sum_s = 0;  // the paper tier's sum over operators (the extended tier's without overlap)
         for (std::size_t u = 0; u < p.workload.operators.size(); ++u)
           sum_s += p.cost
-                       .cost(p.workload.operators[u], p.plan.operators[u].choice, p.plan.batch_size,
+                       .cost(p.workload.operators[u], p.plan.choices[u], p.plan.batch_size,
                              p.workload.bytes)
                        .time_s;
         // Rounding: half a tick per compute task, per ring step and once for the sum.

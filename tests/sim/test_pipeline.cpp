@@ -1,41 +1,120 @@
-// The pipeline simulator (sim/pipeline.hpp) against schedules worked out by hand here, and its spec
-// against the hybrid cost model's own stage terms.
+// Pipelines in the one schedule and engine: programs of stages written here by hand (one rank per
+// stage, compute and sends only) against schedules worked out by hand, and the schedule of a plan of
+// stages, micro-batches and TP degrees against the plan cost model's own stage terms.
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <catch2/catch.hpp>
 
 #include "../costmodel/cost_fixtures.hpp"
+#include "costmodel/collective.hpp"
 #include "costmodel/error.hpp"
-#include "costmodel/hybrid.hpp"
-#include "sim/pipeline.hpp"
+#include "costmodel/plan_cost.hpp"
+#include "sim/engine.hpp"
+#include "sim/network.hpp"
+#include "sim/replay.hpp"
+#include "sim/report.hpp"
+#include "sim/schedule.hpp"
 
 namespace osdp::sim {
 namespace {
 
 using costmodel::PipelineSchedule;
 
-// pp stages of one unit each: forward f, backward bw (seconds), activations `act` per micro-batch.
-PipelineSpec uniform(int pp, int m, PipelineSchedule schedule, double f, double bw, double act = 0) {
-  PipelineSpec spec;
-  spec.micro_batches = m;
-  spec.schedule = schedule;
-  for (int s = 0; s < pp; ++s) {
-    PipelineStage st;
-    PipelineUnit u;
-    u.name = "layer";
-    u.forward_s = f;
-    u.backward_s = bw;
-    u.activation_bytes = act;
-    st.units.push_back(u);
-    st.resident_bytes = 1000;
-    spec.stages.push_back(st);
-  }
-  return spec;
-}
-
 double rel(double a, double b) {
   return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-300});
+}
+
+// pp stages of one rank each, one unit per stage: per micro-batch a forward of f and a backward of bw
+// seconds, `act` bytes of activations from the forward to the backward, and a send of each micro-batch's
+// activations (gradients) to the next (previous) stage, taking the link's alpha. Each stage runs
+// stage_program's order; a receive waits for its send on the other stage; a stage holds 1000 resident
+// bytes.
+struct HandPipeline {
+  Schedule s;
+  costmodel::ClusterSpec cluster;
+};
+
+HandPipeline hand_pipeline(int pp, int m, PipelineSchedule schedule, std::vector<double> f, std::vector<double> bw,
+                           double act = 0, double send_s = 0) {
+  HandPipeline h;
+  h.cluster.nodes = 1;
+  h.cluster.devices_per_node = pp;
+  h.cluster.memory_bytes = 1e12;
+  h.cluster.intra = costmodel::LinkSpec{send_s, 1e30};
+  Schedule& s = h.s;
+  s.world_size = pp;
+  s.per_node = pp;
+  s.pp = pp;
+  s.micro_batches = m;
+  s.stage_begin = {0};
+  std::map<std::tuple<int, bool, int>, int> sends;  // (stage, gradients?, micro-batch) -> task
+  std::vector<std::pair<int, std::tuple<int, bool, int>>> recvs;
+  for (int st = 0; st < pp; ++st) {
+    s.buffers.push_back({"resident", 1000, BufferRole::kStates, -1, 0, 0, st, 0});
+    s.resident.push_back(static_cast<int>(s.buffers.size()) - 1);
+    std::map<int, int> acts;
+    auto add = [&](Task t) {
+      t.stage = st;
+      s.tasks.push_back(std::move(t));
+      return static_cast<int>(s.tasks.size()) - 1;
+    };
+    for (const auto& [backward, mb] : stage_program(schedule, pp, st, m)) {
+      const bool receives = backward ? st + 1 < pp : st > 0;
+      const bool sends_on = backward ? st > 0 : st + 1 < pp;
+      std::vector<int> deps;
+      if (receives) {
+        Task r;
+        r.name = backward ? "recv gradients" : "recv activations";
+        r.kind = TaskKind::kRecv;
+        r.peer = backward ? 1 : -1;
+        r.micro_batch = mb;
+        const int id = add(r);
+        recvs.push_back({id, {st + r.peer, backward, mb}});
+        deps.push_back(id);
+      }
+      Task c;
+      c.name = backward ? "B" : "F";
+      c.kind = backward ? TaskKind::kBackward : TaskKind::kForward;
+      c.micro_batch = mb;
+      c.duration_s = backward ? bw[static_cast<std::size_t>(st)] : f[static_cast<std::size_t>(st)];
+      c.deps = deps;
+      if (!backward) {
+        s.buffers.push_back({"act", act, BufferRole::kActivations, -1, 0, 0, st, mb});
+        acts[mb] = static_cast<int>(s.buffers.size()) - 1;
+        c.allocs = {acts[mb]};
+      } else {
+        c.frees = {acts.at(mb)};
+      }
+      const int compute = add(c);
+      if (sends_on) {
+        Task x;
+        x.name = backward ? "send gradients" : "send activations";
+        x.kind = TaskKind::kSend;
+        x.stream = backward ? Stream::kSendPrevious : Stream::kSendNext;
+        x.peer = backward ? -1 : 1;
+        x.micro_batch = mb;
+        x.deps = {compute};
+        sends[{st, backward, mb}] = add(x);
+      }
+    }
+    s.stage_begin.push_back(static_cast<int>(s.tasks.size()));
+  }
+  for (const auto& [recv, key] : recvs) s.tasks[static_cast<std::size_t>(recv)].deps.push_back(sends.at(key));
+  return h;
+}
+
+SimResult run(const HandPipeline& h, bool record = false) {
+  const RingLinks net(h.cluster, nullptr);
+  SimOptions o;
+  o.record_tasks = record;
+  o.memory_rank = SimOptions::kAllRanks;
+  return simulate(h.s, net, o);
+}
+
+std::vector<double> same(int pp, double x) {
+  return std::vector<double>(static_cast<std::size_t>(pp), x);
 }
 
 }  // namespace
@@ -49,10 +128,12 @@ TEST_CASE("the bubble of an unloaded pipeline is (pp - 1) / (m + pp - 1)", "[sim
     for (const int pp : {1, 2, 4, 8})
       for (const int m : {1, 2, 3, 8, 16}) {
         CAPTURE(costmodel::to_string(schedule), pp, m);
-        const PipelineResult r = simulate_pipeline(uniform(pp, m, schedule, f, bw));
-        CHECK(r.step == (m + pp - 1) * (to_ticks(f) + to_ticks(bw)));
-        CHECK(rel(r.bubble_fraction, (pp - 1.0) / (m + pp - 1.0)) < 1e-12);
-        for (const auto& st : r.stages) CHECK(rel(st.busy_s, m * (f + bw)) < 1e-12);
+        const HandPipeline h = hand_pipeline(pp, m, schedule, same(pp, f), same(pp, bw));
+        const SimResult r = run(h);
+        CHECK(r.iteration == (m + pp - 1) * (to_ticks(f) + to_ticks(bw)));
+        const auto summary = summary_json(h.s, r);
+        CHECK(rel(summary["bubble_fraction"].get<double>(), (pp - 1.0) / (m + pp - 1.0)) < 1e-12);
+        for (const auto& st : r.ranks) CHECK(rel(to_seconds(st.compute_busy), m * (f + bw)) < 1e-12);
       }
 }
 
@@ -65,148 +146,246 @@ TEST_CASE("the bubble of an unloaded pipeline is (pp - 1) / (m + pp - 1)", "[sim
 //         stage 0 (one warm-up forward: the same order as GPipe) B0 [6,8] B1 [10,12]: 12 ms.
 // 1F1B holds one micro-batch at stage 1 (F1 starts as B0 ends, which frees first), GPipe two.
 TEST_CASE("two unequal stages with sends: the schedules worked out by hand", "[sim][pipeline]") {
-  auto spec = uniform(2, 2, PipelineSchedule::kGpipe, 1e-3, 2e-3, 100);
-  spec.stages[1].units[0].forward_s = 3e-3;
-  spec.stages[1].units[0].backward_s = 1e-3;
-  spec.stages[0].send_s = 0.5e-3;
-  const PipelineResult gpipe = simulate_pipeline(spec);
-  CHECK(gpipe.step == to_ticks(13e-3));
-  spec.schedule = PipelineSchedule::k1F1B;
-  const PipelineResult ofob = simulate_pipeline(spec);
-  CHECK(ofob.step == to_ticks(12e-3));
+  const std::vector<double> f{1e-3, 3e-3}, bw{2e-3, 1e-3};
+  const HandPipeline gpipe = hand_pipeline(2, 2, PipelineSchedule::kGpipe, f, bw, 100, 0.5e-3);
+  const SimResult g = run(gpipe);
+  CHECK(g.iteration == to_ticks(13e-3));
+  const HandPipeline ofob = hand_pipeline(2, 2, PipelineSchedule::k1F1B, f, bw, 100, 0.5e-3);
+  const SimResult o = run(ofob, true);
+  CHECK(o.iteration == to_ticks(12e-3));
   // The bubble: busy 2 x 3 ms at stage 0 and 2 x 4 ms at stage 1, of 2 x 12 ms.
-  CHECK(rel(ofob.bubble_fraction, 1.0 - 14.0 / 24.0) < 1e-12);
-  CHECK(gpipe.stages[1].max_in_flight == 2);
-  CHECK(ofob.stages[1].max_in_flight == 1);
-  CHECK(gpipe.stages[1].peak_bytes == 1000 + 2 * 100);
-  CHECK(ofob.stages[1].peak_bytes == 1000 + 100);
+  CHECK(rel(summary_json(ofob.s, o)["bubble_fraction"].get<double>(), 1.0 - 14.0 / 24.0) < 1e-12);
+  // In flight at stage 1: GPipe both micro-batches' activations, 1F1B one.
+  CHECK(g.ranks[1].peak_bytes == 1000 + 2 * 100);
+  CHECK(o.ranks[1].peak_bytes == 1000 + 100);
   // Stage 1's backward of micro-batch 0 under 1F1B: [4.5, 5.5] ms.
-  const auto it = std::find_if(ofob.tasks.begin(), ofob.tasks.end(), [](const PipeTask& t) {
-    return t.stage == 1 && t.kind == PipeTaskKind::kBackward && t.micro_batch == 0;
+  const auto it = std::find_if(o.tasks.begin(), o.tasks.end(), [&](const TaskRecord& rec) {
+    const Task& t = ofob.s.tasks[static_cast<std::size_t>(rec.task)];
+    return rec.rank == 1 && t.kind == TaskKind::kBackward && t.micro_batch == 0;
   });
-  REQUIRE(it != ofob.tasks.end());
+  REQUIRE(it != o.tasks.end());
   CHECK(it->start == to_ticks(4.5e-3));
   CHECK(it->end == to_ticks(5.5e-3));
 }
 
 // Memory: 1F1B holds min(pp - s, m) micro-batches' activations at stage s, GPipe all m; the peak is
-// the resident bytes plus that many micro-batches (no transient bytes here).
+// the resident bytes plus that many micro-batches (no transient bytes here), and everything
+// allocated is freed by the end.
 TEST_CASE("micro-batches in flight: 1F1B min(pp - s, m), GPipe m", "[sim][pipeline]") {
   const int pp = 4;
   for (const int m : {2, 4, 8}) {
-    const auto ofob = simulate_pipeline(uniform(pp, m, PipelineSchedule::k1F1B, 1e-3, 2e-3, 64));
-    const auto gpipe = simulate_pipeline(uniform(pp, m, PipelineSchedule::kGpipe, 1e-3, 2e-3, 64));
+    const SimResult ofob = run(hand_pipeline(pp, m, PipelineSchedule::k1F1B, same(pp, 1e-3), same(pp, 2e-3), 64));
+    const SimResult gpipe = run(hand_pipeline(pp, m, PipelineSchedule::kGpipe, same(pp, 1e-3), same(pp, 2e-3), 64));
     for (int s = 0; s < pp; ++s) {
       CAPTURE(m, s);
-      CHECK(ofob.stages[s].max_in_flight == std::min(pp - s, m));
-      CHECK(ofob.stages[s].peak_bytes == 1000 + 64.0 * std::min(pp - s, m));
-      CHECK(gpipe.stages[s].max_in_flight == m);
-      CHECK(gpipe.stages[s].peak_bytes == 1000 + 64.0 * m);
-      CHECK(ofob.memory[s].front().second == 1000);
-      CHECK(ofob.memory[s].back().second == 1000);  // everything allocated was freed
+      CHECK(ofob.ranks[static_cast<std::size_t>(s)].peak_bytes == 1000 + 64.0 * std::min(pp - s, m));
+      CHECK(gpipe.ranks[static_cast<std::size_t>(s)].peak_bytes == 1000 + 64.0 * m);
+      // The count the engine keeps from the tasks alone agrees with the memory.
+      CHECK(ofob.ranks[static_cast<std::size_t>(s)].max_in_flight == std::min(pp - s, m));
+      CHECK(gpipe.ranks[static_cast<std::size_t>(s)].max_in_flight == m);
+      double first = -1, last = -1;
+      for (const MemoryEvent& e : ofob.memory)
+        if (e.rank == s) {
+          if (first < 0) first = e.total;
+          last = e.total;
+        }
+      CHECK(first == 1000);
+      CHECK(last == 1000);
     }
   }
 }
 
-// Per-step work: the gradient reduction runs beside the backward of the units before it, and the
-// optimizer waits for it. One stage, m = 1, units a then b (forward 1, backward 2 ms each); b's
-// gradients reduce in 3 ms after its backward [2, 4] (to 7), a's in 1 ms after [4, 6]: the dp lane
-// runs them in order, [4, 7] then [7, 8]; the optimizer (0.5 ms) [8, 8.5].
+// Per-step work: a gradient reduction runs on the comm stream beside the backward of the units before
+// it, and the optimizer waits for every reduction. One stage of two ranks (a data-parallel group),
+// m = 1, units a then b (forward 1, backward 2 ms each): b's gradient all-reduce takes 3 ms after its
+// backward [2, 4] (to 7), a's 1 ms after [4, 6]: the comm stream runs them in order, [4, 7] then
+// [7, 8]; the optimizer (0.5 ms) [8, 8.5]. An all-reduce over 2 ranks is 2 steps of alpha + S/2 beta:
+// at alpha 0.5 ms and 1 GB/s, S = 2 MB takes 2 (0.5 + 1) = 3 ms, S = 0 takes 1 ms.
 TEST_CASE("per-step reductions beside the backward, the optimizer after them", "[sim][pipeline]") {
-  PipelineSpec spec = uniform(1, 1, PipelineSchedule::k1F1B, 1e-3, 2e-3);
-  PipelineUnit b = spec.stages[0].units[0];
-  b.name = "b";
-  spec.stages[0].units[0].name = "a";
-  spec.stages[0].units[0].grad_sync_s = 1e-3;
-  spec.stages[0].units[0].optimizer_s = 0.25e-3;
-  b.grad_sync_s = 3e-3;
-  b.optimizer_s = 0.25e-3;
-  spec.stages[0].units.push_back(b);
-  const PipelineResult r = simulate_pipeline(spec);
-  CHECK(r.step == to_ticks(8.5e-3));
-  const auto opt = std::find_if(r.tasks.begin(), r.tasks.end(),
-                                [](const PipeTask& t) { return t.kind == PipeTaskKind::kOptimizer; });
-  REQUIRE(opt != r.tasks.end());
-  CHECK(opt->start == to_ticks(8e-3));
+  costmodel::ClusterSpec c;
+  c.nodes = 1;
+  c.devices_per_node = 2;
+  c.memory_bytes = 1e12;
+  c.intra = costmodel::LinkSpec{0.5e-3, 1e9};
+  Schedule s;
+  s.world_size = 2;
+  s.per_node = 2;
+  auto add = [&](Task t) {
+    s.tasks.push_back(std::move(t));
+    return static_cast<int>(s.tasks.size()) - 1;
+  };
+  auto compute = [](const char* name, TaskKind k, double d) {
+    Task t;
+    t.name = name;
+    t.kind = k;
+    t.duration_s = d;
+    return t;
+  };
+  auto allreduce = [](const char* name, double bytes, int dep) {
+    Task t;
+    t.name = name;
+    t.kind = TaskKind::kAllReduce;
+    t.stream = Stream::kComm;
+    t.payload = Payload::kGradients;
+    t.group = {2, 1};
+    t.bytes = bytes;
+    t.deps = {dep};
+    return t;
+  };
+  add(compute("F a", TaskKind::kForward, 1e-3));
+  add(compute("F b", TaskKind::kForward, 1e-3));
+  const int bb = add(compute("B b", TaskKind::kBackward, 2e-3));
+  const int sb = add(allreduce("sync b", 2e6, bb));
+  const int ba = add(compute("B a", TaskKind::kBackward, 2e-3));
+  const int sa = add(allreduce("sync a", 0, ba));
+  Task opt = compute("optimizer", TaskKind::kOptimizer, 0.5e-3);
+  opt.deps = {sb, sa};
+  add(opt);
+  SimOptions o;
+  o.record_tasks = true;
+  const SimResult r = simulate(s, RingLinks(c, nullptr), o);
+  CHECK(r.iteration == to_ticks(8.5e-3));
+  for (const TaskRecord& rec : r.tasks)
+    if (rec.rank == 0 && s.tasks[static_cast<std::size_t>(rec.task)].kind == TaskKind::kOptimizer)
+      CHECK(rec.start == to_ticks(8e-3));
 }
 
-// The spec of a cost-model plan carries the cost model's stage terms: its TP all-reduces, re-layouts
-// and sends add up to evaluate's, and its memory to evaluate's peak (the activations of the
-// micro-batches in flight and the largest transient). With everything REPLICATE and t = 1 nothing
-// runs beside the compute, and the simulated step of one micro-batch is the sum of the stages.
-TEST_CASE("the pipeline spec of a hybrid plan carries the cost model's terms", "[sim][pipeline]") {
+namespace {
+
+// A tied 8-layer model (hidden 128, 4 heads, ffn 512, seq 32, vocab 512) on one node of 8.
+costmodel::ModelSpec small_model() {
   costmodel::ModelSpec model;
   model.name = "small";
   model.stages = {costmodel::StageSpec{8, 128, 4, 512}};
   model.seq = 32;
   model.vocab = 512;
   model.tied_embeddings = true;
-  costmodel::ClusterSpec cluster = costmodel::cost_fixtures::synthetic_cluster(1, 8);
-  costmodel::HybridCostModel cost(cluster, nullptr, model.precision, costmodel::CostOptions{}, model.dropout);
-  const int pp = 2, m = 4;
-  const auto hw = costmodel::hybrid_workload(model, pp);
-  costmodel::HybridPlan plan;
-  plan.pp = pp;
-  plan.micro_batches = m;
-  plan.b0 = 2;
-  plan.stage_first_unit = {0, 4};
-  plan.unit_tp.assign(hw.units.size(), 1);
-  plan.unit_tp[2] = 2;  // layer1 at t = 2, layer2 at 4: re-layouts 1 -> 2 -> 4 -> 1 in stage 0
-  plan.unit_tp[3] = 4;
-  plan.choices.assign(hw.workload.operators.size(), costmodel::Choice{false, 1, 1, false});
-  const auto ev = cost.evaluate(hw, plan);
-  const PipelineSpec spec = pipeline_spec(hw, plan, cost);
-  REQUIRE(spec.stages.size() == 2);
-  CHECK(spec.tied_allreduce_s > 0);
-  for (int s = 0; s < pp; ++s) {
-    CAPTURE(s);
-    const auto& st = spec.stages[s];
-    const auto& es = ev.stages[s];
-    double tp = 0, relayout = st.exit_relayout_backward_s, act = 0, trans = 0;
-    for (const auto& u : st.units) {
-      tp += u.tp_forward_s + u.tp_backward_s;
-      relayout += u.relayout_forward_s + u.relayout_backward_s;
-      act += u.activation_bytes;
-      trans = std::max(trans, u.transient_bytes);
-    }
-    CHECK(rel(tp, es.tp_comm_s) < 1e-12);
-    CHECK(rel(relayout, es.relayout_s) < 1e-12);
-    CHECK(rel(st.resident_bytes + es.in_flight * act + trans, es.peak_bytes) < 1e-12);
-    const double sends = 2 * st.send_s + (s == pp - 1 ? spec.tied_allreduce_s / m : 0.0);
-    CHECK(rel(sends, es.p2p_s) < 1e-12);
-  }
-  // Stage 0 re-lays forward into layer1 (1 -> 2) and layer2 (2 -> 4), backward at its exit (4 -> 1).
-  CHECK(spec.stages[0].units[2].relayout_forward_s == cost.relayout_s(1, 2, 2, 32, 128, 4));
-  CHECK(spec.stages[0].units[3].relayout_forward_s == cost.relayout_s(2, 4, 2, 32, 128, 4));
-  CHECK(spec.stages[0].exit_relayout_backward_s == cost.relayout_s(4, 1, 2, 32, 128, 4));
-
-  // REPLICATE everywhere, t = 1, one stage, one micro-batch, no optimizer (paper tier): the step is
-  // the program's sum, which is the analytic step less the per-step all-reduces run beside it.
-  costmodel::CostOptions paper;
-  paper.tier = costmodel::Tier::kPaper;
-  costmodel::HybridCostModel pcost(cluster, nullptr, model.precision, paper, model.dropout);
-  const auto hw1 = costmodel::hybrid_workload(model, 1);
-  costmodel::HybridPlan one;
-  one.stage_first_unit = {0};
-  one.unit_tp.assign(hw1.units.size(), 1);
-  one.choices.assign(hw1.workload.operators.size(), costmodel::Choice{true, 1, 0, false});
-  const PipelineSpec s1 = pipeline_spec(hw1, one, pcost);
-  const PipelineResult r1 = simulate_pipeline(s1);
-  double compute = 0, sync_of_first = 0;
-  for (const auto& u : s1.stages[0].units) compute += u.forward_s + u.backward_s;
-  sync_of_first = s1.stages[0].units.front().grad_sync_s;
-  // The first unit's reduction can start only after the whole backward; the others run beside the
-  // backward of the units before them, so the step lies between that and the analytic sum.
-  CHECK(r1.step_s >= compute + sync_of_first - 1e-12);
-  CHECK(r1.step_s <= pcost.evaluate(hw1, one).time_s + 1e-12);
+  return model;
 }
 
-TEST_CASE("a pipeline without a stage or a micro-batch is refused", "[sim][pipeline]") {
-  PipelineSpec spec;
-  CHECK_THROWS_AS(simulate_pipeline(spec), Error);
-  spec = uniform(2, 1, PipelineSchedule::k1F1B, 1e-3, 1e-3);
-  spec.micro_batches = 0;
-  CHECK_THROWS_AS(simulate_pipeline(spec), Error);
+// The closed form of a collective task on the intra-node link (costmodel/collective.hpp's ring).
+double ring_s(const Task& t, const costmodel::ClusterSpec& c) {
+  return costmodel::CollectiveOp{collective_of(t.kind), t.bytes, t.group.size}.ring_s(c.intra.alpha_s,
+                                                                                      c.intra.beta_s_per_byte());
+}
+
+}  // namespace
+
+// The schedule of a plan carries the cost model's stage terms (plan_cost.hpp): per stage its TP
+// all-reduces and re-layouts, at the ring formula on the TP group's link, add up to m times evaluate's
+// (which charges them per micro-batch); each send is the cost model's p2p; the tied copy's gradient
+// all-reduce is its tied_sync_s, once, in the first and the last stage together. The simulated peak of
+// each stage stays within evaluate's bound.
+TEST_CASE("the schedule of a plan of stages carries the cost model's terms", "[sim][pipeline]") {
+  const costmodel::ModelSpec model = small_model();
+  costmodel::ClusterSpec cluster = costmodel::cost_fixtures::synthetic_cluster(1, 8);
+  costmodel::PlanCostModel cost(cluster, nullptr, model.precision, costmodel::CostOptions{});
+  const int pp = 2, m = 4;
+  const costmodel::Workload w = costmodel::lower(model, pp);
+  costmodel::Plan plan;
+  plan.model = model;
+  plan.cluster = cluster;
+  plan.pp = pp;
+  plan.micro_batches = m;
+  plan.batch_size = 2;
+  plan.stage_first_unit = {0, 4};
+  plan.unit_tp.assign(w.units.size(), 1);
+  plan.unit_tp[2] = 2;  // layer1 at t = 2, layer2 at 4: re-layouts 1 -> 2 -> 4 -> 1 in stage 0
+  plan.unit_tp[3] = 4;
+  plan.choices.assign(w.operators.size(), costmodel::Choice{false, 1, 1, false});
+  const costmodel::Evaluation ev = cost.evaluate(w, plan);
+  const Schedule s = build_schedule(plan, w, cost);
+  REQUIRE(s.pp == 2);
+  REQUIRE(w.tied_copy);
+  double sends = 0, charged = 0;
+  for (int st = 0; st < pp; ++st) {
+    CAPTURE(st);
+    double tp = 0, relayout = 0;
+    int tied = 0;
+    for (int t = s.first_task(st); t < s.end_task(st); ++t) {
+      const Task& task = s.tasks[static_cast<std::size_t>(t)];
+      if (task.kind == TaskKind::kSend) sends += to_seconds(RingLinks(cluster, nullptr).p2p_ticks(task.bytes, 0, 4));
+      if (!is_collective(task.kind)) continue;
+      if (task.twin >= 0) {
+        ++tied;
+        CHECK(rel(ring_s(task, cluster), cost.tied_sync_s(w, pp, plan.unit_tp.back(), false)) < 1e-12);
+      } else if (task.payload == Payload::kActivations || task.payload == Payload::kActivationGradients) {
+        (task.kind == TaskKind::kAllReduce ? tp : relayout) += ring_s(task, cluster);
+      }
+    }
+    const auto& es = ev.stages[static_cast<std::size_t>(st)];
+    CHECK(tied == 1);
+    CHECK(rel(tp, m * es.tp_comm_s) < 1e-12);
+    CHECK(rel(relayout, m * es.relayout_s) < 1e-12);
+    // p2p_s charges a boundary's sends both ways to the stage before it, and the tied all-reduce per
+    // micro-batch to the last stage.
+    charged += es.p2p_s - (st == pp - 1 ? cost.tied_sync_s(w, pp, plan.unit_tp.back(), false) / m : 0.0);
+  }
+  CHECK(rel(sends, m * charged) < 1e-9);
+  // Stage 0 re-lays forward into layer1 (1 -> 2) and layer2 (2 -> 4), backward at its exit (4 -> 1).
+  auto task_named = [&](const std::string& name) {
+    return *std::find_if(s.tasks.begin(), s.tasks.end(), [&](const Task& t) { return t.name == name; });
+  };
+  CHECK(rel(ring_s(task_named("layer1.relayout1to2.mb0"), cluster), cost.relayout_s(1, 2, 2, 32, 128, 4)) < 1e-12);
+  CHECK(rel(ring_s(task_named("layer2.relayout2to4.mb0"), cluster), cost.relayout_s(2, 4, 2, 32, 128, 4)) < 1e-12);
+  CHECK(rel(ring_s(task_named("output.relayout4to1.mb0"), cluster), cost.relayout_s(4, 1, 2, 32, 128, 4)) < 1e-12);
+  // Memory: evaluate's bound holds on every rank of the simulated step.
+  SimOptions o;
+  const SimResult r = simulate(s, RingLinks(cluster, nullptr), o);
+  for (int rank = 0; rank < 8; ++rank)
+    CHECK(r.ranks[static_cast<std::size_t>(rank)].peak_bytes <=
+          ev.stages[static_cast<std::size_t>(rank / 4)].peak_bytes * (1 + 1e-12));
+}
+
+// REPLICATE everywhere, t = 1, one stage, one micro-batch, the paper tier (no optimizer): each
+// gradient all-reduce runs beside the backward of the operators before it, so the step lies between
+// the compute plus the first operator's all-reduce (which can start only after the whole backward)
+// and the analytic step (the sum of everything).
+TEST_CASE("a data-parallel plan's step between its critical chain and the analytic sum", "[sim][pipeline]") {
+  const costmodel::ModelSpec model = small_model();
+  const costmodel::ClusterSpec cluster = costmodel::cost_fixtures::synthetic_cluster(1, 8);
+  costmodel::CostOptions paper;
+  paper.tier = costmodel::Tier::kPaper;
+  paper.prefetch = 1;
+  costmodel::PlanCostModel cost(cluster, nullptr, model.precision, paper);
+  const costmodel::Workload w = costmodel::lower(model);
+  costmodel::Plan plan;
+  plan.model = model;
+  plan.cluster = cluster;
+  plan.prefetch = 1;
+  plan.cost_options = paper;
+  costmodel::set_data_parallel(plan, w, std::vector<costmodel::Choice>(w.operators.size(), {true, 1, 0, false}));
+  const Schedule s = build_schedule(plan, w, cost);
+  SimOptions o;
+  o.record_tasks = true;
+  const SimResult r = simulate(s, RingLinks(cluster, nullptr), o);
+  double compute = 0, sync_of_first = 0;
+  for (const Task& t : s.tasks) {
+    if (!is_collective(t.kind)) compute += t.duration_s;
+    if (is_collective(t.kind) && t.op == 0) sync_of_first = ring_s(t, cluster);
+  }
+  CHECK(to_seconds(r.iteration) >= compute + sync_of_first - 1e-9);
+  CHECK(to_seconds(r.iteration) <= cost.evaluate(w, plan).time_s + 1e-9);
+}
+
+TEST_CASE("a plan without a micro-batch or with an empty stage is refused", "[sim][pipeline]") {
+  const costmodel::ModelSpec model = small_model();
+  const costmodel::ClusterSpec cluster = costmodel::cost_fixtures::synthetic_cluster(1, 8);
+  const costmodel::PlanCostModel cost(cluster, nullptr, model.precision, costmodel::CostOptions{});
+  const costmodel::Workload w = costmodel::lower(model, 2);
+  costmodel::Plan plan;
+  plan.model = model;
+  plan.cluster = cluster;
+  plan.pp = 2;
+  plan.stage_first_unit = {0, 4};
+  plan.unit_tp.assign(w.units.size(), 1);
+  plan.choices.assign(w.operators.size(), costmodel::Choice{});
+  CHECK_NOTHROW(build_schedule(plan, w, cost));
+  plan.micro_batches = 0;
+  CHECK_THROWS_AS(build_schedule(plan, w, cost), UsageError);
+  plan.micro_batches = 1;
+  plan.stage_first_unit = {0, 0};
+  CHECK_THROWS_AS(build_schedule(plan, w, cost), UsageError);
 }
 
 }  // namespace osdp::sim

@@ -13,10 +13,11 @@
 #include "costmodel/workload.hpp"
 #include "search/report.hpp"
 #include "search/scheduler.hpp"
-#include "search/strategy.hpp"
+#include "search/batch_solver.hpp"
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
 #include "sim/report.hpp"
+#include "sim/replay.hpp"
 #include "sim/schedule.hpp"
 
 namespace osdp::sim {
@@ -41,12 +42,12 @@ Run simulate_plan(int batch, int prefetch, bool symmetric) {
   opt.batch = batch;
   opt.memory_limit_bytes = ctx.cluster.memory_bytes;
   opt.reserve_bytes = ctx.cluster.reserve_bytes;
-  const auto registry = search::default_strategies();
+  const auto registry = search::default_solvers();
   const search::SearchResult r = search::run_search(w, model, registry.get("exact"), opt);
   REQUIRE(r.feasible);
   const costmodel::Plan plan = search::make_plan(ctx, w, r);
   Run run;
-  run.schedule = build_schedule(plan, w, model);
+  run.schedule = build_schedule(plan, w, sim::plan_cost_model(plan));
   SimOptions so;
   so.symmetric = symmetric;
   so.interference = model.interference();

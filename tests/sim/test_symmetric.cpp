@@ -21,9 +21,10 @@
 #include "costmodel/workload.hpp"
 #include "search/report.hpp"
 #include "search/scheduler.hpp"
-#include "search/strategy.hpp"
+#include "search/batch_solver.hpp"
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
+#include "sim/replay.hpp"
 #include "sim/schedule.hpp"
 
 namespace {
@@ -49,7 +50,7 @@ costmodel::ClusterSpec cluster_of(const Case& c) {
 sim::Schedule schedule_for(const std::string& model_name, const costmodel::ClusterSpec& cluster, int prefetch,
                            const char* strategy = "exact", bool groups = false,
                            double* analytic_s = nullptr) {
-  static const auto registry = search::default_strategies();
+  static const auto registry = search::default_solvers();
   const costmodel::ModelSpec model = costmodel::load_model(model_name);
   const costmodel::Workload w = costmodel::lower(model);
   costmodel::CostOptions co;
@@ -67,7 +68,7 @@ sim::Schedule schedule_for(const std::string& model_name, const costmodel::Clust
   costmodel::Plan plan = search::make_plan(ctx, w, r);
   plan.prefetch = prefetch;
   if (analytic_s != nullptr) *analytic_s = r.time_s;
-  return sim::build_schedule(plan, w, cost);
+  return sim::build_schedule(plan, w, sim::plan_cost_model(plan));
 }
 
 sim::SimOptions options(const costmodel::ClusterSpec& c, bool symmetric) {

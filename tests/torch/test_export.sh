@@ -16,7 +16,7 @@ export OMP_NUM_THREADS=1
 
 # At 74 MiB on cpu-2 the exact plan of val-nd-8x256 splits an attention in two and checkpoints most
 # operators (derived by the search; the test reads the plan rather than assuming it).
-run plan "$OSDP" plan --model val-nd-8x256 --cluster cpu-2 --split-max 4 --memory 74MiB --out p.json
+run plan "$OSDP" plan --model val-nd-8x256 --cluster cpu-2 --split-max 4 --memory 74MiB --data-parallel --out p.json
 expect_rc "plan val-nd-8x256 on cpu-2 at 74 MiB" plan 0
 run export "$OSDP" export p.json --to fsdp2
 expect_rc "export p.json --to fsdp2" export 0

@@ -59,7 +59,7 @@ costmodel::Plan sample_plan() {
   c[5] = {false, 1, 1, false, false, true};  // ZDP, two-level collectives
   c[6] = {false, 2, 0, true, true, false};   // split 2, DP, node group, checkpointed
   for (std::size_t i = 7; i < c.size(); ++i) c[i] = {false, 1, 1, false};
-  for (std::size_t i = 0; i < c.size(); ++i) p.operators.push_back({w.operators[i].name, c[i]});
+  costmodel::set_data_parallel(p, w, c);
   return p;
 }
 
@@ -134,10 +134,10 @@ TEST_CASE("each kind of choice in FSDP2's words", "[torch]") {
   CHECK(j["source"]["cluster"] == "lab-2x2");
   CHECK(j["model"]["name"] == "val-ic-256-512");
   const auto& m = j["modules"];
-  REQUIRE(m.size() == p.operators.size());
   const costmodel::Workload w = costmodel::lower(p.model);
+  REQUIRE(m.size() == p.choices.size());
   for (std::size_t i = 0; i < m.size(); ++i) {
-    CHECK(m[i]["operator"] == p.operators[i].name);
+    CHECK(m[i]["operator"] == w.operators[i].name);
     CHECK(m[i]["parameters"] == w.operators[i].parameters());
   }
   struct Expect {
@@ -157,7 +157,7 @@ TEST_CASE("each kind of choice in FSDP2's words", "[torch]") {
       {"layers.2.attention", "node", false, true, 2, 0, false},
   };
   for (std::size_t i = 0; i < expect.size(); ++i) {
-    INFO(p.operators[i].name);
+    INFO(w.operators[i].name);
     CHECK(m[i]["path"] == expect[i].path);
     CHECK(m[i]["mesh"] == expect[i].mesh);
     CHECK(m[i]["reshard_after_forward"] == expect[i].reshard);
@@ -182,7 +182,7 @@ TEST_CASE("each kind of choice in FSDP2's words", "[torch]") {
 TEST_CASE("the notes name only what the plan has", "[torch]") {
   costmodel::Plan p = sample_plan();  // a split operator and a two-level one: both notes
   CHECK(export_fsdp2(p, "p.json", default_name_mapping())["notes"].size() == 2);
-  for (auto& op : p.operators) op.choice = {false, 1, 1, false};  // all ZDP over the world
+  for (auto& choice : p.choices) choice = {false, 1, 1, false};  // all ZDP over the world
   CHECK(export_fsdp2(p, "p.json", default_name_mapping())["notes"].empty());
 }
 

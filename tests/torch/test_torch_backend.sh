@@ -26,7 +26,7 @@ cat >tiny.json <<'JSON'
 JSON
 run p1 "$OSDP" plan --model tiny.json --cluster cpu-2 --strategy fsdp --batch 2 --out fsdp.json
 run p2 "$OSDP" plan --model tiny.json --cluster cpu-2 --strategy ddp --batch 2 --out ddp.json
-run p3 "$OSDP" plan --model tiny.json --cluster cpu-2 --split-max 4 --memory 10MiB --out exact.json
+run p3 "$OSDP" plan --model tiny.json --cluster cpu-2 --split-max 4 --memory 10MiB --data-parallel --out exact.json
 expect_rc "three plans of tiny-4x128" p3 0
 jcheck "the exact plan splits one operator and checkpoints one" exact.json '
 assert any(o["split"] > 1 for o in j["operators"]) and any(o["checkpoint"] for o in j["operators"]), j["operators"]'
@@ -119,6 +119,6 @@ assert p["backend"] == "torch (gloo)" and p["backend_version"].startswith("torch
 assert j["compute"]["fp32_flops"] > 0'
 if [[ -s cal/torch.measurements.csv ]] && grep -q "^all-gather," cal/torch.measurements.csv; then
   ok "the raw points beside it"; else not_ok "the raw points beside it" "$(ls cal)"; fi
-run plan "$OSDP" plan --model val-nd-8x256 --cluster cpu-2 --calibration cal/torch.json
+run plan "$OSDP" plan --model val-nd-8x256 --cluster cpu-2 --data-parallel --calibration cal/torch.json
 expect_rc "osdp plan --calibration with the torch calibration" plan 0
 finish

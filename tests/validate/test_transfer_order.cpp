@@ -1,5 +1,5 @@
 // The order of a pipeline's transfers under NCCL's rules, without a GPU: does every stage program
-// (sim::stage_program, which the hybrid executor follows) finish when the sends and receives are
+// (sim::stage_program, which the schedule and so the executor follow) finish when the sends and receives are
 // placed as the nccl backend places them (validate/cuda/nccl_backend.hpp)?
 //
 // The model is the strictest reading of NCCL's point to point:
@@ -26,8 +26,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "costmodel/hybrid.hpp"
-#include "sim/pipeline.hpp"
+#include "costmodel/plan.hpp"
+#include "sim/schedule.hpp"
 
 namespace {
 

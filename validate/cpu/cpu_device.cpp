@@ -268,10 +268,8 @@ void CpuDevice::gather_columns(Stream& /*s*/, const float* table, std::int64_t v
   // reads it, instead of `cols` rows touched per token.
   for (std::int64_t c = 0; c < cols; ++c) {
     const float* row = table + (c0 + c) * vocab;
-    for (std::int64_t r = 0; r < n_rows; ++r) {
-      assert(tokens[r] >= 0 && tokens[r] < vocab);
-      y[r * ldy + c] += row[tokens[r]];
-    }
+    for (std::int64_t r = 0; r < n_rows; ++r)
+      if (tokens[r] >= 0 && tokens[r] < vocab) y[r * ldy + c] += row[tokens[r]];
   }
 }
 
@@ -281,10 +279,8 @@ void CpuDevice::scatter_add_columns(Stream& /*s*/, const float* dy, std::int64_t
   assert(ldy >= cols);
   for (std::int64_t c = 0; c < cols; ++c) {  // row by row of the table, as gather_columns
     float* row = dtable + (c0 + c) * vocab;
-    for (std::int64_t r = 0; r < n_rows; ++r) {
-      assert(tokens[r] >= 0 && tokens[r] < vocab);
-      row[tokens[r]] += dy[r * ldy + c];
-    }
+    for (std::int64_t r = 0; r < n_rows; ++r)
+      if (tokens[r] >= 0 && tokens[r] < vocab) row[tokens[r]] += dy[r * ldy + c];
   }
 }
 
@@ -293,8 +289,7 @@ void CpuDevice::mse_onehot(Stream& /*s*/, float* logits, std::int64_t rows, std:
   double loss = 0.0;  // rows summed in double; each row's sum of squares by Eigen in float
   for (std::int64_t r = 0; r < rows; ++r) {
     ArrayMap row(logits + r * vocab, vocab);
-    assert(targets[r] >= 0 && targets[r] < vocab);
-    row(targets[r]) -= 1.0f;
+    if (targets[r] >= 0 && targets[r] < vocab) row(targets[r]) -= 1.0f;
     loss += static_cast<double>(row.matrix().squaredNorm());
     row *= scale;
   }

@@ -75,7 +75,8 @@ __global__ void gather_columns_kernel(const float* table, std::int64_t vocab, st
   const auto total = static_cast<std::size_t>(n_rows * cols);
   for (std::size_t idx = first_index(); idx < total; idx += grid_stride()) {
     const auto r = static_cast<std::int64_t>(idx) / cols, c = static_cast<std::int64_t>(idx) % cols;
-    y[r * ldy + c] += table[(c0 + c) * vocab + tokens[r]];
+    const std::int32_t token = tokens[r];
+    if (token >= 0 && token < vocab) y[r * ldy + c] += table[(c0 + c) * vocab + token];
   }
 }
 
@@ -85,7 +86,8 @@ __global__ void scatter_add_columns_kernel(const float* dy, std::int64_t ldy, co
   const auto total = static_cast<std::size_t>(n_rows * cols);
   for (std::size_t idx = first_index(); idx < total; idx += grid_stride()) {
     const auto r = static_cast<std::int64_t>(idx) / cols, c = static_cast<std::int64_t>(idx) % cols;
-    atomicAdd(dtable + (c0 + c) * vocab + tokens[r], dy[r * ldy + c]);
+    const std::int32_t token = tokens[r];
+    if (token >= 0 && token < vocab) atomicAdd(dtable + (c0 + c) * vocab + token, dy[r * ldy + c]);
   }
 }
 

@@ -145,16 +145,18 @@ class Device {
   // dv[t] += sum_i dout[i][(offset + t) % period] (the gradient of add_folded).
   virtual void sum_folded(Stream& s, const float* dout, std::size_t period, std::size_t samples,
                           std::size_t offset, float* dv, std::size_t len) = 0;
-  // y[r][c] += table[(c0 + c)][tokens[r]] for c < cols (table is rows x vocab, y is n_rows x ldy).
+  // y[r][c] += table[(c0 + c)][tokens[r]] for c < cols (table is rows x vocab, y is n_rows x ldy); a
+  // token outside 0 .. vocab - 1 is skipped (another rank's part of a vocabulary-parallel table).
   virtual void gather_columns(Stream& s, const float* table, std::int64_t vocab, std::int64_t c0,
                               std::int64_t cols, const std::int32_t* tokens, std::int64_t n_rows, float* y,
                               std::int64_t ldy) = 0;
-  // dtable[(c0 + c)][tokens[r]] += dy[r][c] (the gradient of gather_columns).
+  // dtable[(c0 + c)][tokens[r]] += dy[r][c] (the gradient of gather_columns; the same tokens skipped).
   virtual void scatter_add_columns(Stream& s, const float* dy, std::int64_t ldy, const std::int32_t* tokens,
                                    std::int64_t n_rows, std::int64_t c0, std::int64_t cols, float* dtable,
                                    std::int64_t vocab) = 0;
   // Squared-error loss against one-hot targets: loss_out[0] += sum (logits - onehot)^2 * scale / 2,
-  // then logits = (logits - onehot) * scale (the gradient).
+  // then logits = (logits - onehot) * scale (the gradient). A target outside 0 .. vocab - 1 has no one
+  // in the row (its column is another rank's, in a vocabulary-parallel head).
   virtual void mse_onehot(Stream& s, float* logits, std::int64_t rows, std::int64_t vocab,
                           const std::int32_t* targets, float scale, float* loss_out) = 0;
   virtual void adam(Stream& s, float* w, const float* g, float* m, float* v, std::size_t n,

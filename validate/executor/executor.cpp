@@ -1,5 +1,6 @@
-// Running the executor's step (executor.hpp; executor_setup.cpp sets it up): the tasks in issue order
-// on their streams, the collectives, the operators' arithmetic, the optimizer and the logical views.
+// Running the executor's step (executor.hpp; executor_setup.cpp sets it up): the rank's tasks in issue
+// order on their streams, the collectives and transfers, the operators' arithmetic, the optimizer and
+// the logical views.
 #include "validate/executor/executor.hpp"
 
 #include <string>
@@ -16,6 +17,7 @@ namespace osdp::validate {
 using costmodel::Operator;
 using costmodel::OperatorKind;
 using sim::BufferRole;
+using sim::Payload;
 using sim::TaskKind;
 using I = std::int64_t;
 
@@ -31,6 +33,15 @@ float* Executor::buffer(int id) const {
   return id < 0 ? nullptr : mem_[static_cast<std::size_t>(id)];
 }
 
+MathShape Executor::shape(int t) const {
+  MathShape m;
+  m.batch = I{sched_.batch} * t;
+  m.seq = w_.seq;
+  m.vocab = plan_.model.vocab;
+  m.math = opt_.gemm_math;
+  return m;
+}
+
 StepStats Executor::step() {
   ++steps_;
   Stream& cs = dev_.compute_stream();
@@ -42,16 +53,19 @@ StepStats Executor::step() {
   const double t0 = dev_.now_s();
   // Per-task times come from events on the tasks' streams (on a GPU the host only launches).
   const bool timed = opt_.record_tasks;
+  const int first = first_task();
+  const std::size_t count = launches_.size();
   const EventPtr start = timed ? cs.record() : nullptr;
-  std::vector<EventPtr> done(sched_.tasks.size()), began(timed ? sched_.tasks.size() : 0);
+  std::vector<EventPtr> done(count), began(timed ? count : 0);
   for (const Launch& l : launches_) {
-    const auto t = static_cast<std::size_t>(l.task);
+    const auto t = static_cast<std::size_t>(l.task - first);
     Stream& st = l.stream == 1 ? ms : cs;
-    for (const int d : l.waits) st.wait(done[static_cast<std::size_t>(d)]);
+    for (const int d : l.waits) st.wait(done[static_cast<std::size_t>(d - first)]);
     if (timed) began[t] = st.record();
-    st.enqueue([this, t] { run_task(static_cast<int>(t)); });
+    st.enqueue([this, task = l.task] { run_task(task); });
     if (l.record || timed) done[t] = st.record();
   }
+  cs.enqueue([this] { comm_.flush_sends(dev_.compute_stream(), "the end of a step"); });
   cs.synchronize();
   ms.synchronize();
   StepStats r;
@@ -63,8 +77,8 @@ StepStats Executor::step() {
   r.device_free_bytes = m.device_free;
   r.device_total_bytes = m.device_total;
   if (timed) {
-    r.tasks.resize(sched_.tasks.size());
-    for (std::size_t t = 0; t < r.tasks.size(); ++t) {
+    r.tasks.resize(count);
+    for (std::size_t t = 0; t < count; ++t) {
       done[t]->synchronize();
       r.tasks[t] = TaskTiming{began[t]->seconds_since(*start), done[t]->seconds_since(*start)};
     }
@@ -79,8 +93,8 @@ StepStats Executor::step() {
 void Executor::run_task(int t) {
   const sim::Task& task = sched_.tasks[static_cast<std::size_t>(t)];
   for (const int b : task.allocs) {
-    mem_[static_cast<std::size_t>(b)] = dev_.allocate(alloc_bytes_[static_cast<std::size_t>(b)],
-                                                      sched_.buffers[static_cast<std::size_t>(b)].name);
+    mem_[static_cast<std::size_t>(b)] =
+        dev_.allocate(alloc_bytes_[static_cast<std::size_t>(b)], sched_.buffers[static_cast<std::size_t>(b)].name);
     // A tied gradient collects the head's and the lookup's contributions: it starts at zero.
     if (sched_.buffers[static_cast<std::size_t>(b)].role == BufferRole::kTiedGradient)
       dev_.fill(dev_.compute_stream(), mem_[static_cast<std::size_t>(b)],
@@ -88,6 +102,8 @@ void Executor::run_task(int t) {
   }
   if (task.kind == TaskKind::kOptimizer)
     run_optimizer();
+  else if (task.kind == TaskKind::kSend || task.kind == TaskKind::kRecv)
+    run_transfer(t);
   else if (sim::is_collective(task.kind))
     run_collective(t);
   else
@@ -98,105 +114,193 @@ void Executor::run_task(int t) {
   }
 }
 
+// Carried rows of `from` samples per rank's group down to the rank's own part at degree `to` (each
+// of the from / to groups of degree `to` within the one of degree `from` holds its b0 to samples).
+void Executor::take_own(int carry, int from, int to, I width) {
+  if (from == to) return;
+  if (from < to)
+    throw Error(fmt::format("executor: activations at TP degree {} where {} is needed: no re-layout gathered them",
+                            from, to));
+  Stream& s = dev_.compute_stream();
+  const I part = shape(to).rows() * width;
+  const I own = (local_ % from) / to;
+  float*& x = carry_[static_cast<std::size_t>(carry)];
+  dev_.copy(s, x + own * part, carry_[3], static_cast<std::size_t>(part));
+  std::swap(x, carry_[3]);
+}
+
+void Executor::run_transfer(int t) {
+  const sim::Task& task = sched_.tasks[static_cast<std::size_t>(t)];
+  Stream& s = dev_.compute_stream();
+  const bool activations = task.payload == Payload::kActivations;
+  const int carry = activations ? 0 : 1;
+  int& degree = activations ? forward_t_ : backward_t_;
+  const I rows = shape(1).rows();
+  const I width = static_cast<I>(task.bytes / sizeof(float)) / rows;
+  const int peer = comm_.rank() + task.peer * per_stage_;
+  const int tag = 2 * task.micro_batch + (activations ? 0 : 1);
+  const std::string what =
+      fmt::format("{} micro-batch {}'s {}", task.kind == TaskKind::kSend ? "sending" : "receiving", task.micro_batch,
+                  activations ? "activations" : "gradient");
+  if (task.kind == TaskKind::kSend) {
+    take_own(carry, degree, 1, width);
+    degree = 1;
+    comm_.send(s, carry_[static_cast<std::size_t>(carry)], static_cast<std::size_t>(rows * width), peer, tag, what);
+  } else {
+    comm_.recv(s, carry_[static_cast<std::size_t>(carry)], static_cast<std::size_t>(rows * width), peer, tag, what);
+    degree = 1;
+  }
+}
+
 void Executor::run_collective(int t) {
   const sim::Task& task = sched_.tasks[static_cast<std::size_t>(t)];
-  const TaskPlan& p = tasks_[static_cast<std::size_t>(t)];
+  const TaskPlan& p = tasks_[static_cast<std::size_t>(t - first_task())];
   const std::size_t u = static_cast<std::size_t>(task.op);
-  const OperatorLayout& L = layout_[u];
-  const I c = L.slices * L.shard_elems;
-  float* st = buffer(states_[u]);
-  Stream& s = dev_.comm_stream();
-  const std::string what =
-      fmt::format("{} of {} slice {} (task {})", costmodel::name_of(sim::collective_of(task.kind)),
-                  w_.operators[u].name, task.slice, task.name);
-  // REPLICATE all-reduces its whole gradient; a sharded slice's collectives move its shards.
-  if (task.kind == TaskKind::kAllReduce && task.level == costmodel::RingLevel::kWorld) {
-    comm_.all_reduce(s, st + c, static_cast<std::size_t>(c), what);
+  const OpRun& o = ops_[u];
+  const Operator& op = w_.operators[u];
+  const bool compute_stream = task.stream == sim::Stream::kCompute;
+  Stream& s = compute_stream ? dev_.compute_stream() : dev_.comm_stream();
+  const std::string what = fmt::format("{} of {} slice {} (task {})", costmodel::name_of(sim::collective_of(task.kind)),
+                                       op.name, task.slice, task.name);
+  if (task.payload == Payload::kActivations || task.payload == Payload::kActivationGradients) {
+    const bool forward = task.payload == Payload::kActivations;
+    float*& x = carry_[forward ? 0 : 1];
+    int& degree = forward ? forward_t_ : backward_t_;
+    Communicator& g = group(task.group);
+    if (task.kind == TaskKind::kAllReduce) {  // the TP group's partial sums (whole samples at its degree)
+      const I width = forward ? I{op.hidden} : width_in(op, task.site == 1 ? 1 : 0);
+      g.all_reduce(s, x, static_cast<std::size_t>(shape(o.t).rows() * width), what);
+      return;
+    }
+    // A re-layout: from degree lo to hi = lo x the group's ranks, each its lo group's samples.
+    const int lo = task.group.stride, hi = lo * task.group.size;
+    const I width = static_cast<I>(task.bytes / sizeof(float)) / shape(hi).rows();
+    take_own(forward ? 0 : 1, degree, lo, width);
+    g.all_gather(s, x, carry_[3], static_cast<std::size_t>(shape(lo).rows() * width), what);
+    std::swap(x, carry_[3]);
+    degree = hi;
     return;
   }
+  const OperatorLayout& L = o.layout;
+  const I c = o.c();
+  float* st = buffer(states_[u]);
+  // REPLICATE all-reduces its whole gradient; a sharded slice's collectives move its shards.
+  if (task.kind == TaskKind::kAllReduce && task.level == costmodel::RingLevel::kWorld) {
+    o.dp->all_reduce(s, st + c, static_cast<std::size_t>(c), what);
+    return;
+  }
+  const int j = task.slice;
   float* const grad = p.grad >= 0 ? buffer(p.grad) + p.grad_offset : nullptr;
-  shards_.collective(s, task.kind, task.level, sharding_[u], st + task.slice * L.shard_elems,
-                     buffer(p.weights), grad, st + c + task.slice * L.shard_elems,
-                     static_cast<std::size_t>(L.shard_elems), what);
+  o.shards->collective(s, task.kind, task.level, o.sharding, st + j * L.shard_elems, buffer(p.weights), grad,
+                       st + c + j * L.shard_elems, static_cast<std::size_t>(L.shard_elems), what);
 }
 
 void Executor::run_compute(int t) {
   const sim::Task& task = sched_.tasks[static_cast<std::size_t>(t)];
-  const TaskPlan& p = tasks_[static_cast<std::size_t>(t)];
+  const TaskPlan& p = tasks_[static_cast<std::size_t>(t - first_task())];
   const std::size_t u = static_cast<std::size_t>(task.op);
   const Operator& op = w_.operators[u];
-  const OperatorLayout& L = layout_[u];
-  const bool replicate = plan_.operators[u].choice.replicate;
+  const OpRun& o = ops_[u];
+  const OperatorLayout& L = o.layout;
+  const bool replicate = plan_.choices[u].replicate;
+  const MathShape shape_t = shape(o.t);
   Device& d = dev_;
   Stream& s = dev_.compute_stream();
-  const I rows = shape_.rows(), h = op.hidden;
+  const I rows = shape_t.rows(), h = op.hidden;
+  const bool head = op.kind == OperatorKind::kHead || (op.kind == OperatorKind::kEmbedding && task.site == 1);
+  const bool lookup = op.kind == OperatorKind::kEmbedding && task.site == 0;
+  const bool forward = task.kind == TaskKind::kForward || task.kind == TaskKind::kRecompute;
+  const int slice = o.first_slice + task.slice;
+  // The carried activations (forward) and gradient (backward) at this operator's degree.
+  if (p.first && task.kind == TaskKind::kForward) {
+    if (!lookup) take_own(0, forward_t_, o.t, width_in(op, task.site));
+    forward_t_ = o.t;
+  }
+  if (p.first && !forward && !head) {
+    take_own(1, backward_t_, o.t, h);
+    backward_t_ = o.t;
+  }
   SliceArgs a;
   a.op = &op;
   a.layout = &L;
-  a.slice = task.slice;
+  a.slice = slice;
+  a.internal = task.slice;
   a.site = task.site;
   float* states = buffer(states_[u]);
   a.weights = replicate ? states : buffer(p.weights);
   a.x = buffer(p.act);
-  const I in = input_floats(op, shape_);
+  const I in = input_floats(op, shape_t);
   a.internals = p.internals >= 0 ? buffer(p.internals) : (a.x == nullptr ? nullptr : a.x + in);
   a.y = carry_[0];
   a.dy = carry_[1];
   a.dx = carry_[2];
   a.workspace = buffer(p.workspace);
-  a.tokens = reinterpret_cast<const std::int32_t*>(tokens_);
+  const auto tokens = tokens_.find({task.micro_batch, static_cast<int>(u)});
+  a.tokens = tokens == tokens_.end() ? nullptr : reinterpret_cast<const std::int32_t*>(tokens->second);
   // Elementwise kernels pass over the operator's activations (the carried activation when it has none).
   const I act_floats =
       p.act >= 0 ? static_cast<I>(alloc_bytes_[static_cast<std::size_t>(p.act)] / sizeof(float)) : 0;
   a.touch = act_floats > 0 ? buffer(p.act) : carry_[0];
   a.touch_floats = act_floats > 0 ? act_floats : rows * h;
-  const bool head = op.kind == OperatorKind::kHead || (op.kind == OperatorKind::kEmbedding && task.site == 1);
-  const I vocab = shape_.vocab;
+  const I vocab = vocab_width(L, slice, shape_t);
 
-  if (task.kind == TaskKind::kForward || task.kind == TaskKind::kRecompute) {
+  if (forward) {
     if (p.first) {
       const bool recompute = task.kind == TaskKind::kRecompute;
       if (head) {
         d.copy(s, carry_[0], a.x, static_cast<std::size_t>(rows * h));
         d.fill(s, a.internals, static_cast<std::size_t>(rows * vocab), 0.0f);
-      } else if (op.kind == OperatorKind::kEmbedding) {
+      } else if (lookup) {
         d.fill(s, carry_[0], static_cast<std::size_t>(rows * h), 0.0f);
       } else if (residual(op)) {
+        // The input is added once: on TP index 0 (the TP all-reduce sums the ranks' partial outputs).
         if (recompute)
           d.copy(s, a.x, carry_[0], static_cast<std::size_t>(rows * h));
         else
           d.copy(s, carry_[0], a.x, static_cast<std::size_t>(rows * h));
+        if (o.tp_index != 0) d.fill(s, carry_[0], static_cast<std::size_t>(rows * h), 0.0f);
       } else {  // projection
         d.copy(s, carry_[0], a.x, static_cast<std::size_t>(rows * width_in(op, 0)));
         d.fill(s, carry_[0], static_cast<std::size_t>(rows * h), 0.0f);
       }
     }
-    forward_slice(d, s, shape_, a);
+    forward_slice(d, s, shape_t, a);
     if (p.last && head && task.kind == TaskKind::kForward) {
-      const I tokens = opt_.loss_tokens > 0 ? opt_.loss_tokens : I{world_} * rows;
-      d.mse_onehot(s, a.internals, rows, vocab, reinterpret_cast<const std::int32_t*>(targets_),
-                   1.0f / static_cast<float>(tokens), loss_);
+      const I tokens_total = opt_.loss_tokens > 0 ? opt_.loss_tokens
+                                                  : I{plan_.global_batch(world_)} * w_.seq;
+      const auto targets = targets_.at({task.micro_batch, static_cast<int>(u)});
+      d.mse_onehot(s, a.internals, rows, vocab, reinterpret_cast<const std::int32_t*>(targets),
+                   1.0f / static_cast<float>(tokens_total), loss_);
     }
     return;
   }
   // Backward.
-  a.grads = replicate ? states + L.slices * L.shard_elems : buffer(p.grad) + p.grad_offset;
-  const SliceLayout& sl = L.slice[static_cast<std::size_t>(task.slice)];
-  const bool tied = op.tied_gradient;
-  // GEMMs overwrite their weight blocks; the vector chunk and a lookup table's block accumulate.
+  a.grads = replicate ? states + o.c() : buffer(p.grad) + p.grad_offset;
+  a.accumulate = p.accumulate;
+  const SliceLayout& sl = L.slice[static_cast<std::size_t>(slice)];
+  // GEMMs overwrite their weight blocks (or add to them, a later micro-batch); the vector chunk and a
+  // lookup table's block add: zero them first.
   const I from = op.kind == OperatorKind::kEmbedding ? 0 : sl.vector_offset;
-  if (!tied || (replicate && task.site == 1 && p.first))
-    d.fill(s, a.grads + from, static_cast<std::size_t>(L.padded_elems - from), 0.0f);
-  if (p.first && residual(op)) d.copy(s, carry_[1], carry_[2], static_cast<std::size_t>(rows * h));
-  backward_slice(d, s, shape_, a);
-  if (p.last && !(op.kind == OperatorKind::kEmbedding && task.site == 0)) std::swap(carry_[1], carry_[2]);
+  if (p.zero_grad) d.fill(s, a.grads + from, static_cast<std::size_t>(L.padded_elems - from), 0.0f);
+  if (p.first && residual(op)) {
+    if (o.tp_index == 0)
+      d.copy(s, carry_[1], carry_[2], static_cast<std::size_t>(rows * h));
+    else
+      d.fill(s, carry_[2], static_cast<std::size_t>(rows * h), 0.0f);
+  }
+  backward_slice(d, s, shape_t, a);
+  if (p.last && !lookup) {
+    std::swap(carry_[1], carry_[2]);
+    backward_t_ = o.t;
+  }
 }
 
 void Executor::run_optimizer() {
   AdamParams ap = opt_.adam;
   ap.step = steps_;
   for (std::size_t u = 0; u < w_.operators.size(); ++u) {
-    const I c = layout_[u].slices * layout_[u].shard_elems;
+    if (!ops_[u].here) continue;
+    const I c = ops_[u].c();
     float* st = buffer(states_[u]);
     float* ad = buffer(adam_[u]);
     dev_.adam(dev_.compute_stream(), st, st + c, ad, ad + c, static_cast<std::size_t>(c), ap);
@@ -210,25 +314,37 @@ std::vector<float> Executor::logical_gradients(int u) {
   return logical(u, true);
 }
 
+// Every rank holding the operator gathers its slices over its data-parallel group; the first rank of
+// that group writes them into the logical order, and a sum over the job puts them together (every
+// element written by one rank).
 std::vector<float> Executor::logical(int u, bool gradient) {
   const std::size_t uu = static_cast<std::size_t>(u);
-  const OperatorLayout& L = layout_[uu];
-  const I c = L.slices * L.shard_elems;
-  float* src = buffer(states_[uu]) + (gradient ? c : 0);
-  float* full = dev_.allocate(floats_bytes(L.padded_elems * L.slices), "executor logical copy");
+  const Operator& op = w_.operators.at(uu);
+  const OpRun& o = ops_[uu];
+  std::vector<float> logical(static_cast<std::size_t>(op.parameters()), 0.0f);
   Stream& s = dev_.compute_stream();
-  std::vector<float> host(static_cast<std::size_t>(L.padded_elems * L.slices));
+  float* sum = dev_.allocate(floats_bytes(op.parameters()), "executor logical sum");
   s.enqueue([&] {
-    for (int j = 0; j < L.slices; ++j)
-      shards_.gather(dev_, s, sharding_[uu], src + j * L.shard_elems, full + j * L.padded_elems,
-                     static_cast<std::size_t>(L.shard_elems), "collecting weights for a check");
-    dev_.download(s, full, host.data(), host.size());
+    if (o.here) {
+      const OperatorLayout& L = o.layout;
+      float* src = buffer(states_[uu]) + (gradient ? o.c() : 0);
+      float* full = dev_.allocate(floats_bytes(L.padded_elems * o.n), "executor logical copy");
+      std::vector<float> host(static_cast<std::size_t>(L.padded_elems * o.n));
+      for (int j = 0; j < o.n; ++j)
+        o.shards->gather(dev_, s, o.sharding, src + j * L.shard_elems, full + j * L.padded_elems,
+                         static_cast<std::size_t>(L.shard_elems), "collecting weights for a check");
+      dev_.download(s, full, host.data(), host.size());
+      dev_.deallocate(full);
+      if (o.dp->rank() == 0)
+        for (int j = 0; j < o.n; ++j)
+          slice_to_logical(op, L, o.first_slice + j, host.data() + j * L.padded_elems, logical);
+    }
+    dev_.upload(s, logical.data(), sum, logical.size());
+    comm_.all_reduce(s, sum, logical.size(), "collecting weights for a check");
+    dev_.download(s, sum, logical.data(), logical.size());
   });
   s.synchronize();
-  dev_.deallocate(full);
-  std::vector<float> logical;
-  for (int j = 0; j < L.slices; ++j)
-    slice_to_logical(w_.operators[uu], L, j, host.data() + j * L.padded_elems, logical);
+  dev_.deallocate(sum);
   return logical;
 }
 

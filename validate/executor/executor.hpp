@@ -1,22 +1,37 @@
-// The executor (DESIGN.md section 7): runs a plan's schedule for real on a backend. Every task of
-// the schedule is enqueued in issue order on its stream (compute or comm) after waiting for the
-// events of its dependencies on the other stream; a task allocates its buffers when it starts and
-// frees them when it ends, exactly as the simulator replays it. Compute tasks run the operator
-// arithmetic of validate/numerics.hpp on the slice's weights; collectives move the real shards;
-// the optimizer step runs Adam on each rank's shards.
+// The executor (DESIGN.md section 7): runs a plan's schedule for real on a backend. A rank runs its
+// pipeline stage's tasks (sim/schedule.hpp): each in issue order on its stream (compute or comm; sends
+// go on the compute stream and do not wait for their receiver) after waiting for the events of its
+// dependencies on the other stream; a task allocates its buffers when it starts and frees them when it
+// ends, exactly as the simulator replays it. Compute tasks run the operator arithmetic of
+// validate/numerics.hpp on the slice's weights; collectives move the real shards, activations and
+// gradients; the optimizer step runs Adam on each rank's shards.
 //
-// Node groups and two-level collectives (a schedule's collectives on the intra-node or inter-node
-// ring) run on the communicator's rings of the schedule's nodes, the shards laid out as
-// node_shards.hpp says. Every collective sums; the loss is scaled by the tokens of the whole job, so
-// each sum is the mean gradient (never nodes times it).
+// Groups. A collective runs on its group's communicator (a split of the job's, made for every group
+// shape of the schedule on every rank at start). An operator at TP degree t runs its TP slice's n
+// split slices (numerics.hpp); its data-parallel collectives run on its data-parallel group of
+// N_s / t ranks, whose rings within a node and across nodes (node groups and two-level collectives)
+// lay the shards out as node_shards.hpp says. Every collective sums; the loss is scaled by the tokens
+// of the global batch, so each sum is the mean gradient (never nodes times it).
 //
-// Memory: the schedule's resident buffers (shards, Adam states) are allocated once; the executor's
-// own baseline (the activation and gradient carried between operators, tokens, the loss) is
-// allocated beside them and reported, so that measured peak - baseline is what the simulator
-// predicts (less the cluster's reserve).
+// Data. Micro-batch k of local rank i of a stage of N_s ranks holds the global samples
+// k b0 N_s + i b0 .. + b0 - 1 (the t = 1 layout); a unit of degree t runs its TP group's b0 t samples
+// on each of its ranks. The TP all-reduces sum the partial outputs (a residual adds its input on TP
+// index 0 only; a vocabulary-parallel head's ranks each add their columns' loss); a re-layout
+// all-gathers the larger degree's samples (the schedule's task) or takes the rank's own part of them
+// (a local copy, where the schedule has no task); a stage sends its output and receives its input in
+// the t = 1 layout. Gradients accumulate over the micro-batches and are reduced after the last.
+//
+// Memory: the schedule's resident buffers (shards, Adam states) of the rank's stage are allocated
+// once; the executor's own baseline (the activations and gradients carried between operators, the
+// tokens, the loss) is allocated beside them and reported, so that measured peak - baseline is what
+// the simulator predicts (less the cluster's reserve).
+//
+// Not run: a tied embedding split over pipeline stages (its copy as the LM head of the last stage) and
+// mixed precision (the arithmetic is fp32); both are refused.
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,9 +48,10 @@ namespace osdp::validate {
 
 struct ExecutorOptions {
   AdamParams adam;
-  // Samples of this rank are the global samples rank * batch .. + batch - 1 unless set (>= 0).
+  // Unless set (>= 0), micro-batch k of local rank i at TP degree t runs the global samples
+  // k b0 N_s + (i - i mod t) b0 ..; set, the rank's samples start there (+ k b0 N_s).
   std::int64_t sample_offset = -1;
-  // Tokens the loss is averaged over (all ranks); 0: world * batch * seq.
+  // Tokens the loss is averaged over (all ranks); 0: the global batch's.
   std::int64_t loss_tokens = 0;
   bool record_tasks = false;  // keep each task's start and end (StepStats::tasks)
   // bf16: GEMMs on bf16-rounded operands with fp32 sums (tensor cores); weights, activations and
@@ -54,11 +70,13 @@ struct StepStats {
   std::size_t baseline_bytes = 0;  // the executor's own buffers (not in the schedule)
   std::size_t padding_bytes = 0;   // allocated beyond the schedule's sizes to give equal shards
   std::size_t device_free_bytes = 0, device_total_bytes = 0;  // the driver's view at the end (GPUs; else 0)
-  std::vector<TaskTiming> tasks;  // with ExecutorOptions::record_tasks, per schedule task
+  std::vector<TaskTiming> tasks;  // with ExecutorOptions::record_tasks, per task of the rank's stage
 };
 
 class Executor {
  public:
+  // Collective over `comm` (it makes the groups' communicators). `workload` is lower(plan.model,
+  // plan.pp) and `schedule` the plan's.
   Executor(Device& dev, Communicator& comm, const costmodel::Workload& workload, const costmodel::Plan& plan,
            const sim::Schedule& schedule, ExecutorOptions options = {});
   ~Executor();
@@ -67,21 +85,35 @@ class Executor {
 
   StepStats step();
 
-  // Collective: operator u's weights (or the gradient of the last step) in the IR's logical order
-  // (its weights one after another, row-major), on every rank.
+  // Collective over the job: operator u's weights (or its reduced gradient of the last step) in the
+  // IR's logical order (its weights one after another, row-major), on every rank.
   std::vector<float> logical_weights(int u);
   std::vector<float> logical_gradients(int u);
 
+  int stage() const { return stage_; }
+  // The rank's tasks: [first_task(), end_task()) of the schedule.
+  int first_task() const;
+  int end_task() const;
+
  private:
   struct TaskPlan;
+  struct OpRun;
+  void make_groups();
+  void setup_operators();
   void resolve();
   void allocate_resident();
+  void allocate_baseline();
   void run_task(int t);
   void run_compute(int t);
   void run_collective(int t);
+  void run_transfer(int t);
   void run_optimizer();
   float* buffer(int id) const;
   std::vector<float> logical(int u, bool gradient);
+  Communicator& group(const sim::Group& g) const;
+  // The rank's rows of `x` (b0 `from` samples of `width` floats each) at degree `to` < `from`.
+  void take_own(int carry, int from, int to, std::int64_t width);
+  MathShape shape(int t) const;
 
   Device& dev_;
   Communicator& comm_;
@@ -89,22 +121,23 @@ class Executor {
   const costmodel::Plan& plan_;
   const sim::Schedule& sched_;
   ExecutorOptions opt_;
-  MathShape shape_;
-  int world_;
-  std::vector<OperatorLayout> layout_;
-  NodeShards shards_;
-  std::vector<Sharding> sharding_;  // per operator
-  std::vector<TaskPlan> tasks_;
-  std::vector<float*> mem_;               // schedule buffer -> memory while allocated
-  std::vector<std::size_t> alloc_bytes_;  // schedule buffer -> bytes to allocate
-  std::vector<int> states_, adam_;        // operator -> resident buffer ids
-  std::vector<float*> carry_;             // forward activation, two backward gradients
-  float* tokens_ = nullptr;
-  float* targets_ = nullptr;
+  int world_, stage_ = 0, local_ = 0, per_stage_ = 1;
+  std::map<sim::Group, Communicator*> groups_;
+  std::vector<std::unique_ptr<NodeShards>> shards_;  // per data-parallel group shape in use
+  std::vector<OpRun> ops_;                           // per operator of the workload (its stage's set up)
+  std::vector<TaskPlan> tasks_;                      // per task of the rank's stage
+  std::vector<float*> mem_;                          // schedule buffer -> memory while allocated
+  std::vector<std::size_t> alloc_bytes_;             // schedule buffer -> bytes to allocate
+  std::vector<int> states_, adam_;                   // operator -> resident buffer ids
+  // Carried between operators: 0 the forward activation, 1 and 2 the backward's output gradient and
+  // input gradient, 3 scratch for re-layouts; their degrees (the samples they hold: b0 t).
+  std::vector<float*> carry_;
+  int forward_t_ = 1, backward_t_ = 1;
+  std::map<std::pair<int, int>, float*> tokens_, targets_;  // (micro-batch, operator) -> ids at its degree
   float* loss_ = nullptr;
   std::size_t baseline_bytes_ = 0, padding_bytes_ = 0;
   int steps_ = 0;
-  std::vector<Launch> launches_;  // the schedule's tasks as enqueued, with their waits
+  std::vector<Launch> launches_;  // the rank's tasks as enqueued, with their waits
 };
 
 }  // namespace osdp::validate

@@ -1,7 +1,9 @@
-// Setting up the executor's step (executor.hpp): the tasks' buffers resolved from the schedule, the
-// resident states and Adam moments allocated and initialised, the baseline buffers and the tokens.
+// Setting up the executor's step (executor.hpp): the groups' communicators, the operators of the
+// rank's stage at their TP degree, the tasks' buffers resolved from the schedule, the resident states
+// and Adam moments allocated and initialised, the baseline buffers and the tokens.
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -16,62 +18,33 @@
 namespace osdp::validate {
 
 using costmodel::Operator;
+using costmodel::OperatorKind;
 using sim::BufferRole;
 using sim::TaskKind;
 using I = std::int64_t;
 
-namespace {
-
-// Whether operator u has a collective on a node's ring or across nodes (the schedule decides: on one
-// node, or with one rank per node, node groups and two-level collectives are world ones).
-std::vector<bool> on_node_rings(const sim::Schedule& schedule, std::size_t ops) {
-  std::vector<bool> leveled(ops, false);
-  for (const auto& t : schedule.tasks)
-    if (t.op >= 0 && t.level != costmodel::RingLevel::kWorld) leveled[static_cast<std::size_t>(t.op)] = true;
-  return leveled;
-}
-
-bool any(const std::vector<bool>& v) {
-  return std::find(v.begin(), v.end(), true) != v.end();
-}
-
-}  // namespace
-
 Executor::Executor(Device& dev, Communicator& comm, const costmodel::Workload& workload,
                    const costmodel::Plan& plan, const sim::Schedule& schedule, ExecutorOptions options)
-    : dev_(dev),
-      comm_(comm),
-      w_(workload),
-      plan_(plan),
-      sched_(schedule),
-      opt_(options),
-      world_(comm.size()),
-      shards_(comm, schedule.nodes, schedule.per_node,
-              any(on_node_rings(schedule, workload.operators.size()))) {
+    : dev_(dev), comm_(comm), w_(workload), plan_(plan), sched_(schedule), opt_(options), world_(comm.size()) {
   if (workload.precision != costmodel::Precision::kFp32)
     throw UsageError(fmt::format("the {} backend computes in fp32; model {} is mixed precision",
                                  comm.backend(), workload.model_name));
+  if (workload.tied_copy)
+    throw UsageError(fmt::format(
+        "model {}: a tied embedding split over pipeline stages (its copy as the LM head of the last stage) is "
+        "not executed; run it untied or with one stage",
+        workload.model_name));
   if (schedule.world_size != world_)
     throw UsageError(fmt::format("the plan is for {} ranks, the job has {}", schedule.world_size, world_));
-  const std::size_t ops = workload.operators.size();
-  const std::vector<bool> leveled = on_node_rings(schedule, ops);
-  shape_.batch = plan.batch_size;
-  shape_.seq = workload.seq;
-  shape_.vocab = plan.model.vocab;
-  shape_.math = options.gemm_math;
-  for (std::size_t u = 0; u < ops; ++u) {
-    const auto& ch = plan.operators[u].choice;
-    const Sharding sh = ch.replicate    ? Sharding::kReplicated
-                        : !leveled[u]   ? Sharding::kWorld
-                        : ch.node_group ? Sharding::kNode
-                                        : Sharding::kTwoLevel;
-    sharding_.push_back(sh);
-    const int shards = shards_.shards(sh);
-    layout_.push_back(make_layout(w_.operators[u], ch.replicate ? 1 : ch.split, shards));
-  }
+  per_stage_ = schedule.stage_size();
+  stage_ = schedule.stage_of(comm.rank());
+  local_ = comm.rank() % per_stage_;
+  make_groups();
+  setup_operators();
   resolve();
   allocate_resident();
-  launches_ = launch_list(schedule, &dev.comm_stream() == &dev.compute_stream());
+  allocate_baseline();
+  launches_ = launch_list(schedule, first_task(), end_task(), &dev.comm_stream() == &dev.compute_stream());
 }
 
 Executor::~Executor() {
@@ -80,26 +53,109 @@ Executor::~Executor() {
     p = nullptr;
   }
   for (float* p : carry_) dev_.deallocate(p);
-  dev_.deallocate(tokens_);
-  dev_.deallocate(targets_);
-  dev_.deallocate(loss_);
+  for (auto* ids : {&tokens_, &targets_})
+    for (auto& [key, p] : *ids) dev_.deallocate(p);
+  if (loss_ != nullptr) dev_.deallocate(loss_);
 }
 
-// Which buffers each task reads and writes, found by walking the schedule in issue order: a buffer
-// is known by its role, operator and slice (sim::Buffer), never by its name.
+int Executor::first_task() const {
+  return sched_.first_task(stage_);
+}
+int Executor::end_task() const {
+  return sched_.end_task(stage_);
+}
+
+Communicator& Executor::group(const sim::Group& g) const {
+  return *groups_.at(g.resolved(world_));
+}
+
+// Every group shape of the schedule (all stages, so every rank splits alike) and every operator's TP
+// and data-parallel group: a communicator each, split from the job's in one order on every rank.
+void Executor::make_groups() {
+  std::set<sim::Group> shapes;
+  for (const sim::Task& t : sched_.tasks)
+    if (sim::is_collective(t.kind)) shapes.insert(t.group.resolved(world_));
+  for (const int t : sched_.op_tp) {
+    shapes.insert({t, 1});
+    shapes.insert({per_stage_ / t, t});
+  }
+  const int r = comm_.rank();
+  for (const sim::Group& g : shapes) {
+    if (g.size == world_) {
+      groups_[g] = &comm_;
+      continue;
+    }
+    groups_[g] = &comm_.split(g.first(r), g.index(r), fmt::format("making the groups of {} ranks {} apart", g.size,
+                                                                   g.stride));
+  }
+}
+
+void Executor::setup_operators() {
+  const std::size_t ops = w_.operators.size();
+  ops_.assign(ops, OpRun{});
+  // Whether an operator has a collective on its data-parallel group's node ring or across nodes (the
+  // schedule decides: on one node, or with one rank per node, node groups and two-level collectives
+  // are flat).
+  std::vector<bool> leveled(ops, false);
+  for (const auto& t : sched_.tasks)
+    if (t.op >= 0 && t.level != costmodel::RingLevel::kWorld) leveled[static_cast<std::size_t>(t.op)] = true;
+  const int G = sched_.per_node;
+  std::map<int, NodeShards*> by_degree;
+  const std::set<int> degrees(sched_.op_tp.begin(), sched_.op_tp.end());
+  // The data-parallel groups of the rank's stage, in one order on every rank of a group.
+  const std::vector<int> unit_of = w_.unit_of_operators();
+  for (const int t : degrees) {
+    bool rings = false, here = false;
+    for (std::size_t u = 0; u < ops; ++u) {
+      const bool mine = plan_.stage_of_unit(unit_of[u]) == stage_;
+      if (sched_.op_tp[u] != t || !mine) continue;
+      here = true;
+      rings = rings || leveled[u];
+    }
+    if (!here) continue;
+    const int d = per_stage_ / t;
+    const int nodes = per_stage_ <= G ? 1 : per_stage_ / G;
+    const int per_node = per_stage_ <= G ? d : G / t;
+    shards_.push_back(std::make_unique<NodeShards>(group({d, t}), nodes, per_node, rings));
+    by_degree[t] = shards_.back().get();
+  }
+  for (std::size_t u = 0; u < ops; ++u) {
+    OpRun& o = ops_[u];
+    o.here = plan_.stage_of_unit(unit_of[u]) == stage_;
+    if (!o.here) continue;
+    const auto& ch = plan_.choices[u];
+    o.t = sched_.op_tp[u];
+    o.tp_index = local_ % o.t;
+    o.n = ch.replicate ? 1 : ch.split;
+    o.first_slice = o.tp_index * o.n;
+    o.sharding = ch.replicate    ? Sharding::kReplicated
+                 : !leveled[u]   ? Sharding::kWorld
+                 : ch.node_group ? Sharding::kNode
+                                 : Sharding::kTwoLevel;
+    o.shards = by_degree.at(o.t);
+    o.dp = &group({per_stage_ / o.t, o.t});
+    o.tp = &group({o.t, 1});
+    o.layout = make_layout(w_.operators[u], o.t, o.n, o.shards->shards(o.sharding));
+  }
+}
+
+// Which buffers each task of the rank's stage reads and writes, found by walking them in issue order:
+// a buffer is known by its role, operator, slice and micro-batch (sim::Buffer), never by its name.
 void Executor::resolve() {
   const auto& tasks = sched_.tasks;
-  tasks_.assign(tasks.size(), TaskPlan{});
+  const int first = first_task(), end = end_task();
+  tasks_.assign(static_cast<std::size_t>(end - first), TaskPlan{});
   mem_.assign(sched_.buffers.size(), nullptr);
   alloc_bytes_.resize(sched_.buffers.size());
   for (std::size_t b = 0; b < sched_.buffers.size(); ++b)
     alloc_bytes_[b] = static_cast<std::size_t>(sched_.buffers[b].bytes);
-  const std::size_t ops = w_.operators.size();
-  std::vector<int> act(ops, -1), scratch(ops, -1), recomputed(ops, -1), workspace(ops, -1),
-      tied_grad(ops, -1);
-  std::map<std::pair<int, int>, std::vector<int>> live;  // (op, slice) -> gathered buffers alive
-  std::map<int, std::pair<int, int>> gathered_of;        // gathered buffer -> (op, slice)
-  std::map<std::tuple<int, int, int>, int> seen;         // (op, site, kind) -> tasks so far
+  using Key = std::pair<int, int>;  // (operator, micro-batch)
+  std::map<Key, int> act, scratch, recomputed, workspace;
+  std::map<int, int> tied_grad;
+  std::map<Key, std::vector<int>> live;      // (op, slice) -> gathered buffers alive
+  std::map<int, Key> gathered_of;            // gathered buffer -> (op, slice)
+  std::map<Key, int> live_grad;              // (op, slice) -> its gradient buffer
+  std::map<std::tuple<int, int, int, int>, int> seen;  // (op, site, kind, micro-batch) -> tasks so far
 
   // Activations must fit the IR's sizes (else the IR and the arithmetic disagree: an error);
   // weights and gradients may need a few elements more, padding slices to equal shards.
@@ -116,47 +172,53 @@ void Executor::resolve() {
     padding_bytes_ += bytes - alloc_bytes_[static_cast<std::size_t>(id)];
     alloc_bytes_[static_cast<std::size_t>(id)] = bytes;
   };
+  auto at = [](const std::map<Key, int>& m, Key k) {
+    const auto it = m.find(k);
+    return it == m.end() ? -1 : it->second;
+  };
 
-  for (std::size_t t = 0; t < tasks.size(); ++t) {
-    const sim::Task& task = tasks[t];
-    TaskPlan& p = tasks_[t];
+  for (int t = first; t < end; ++t) {
+    const sim::Task& task = tasks[static_cast<std::size_t>(t)];
+    TaskPlan& p = tasks_[static_cast<std::size_t>(t - first)];
     if (task.op < 0) continue;
     const int u = task.op;
     const Operator& op = w_.operators[static_cast<std::size_t>(u)];
-    const OperatorLayout& L = layout_[static_cast<std::size_t>(u)];
+    const OpRun& o = ops_[static_cast<std::size_t>(u)];
+    const OperatorLayout& L = o.layout;
+    const MathShape m = shape(o.t);
+    const int mb = task.micro_batch;
     for (const int b : task.allocs) {
       const sim::Buffer& buf = sched_.buffers[static_cast<std::size_t>(b)];
       if (buf.op != u)
-        throw Error(fmt::format("executor: task {} (operator {}) allocates {}, a buffer of operator {}",
-                                task.name, u, buf.name, buf.op));
+        throw Error(fmt::format("executor: task {} (operator {}) allocates {}, a buffer of operator {}", task.name, u,
+                                buf.name, buf.op));
       switch (buf.role) {
         case BufferRole::kActivations: {
-          act[static_cast<std::size_t>(u)] = b;
-          const bool ckpt =
-              plan_.operators[static_cast<std::size_t>(u)].choice.checkpoint && op.checkpointable;
-          need(b, input_floats(op, shape_) + (ckpt ? 0 : internal_floats(op, L.slices, shape_)),
-               "saved activations");
+          act[{u, mb}] = b;
+          const bool ckpt = plan_.choices[static_cast<std::size_t>(u)].checkpoint && op.checkpointable;
+          need(b, input_floats(op, m) + (ckpt ? 0 : internal_floats(op, L, m)), "saved activations");
           break;
         }
         case BufferRole::kForwardScratch:
-          scratch[static_cast<std::size_t>(u)] = b;
-          need(b, internal_floats(op, L.slices, shape_), "checkpointed forward");
+          scratch[{u, mb}] = b;
+          need(b, internal_floats(op, L, m), "checkpointed forward");
           break;
         case BufferRole::kRecomputed:
-          recomputed[static_cast<std::size_t>(u)] = b;
-          need(b, internal_floats(op, L.slices, shape_), "recomputed activations");
+          recomputed[{u, mb}] = b;
+          need(b, internal_floats(op, L, m), "recomputed activations");
           break;
         case BufferRole::kWorkspace:
           if (buf.site != 0) break;  // the LM head's: no kernel of a head's backward needs scratch
-          workspace[static_cast<std::size_t>(u)] = b;
-          need(b, workspace_floats(op, L.slices, shape_), "backward workspace");
+          workspace[{u, mb}] = b;
+          need(b, workspace_floats(op, L, m), "backward workspace");
           break;
         case BufferRole::kTiedGradient:
-          tied_grad[static_cast<std::size_t>(u)] = b;
-          pad_to(b, L.slices * L.padded_elems);
+          tied_grad[u] = b;
+          pad_to(b, o.n * L.padded_elems);
           break;
         case BufferRole::kGradient:
           p.grad = b;
+          live_grad[{u, buf.slice}] = b;
           pad_to(b, L.padded_elems);
           break;
         case BufferRole::kGatheredWeight:
@@ -170,47 +232,68 @@ void Executor::resolve() {
           throw Error(fmt::format("executor: task {} allocates {}, a resident buffer", task.name, buf.name));
       }
     }
-    const bool compute = task.stream == sim::Stream::kCompute;
-    if (compute) {
-      const int n = seen[{u, task.site, static_cast<int>(task.kind)}]++;
-      p.first = n == 0;
-      p.last = n == L.slices - 1;
-      p.act = act[static_cast<std::size_t>(u)];
-      if (task.kind == TaskKind::kRecompute) p.internals = recomputed[static_cast<std::size_t>(u)];
-      if (task.kind == TaskKind::kForward) p.internals = scratch[static_cast<std::size_t>(u)];
-      if (task.kind == TaskKind::kBackward) p.internals = recomputed[static_cast<std::size_t>(u)];
-      p.workspace = workspace[static_cast<std::size_t>(u)];
-      if (task.kind == TaskKind::kBackward && p.grad < 0 && tied_grad[static_cast<std::size_t>(u)] >= 0) {
-        p.grad = tied_grad[static_cast<std::size_t>(u)];
-        p.grad_offset = task.slice * L.padded_elems;
+    const bool kernel =
+        task.kind == TaskKind::kForward || task.kind == TaskKind::kRecompute || task.kind == TaskKind::kBackward;
+    const bool replicate = plan_.choices[static_cast<std::size_t>(u)].replicate;
+    if (kernel) {
+      const int k = seen[{u, task.site, static_cast<int>(task.kind), mb}]++;
+      p.first = k == 0;
+      p.last = k == L.local_slices() - 1;
+      p.act = at(act, {u, mb});
+      if (task.kind == TaskKind::kRecompute) p.internals = at(recomputed, {u, mb});
+      if (task.kind == TaskKind::kForward) p.internals = at(scratch, {u, mb});
+      if (task.kind == TaskKind::kBackward) p.internals = at(recomputed, {u, mb});
+      p.workspace = at(workspace, {u, mb});
+      if (task.kind == TaskKind::kBackward) {
+        if (p.grad < 0 && tied_grad.count(u)) {
+          p.grad = tied_grad[u];
+          p.grad_offset = task.slice * L.padded_elems;
+        } else if (p.grad < 0 && live_grad.count({u, task.slice})) {
+          p.grad = live_grad[{u, task.slice}];
+        }
+        // The first micro-batch's backward writes the gradient (of a tied embedding: its head's, which
+        // runs before its lookup's, whose lookup adds to it); later micro-batches add to it. What adds
+        // (vector chunks, a lookup's table) is zeroed first: a slice's region by its task; a tied
+        // gradient's on allocation, or with REPLICATE (the states' gradient) by the head's first task.
+        if (!op.tied_gradient) {
+          p.zero_grad = mb == 0;
+          p.accumulate = mb > 0;
+        } else {
+          p.zero_grad = replicate && task.site == 1 && mb == 0 && p.first;
+          p.accumulate = task.site == 1 && mb > 0;
+        }
       }
       // The weights: a gather this task waits for, else the slice's buffer held since the forward.
-      if (!plan_.operators[static_cast<std::size_t>(u)].choice.replicate) {
+      if (!replicate) {
         p.weights = -1;
         for (const int d : task.deps)
           if (tasks[static_cast<std::size_t>(d)].kind == TaskKind::kAllGather &&
-              tasks[static_cast<std::size_t>(d)].op == u &&
-              tasks[static_cast<std::size_t>(d)].slice == task.slice)
-            p.weights = tasks_[static_cast<std::size_t>(d)].weights;
+              tasks[static_cast<std::size_t>(d)].op == u && tasks[static_cast<std::size_t>(d)].slice == task.slice &&
+              tasks[static_cast<std::size_t>(d)].payload == sim::Payload::kWeights)
+            p.weights = tasks_[static_cast<std::size_t>(d - first)].weights;
         const auto& alive = live[{u, task.slice}];
         if (p.weights < 0 && !alive.empty()) p.weights = alive.back();
         if (p.weights < 0 && task.kind != TaskKind::kBackward)
           throw Error(fmt::format("executor: task {} has no gathered weights", task.name));
       }
-    } else if (task.kind == TaskKind::kAllGather && task.allocs.empty()) {
+    } else if (task.payload == sim::Payload::kWeights && task.kind == TaskKind::kAllGather && task.allocs.empty()) {
       // The second level of a two-level gather completes the buffer the first one filled.
-      p.weights = tasks_[static_cast<std::size_t>(task.deps.at(0))].weights;
-    } else if (task.kind == TaskKind::kReduceScatter ||
-               (task.kind == TaskKind::kAllReduce && task.level != costmodel::RingLevel::kWorld)) {
+      p.weights = tasks_[static_cast<std::size_t>(task.deps.at(0) - first)].weights;
+    } else if (task.payload == sim::Payload::kGradients &&
+               (task.kind == TaskKind::kReduceScatter ||
+                (task.kind == TaskKind::kAllReduce && task.level != costmodel::RingLevel::kWorld))) {
       // A slice's gradient is freed by its reduce-scatter; a tied gradient's slices are reduced in place.
       for (const int b : task.frees)
         if (sched_.buffers[static_cast<std::size_t>(b)].role == BufferRole::kGradient) p.grad = b;
-      if (p.grad < 0) {
-        p.grad = tied_grad[static_cast<std::size_t>(u)];
+      if (p.grad < 0 && live_grad.count({u, task.slice})) p.grad = live_grad[{u, task.slice}];
+      if (p.grad < 0 && tied_grad.count(u)) {
+        p.grad = tied_grad[u];
         p.grad_offset = task.slice * L.padded_elems;
       }
     }
     for (const int b : task.frees) {
+      const sim::Buffer& buf = sched_.buffers[static_cast<std::size_t>(b)];
+      if (buf.role == BufferRole::kGradient) live_grad.erase({buf.op, buf.slice});
       auto it = gathered_of.find(b);
       if (it == gathered_of.end()) continue;
       auto& v = live[it->second];
@@ -218,15 +301,15 @@ void Executor::resolve() {
     }
   }
   // A reduction in two levels: the first (within the node) reduces the gradient its last level frees.
-  for (std::size_t t = tasks.size(); t-- > 0;) {
-    const sim::Task& task = tasks[t];
-    if (task.level != costmodel::RingLevel::kInter ||
+  for (int t = end; t-- > first;) {
+    const sim::Task& task = tasks[static_cast<std::size_t>(t)];
+    if (task.level != costmodel::RingLevel::kInter || task.payload != sim::Payload::kGradients ||
         (task.kind != TaskKind::kReduceScatter && task.kind != TaskKind::kAllReduce))
       continue;
-    TaskPlan& first = tasks_[static_cast<std::size_t>(task.deps.at(0))];
-    if (first.grad < 0) {
-      first.grad = tasks_[t].grad;
-      first.grad_offset = tasks_[t].grad_offset;
+    TaskPlan& head = tasks_[static_cast<std::size_t>(task.deps.at(0) - first)];
+    if (head.grad < 0) {
+      head.grad = tasks_[static_cast<std::size_t>(t - first)].grad;
+      head.grad_offset = tasks_[static_cast<std::size_t>(t - first)].grad_offset;
     }
   }
 }
@@ -238,6 +321,7 @@ void Executor::allocate_resident() {
   adam_.assign(ops, -1);
   for (const int b : sched_.resident) {
     const auto& buf = sched_.buffers[static_cast<std::size_t>(b)];
+    if (buf.stage != stage_) continue;
     if (buf.op < 0 || static_cast<std::size_t>(buf.op) >= ops)
       throw Error(fmt::format("executor: resident buffer {} has no operator", buf.name));
     const auto u = static_cast<std::size_t>(buf.op);
@@ -247,30 +331,29 @@ void Executor::allocate_resident() {
       adam_[u] = b;
     else
       continue;
-    const I c = layout_[u].slices * layout_[u].shard_elems;
-    const std::size_t bytes = floats_bytes(2 * c);
+    const std::size_t bytes = floats_bytes(2 * ops_[u].c());
     if (bytes > alloc_bytes_[static_cast<std::size_t>(b)]) {
       padding_bytes_ += bytes - alloc_bytes_[static_cast<std::size_t>(b)];
       alloc_bytes_[static_cast<std::size_t>(b)] = bytes;
     }
   }
   for (std::size_t u = 0; u < ops; ++u)
-    if (states_[u] < 0 || adam_[u] < 0)
+    if (ops_[u].here && (states_[u] < 0 || adam_[u] < 0))
       throw Error(fmt::format("executor: the schedule has no resident states of {}", w_.operators[u].name));
   for (std::size_t u = 0; u < ops; ++u) {
-    const OperatorLayout& L = layout_[u];
-    const I c = L.slices * L.shard_elems;
-    float* st = mem_[static_cast<std::size_t>(states_[u])] =
-        dev_.allocate(alloc_bytes_[static_cast<std::size_t>(states_[u])],
-                      sched_.buffers[static_cast<std::size_t>(states_[u])].name);
-    float* ad = mem_[static_cast<std::size_t>(adam_[u])] =
-        dev_.allocate(alloc_bytes_[static_cast<std::size_t>(adam_[u])],
-                      sched_.buffers[static_cast<std::size_t>(adam_[u])].name);
-    // This rank's shard of every slice (the whole slice when replicated).
-    const int rank = shards_.shard_of(sharding_[u]);
+    const OpRun& o = ops_[u];
+    if (!o.here) continue;
+    const OperatorLayout& L = o.layout;
+    const I c = o.c();
+    float* st = mem_[static_cast<std::size_t>(states_[u])] = dev_.allocate(
+        alloc_bytes_[static_cast<std::size_t>(states_[u])], sched_.buffers[static_cast<std::size_t>(states_[u])].name);
+    float* ad = mem_[static_cast<std::size_t>(adam_[u])] = dev_.allocate(
+        alloc_bytes_[static_cast<std::size_t>(adam_[u])], sched_.buffers[static_cast<std::size_t>(adam_[u])].name);
+    // This rank's shard of each of its slices (the whole slice when replicated).
+    const int rank = o.shards->shard_of(o.sharding);
     std::vector<float> host(static_cast<std::size_t>(2 * c), 0.0f);
-    for (int j = 0; j < L.slices; ++j) {
-      const auto full = initial_slice(w_.operators[u], L, j);
+    for (int j = 0; j < o.n; ++j) {
+      const auto full = initial_slice(w_.operators[u], L, o.first_slice + j);
       std::copy_n(full.begin() + rank * L.shard_elems, L.shard_elems, host.begin() + j * L.shard_elems);
     }
     s.enqueue([this, st, ad, c, host = std::move(host)] {
@@ -278,26 +361,55 @@ void Executor::allocate_resident() {
       dev_.fill(dev_.compute_stream(), ad, static_cast<std::size_t>(2 * c), 0.0f);
     });
   }
-  // The executor's baseline: carried activations and gradients, tokens, targets, the loss.
-  I width = 0;
-  for (const auto& op : w_.operators) width = std::max({width, width_in(op, 0), I{op.hidden}});
-  const I rows = shape_.rows();
-  for (int i = 0; i < 3; ++i) carry_.push_back(dev_.allocate(floats_bytes(rows * width), "executor carry"));
-  tokens_ = dev_.allocate(floats_bytes(rows), "executor tokens");
-  targets_ = dev_.allocate(floats_bytes(rows), "executor targets");
+  s.synchronize();
+}
+
+// The executor's baseline: carried activations and gradients, tokens and targets per micro-batch, the
+// loss.
+void Executor::allocate_baseline() {
+  Stream& s = dev_.compute_stream();
+  I width = 0, rows = 0;
+  for (std::size_t u = 0; u < w_.operators.size(); ++u) {
+    if (!ops_[u].here) continue;
+    const Operator& op = w_.operators[u];
+    width = std::max({width, width_in(op, 0), I{op.hidden}});
+    rows = std::max(rows, shape(ops_[u].t).rows());
+  }
+  rows = std::max(rows, shape(1).rows());
+  for (int i = 0; i < 4; ++i) carry_.push_back(dev_.allocate(floats_bytes(rows * width), "executor carry"));
   loss_ = dev_.allocate(sizeof(float), "executor loss");
-  baseline_bytes_ = floats_bytes(3 * rows * width + 2 * rows + 1);
-  const I offset = opt_.sample_offset >= 0 ? opt_.sample_offset : I{comm_.rank()} * shape_.batch;
-  std::vector<std::int32_t> tok(static_cast<std::size_t>(rows)), tgt(static_cast<std::size_t>(rows));
-  for (I i = 0; i < shape_.batch; ++i)
-    for (I t = 0; t < shape_.seq; ++t) {
-      tok[static_cast<std::size_t>(i * shape_.seq + t)] = token_of(offset + i, t, shape_.vocab);
-      tgt[static_cast<std::size_t>(i * shape_.seq + t)] = token_of(offset + i, t + 1, shape_.vocab);
+  baseline_bytes_ = floats_bytes(4 * rows * width + 1);
+  // The token ids of a lookup and the targets of a head, per micro-batch, at the operator's degree and
+  // less its vocabulary columns' first.
+  const I b0 = sched_.batch, seq = w_.seq, vocab = plan_.model.vocab;
+  for (std::size_t u = 0; u < w_.operators.size(); ++u) {
+    const OpRun& o = ops_[u];
+    const Operator& op = w_.operators[u];
+    if (!o.here) continue;
+    const bool lookup = op.kind == OperatorKind::kEmbedding;
+    const bool head = op.kind == OperatorKind::kHead || (lookup && op.tied_gradient);
+    if (!lookup && !head) continue;
+    const I v0 = o.layout.slice[static_cast<std::size_t>(o.first_slice)].vocab0;
+    const I count = b0 * o.t;
+    for (int k = 0; k < sched_.micro_batches; ++k) {
+      const I first = opt_.sample_offset >= 0 ? opt_.sample_offset + I{k} * b0 * per_stage_
+                                              : I{k} * b0 * per_stage_ + I{local_ / o.t} * count;
+      for (const bool targets : {false, true}) {
+        if ((targets && !head) || (!targets && !lookup)) continue;
+        std::vector<std::int32_t> ids(static_cast<std::size_t>(count * seq));
+        for (I i = 0; i < count; ++i)
+          for (I p = 0; p < seq; ++p)
+            ids[static_cast<std::size_t>(i * seq + p)] =
+                static_cast<std::int32_t>(token_of(first + i, p + (targets ? 1 : 0), vocab) - v0);
+        float* buf = dev_.allocate(floats_bytes(count * seq), targets ? "executor targets" : "executor tokens");
+        baseline_bytes_ += floats_bytes(count * seq);
+        (targets ? targets_ : tokens_)[{k, static_cast<int>(u)}] = buf;
+        s.enqueue([this, buf, ids = std::move(ids)] {
+          dev_.upload(dev_.compute_stream(), reinterpret_cast<const float*>(ids.data()), buf, ids.size());
+        });
+      }
     }
-  s.enqueue([this, tok = std::move(tok), tgt = std::move(tgt)] {
-    dev_.upload(dev_.compute_stream(), reinterpret_cast<const float*>(tok.data()), tokens_, tok.size());
-    dev_.upload(dev_.compute_stream(), reinterpret_cast<const float*>(tgt.data()), targets_, tgt.size());
-  });
+  }
   s.synchronize();
 }
 

@@ -8,21 +8,32 @@
 
 namespace osdp::validate {
 
-std::vector<Launch> launch_list(const sim::Schedule& schedule, bool one_stream) {
+namespace {
+
+int device_stream(sim::Stream s) {
+  return s == sim::Stream::kComm ? 1 : 0;
+}
+
+}  // namespace
+
+std::vector<Launch> launch_list(const sim::Schedule& schedule, int first, int end, bool one_stream) {
   const auto& tasks = schedule.tasks;
-  std::vector<Launch> list(tasks.size());
+  std::vector<Launch> list(static_cast<std::size_t>(end - first));
   // covered[s][o]: the latest task of stream o that stream s has waited for so far (-1: none).
   std::map<int, std::map<int, int>> covered;
-  for (std::size_t t = 0; t < tasks.size(); ++t) {
-    Launch& l = list[t];
-    l.task = static_cast<int>(t);
-    l.stream = one_stream ? 0 : static_cast<int>(tasks[t].stream);
+  for (int t = first; t < end; ++t) {
+    Launch& l = list[static_cast<std::size_t>(t - first)];
+    l.task = t;
+    l.stream = one_stream ? 0 : device_stream(tasks[static_cast<std::size_t>(t)].stream);
     std::map<int, int> latest;  // other stream -> its latest dependency of this task
-    for (const int d : tasks[t].deps) {
-      if (d < 0 || static_cast<std::size_t>(d) >= t)
+    for (const int d : tasks[static_cast<std::size_t>(t)].deps) {
+      if (d >= 0 && static_cast<std::size_t>(d) < tasks.size() &&
+          tasks[static_cast<std::size_t>(d)].stage != tasks[static_cast<std::size_t>(t)].stage)
+        continue;  // another stage's (a receive's send)
+      if (d < first || d >= t)
         throw Error(fmt::format("schedule: task {} ({}) depends on task {}, which is not issued before it", t,
-                                tasks[t].name, d));
-      const int ds = one_stream ? 0 : static_cast<int>(tasks[static_cast<std::size_t>(d)].stream);
+                                tasks[static_cast<std::size_t>(t)].name, d));
+      const int ds = one_stream ? 0 : device_stream(tasks[static_cast<std::size_t>(d)].stream);
       if (ds == l.stream) continue;  // the stream's own order
       auto [it, fresh] = latest.emplace(ds, d);
       if (!fresh && d > it->second) it->second = d;
@@ -33,10 +44,14 @@ std::vector<Launch> launch_list(const sim::Schedule& schedule, bool one_stream) 
       if (c != seen.end() && c->second >= d) continue;
       seen[ds] = d;
       l.waits.push_back(d);
-      list[static_cast<std::size_t>(d)].record = true;
+      list[static_cast<std::size_t>(d - first)].record = true;
     }
   }
   return list;
+}
+
+std::vector<Launch> launch_list(const sim::Schedule& schedule, bool one_stream) {
+  return launch_list(schedule, 0, static_cast<int>(schedule.tasks.size()), one_stream);
 }
 
 }  // namespace osdp::validate

@@ -14,12 +14,16 @@ namespace osdp::validate {
 
 struct Launch {
   int task = -1;
-  int stream = 0;          // 0: compute, 1: comm (0 for every task when the device has one stream)
+  int stream = 0;  // 0: compute (sends too: they do not wait), 1: comm (0 for every task on one stream)
   std::vector<int> waits;  // tasks on other streams whose events this task waits for
   bool record = false;     // some later task waits for this one's event
 };
 
-// `one_stream`: the device runs both of the schedule's streams on one (no overlap): no waits.
+// The tasks [first, end) of one stage (a rank's; a receive's dependency on the other stage's send is
+// the communicator's to keep, not a wait). `one_stream`: the device runs both of the schedule's
+// streams on one (no overlap): no waits.
+std::vector<Launch> launch_list(const sim::Schedule& schedule, int first, int end, bool one_stream = false);
+// Every task (a schedule of one stage).
 std::vector<Launch> launch_list(const sim::Schedule& schedule, bool one_stream = false);
 
 }  // namespace osdp::validate

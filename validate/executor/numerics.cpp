@@ -79,8 +79,10 @@ void spend_elementwise(Device& dev, Stream& s, const MathShape& m, const SliceAr
   const auto& list = forward ? a.op->forward : a.op->backward;
   for (const auto& k : list) {
     if (k.kind != costmodel::KernelKind::kElementwise || k.site != a.site) continue;
-    // touch reads and writes every float: 8 bytes moved per element.
-    I left = static_cast<I>(k.bytes_per_sample * static_cast<double>(m.batch) / a.layout->slices / 8.0);
+    // touch reads and writes every float: 8 bytes moved per element. Under TP a rank runs 1/t of the
+    // kernels over heads, ffn columns or the vocabulary and the others whole (workload.hpp).
+    const double share = k.tp_sliced ? a.layout->slices : a.layout->local_slices();
+    I left = static_cast<I>(k.bytes_per_sample * static_cast<double>(m.batch) / share / 8.0);
     while (left > 0) {
       const I n = std::min(left, a.touch_floats);
       dev.touch(s, a.touch, static_cast<std::size_t>(n));
@@ -89,6 +91,15 @@ void spend_elementwise(Device& dev, Stream& s, const MathShape& m, const SliceAr
   }
 }
 
+const Block& block(const SliceArgs& a, int index) {
+  return a.layout->slice[static_cast<std::size_t>(a.slice)].blocks[static_cast<std::size_t>(index)];
+}
+int internal_index(const SliceArgs& a) {
+  return a.internal >= 0 ? a.internal : a.slice;
+}
+float grad_beta(const SliceArgs& a) {
+  return a.accumulate ? 1.0f : 0.0f;
+}
 const float* block_ptr(const SliceArgs& a, int index) {
   return a.weights +
          a.layout->slice[static_cast<std::size_t>(a.slice)].blocks[static_cast<std::size_t>(index)].offset;
@@ -98,20 +109,22 @@ float* grad_ptr(const SliceArgs& a, int index) {
          a.layout->slice[static_cast<std::size_t>(a.slice)].blocks[static_cast<std::size_t>(index)].offset;
 }
 
-void fold_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a, float* out, I width) {
+// `origin`: the output's first column (a vocabulary-parallel head's vocab0), so that element k of the
+// vector lands where it lands in the whole output.
+void fold_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a, float* out, I width, I origin = 0) {
   const SliceLayout& sl = a.layout->slice[static_cast<std::size_t>(a.slice)];
   if (sl.vector_len == 0) return;
   dev.add_folded(s, a.weights + sl.vector_offset, static_cast<std::size_t>(sl.vector_len),
-                 static_cast<std::size_t>(sl.vector_start), out, static_cast<std::size_t>(m.seq * width),
+                 static_cast<std::size_t>(sl.vector_start - origin), out, static_cast<std::size_t>(m.seq * width),
                  static_cast<std::size_t>(m.batch));
 }
 
-void fold_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a, const float* dout,
-                   I width) {
+void fold_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a, const float* dout, I width,
+                   I origin = 0) {
   const SliceLayout& sl = a.layout->slice[static_cast<std::size_t>(a.slice)];
   if (sl.vector_len == 0) return;
   dev.sum_folded(s, dout, static_cast<std::size_t>(m.seq * width), static_cast<std::size_t>(m.batch),
-                 static_cast<std::size_t>(sl.vector_start), a.grads + sl.vector_offset,
+                 static_cast<std::size_t>(sl.vector_start - origin), a.grads + sl.vector_offset,
                  static_cast<std::size_t>(sl.vector_len));
 }
 
@@ -147,7 +160,7 @@ I ffn_of(const Operator& op) {
 void attention_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
   const AttentionDims A = attention_dims(*a.op, a.layout->slices, m);
   Gm mm{dev, s, m.math};
-  float* qkv = a.internals + a.slice * A.per_slice();
+  float* qkv = a.internals + internal_index(a) * A.per_slice();
   float* sc = qkv + A.qkv();
   float* o = sc + A.scores();
   const I ld = 3 * A.w, ss = A.s * A.s;
@@ -164,12 +177,12 @@ void attention_forward(Device& dev, Stream& s, const MathShape& m, const SliceAr
 void attention_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
   const AttentionDims A = attention_dims(*a.op, a.layout->slices, m);
   Gm mm{dev, s, m.math};
-  float* qkv = a.internals + a.slice * A.per_slice();
+  float* qkv = a.internals + internal_index(a) * A.per_slice();
   float* sc = qkv + A.qkv();
   float* o = sc + A.scores();
   float* dqkv = a.workspace;
   const I ld = 3 * A.w, ss = A.s * A.s;
-  mm(T, N, A.w, A.h, A.rows, 1.0f, o, A.w, a.dy, A.h, 0.0f, grad_ptr(a, 1), A.h);  // dW_proj = O^T dY
+  mm(T, N, A.w, A.h, A.rows, 1.0f, o, A.w, a.dy, A.h, grad_beta(a), grad_ptr(a, 1), A.h);  // dW_proj = O^T dY
   float* dout = o;  // O is dead: dO takes its place
   mm(N, T, A.rows, A.w, A.h, 1.0f, a.dy, A.h, block_ptr(a, 1), A.h, 0.0f, dout, A.w);
   for (I i = 0; i < A.b; ++i) {
@@ -188,13 +201,13 @@ void attention_backward(Device& dev, Stream& s, const MathShape& m, const SliceA
        A.d);  // dK = c dS^T Q
   }
   mm(N, T, A.rows, A.h, ld, 1.0f, dqkv, ld, block_ptr(a, 0), ld, 1.0f, a.dx, A.h);  // dX += dQKV W^T
-  mm(T, N, A.h, ld, A.rows, 1.0f, a.x, A.h, dqkv, ld, 0.0f, grad_ptr(a, 0), ld);    // dW = X^T dQKV
+  mm(T, N, A.h, ld, A.rows, 1.0f, a.x, A.h, dqkv, ld, grad_beta(a), grad_ptr(a, 0), ld);  // dW = X^T dQKV
 }
 
 void mlp_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
   const I h = a.op->hidden, w = ffn_of(*a.op) / a.layout->slices, rows = m.rows();
   Gm mm{dev, s, m.math};
-  float* hid = a.internals + a.slice * 2 * rows * w;
+  float* hid = a.internals + internal_index(a) * 2 * rows * w;
   float* act = hid + rows * w;
   mm(N, N, rows, w, h, 1.0f, a.x, h, block_ptr(a, 0), w, 0.0f, hid, w);
   dev.relu(s, hid, act, static_cast<std::size_t>(rows * w));
@@ -204,29 +217,32 @@ void mlp_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a)
 void mlp_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
   const I h = a.op->hidden, w = ffn_of(*a.op) / a.layout->slices, rows = m.rows();
   Gm mm{dev, s, m.math};
-  float* hid = a.internals + a.slice * 2 * rows * w;
+  float* hid = a.internals + internal_index(a) * 2 * rows * w;
   float* act = hid + rows * w;
-  mm(T, N, w, h, rows, 1.0f, act, w, a.dy, h, 0.0f, grad_ptr(a, 1), h);  // dW2 = A^T dY
+  mm(T, N, w, h, rows, 1.0f, act, w, a.dy, h, grad_beta(a), grad_ptr(a, 1), h);  // dW2 = A^T dY
   float* da = act;                                                       // A is dead: dA, then dH
   mm(N, T, rows, w, h, 1.0f, a.dy, h, block_ptr(a, 1), h, 0.0f, da, w);
   dev.relu_backward(s, hid, da, da, static_cast<std::size_t>(rows * w));
   mm(N, T, rows, h, w, 1.0f, da, w, block_ptr(a, 0), w, 1.0f, a.dx, h);  // dX += dH W1^T
-  mm(T, N, h, w, rows, 1.0f, a.x, h, da, w, 0.0f, grad_ptr(a, 0), w);    // dW1 = X^T dH
+  mm(T, N, h, w, rows, 1.0f, a.x, h, da, w, grad_beta(a), grad_ptr(a, 0), w);  // dW1 = X^T dH
 }
 
-// Row-split GEMM operators: projection, head, tied head (site 1). Slice j reads columns j w.. of X.
+// Row-split GEMM operators: projection, head, tied head (site 1). A slice reads the columns of X its
+// block's rows are (row0 ..), and writes `out` columns (a vocabulary-parallel head: its own).
 void rows_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a, I in, I out, float* y) {
-  const I w = in / a.layout->slices, rows = m.rows();
+  const Block& b = block(a, 0);
+  const I w = b.rows, rows = m.rows();
   Gm mm{dev, s, m.math};
-  mm(N, N, rows, out, w, 1.0f, a.x + a.slice * w, in, block_ptr(a, 0), out, 1.0f, y, out);
+  mm(N, N, rows, out, w, 1.0f, a.x + b.row0, in, block_ptr(a, 0), out, 1.0f, y, out);
 }
 
 void rows_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a, I in, I out,
-                   const float* dy, int block) {
-  const I w = in / a.layout->slices, rows = m.rows();
+                   const float* dy, int index) {
+  const Block& b = block(a, index);
+  const I w = b.rows, rows = m.rows();
   Gm mm{dev, s, m.math};
-  mm(N, T, rows, w, out, 1.0f, dy, out, block_ptr(a, block), out, 0.0f, a.dx + a.slice * w, in);
-  mm(T, N, w, out, rows, 1.0f, a.x + a.slice * w, in, dy, out, 0.0f, grad_ptr(a, block), out);
+  mm(N, T, rows, w, out, 1.0f, dy, out, block_ptr(a, index), out, 0.0f, a.dx + b.row0, in);
+  mm(T, N, w, out, rows, 1.0f, a.x + b.row0, in, dy, out, grad_beta(a), grad_ptr(a, index), out);
 }
 
 }  // namespace
@@ -291,6 +307,77 @@ OperatorLayout make_layout(const Operator& op, int n, int world) {
                                    op.name, j, offset + sl.vector_len, l.slice_elems));
     l.slice.push_back(std::move(sl));
   }
+  return l;
+}
+
+OperatorLayout make_layout(const Operator& op, int tp, int n, int world) {
+  if (tp == 1) return make_layout(op, n, world);
+  if (!costmodel::tp_allowed(op, tp))
+    throw UsageError(fmt::format("operator {} cannot run at TP degree {}", op.name, tp));
+  const bool vocabulary = op.kind == OperatorKind::kEmbedding || op.kind == OperatorKind::kHead;
+  if (!vocabulary) {  // heads and ffn columns: the split of t n
+    OperatorLayout l = make_layout(op, tp * n, world);
+    l.tp = tp;
+    return l;
+  }
+  // The [h x V] table or weight: vocabulary columns by TP rank, rows by the split within.
+  int table = -1;
+  OperatorLayout l;
+  l.tp = tp;
+  l.slices = tp * n;
+  for (int wi = 0; wi < static_cast<int>(op.weights.size()); ++wi) {
+    const auto& w = op.weights[static_cast<std::size_t>(wi)];
+    if (is_matrix(w)) {
+      table = wi;
+    } else {
+      l.vector_weights.push_back(wi);
+      l.vector_total += w.elements();
+    }
+  }
+  if (table < 0) throw UsageError(fmt::format("operator {} has no weight to cut at TP degree {}", op.name, tp));
+  const auto& tw = op.weights[static_cast<std::size_t>(table)];
+  const I V = tw.cols, h = tw.rows;
+  if (V % tp != 0 || h % n != 0)
+    throw UsageError(fmt::format("operator {}: its {} x {} weight cannot be cut into {} vocabulary parts of {} "
+                                 "slices each",
+                                 op.name, h, V, tp, n));
+  const I vt = V / tp;
+  const bool head = op.kind == OperatorKind::kHead;
+  if (head && l.vector_total > V)
+    throw UsageError(fmt::format("operator {}: {} vector parameters, more than its {} logit columns", op.name,
+                                 l.vector_total, V));
+  I largest = 0;
+  for (int i = 0; i < tp; ++i) {
+    // The vector elements of TP rank i: the head's go with their logit column, the rest in t n chunks.
+    const I lo = head ? std::min(l.vector_total, i * vt) : 0, hi = head ? std::min(l.vector_total, (i + 1) * vt) : 0;
+    for (int j = 0; j < n; ++j) {
+      SliceLayout sl;
+      Block b;
+      b.weight = table;
+      b.offset = 0;
+      b.rows = h / n;
+      b.row0 = j * b.rows;
+      b.columns.push_back({i * vt, vt});
+      sl.blocks.push_back(b);
+      sl.vector_offset = b.rows * vt;
+      sl.vocab0 = i * vt;
+      sl.vocab_count = vt;
+      if (head) {
+        const I chunk = (hi - lo + n - 1) / n;
+        sl.vector_start = std::min(hi, lo + j * chunk);
+        sl.vector_len = std::min(hi, lo + (j + 1) * chunk) - sl.vector_start;
+      } else {
+        const I chunk = (l.vector_total + tp * n - 1) / (tp * n);
+        sl.vector_start = std::min(l.vector_total, (i * n + j) * chunk);
+        sl.vector_len = std::min(l.vector_total, (i * n + j + 1) * chunk) - sl.vector_start;
+      }
+      largest = std::max(largest, sl.vector_offset + sl.vector_len);
+      l.slice.push_back(std::move(sl));
+    }
+  }
+  l.slice_elems = largest;
+  l.padded_elems = (l.slice_elems + world - 1) / world * world;
+  l.shard_elems = l.padded_elems / world;
   return l;
 }
 
@@ -371,6 +458,33 @@ I input_floats(const Operator& op, const MathShape& m) {
   return m.rows() * width_in(op, 0);
 }
 
+I vocab_width(const OperatorLayout& l, int slice, const MathShape& m) {
+  const I c = l.slice[static_cast<std::size_t>(slice)].vocab_count;
+  return c > 0 ? c : m.vocab;
+}
+
+I internal_floats(const Operator& op, const OperatorLayout& l, const MathShape& m) {
+  if (l.tp == 1) return internal_floats(op, l.slices, m);
+  const I v = m.vocab / l.tp;
+  switch (op.kind) {
+    case OperatorKind::kAttention:
+      return l.local_slices() * attention_dims(op, l.slices, m).per_slice();
+    case OperatorKind::kMlp:
+      return 2 * m.rows() * ffn_of(op) / l.tp;
+    case OperatorKind::kHead:
+      return m.rows() * v;
+    case OperatorKind::kEmbedding:
+      return op.tied_gradient ? m.rows() * v : 0;
+    case OperatorKind::kProjection:
+      return 0;
+  }
+  return 0;
+}
+
+I workspace_floats(const Operator& op, const OperatorLayout& l, const MathShape& m) {
+  return op.kind == OperatorKind::kAttention ? attention_dims(op, l.slices, m).qkv() : 0;
+}
+
 I internal_floats(const Operator& op, int n, const MathShape& m) {
   switch (op.kind) {
     case OperatorKind::kAttention:
@@ -406,17 +520,20 @@ void forward_slice(Device& dev, Stream& s, const MathShape& m, const SliceArgs& 
       rows_forward(dev, s, m, a, width_in(op, 0), op.hidden, a.y);
       fold_forward(dev, s, m, a, a.y, op.hidden);
       break;
-    case OperatorKind::kHead:
-      rows_forward(dev, s, m, a, op.hidden, m.vocab, a.internals);
-      fold_forward(dev, s, m, a, a.internals, m.vocab);
+    case OperatorKind::kHead: {
+      const I v = vocab_width(*a.layout, a.slice, m);
+      rows_forward(dev, s, m, a, op.hidden, v, a.internals);
+      fold_forward(dev, s, m, a, a.internals, v, a.layout->slice[static_cast<std::size_t>(a.slice)].vocab0);
       break;
+    }
     case OperatorKind::kEmbedding: {
+      const I v = vocab_width(*a.layout, a.slice, m);
       if (a.site == 1) {
-        rows_forward(dev, s, m, a, op.hidden, m.vocab, a.internals);
+        rows_forward(dev, s, m, a, op.hidden, v, a.internals);
         break;
       }
-      const I w = op.hidden / a.layout->slices;
-      dev.gather_columns(s, block_ptr(a, 0), m.vocab, 0, w, a.tokens, m.rows(), a.y + a.slice * w, op.hidden);
+      const Block& b = block(a, 0);
+      dev.gather_columns(s, block_ptr(a, 0), v, 0, b.rows, a.tokens, m.rows(), a.y + b.row0, op.hidden);
       fold_forward(dev, s, m, a, a.y, op.hidden);
       break;
     }
@@ -439,18 +556,20 @@ void backward_slice(Device& dev, Stream& s, const MathShape& m, const SliceArgs&
       rows_backward(dev, s, m, a, width_in(op, 0), op.hidden, a.dy, 0);
       fold_backward(dev, s, m, a, a.dy, op.hidden);
       break;
-    case OperatorKind::kHead:
-      rows_backward(dev, s, m, a, op.hidden, m.vocab, a.internals, 0);
-      fold_backward(dev, s, m, a, a.internals, m.vocab);
+    case OperatorKind::kHead: {
+      const I v = vocab_width(*a.layout, a.slice, m);
+      rows_backward(dev, s, m, a, op.hidden, v, a.internals, 0);
+      fold_backward(dev, s, m, a, a.internals, v, a.layout->slice[static_cast<std::size_t>(a.slice)].vocab0);
       break;
+    }
     case OperatorKind::kEmbedding: {
+      const I v = vocab_width(*a.layout, a.slice, m);
       if (a.site == 1) {
-        rows_backward(dev, s, m, a, op.hidden, m.vocab, a.internals, 0);
+        rows_backward(dev, s, m, a, op.hidden, v, a.internals, 0);
         break;
       }
-      const I w = op.hidden / a.layout->slices;
-      dev.scatter_add_columns(s, a.dy + a.slice * w, op.hidden, a.tokens, m.rows(), 0, w, grad_ptr(a, 0),
-                              m.vocab);
+      const Block& b = block(a, 0);
+      dev.scatter_add_columns(s, a.dy + b.row0, op.hidden, a.tokens, m.rows(), 0, b.rows, grad_ptr(a, 0), v);
       fold_backward(dev, s, m, a, a.dy, op.hidden);
       break;
     }

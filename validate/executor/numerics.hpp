@@ -17,6 +17,16 @@
 // Layout of a slice's flat buffer (ceil(P/n) elements, as the schedule gathers): the slice's block
 // of each matrix weight (row-major), then its chunk of the vector parameters; padded with zeros to
 // a multiple of the world size so every rank holds an equal shard.
+//
+// Tensor parallelism at degree t (costmodel/workload.hpp) cuts the operator into t n slices: TP rank i
+// runs slices i n .. i n + n - 1, the split's n slices of its TP slice. Attention and the MLP are cut
+// along heads and ffn columns as a split of t n cuts them; the embedding's table and the LM head's
+// weight (both [h x V]) along the vocabulary by t (Megatron's vocabulary-parallel embedding and head:
+// TP rank i holds columns i V/t .. (i+1) V/t - 1) and along h by n. The vector parameters are cut into
+// t n chunks in order, except the LM head's, whose element k goes to logit column k (V >= their
+// length): TP rank i holds those of its columns. A vocabulary-parallel lookup adds only the tokens of
+// its columns (the TP all-reduce sums the ranks'), and a vocabulary-parallel head computes the logits
+// and the loss of its columns (the ranks' losses add up); its input gradient is all-reduced.
 #pragma once
 
 #include <cstdint>
@@ -42,20 +52,30 @@ struct Block {
 struct SliceLayout {
   std::vector<Block> blocks;  // one per matrix weight, in IR order
   std::int64_t vector_offset = 0, vector_start = 0, vector_len = 0;
+  // The embedding's and the LM head's vocabulary columns this slice holds (vocabulary-parallel):
+  // vocab0 .. vocab0 + vocab_count - 1; vocab_count 0: all of them.
+  std::int64_t vocab0 = 0, vocab_count = 0;
 };
 
 struct OperatorLayout {
-  int slices = 1;
+  int tp = 1;      // TP degree: slices is tp n, TP rank i's are i n .. i n + n - 1
+  int slices = 1;  // all of them
   std::int64_t slice_elems = 0;   // ceil(P / n)
   std::int64_t padded_elems = 0;  // rounded up to a multiple of the world size
   std::int64_t shard_elems = 0;   // padded_elems / world
   std::vector<SliceLayout> slice;
   std::vector<int> vector_weights;
   std::int64_t vector_total = 0;
+
+  int local_slices() const { return slices / tp; }
 };
 
 // Throws UsageError when the executor cannot cut `op` n ways (n must divide what splits() requires).
 OperatorLayout make_layout(const costmodel::Operator& op, int slices, int world);
+// The same at TP degree `tp` (n slices within each TP slice; the opening comment). Throws UsageError
+// when the operator cannot run at that degree (its heads or widths, a vocabulary not divisible by t, an
+// LM head's vector parameters longer than the vocabulary).
+OperatorLayout make_layout(const costmodel::Operator& op, int tp, int slices, int world);
 
 // Deterministic initial values (the same in every layout and on every rank).
 float initial_value(const costmodel::Operator& op, int weight, std::int64_t r, std::int64_t c);
@@ -73,20 +93,27 @@ struct MathShape {
   std::int64_t rows() const { return batch * seq; }
 };
 
-// Floats of activation storage the arithmetic needs, to check against the IR's bytes.
+// Floats of activation storage the arithmetic needs, to check against the IR's bytes: of one rank's
+// slices (all n without TP).
 std::int64_t input_floats(const costmodel::Operator& op, const MathShape& m);
 std::int64_t internal_floats(const costmodel::Operator& op, int slices, const MathShape& m);  // all slices
 std::int64_t workspace_floats(const costmodel::Operator& op, int slices, const MathShape& m);
+std::int64_t internal_floats(const costmodel::Operator& op, const OperatorLayout& l, const MathShape& m);
+std::int64_t workspace_floats(const costmodel::Operator& op, const OperatorLayout& l, const MathShape& m);
 std::int64_t width_in(const costmodel::Operator& op, int site);
 std::int64_t width_out(const costmodel::Operator& op, int site, const MathShape& m);
+// The logits' width of a head slice: its vocabulary columns (all of them without TP).
+std::int64_t vocab_width(const OperatorLayout& l, int slice, const MathShape& m);
 
 struct SliceArgs {
   const costmodel::Operator* op = nullptr;
   const OperatorLayout* layout = nullptr;
   int slice = 0, site = 0;
+  int internal = -1;        // the slice's place among the rank's own slices (internals); -1: `slice`
+  bool accumulate = false;  // backward: the matrix blocks' gradients add to what `grads` holds
   const float* weights = nullptr;  // the slice's flat buffer
-  float* grads = nullptr;          // backward: the slice's flat gradient (matrix blocks overwritten,
-                                   // the vector chunk accumulated: zero it first)
+  float* grads = nullptr;          // backward: the slice's flat gradient (matrix blocks overwritten
+                                   // unless `accumulate`, the vector chunk accumulated: zero it first)
   float* x = nullptr;              // the operator's input (saved)
   float* internals = nullptr;      // all slices' internals (attention: QKV, S, O; mlp: H, A; head: L)
   float* y = nullptr;              // forward: output, accumulated
@@ -95,6 +122,8 @@ struct SliceArgs {
   float* workspace = nullptr;      // backward scratch
   float* touch = nullptr;          // where elementwise kernels spend their bytes
   std::int64_t touch_floats = 0;
+  // Token ids (lookup) or targets (head) of the rows, less the slice's vocab0: ids outside its columns
+  // are skipped.
   const std::int32_t* tokens = nullptr;
 };
 

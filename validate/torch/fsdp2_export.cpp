@@ -1,5 +1,6 @@
 #include "validate/torch/fsdp2_export.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
@@ -143,17 +144,21 @@ std::vector<std::string> map_operators(const NameMapping& m, const std::vector<s
 
 nlohmann::json export_fsdp2(const costmodel::Plan& plan, const std::string& plan_file,
                             const NameMapping& mapping) {
+  if (!plan.data_parallel())
+    throw UsageError(fmt::format("{}: the FSDP2 export takes data-parallel plans (one stage, one micro-batch, TP "
+                                 "1); this one is {} (plan one with osdp plan --data-parallel)",
+                                 plan_file, plan.layout_summary()));
   const costmodel::Workload w = costmodel::lower(plan.model);
   std::vector<std::string> names;
-  for (const auto& op : plan.operators) names.push_back(op.name);
+  for (const auto& op : w.operators) names.push_back(op.name);
   const std::vector<std::string> paths = map_operators(mapping, names);
   const int world = plan.cluster.world_size();
   nlohmann::json modules = nlohmann::json::array();
   bool two_level = false, split = false;
-  for (std::size_t i = 0; i < plan.operators.size(); ++i) {
-    const costmodel::Choice& c = plan.operators[i].choice;
+  for (std::size_t i = 0; i < plan.choices.size(); ++i) {
+    const costmodel::Choice& c = plan.choices[i];
     nlohmann::json m;
-    m["operator"] = plan.operators[i].name;
+    m["operator"] = w.operators[i].name;
     m["path"] = paths[i];
     m["choice"] = c.label();
     m["mesh"] = c.replicate ? "replicate" : c.node_group ? "node" : "world";

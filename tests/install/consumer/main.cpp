@@ -9,7 +9,7 @@
 #include "costmodel/workload.hpp"
 #include "search/report.hpp"
 #include "search/scheduler.hpp"
-#include "search/strategy.hpp"
+#include "search/batch_solver.hpp"
 #include "sim/replay.hpp"
 
 int main() {
@@ -24,7 +24,7 @@ int main() {
     search::SearchOptions options;
     options.memory_limit_bytes = 16.0 * (1 << 30);
     options.reserve_bytes = ctx.cluster.reserve_bytes;
-    const search::StrategyRegistry registry = search::default_strategies();
+    const search::SolverRegistry registry = search::default_solvers();
     const search::SearchResult exact = search::run_search(w, model, registry.get("exact"), options);
     const search::SearchResult fsdp = search::run_search(w, model, registry.get("fsdp"), options);
     std::printf("exact feasible %d batch %d throughput %.6g\n", exact.feasible ? 1 : 0, exact.batch,

@@ -1,14 +1,17 @@
-// Run under mpirun with 2 or 4 ranks: one training step of hybrid plans (tensor, pipeline and data
-// parallelism, validate/executor/hybrid_executor.hpp) on the mpi backend. After the step every
-// operator's weights and reduced gradients must equal those of one process running the unsharded
-// plan (experiments::unsharded_step: all DP, the executor of executor.hpp) on the same global batch,
-// and the loss must agree, within the tolerances of test_executor_mpi.
+// Run under mpirun with 2 or 4 ranks: one training step of plans with stages, micro-batches and TP
+// degrees (the one executor of validate/executor/executor.hpp, running the plan's schedule) on the mpi
+// backend. After the step every operator's weights and reduced gradients must equal those of one
+// process running the unsharded plan (experiments::unsharded_step: all DP, the same executor) on the
+// same global batch, and the loss must agree, within the tolerances of test_executor_mpi.
 //
 // 2 ranks: TP 2; PP 2 under GPipe and 1F1B, with 2 and 3 micro-batches and both stage splits; TP 2
-// on a tied model (its LM head at the embedding's degree).
-// 4 ranks: TP 2 x DP 2; PP 2 x DP 2 under both schedules; PP 2 x TP 2; TP 4; and degrees that change
-// from unit to unit (1, 4, 2, 4: the activations re-laid out between them).
-// Choices mix DP, ZDP and REPLICATE over the operators. Exit 0 when every case passes.
+// on a tied model (its LM head at the embedding's degree); TP 2 with splits within the TP slices and
+// checkpointing.
+// 4 ranks: TP 2 x DP 2; PP 2 x DP 2 under both schedules; PP 2 x TP 2; TP 4; degrees that change
+// from unit to unit (1, 4, 2, 4: the activations re-laid out between them); and the same with splits,
+// checkpointing and prefetch.
+// Choices mix DP, ZDP (gathered again every micro-batch) and REPLICATE over the operators, and where a
+// case asks for it split slices and checkpointing. Exit 0 when every case passes.
 //
 // With --backend nccl the steps run on GPUs (CudaDevice, NcclCommunicator; one GPU per rank), as
 // validate/gpu-smoke.sh runs it; exit 77 (skipped) where that backend cannot run.
@@ -21,11 +24,14 @@
 
 #include <fmt/format.h>
 
-#include "costmodel/hybrid.hpp"
+#include "costmodel/plan.hpp"
+#include "costmodel/workload.hpp"
 #include "executor_fixtures.hpp"
-#include "experiments/hybrid_validation.hpp"
+#include "experiments/numerics_check.hpp"
+#include "sim/replay.hpp"
+#include "sim/schedule.hpp"
 #include "validate/backends.hpp"
-#include "validate/executor/hybrid_executor.hpp"
+#include "validate/executor/executor.hpp"
 #include "validate/mpi/mpi_backend.hpp"
 
 using namespace osdp;
@@ -35,9 +41,9 @@ using namespace osdp::validate::testing;
 namespace {
 
 // The degree a unit can take: `want` when every operator of it can be cut that many ways, else 1.
-int degree_for(const costmodel::HybridWorkload& hw, int unit, int want) {
+int degree_for(const costmodel::Workload& hw, int unit, int want) {
   for (const int o : hw.units[static_cast<std::size_t>(unit)].ops) {
-    const costmodel::Operator& op = hw.workload.operators[static_cast<std::size_t>(o)];
+    const costmodel::Operator& op = hw.operators[static_cast<std::size_t>(o)];
     if (!costmodel::tp_allowed(op, want)) return 1;
     const auto s = op.splits(want);
     if (want > 1 && std::find(s.begin(), s.end(), want) == s.end()) return 1;
@@ -53,25 +59,37 @@ struct Case {
   // TP degree wanted for unit u of `units`; stage starts (empty: even by unit count).
   std::function<int(int u, int units)> tp;
   std::vector<int> starts;
+  bool splits = false;  // every fourth operator split 2 ways (1 slice ZDP) and checkpointed where it can be
+  int prefetch = 0;
 };
 
-costmodel::HybridPlan make_hybrid(const costmodel::ModelSpec& model, const Case& c) {
-  const costmodel::HybridWorkload hw = costmodel::hybrid_workload(model, c.pp);
+costmodel::Plan make_plan(const costmodel::ModelSpec& model, const costmodel::ClusterSpec& cluster, const Case& c) {
+  const costmodel::Workload hw = costmodel::lower(model, c.pp);
   const int units = static_cast<int>(hw.units.size());
-  costmodel::HybridPlan p;
+  costmodel::Plan p;
+  p.strategy = c.name;
+  p.model = model;
+  p.cluster = cluster;
   p.pp = c.pp;
   p.micro_batches = c.m;
-  p.b0 = 1;
+  p.batch_size = 1;
+  p.prefetch = p.cost_options.prefetch = c.prefetch;
   p.schedule = c.schedule;
   p.stage_first_unit = c.starts;
   if (p.stage_first_unit.empty())
     for (int s = 0; s < c.pp; ++s) p.stage_first_unit.push_back(s * units / c.pp);
   for (int u = 0; u < units; ++u) p.unit_tp.push_back(degree_for(hw, u, c.tp(u, units)));
-  // DP, ZDP and REPLICATE in turn over the operators.
-  for (std::size_t o = 0; o < hw.workload.operators.size(); ++o) {
+  const std::vector<int> unit_of = hw.unit_of_operators();
+  // DP, ZDP and REPLICATE in turn over the operators; with `splits` every fourth split 2 ways within its
+  // TP slice (where that slice splits) and checkpointed (where it can be).
+  for (std::size_t o = 0; o < hw.operators.size(); ++o) {
     costmodel::Choice ch;
     ch.replicate = o % 3 == 2;
     ch.zdp_slices = o % 3 == 1 ? 1 : 0;
+    const costmodel::Operator sliced =
+        costmodel::tp_slice(hw.operators[o], p.unit_tp[static_cast<std::size_t>(unit_of[o])], false, hw);
+    if (c.splits && o % 4 == 3 && sliced.splits(2).back() == 2) ch = {false, 2, 1, false};
+    if (c.splits && o % 4 == 3) ch.checkpoint = hw.operators[o].checkpointable;
     p.choices.push_back(ch);
   }
   return p;
@@ -85,6 +103,8 @@ std::vector<Case> cases_for(int ranks) {
     c.push_back({"TP 2", false, 1, 1, PipelineSchedule::k1F1B, all(2), {}});
     c.push_back({"TP 2, 2 micro-batches", false, 1, 2, PipelineSchedule::k1F1B, all(2), {}});
     c.push_back({"TP 2 (tied)", true, 1, 1, PipelineSchedule::k1F1B, all(2), {}});
+    c.push_back({"TP 2, splits and checkpointing, 2 micro-batches", false, 1, 2, PipelineSchedule::k1F1B, all(2), {},
+                 true});
     for (const auto sched : {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B})
       for (const int m : {2, 3}) {
         const std::string name = fmt::format("PP 2 {} m {}", costmodel::to_string(sched), m);
@@ -109,6 +129,8 @@ std::vector<Case> cases_for(int ranks) {
                                          : u % 2 == 1 ? 4
                                                       : 2; },
                  {}});
+    c.push_back({"PP 2 x TP 2, splits, checkpointing, prefetch 1", false, 2, 2, PipelineSchedule::k1F1B, all(2), {},
+                 true, 1});
   }
   return c;
 }
@@ -122,7 +144,7 @@ int main(int argc, char** argv) {
       (std::string(argv[2]) == "mpi" || std::string(argv[2]) == "nccl")) {
     backend_name = argv[2];
   } else if (argc != 1) {
-    std::fprintf(stderr, "usage: test_hybrid_executor_mpi [--backend mpi|nccl]\n");
+    std::fprintf(stderr, "usage: test_layout_executor_mpi [--backend mpi|nccl]\n");
     return 2;
   }
   if (const std::string why = backend_unavailable_reason(backend_name); !why.empty()) {
@@ -135,20 +157,22 @@ int main(int argc, char** argv) {
   const int ranks = comm.size(), rank = comm.rank();
   const std::vector<Case> cases = cases_for(ranks);
   if (cases.empty()) {
-    if (rank == 0) std::fprintf(stderr, "test_hybrid_executor_mpi runs on 2 or 4 ranks, not %d\n", ranks);
+    if (rank == 0) std::fprintf(stderr, "test_layout_executor_mpi runs on 2 or 4 ranks, not %d\n", ranks);
     return 2;
   }
   int failures = 0;
   for (const Case& c : cases) {
-    const costmodel::ModelSpec m = tiny_model(c.tied, c.tied ? 1 : 2);
-    const costmodel::HybridPlan plan = make_hybrid(m, c);
+    costmodel::ModelSpec m = tiny_model(c.tied, c.tied ? 1 : 2);
+    m.vocab = 128;  // a vocabulary-parallel head's columns hold its 2h vector parameters (numerics.hpp)
+    const costmodel::Plan plan = make_plan(m, tiny_cluster(ranks, c.prefetch > 0), c);
     const int batch = plan.global_batch(ranks);
     const experiments::ReferenceStep ref =
         experiments::unsharded_step(m, tiny_cluster(1, false), batch, GemmMath::kFp32);
-    const std::unique_ptr<Device> dev = backend->make_device(false);
-    HybridExecutor ex(*dev, comm, m, plan);
-    const HybridStepStats st = ex.step();
-    const costmodel::Workload& w = ex.workload().workload;
+    const std::unique_ptr<Device> dev = backend->make_device(c.prefetch > 0);
+    const costmodel::Workload w = costmodel::lower(m, plan.pp);
+    const sim::Schedule schedule = sim::build_schedule(plan, w, sim::plan_cost_model(plan));
+    Executor ex(*dev, comm, w, plan, schedule);
+    const StepStats st = ex.step();
     std::string why;
     if (std::fabs(st.loss - ref.loss) > 1e-5 * std::fabs(ref.loss))
       why += fmt::format(" loss {} vs {};", st.loss, ref.loss);

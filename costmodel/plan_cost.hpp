@@ -1,36 +1,8 @@
-// Hybrid parallelism (Galvatron's space, issue 16): pipeline stages with micro-batches, a tensor-
-// parallel degree per unit (a transformer layer, the embedding, a projection, the LM head), and
-// within each unit's data-parallel group the per-operator choices of cost_model.hpp. The analytic
-// model of a hybrid plan, both tiers; search/hybrid.hpp searches it.
-//
-// Layout. N = M G devices (M nodes of G). A plan has a pipeline degree pp (a power of two dividing
-// N); stage s holds the N_s = N / pp consecutive ranks s N_s .. (s+1) N_s - 1 and a contiguous run of
-// units (the embedding in the first stage, the LM head in the last). A unit u of stage s has a
-// tensor-parallel degree t_u, a power of two with t_u <= G and t_u | N_s: its TP groups are t_u
-// consecutive ranks (inside a node), its data-parallel group the d_u = N_s / t_u ranks at one TP
-// index (spread over the stage's nodes). m micro-batches, each of b0 samples per device at t = 1:
-// the global batch is B = b0 m N / pp, a unit of degree t runs micro-batches of b = b0 t samples on
-// each rank of its TP group (every rank of a stage does the same work). Throughput B / T.
-//
-// Tensor parallelism (Megatron-LM column/row split): a TP slice of an operator is the slice an
-// operator split (workload.hpp) cuts: an attention slice holds whole heads (its columns of QKV, its
-// rows of the projection), an MLP slice its columns of fc1 and rows of fc2, the LM head its columns
-// (vocabulary-parallel). Its GEMMs are the split's slice kernels; its elementwise kernels over heads,
-// ffn columns or the vocabulary (Kernel::tp_sliced) run 1/t of their bytes; layer norms, residuals
-// and hidden-state dropout run whole on each rank, or 1/t of them with sequence parallelism (SP).
-// Parameters: column-split weights and their biases, row-split weights divided by t; row-split
-// biases and layer norms whole. Saved activations per sample: the replicated part R stays whole
-// (without SP), the rest is divided by t; with SP all of it:
-//   attention, MLP: R = (2e + mask) s h  (the layer norm's input, the first GEMM's input, the
-//                   residual dropout's mask: Korthikanti et al. 2022, 10 s h of the 34 s h at e = 2)
-//   head:           R = e s h;  embedding: R = everything.  Checkpointed input e s h: whole without SP.
-// TP collectives, on the critical path (not overlapped), each an all-reduce of X = b s h e bytes on a
-// ring of t ranks on the intra-node link, AR_t(X) = 2((t-1) alpha + (t-1)/t X beta) (with SP a
-// reduce-scatter plus an all-gather, the same time by the ring formula):
-//   attention, MLP: one in forward (after the row-split GEMM), one in backward (before the
-//                   column-split GEMM's input gradient leaves); a checkpointed operator's recompute
-//                   repeats the forward one;
-//   embedding: one in forward;  LM head: one in backward.
+// The cost of a plan (plan.hpp's layout: pipeline stages, micro-batches, a tensor-parallel degree per
+// unit, per-operator data-parallel choices), both tiers. A data-parallel plan (one stage, one
+// micro-batch, TP 1) costs exactly what cost_model.hpp gives its operators: T = sum of their times,
+// M = reserve + prefetch reserve + sum persistent + max transient (a test holds it over every choice).
+// TP slices and their traffic are workload.hpp's.
 //
 // One operator's price at (t, choice, b0, m), priced on the data-parallel group's ring (a cluster of
 // d ranks: one node of d when N_s <= G, else N_s / G nodes of G / t; cost_model.hpp's formulas on
@@ -87,60 +59,12 @@
 #include "costmodel/cluster.hpp"
 #include "costmodel/cost_model.hpp"
 #include "costmodel/model.hpp"
+#include "costmodel/plan.hpp"
 #include "costmodel/workload.hpp"
 
 namespace osdp::costmodel {
 
-enum class PipelineSchedule { kGpipe, k1F1B };
-const char* to_string(PipelineSchedule s);
-std::optional<PipelineSchedule> schedule_from_string(const std::string& s);
-
-// The units a hybrid plan gives a TP degree, over the operators of the workload it prices.
-struct HybridUnit {
-  std::string name;      // "embedding", "layer3", "stage1.projection", "head"
-  std::vector<int> ops;  // indices into HybridWorkload::workload.operators, in order
-  int hidden = 0;        // width of the activation it hands on
-  bool layer = false;    // a transformer layer
-};
-
-// The workload a pipeline of pp stages runs: for pp > 1 a tied embedding is lowered untied (token
-// table in the first stage, its copy as the LM head in the last) and `tied_copy` marks the head.
-struct HybridWorkload {
-  Workload workload;
-  std::vector<HybridUnit> units;
-  bool tied_copy = false;
-  int pp = 1;
-};
-HybridWorkload hybrid_workload(const ModelSpec& model, int pp);
-
-// The TP slice of an operator (the opening comment), sequence-parallel or not.
-Operator tp_slice(const Operator& op, int t, bool sequence_parallel, const PrecisionBytes& bytes,
-                  bool dropout, int seq);
-// Whether an operator can run at TP degree t: 1 always; attention and MLP when t divides their heads
-// and widths; embedding and head (vocabulary padded to a multiple of t) when they have a weight to
-// split; projections never.
-bool tp_allowed(const Operator& op, int t);
-// Elements per sample of the TP all-reduce in forward and in backward of an operator.
-struct TpTraffic {
-  double forward_elements = 0, backward_elements = 0;
-};
-TpTraffic tp_traffic(const Operator& op, int seq);
-
-// A hybrid plan.
-struct HybridPlan {
-  int pp = 1;
-  int micro_batches = 1;  // m
-  int b0 = 1;             // samples per device per micro-batch at t = 1
-  PipelineSchedule schedule = PipelineSchedule::k1F1B;
-  bool sequence_parallel = false;
-  std::vector<int> stage_first_unit;  // pp entries, stage s holds units [first[s], first[s+1])
-  std::vector<int> unit_tp;           // per unit
-  std::vector<Choice> choices;        // per operator of the hybrid workload
-
-  int global_batch(int world) const { return b0 * micro_batches * world / pp; }
-};
-
-struct HybridOpCost {
+struct OpCost {
   double time_s = 0;  // per micro-batch (per-step parts spread over the m micro-batches)
   double states_bytes = 0;
   double act_bytes = 0;  // per micro-batch in flight
@@ -148,19 +72,19 @@ struct HybridOpCost {
   double compute_s = 0, dp_comm_s = 0, tp_comm_s = 0;  // parts of time_s before overlap
 };
 
-// One operator's price split by where a pipeline schedule places each part (sim/pipeline.hpp), with
+// One operator's price split by where a pipeline schedule places each part (sim/schedule.hpp), with
 // the same terms as op_cost: per micro-batch the forward and backward compute (the backward with the
 // recompute), the ZDP slices' gathers of each and the TP all-reduces; per step the DP slices' gathers,
 // the gradients' reduction (reduce-scatters; REPLICATE's all-reduce) and the optimizer (0 in the paper
 // tier). op_cost spreads the per-step parts over the m micro-batches.
-struct HybridOpParts {
+struct OpParts {
   double forward_s = 0, backward_s = 0;
   double zdp_forward_s = 0, zdp_backward_s = 0;
   double tp_forward_s = 0, tp_backward_s = 0;
   double dp_gather_s = 0, grad_sync_s = 0, optimizer_s = 0;
 };
 
-struct HybridStage {
+struct StageCost {
   int first_unit = 0, end_unit = 0;
   double time_s = 0;  // c_s: per micro-batch
   double peak_bytes = 0;
@@ -168,46 +92,46 @@ struct HybridStage {
   double compute_s = 0, dp_comm_s = 0, tp_comm_s = 0, p2p_s = 0, relayout_s = 0;
 };
 
-struct HybridEvaluation {
+struct Evaluation {
   double time_s = 0;
   double peak_bytes = 0;  // the largest stage's
   double throughput = 0;  // global samples per second
   double bubble_fraction = 0;
   int global_batch = 0;
   bool fits = false;
-  std::vector<HybridStage> stages;
+  std::vector<StageCost> stages;
 };
 
-class HybridCostModel {
+class PlanCostModel {
  public:
-  HybridCostModel(const ClusterSpec& cluster, const Calibration* calibration, Precision precision,
-                  CostOptions options, bool dropout);
+  PlanCostModel(const ClusterSpec& cluster, const Calibration* calibration, Precision precision,
+                CostOptions options);
 
   int world_size() const { return cluster_.world_size(); }
   int node_size() const { return cluster_.devices_per_node; }
   const ClusterSpec& cluster() const { return cluster_; }
   const CostOptions& options() const { return options_; }
-  bool dropout() const { return dropout_; }
   // Whether (pp, t) is a valid layout: pp | N, t a power of two with t <= G, t | N/pp, and the
   // stage's data-parallel group a whole number of ranks per node.
   bool valid(int pp, int t) const;
   // The cost model of a unit's data-parallel group (cached).
   const CostModel& dp_model(int pp, int t) const;
 
-  HybridOpParts op_parts(const Operator& op, int t, const Choice& choice, int b0, int pp, bool sp,
-                         const PrecisionBytes& bytes, int seq) const;
+  // Operator `op` of workload `w` at degree t.
+  OpParts op_parts(const Workload& w, const Operator& op, int t, const Choice& choice, int b0, int pp,
+                   bool sp) const;
   // Compute and the collectives beside it as op_cost combines them: overlapped (cost_model.hpp) in the
   // extended tier with overlap and prefetch, else their sum.
   double overlapped_s(const CostModel& sub, double compute_s, double comm_s) const;
-  HybridOpCost op_cost(const Operator& op, int t, const Choice& choice, int b0, int m, int pp, bool sp,
-                       const PrecisionBytes& bytes, int seq) const;
-  // The same two from the operator already sliced (sliced = tp_slice(op, t, sp, ...)) and, for
-  // op_cost, from its parts: op_cost(op, ...) == op_cost(op_parts(op, sliced, ...), sliced, ...). A
-  // search prices the parts once per b0 and combines them for every micro-batch count.
-  HybridOpParts op_parts(const Operator& op, const Operator& sliced, int t, const Choice& choice, int b0,
-                         int pp, const PrecisionBytes& bytes, int seq) const;
-  HybridOpCost op_cost(const HybridOpParts& parts, const Operator& sliced, int t, const Choice& choice,
-                       int b0, int m, int pp, const PrecisionBytes& bytes) const;
+  OpCost op_cost(const Workload& w, const Operator& op, int t, const Choice& choice, int b0, int m, int pp,
+                 bool sp) const;
+  // The same two from the operator already sliced (sliced = tp_slice(op, t, sp, w)) and, for op_cost,
+  // from its parts: op_cost(w, op, ...) == op_cost(op_parts(op, sliced, ...), sliced, ...). A search
+  // prices the parts once per b0 and combines them for every micro-batch count.
+  OpParts op_parts(const Operator& op, const Operator& sliced, int t, const Choice& choice, int b0, int pp,
+                   const PrecisionBytes& bytes, int seq) const;
+  OpCost op_cost(const OpParts& parts, const Operator& sliced, int t, const Choice& choice, int b0, int m,
+                 int pp, const PrecisionBytes& bytes) const;
   // An all-reduce of `bytes` on a TP ring of t ranks (the intra-node link).
   double tp_allreduce_s(int t, double bytes) const;
   // The re-layout from degree t to t2 of activations `hidden` wide at b0 samples per device.
@@ -216,44 +140,39 @@ class HybridCostModel {
   double p2p_s(int pp, int b0, int seq, int hidden, int activation_bytes) const;
   // The tied copy's gradient all-reduce between the first and the last stage (once per step).
   double tied_allreduce_s(int pp, double bytes) const;
-  // The walk between units and stages that evaluate, the pipeline simulator and the search share:
+  // The walk between units and stages that evaluate, the schedule and the search share:
   // the re-layout into unit u of stage s from the unit before it (a stage's first unit from the t = 1
   // layout, the first stage's first unit from none), gathering in forward when the degree grows;
   struct Relayout {
     double seconds = 0;
     bool forward = false;
   };
-  Relayout relayout_into(const HybridWorkload& hw, const HybridPlan& plan, int s, int u) const;
+  Relayout relayout_into(const Workload& w, const Plan& plan, int s, int u) const;
   // what ends stage s after its last unit u at degree t: the re-layout to t = 1 and one send each
   // way (none for the last stage);
   struct StageExit {
     double relayout_s = 0, send_s = 0;
   };
-  StageExit stage_exit(const HybridWorkload& hw, int pp, int b0, int s, int u, int t) const;
+  StageExit stage_exit(const Workload& w, int pp, int b0, int s, int u, int t) const;
   // the tied copy's gradient all-reduce, once per step, with the LM head at degree t (0 without a
   // tied copy).
-  double tied_sync_s(const HybridWorkload& hw, int pp, int t, bool sequence_parallel) const;
+  double tied_sync_s(const Workload& w, int pp, int t, bool sequence_parallel) const;
   static int in_flight(PipelineSchedule s, int pp, int stage, int m);
   // Memory every stage sets aside whatever the plan: the device reserve and the prefetch reserve.
   double fixed_bytes(const Workload& w) const;
   double capacity_bytes() const { return capacity_; }
   void set_capacity(double bytes) { capacity_ = bytes; }
 
-  HybridEvaluation evaluate(const HybridWorkload& hw, const HybridPlan& plan) const;
+  Evaluation evaluate(const Workload& w, const Plan& plan) const;
 
  private:
   ClusterSpec cluster_;
   const Calibration* calibration_;
   Precision precision_;
   CostOptions options_;
-  bool dropout_;
   double capacity_;
   mutable std::map<std::pair<int, int>, std::unique_ptr<CostModel>> dp_models_;
   mutable std::map<std::pair<int, int>, std::unique_ptr<Calibration>> dp_calibrations_;
 };
-
-// The plan's "hybrid" block of a plan file: degrees, stages with their units' TP degrees and their
-// operators' choices (plan.hpp's fields, and the label), and the evaluation's figures.
-nlohmann::json to_json(const HybridWorkload& hw, const HybridPlan& plan, const HybridEvaluation& ev);
 
 }  // namespace osdp::costmodel

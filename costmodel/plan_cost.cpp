@@ -1,0 +1,267 @@
+#include "costmodel/plan_cost.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "costmodel/error.hpp"
+
+namespace osdp::costmodel {
+namespace {
+
+double ceil_div(double a, double b) {
+  return std::ceil(a / b);
+}
+
+}  // namespace
+
+PlanCostModel::PlanCostModel(const ClusterSpec& cluster, const Calibration* calibration,
+                                 Precision precision, CostOptions options)
+    : cluster_(cluster),
+      calibration_(calibration),
+      precision_(precision),
+      options_(options),
+      capacity_(cluster.memory_bytes) {}
+
+bool PlanCostModel::valid(int pp, int t) const {
+  return valid_degrees(cluster_, pp, t);
+}
+
+const CostModel& PlanCostModel::dp_model(int pp, int t) const {
+  auto& slot = dp_models_[{pp, t}];
+  if (slot) return *slot;
+  assert(valid(pp, t));
+  const int n = world_size(), g = node_size(), ns = n / pp, d = ns / t;
+  ClusterSpec sub = cluster_;
+  if (ns <= g) {
+    sub.nodes = 1;
+    sub.devices_per_node = d;
+    sub.inter.reset();
+  } else {
+    sub.nodes = ns / g;
+    sub.devices_per_node = g / t;
+  }
+  const Calibration* cal = calibration_;
+  if (cal && d != n) {
+    // A calibration's collective segments were fitted on rings of the whole world (or on its
+    // levels): they do not describe a smaller group's rings, which the cluster's links price.
+    auto copy = std::make_unique<Calibration>(*cal);
+    copy->allgather.clear();
+    copy->reducescatter.clear();
+    copy->allreduce.clear();
+    copy->per_node = 0;
+    copy->intra = {};
+    copy->inter = {};
+    cal = copy.get();
+    dp_calibrations_[{pp, t}] = std::move(copy);
+  }
+  slot = std::make_unique<CostModel>(sub, cal, precision_, options_);
+  return *slot;
+}
+
+double PlanCostModel::tp_allreduce_s(int t, double bytes) const {
+  if (t <= 1 || bytes <= 0) return 0;
+  return CollectiveOp{Collective::kAllReduce, bytes, t}.ring_s(cluster_.intra.alpha_s,
+                                                               cluster_.intra.beta_s_per_byte());
+}
+
+double PlanCostModel::relayout_s(int t, int t2, int b0, int seq, int hidden, int e) const {
+  if (t == t2) return 0;
+  const int hi = std::max(t, t2), lo = std::min(t, t2);
+  const double x = static_cast<double>(b0) * hi * seq * hidden * e;
+  return CollectiveOp{Collective::kAllGather, x, hi / lo}.ring_s(cluster_.intra.alpha_s,
+                                                                 cluster_.intra.beta_s_per_byte());
+}
+
+double PlanCostModel::p2p_s(int pp, int b0, int seq, int hidden, int e) const {
+  if (pp <= 1) return 0;
+  const bool across = cluster_.nodes > 1 && cluster_.inter && world_size() / pp >= node_size();
+  const LinkSpec& l = across ? *cluster_.inter : cluster_.intra;
+  return l.alpha_s + static_cast<double>(b0) * seq * hidden * e * l.beta_s_per_byte();
+}
+
+double PlanCostModel::tied_allreduce_s(int pp, double bytes) const {
+  if (pp <= 1 || bytes <= 0) return 0;
+  const bool across = cluster_.nodes > 1 && cluster_.inter && world_size() - world_size() / pp >= node_size();
+  const LinkSpec& l = across ? *cluster_.inter : cluster_.intra;
+  return CollectiveOp{Collective::kAllReduce, bytes, 2}.ring_s(l.alpha_s, l.beta_s_per_byte());
+}
+
+int PlanCostModel::in_flight(PipelineSchedule s, int pp, int stage, int m) {
+  return s == PipelineSchedule::kGpipe ? m : std::min(pp - stage, m);
+}
+
+double PlanCostModel::fixed_bytes(const Workload& w) const {
+  return cluster_.reserve_bytes + prefetch_reserve_bytes(w, options_.prefetch);
+}
+
+OpParts PlanCostModel::op_parts(const Workload& w, const Operator& op0, int t, const Choice& ch, int b0, int pp,
+                                bool sp) const {
+  return op_parts(op0, tp_slice(op0, t, sp, w), t, ch, b0, pp, w.bytes, w.seq);
+}
+
+OpParts PlanCostModel::op_parts(const Operator& op0, const Operator& op, int t, const Choice& ch,
+                                        int b0, int pp, const PrecisionBytes& B, int seq) const {
+  const CostModel& sub = dp_model(pp, t);
+  const int b = b0 * t;
+  const double P = static_cast<double>(op.parameters());
+  const int n = ch.replicate ? 1 : ch.split;
+  const int k = ch.replicate ? 0 : ch.zdp_slices;
+  const bool ckpt = ch.checkpoint && op.checkpointable;
+  OpParts x;
+  if (ch.replicate) {
+    x.grad_sync_s = sub.collective_s(Collective::kAllReduce, B.gradient * P);
+  } else {
+    const double Ps = ceil_div(P, n);
+    const auto sc = sub.shard_comm_s(ch, B.weight * Ps, B.gradient * Ps);
+    const int regather = (ckpt && options_.checkpoint_regather) ? k : 0;
+    x.zdp_forward_s = k * sc.all_gather_s;
+    x.zdp_backward_s = (k + regather) * sc.all_gather_s;
+    x.dp_gather_s = (n - k) * sc.all_gather_s;
+    x.grad_sync_s = n * sc.reduce_scatter_s;
+  }
+  const TpTraffic tr = tp_traffic(op0, seq);
+  x.tp_forward_s = tp_allreduce_s(t, b * tr.forward_elements * B.activation);
+  x.tp_backward_s =
+      tp_allreduce_s(t, b * tr.backward_elements * B.activation) + (ckpt ? x.tp_forward_s : 0.0);
+  const auto ph = sub.phases(op, b, ch.replicate ? 1 : ch.split);
+  x.forward_s = ph.forward_s;
+  x.backward_s = ph.backward_s + (ckpt ? ph.forward_s : 0.0);
+  const double shard_elems = ch.replicate ? P : ceil_div(P, sub.shards(ch));
+  x.optimizer_s = options_.tier == Tier::kPaper ? 0.0 : sub.optimizer_s(shard_elems, B);
+  return x;
+}
+
+double PlanCostModel::overlapped_s(const CostModel& sub, double compute_s, double comm_s) const {
+  if (options_.tier == Tier::kExtended && sub.overlap() && options_.prefetch > 0)
+    return CostModel::overlapped_s(compute_s, comm_s, sub.interference());
+  return compute_s + comm_s;
+}
+
+OpCost PlanCostModel::op_cost(const Workload& w, const Operator& op0, int t, const Choice& ch, int b0, int m,
+                              int pp, bool sp) const {
+  const Operator op = tp_slice(op0, t, sp, w);
+  return op_cost(op_parts(op0, op, t, ch, b0, pp, w.bytes, w.seq), op, t, ch, b0, m, pp, w.bytes);
+}
+
+OpCost PlanCostModel::op_cost(const OpParts& x, const Operator& op, int t, const Choice& ch,
+                                      int b0, int m, int pp, const PrecisionBytes& B) const {
+  assert(b0 >= 1 && m >= 1);
+  const CostModel& sub = dp_model(pp, t);
+  const int b = b0 * t;
+  const double P = static_cast<double>(op.parameters());
+  const int n = ch.replicate ? 1 : ch.split;
+  const int k = ch.replicate ? 0 : ch.zdp_slices;
+  const double Ps = ceil_div(P, n);
+  const bool ckpt = ch.checkpoint && op.checkpointable;
+  const double md = m;
+  const double comm_f = x.zdp_forward_s + x.dp_gather_s / md;
+  const double comm_b = x.zdp_backward_s + x.grad_sync_s / md;
+  const double opt = x.optimizer_s / md;
+  OpCost c;
+  const double shard_elems = ch.replicate ? P : ceil_div(P, sub.shards(ch));
+  c.compute_s = x.forward_s + x.backward_s + opt;
+  c.dp_comm_s = comm_f + comm_b;
+  c.tp_comm_s = x.tp_forward_s + x.tp_backward_s;
+  c.time_s =
+      overlapped_s(sub, x.forward_s, comm_f) + overlapped_s(sub, x.backward_s, comm_b) + opt + c.tp_comm_s;
+
+  const double state = B.weight + B.gradient + B.optimizer;
+  c.states_bytes = state * shard_elems;
+  if (!ch.replicate) c.states_bytes += (n - k) * B.weight * Ps;
+  if (op.tied_gradient && !ch.replicate) c.states_bytes += B.gradient * P;
+  if (m > 1 && !ch.replicate && !op.tied_gradient) c.states_bytes += n * B.gradient * Ps;
+  c.act_bytes = b * (ckpt ? op.input_bytes_per_sample : op.saved_bytes_per_sample);
+  c.transient_bytes = b * op.workspace_bytes_per_sample;
+  if (!ch.replicate) {
+    const bool all_slices = (ckpt && !options_.checkpoint_regather) || op.tied_gradient;
+    c.transient_bytes += (all_slices ? k : std::min(k, 1)) * B.weight * Ps;
+    if (!op.tied_gradient && m == 1) c.transient_bytes += B.gradient * Ps;
+  }
+  if (ckpt) c.transient_bytes += b * (op.saved_bytes_per_sample - op.input_bytes_per_sample);
+  return c;
+}
+
+PlanCostModel::Relayout PlanCostModel::relayout_into(const Workload& w, const Plan& plan,
+                                                         int s, int u) const {
+  const int t = plan.unit_tp[static_cast<std::size_t>(u)];
+  const bool first = u == plan.stage_first_unit[static_cast<std::size_t>(s)];
+  if (first && s == 0) return {};  // the embedding takes no activation
+  const int from = first ? 1 : plan.unit_tp[static_cast<std::size_t>(u - 1)];
+  const int hidden = w.units[static_cast<std::size_t>(u - 1)].hidden;
+  return {relayout_s(from, t, plan.batch_size, w.seq, hidden, w.bytes.activation), t > from};
+}
+
+PlanCostModel::StageExit PlanCostModel::stage_exit(const Workload& w, int pp, int b0, int s, int u,
+                                                       int t) const {
+  if (s + 1 >= pp) return {};
+  const int e = w.bytes.activation, seq = w.seq;
+  const int hidden = w.units[static_cast<std::size_t>(u)].hidden;
+  return {relayout_s(t, 1, b0, seq, hidden, e), p2p_s(pp, b0, seq, hidden, e)};
+}
+
+double PlanCostModel::tied_sync_s(const Workload& w, int pp, int t, bool sequence_parallel) const {
+  if (!w.tied_copy) return 0;
+  const int head = w.units.back().ops.back();
+  const Operator sliced = tp_slice(w.operators[static_cast<std::size_t>(head)], t, sequence_parallel, w);
+  return tied_allreduce_s(pp, w.bytes.gradient * static_cast<double>(sliced.parameters()));
+}
+
+Evaluation PlanCostModel::evaluate(const Workload& w, const Plan& plan) const {
+  const auto& units = w.units;
+  const auto& ops = w.operators;
+  const int pp = plan.pp, m = plan.micro_batches;
+  check_layout(plan, w, cluster_);
+  Evaluation ev;
+  ev.global_batch = plan.global_batch(world_size());
+  const double fixed = fixed_bytes(w);
+  for (int s = 0; s < pp; ++s) {
+    StageCost st;
+    st.first_unit = plan.stage_first_unit[s];
+    st.end_unit = s + 1 < pp ? plan.stage_first_unit[s + 1] : static_cast<int>(units.size());
+    st.in_flight = in_flight(plan.schedule, pp, s, m);
+    double states = 0, act = 0, trans = 0;
+    for (int u = st.first_unit; u < st.end_unit; ++u) {
+      const Unit& unit = units[static_cast<std::size_t>(u)];
+      const int t = plan.unit_tp[static_cast<std::size_t>(u)];
+      st.relayout_s += relayout_into(w, plan, s, u).seconds;
+      for (int oi : unit.ops) {
+        const Operator& op = ops[static_cast<std::size_t>(oi)];
+        const auto c = op_cost(w, op, t, plan.choices[static_cast<std::size_t>(oi)], plan.batch_size, m, pp,
+                               plan.sequence_parallel);
+        st.time_s += c.time_s;
+        st.compute_s += c.compute_s;
+        st.dp_comm_s += c.dp_comm_s;
+        st.tp_comm_s += c.tp_comm_s;
+        states += c.states_bytes;
+        act += c.act_bytes;
+        trans = std::max(trans, c.transient_bytes);
+      }
+    }
+    const int last = st.end_unit - 1;
+    const StageExit exit = stage_exit(w, pp, plan.batch_size, s, last, plan.unit_tp[static_cast<std::size_t>(last)]);
+    st.relayout_s += exit.relayout_s;
+    st.p2p_s = 2 * exit.send_s;
+    if (s == pp - 1) st.p2p_s += tied_sync_s(w, pp, plan.unit_tp.back(), plan.sequence_parallel) / m;
+    st.time_s += st.relayout_s + st.p2p_s;
+    st.peak_bytes = fixed + states + st.in_flight * act + trans;
+    ev.stages.push_back(st);
+  }
+  double sum = 0, mx = 0;
+  ev.fits = true;
+  for (const auto& st : ev.stages) {
+    sum += st.time_s;
+    mx = std::max(mx, st.time_s);
+    ev.peak_bytes = std::max(ev.peak_bytes, st.peak_bytes);
+    ev.fits = ev.fits && st.peak_bytes <= capacity_;
+  }
+  ev.time_s = sum + (m - 1) * mx;
+  ev.throughput = ev.time_s > 0 ? ev.global_batch / ev.time_s : 0;
+  ev.bubble_fraction = ev.time_s > 0 ? 1.0 - m * sum / pp / ev.time_s : 0;
+  return ev;
+}
+
+}  // namespace osdp::costmodel

@@ -1,0 +1,144 @@
+// How an operator is cut: an operator split's slices (Kernel::slice, Operator::splits) and a tensor-
+// parallel slice (tp_slice, tp_allowed, tp_traffic; workload.hpp's opening comment has the rules).
+#include <algorithm>
+#include <cmath>
+
+#include "costmodel/workload.hpp"
+
+namespace osdp::costmodel {
+namespace {
+
+double ceil_div(double a, double b) {
+  return std::ceil(a / b);
+}
+
+// Activations per sample every TP rank keeps whole without sequence parallelism (opening comment).
+double replicated_saved(const Operator& op, int seq, const PrecisionBytes& bytes, bool dropout) {
+  const double sh = static_cast<double>(seq) * op.hidden;
+  const double e = bytes.activation, mask = dropout ? 1.0 : 0.0;
+  switch (op.kind) {
+    case OperatorKind::kAttention:
+    case OperatorKind::kMlp:
+      return (2 * e + mask) * sh;
+    case OperatorKind::kHead:
+      return e * sh;
+    case OperatorKind::kEmbedding: {
+      bool head = false;
+      for (const Kernel& k : op.forward) head = head || k.site == 1;
+      return mask * sh + (head ? e * sh : 0.0);
+    }
+    case OperatorKind::kProjection:
+      return op.saved_bytes_per_sample;
+  }
+  return op.saved_bytes_per_sample;
+}
+
+bool vocabulary_weight(const Operator& op, const Weight& w) {
+  return (op.kind == OperatorKind::kEmbedding || op.kind == OperatorKind::kHead) && w.splittable;
+}
+
+}  // namespace
+
+Kernel Kernel::slice(int splits) const {
+  Kernel s = *this;
+  switch (split_dim) {
+    case Dim::kM:
+      s.m /= splits;
+      break;
+    case Dim::kN:
+      s.n /= splits;
+      break;
+    case Dim::kK:
+      s.k /= splits;
+      break;
+    case Dim::kCount:
+      s.count /= splits;
+      break;
+    default:
+      break;
+  }
+  return s;
+}
+
+std::vector<int> Operator::splits(int split_max) const {
+  std::vector<int> out{1};
+  bool any = false;
+  for (const auto& w : weights) any = any || w.splittable;
+  if (!any) return out;
+  for (int n = 2; n <= split_max; n *= 2) {
+    bool ok = true;
+    for (const auto& w : weights)
+      if (w.splittable && (w.split_columns ? w.cols : w.rows) % n != 0) ok = false;
+    if (split_units > 0 && split_units % n != 0) ok = false;
+    if (ok) out.push_back(n);
+  }
+  return out;
+}
+
+bool tp_allowed(const Operator& op, int t) {
+  if (t == 1) return true;
+  if (op.kind == OperatorKind::kProjection) return false;
+  bool any = false;
+  for (const auto& w : op.weights) any = any || w.splittable;
+  if (!any) return false;
+  if (op.kind == OperatorKind::kEmbedding || op.kind == OperatorKind::kHead)
+    return true;  // padded vocabulary
+  const auto s = op.splits(t);
+  return std::find(s.begin(), s.end(), t) != s.end();
+}
+
+Operator tp_slice(const Operator& op, int t, bool sp, const Workload& workload) {
+  if (t == 1) return op;
+  Operator s = op;
+  const double td = t;
+  std::string column_weight;  // the last column-split weight: its bias is split too
+  for (auto& w : s.weights) {
+    if (w.splittable && (w.split_columns || vocabulary_weight(op, w))) {
+      w.cols = static_cast<std::int64_t>(ceil_div(static_cast<double>(w.cols), td));
+      column_weight = w.split_columns ? w.name : "";
+    } else if (w.splittable) {
+      w.rows /= t;
+      column_weight.clear();
+    } else if (!column_weight.empty() && w.name == column_weight + ".bias") {
+      w.cols /= t;
+    }
+  }
+  for (auto* list : {&s.forward, &s.backward}) {
+    for (auto& k : *list) {
+      if (k.kind == KernelKind::kGemm) {
+        if (k.split_dim != Dim::kNone) k = k.slice(t);
+      } else if (k.tp_sliced || sp) {
+        k.bytes_per_sample /= td;
+      }
+    }
+  }
+  // Saved activations: the replicated part stays whole (without SP), the rest is divided.
+  const double replicated =
+      sp ? 0.0 : std::min(op.saved_bytes_per_sample, replicated_saved(op, workload.seq, workload.bytes, workload.dropout));
+  s.saved_bytes_per_sample = replicated + (op.saved_bytes_per_sample - replicated) / td;
+  if (sp) s.input_bytes_per_sample = op.input_bytes_per_sample / td;
+  s.workspace_bytes_per_sample = op.workspace_bytes_per_sample / td;
+  if (op.split_units > 0) s.split_units = op.split_units / t;
+  return s;
+}
+
+TpTraffic tp_traffic(const Operator& op, int seq) {
+  const double sh = static_cast<double>(seq) * op.hidden;
+  switch (op.kind) {
+    case OperatorKind::kAttention:
+    case OperatorKind::kMlp:
+      return {sh, sh};
+    case OperatorKind::kEmbedding: {
+      bool head = false;
+      for (const Kernel& k : op.forward) head = head || k.site == 1;
+      return {sh, head ? sh : 0.0};
+    }
+    case OperatorKind::kHead:
+      return {0.0, sh};
+    case OperatorKind::kProjection:
+      return {};
+  }
+  return {};
+}
+
+}  // namespace osdp::costmodel
