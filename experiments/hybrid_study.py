@@ -629,8 +629,10 @@ def main():
     ap.add_argument("--timeout", type=float, default=600, help="seconds per osdp process (default: %(default)s)")
     ap.add_argument("--resume", action="store_true", help="skip (case, strategy) pairs already in results.jsonl")
     ap.add_argument("--retry-timeouts", action="store_true", help="with --resume, rerun the ones that timed out")
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "hybrid-study"), help="results directory")
-    ap.add_argument("--figures", default=os.path.join(HERE, "figures"), help="figures directory")
+    ap.add_argument("--out", default=os.path.join(ROOT, "data", "results", "hybrid-study"),
+                    help="results directory (default: the committed study, data/results/hybrid-study)")
+    ap.add_argument("--figures", default=os.path.join(ROOT, "data", "results", "figures"),
+                    help="figures directory (default: data/results/figures)")
     ap.add_argument("--report-only", action="store_true", help="only write the tables and figures")
     ap.add_argument("--no-report", action="store_true", help="do not write the tables and figures at the end")
     a = ap.parse_args()

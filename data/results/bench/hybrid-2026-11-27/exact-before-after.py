@@ -2,7 +2,7 @@
 # Two osdp binaries taking turns per case, N runs each, on the study's 36 cases (three models, three
 # clusters, 8-20 GB): exact's search time (median, min, max), labels and throughput, printed and
 # written to OUT.json. From the repository root:
-#   python3 tests/bench/results/hybrid-2026-11-27/exact-before-after.py OLD_OSDP NEW_OSDP 3 OUT.json
+#   python3 data/results/bench/hybrid-2026-11-27/exact-before-after.py OLD_OSDP NEW_OSDP 3 OUT.json
 import json, subprocess, sys, os, statistics
 old, new, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 models = ["bert-huge-32", "t5-large-48", "gpt-64l"]
