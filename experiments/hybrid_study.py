@@ -544,7 +544,8 @@ def plot(a, L, cases, strategies):
     # ratio figure: exact over each other strategy, one panel per cluster, models grouped along x
     others = [s for s in strategies if s != "exact"]
     clusters = sorted({c[1] for c in cases}, key=lambda c: ("x" in c.split("-", 1)[-1], c))  # one node first
-    fig, axes = plt.subplots(1, len(clusters), figsize=(6.2 * len(clusters), 4.6), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(clusters), figsize=(max(6.2 * len(clusters), 10), 4.9), squeeze=False,
+                             sharey=True)
     lo, hi = 1.0, 1.0
     for ax, cluster in zip(axes[0], clusters):
         models = sorted({c[0] for c in cases if c[1] == cluster})
@@ -591,11 +592,11 @@ def plot(a, L, cases, strategies):
     ax0.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax0.set_ylim(0.97, hi * 1.08)
     ax0.set_ylabel("exact's throughput over the other's")
-    fig.suptitle("Exact hybrid search over each other strategy: predicted by osdp's analytic model", fontsize=11)
+    fig.suptitle("Exact hybrid search over each other strategy, predicted by osdp's analytic model\n"
+                 "(a gap: that strategy fits no plan there)", fontsize=11)
     handles, labels = ax0.get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=8, ncol=4, loc="lower center")
-    fig.text(0.01, 0.005, "a gap: that strategy fits no plan there", fontsize=7)
-    fig.tight_layout(rect=(0, 0.1, 1, 0.97))
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     path = os.path.join(a.figures, "hybrid-study-ratio.png")
     fig.savefig(path, dpi=120, metadata={"Software": None})
     plt.close(fig)
