@@ -503,6 +503,7 @@ def plot(a, L, cases, strategies):
     import matplotlib.lines  # noqa: F401
     import matplotlib.patches  # noqa: F401
     import matplotlib.pyplot as plt
+    import matplotlib.ticker  # noqa: F401
 
     os.makedirs(a.figures, exist_ok=True)
     for cluster in sorted({c[1] for c in cases}):
@@ -528,39 +529,76 @@ def plot(a, L, cases, strategies):
             ax.set_xticklabels(mems)
             ax.set_xlabel("memory limit per device")
             ax.set_ylabel("samples/s (analytic)")
-            ax.set_title(f"{model} on {cluster}")
+            ax.set_title(model)
             ax.grid(axis="y", alpha=0.3)
         handles, labels = axes[0][0].get_legend_handles_labels()
         fig.legend(handles, labels, fontsize=8, ncol=len(labels), loc="lower center")
         fig.text(0.01, 0.005, "x: no plan fits; T: timed out; E: error", fontsize=7)
-        fig.tight_layout(rect=(0, 0.08, 1, 1))
+        fig.suptitle(f"Throughput on {cluster}: predicted by osdp's analytic model (nothing trained)", fontsize=11)
+        fig.tight_layout(rect=(0, 0.08, 1, 0.97))
         path = os.path.join(a.figures, f"hybrid-study-throughput-{cluster}.png")
-        fig.savefig(path, dpi=120)
+        fig.savefig(path, dpi=120, metadata={"Software": None})
         plt.close(fig)
         log(f"wrote {path}")
 
-    # ratio figure: exact over each other strategy
-    fig, ax = plt.subplots(figsize=(8, 4.2))
+    # ratio figure: exact over each other strategy, one panel per cluster, models grouped along x
     others = [s for s in strategies if s != "exact"]
-    for s in others:
-        xs, ys = [], []
-        for i, c in enumerate(cases):
-            ex, r = L.get(c + ("exact",)), L.get(c + (s,))
-            if ex and r and ex["status"] == "ok" and r["status"] == "ok":
-                xs.append(i)
-                ys.append(ex["throughput"] / r["throughput"])
-        ax.plot(xs, ys, "o-", label=f"exact / {LABELS[s]}", color=COLORS[s], ms=4)
-    ax.axhline(1.0, color="k", lw=0.7)
-    ax.set_xticks(range(len(cases)))
-    ax.set_xticklabels([f"{c[0].split('-')[0]} {c[1]}\n{c[2]}" for c in cases], fontsize=6.5)
-    ax.set_ylabel("throughput ratio")
-    ax.set_yscale("log")
-    ax.set_title("exact hybrid search over the other strategies (analytic)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
+    clusters = sorted({c[1] for c in cases}, key=lambda c: ("x" in c.split("-", 1)[-1], c))  # one node first
+    fig, axes = plt.subplots(1, len(clusters), figsize=(max(6.2 * len(clusters), 10), 4.9), squeeze=False,
+                             sharey=True)
+    lo, hi = 1.0, 1.0
+    for ax, cluster in zip(axes[0], clusters):
+        models = sorted({c[0] for c in cases if c[1] == cluster})
+        pos, ticks, ticklabels, groups = {}, [], [], []
+        x = 0
+        for model in models:
+            mems = sorted({c[2] for c in cases if c[0] == model and c[1] == cluster}, key=mem_key)
+            start = x
+            for m in mems:
+                pos[(model, cluster, m)] = x
+                ticks.append(x)
+                ticklabels.append(m)
+                x += 1
+            groups.append((model, start, x - 1))
+            x += 1  # a gap between models: no line crosses it
+        for s in others:
+            for model, first, last in groups:
+                xs, ys = [], []
+                for c, px in sorted(((c, px) for c, px in pos.items() if c[0] == model), key=lambda t: t[1]):
+                    ex, r = L.get(c + ("exact",)), L.get(c + (s,))
+                    xs.append(px)
+                    if ex and r and ex["status"] == "ok" and r["status"] == "ok":
+                        ys.append(ex["throughput"] / r["throughput"])
+                        lo, hi = min(lo, ys[-1]), max(hi, ys[-1])
+                    else:
+                        ys.append(float("nan"))  # the other strategy fits no plan: a gap, not a line
+                ax.plot(xs, ys, "o-", color=COLORS[s], ms=4, label=f"exact / {LABELS[s]}" if model == groups[0][0] else None)
+        ax.axhline(1.0, color="k", lw=0.7)
+        ax.set_xticks(ticks)
+        ax.set_xticklabels(ticklabels, fontsize=8)
+        for model, first, last in groups:
+            ax.text((first + last) / 2, -0.13, model, transform=ax.get_xaxis_transform(), ha="center", va="top",
+                    fontsize=9)
+            if last < x - 2:
+                ax.axvline(last + 1, color="0.8", lw=0.8)
+        ax.set_xlim(-0.6, x - 1.4)
+        ax.set_title(cluster, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    ax0 = axes[0][0]
+    ax0.set_yscale("log")
+    yt = [t for t in (1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0) if t <= hi * 1.05]
+    ax0.set_yticks(yt)
+    ax0.set_yticklabels([f"{t:g}x" for t in yt])
+    ax0.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax0.set_ylim(0.97, hi * 1.08)
+    ax0.set_ylabel("exact's throughput over the other's")
+    fig.suptitle("Exact hybrid search over each other strategy, predicted by osdp's analytic model\n"
+                 "(a gap: that strategy fits no plan there)", fontsize=11)
+    handles, labels = ax0.get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, ncol=4, loc="lower center")
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     path = os.path.join(a.figures, "hybrid-study-ratio.png")
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, metadata={"Software": None})
     plt.close(fig)
     log(f"wrote {path}")
 
@@ -570,7 +608,7 @@ def plot(a, L, cases, strategies):
     if not shown:
         return
     fig, ax = plt.subplots(figsize=(13, 0.36 * len(shown) + 2.4))
-    tpcol = {1: "#f0f0f0", 2: "#9ecae1", 4: "#4292c6", 8: "#08519c", 16: "#08306b"}
+    tpcol = {1: "#d9d9d9", 2: "#9ecae1", 4: "#4292c6", 8: "#08519c", 16: "#08306b"}
     for y, (c, s) in enumerate(shown):
         p = L[c + (s,)]["plan"]
         units = p["units"]
@@ -605,11 +643,12 @@ def plot(a, L, cases, strategies):
     handles += [matplotlib.patches.Patch(color="#e6550d", label="ZDP share of the unit's operators (upper half)"),
                 matplotlib.lines.Line2D([], [], color="k", marker=".", ls="", label="a checkpointed operator"),
                 matplotlib.lines.Line2D([], [], color="r", ls="-", label="stage boundary")]
-    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.06), ncol=4)
-    ax.set_title("Plans chosen: exact hybrid search and galvatron")
-    fig.tight_layout()
+    handles.insert(4, matplotlib.patches.Patch(color="#fff5eb", label="DP or REPLICATE share (upper half)"))
+    fig.legend(handles=handles, fontsize=7, loc="lower center", ncol=4)
+    ax.set_title("Plans chosen by the exact hybrid search and by galvatron (predicted by osdp's analytic model)")
+    fig.tight_layout(rect=(0, 0.6 / fig.get_figheight(), 1, 1))  # the legend below, clear of the axis label
     path = os.path.join(a.figures, "hybrid-study-plans.png")
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, metadata={"Software": None})
     plt.close(fig)
     log(f"wrote {path}")
 
@@ -629,8 +668,10 @@ def main():
     ap.add_argument("--timeout", type=float, default=600, help="seconds per osdp process (default: %(default)s)")
     ap.add_argument("--resume", action="store_true", help="skip (case, strategy) pairs already in results.jsonl")
     ap.add_argument("--retry-timeouts", action="store_true", help="with --resume, rerun the ones that timed out")
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "hybrid-study"), help="results directory")
-    ap.add_argument("--figures", default=os.path.join(HERE, "figures"), help="figures directory")
+    ap.add_argument("--out", default=os.path.join(ROOT, "data", "results", "hybrid-study"),
+                    help="results directory (default: the committed study, data/results/hybrid-study)")
+    ap.add_argument("--figures", default=os.path.join(ROOT, "data", "results", "figures"),
+                    help="figures directory (default: data/results/figures)")
     ap.add_argument("--report-only", action="store_true", help="only write the tables and figures")
     ap.add_argument("--no-report", action="store_true", help="do not write the tables and figures at the end")
     a = ap.parse_args()

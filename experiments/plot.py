@@ -8,7 +8,8 @@ Usage: plot.py RESULTS_DIR [--out DIR] [--evaluator analytic|sim] [--model NAME]
                                  family (nd-, ws-, ic-, other) and memory limit (and cluster or world
                                  size where the results hold several), one group of bars per model,
                                  one bar per strategy label; "OOM" where a strategy fits no batch size.
-                                 One figure per checkpoint setting (off, on, auto).
+                                 One figure per checkpoint setting (off, on, auto). A panel where no
+                                 strategy fits any model is not drawn; the figure names it.
   candidates-<model>.png         peak memory against step time of every candidate plan of one model
                                  (the best plan of each batch size the search visited, candidates.csv;
                                  --model, default the first model there), the Pareto front (no other
@@ -35,6 +36,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from paper_table import FAMILY_LONG, Results, gib  # noqa: E402
@@ -64,6 +66,19 @@ def save(fig, path):
 # (i) throughput bars
 
 
+PREDICTED_BY = {"analytic": "the analytic model", "sim": "the simulator"}
+
+
+def panel_title(key):
+    fam, memory, cluster, world = key
+    title = f"{FAMILY_LONG.get(fam, fam)}, {gib(memory)}"
+    if cluster:
+        title += f", {cluster}"
+    if world:
+        title += f", {world} GPUs"
+    return title
+
+
 def throughput_figures(res, evaluator, out_dir):
     rows = res.select(evaluator)
     if not rows:
@@ -81,11 +96,20 @@ def throughput_figures(res, evaluator, out_dir):
             key = (r["family"], r["memory"], r.get("cluster", "") if len(clusters) > 1 else "",
                    r.get("world_size", "") if len(worlds) > 1 else "")
             panels.setdefault(key, []).append(r)
+        # A panel where no strategy fits any model would hold only "OOM" marks: it is not drawn, and the
+        # figure says which panels were left out and why.
+        empty = [k for k, prs in panels.items() if not any(r["feasible_b"] for r in prs)]
+        for k in empty:
+            del panels[k]
+        if not panels:
+            print(f"plot: checkpointing {ck}: no strategy fits any model: skipping throughput-ckpt-{ck}.png")
+            continue
         fams = list(OrderedDict.fromkeys(k[0] for k in panels))
         per_fam = OrderedDict((f, [k for k in panels if k[0] == f]) for f in fams)
         ncols = max(len(v) for v in per_fam.values())
         nrows = len(fams)
-        fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.4 * nrows), squeeze=False)
+        height = 3.4 * nrows + 0.7  # the title and the legend above the panels
+        fig, axes = plt.subplots(nrows, ncols, figsize=(max(4.2 * ncols, 7.5), height), squeeze=False)
         for i, (fam, keys) in enumerate(per_fam.items()):
             for j in range(ncols):
                 ax = axes[i][j]
@@ -113,12 +137,7 @@ def throughput_figures(res, evaluator, out_dir):
                                     fontsize=7, color=color_of(label, s))
                 ax.set_xticks(range(len(models)))
                 ax.set_xticklabels(models, rotation=20, ha="right", fontsize=8)
-                title = f"{FAMILY_LONG.get(fam, fam)}, {gib(key[1])}"
-                if key[2]:
-                    title += f", {key[2]}"
-                if key[3]:
-                    title += f", {key[3]} GPUs"
-                ax.set_title(title, fontsize=9)
+                ax.set_title(panel_title(key), fontsize=9)
                 ax.set_ylabel("samples/s")
                 if not top:
                     ax.set_ylim(0, 1)
@@ -129,10 +148,17 @@ def throughput_figures(res, evaluator, out_dir):
                 if n not in names:
                     handles.append(h)
                     names.append(n)
-        fig.suptitle(f"Throughput per strategy, checkpointing {ck} ({evaluator} evaluator)", fontsize=11)
-        height = 3.4 * nrows
-        fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / height))
-        fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.28 / height),
+        fig.suptitle(f"Throughput per strategy, checkpointing {ck}\n"
+                     f"predicted by {PREDICTED_BY.get(evaluator, evaluator)}", fontsize=11, y=1 - 0.06 / height,
+                     va="top")
+        bottom = 0.0
+        if empty:
+            names_left = "; ".join(panel_title(k) for k in empty)
+            fig.text(0.01, 0.01, f"Not drawn, no strategy fits any model there: {names_left}", fontsize=8,
+                     wrap=True)
+            bottom = 0.45 / height
+        fig.tight_layout(rect=(0, bottom, 1, 1 - 0.62 / height))
+        fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.5 / height),
                    ncol=len(names), frameon=False, fontsize=9)
         path = os.path.join(out_dir, f"throughput-ckpt-{safe(ck)}.png")
         save(fig, path)
@@ -153,6 +179,30 @@ def pareto(points):
             front.append(i)
             best = points[i][1]
     return front
+
+
+def label_front(ax, points, min_px=11.0):
+    """Batch-size labels beside the front's points, never on top of each other: points that sit together
+    (several strategies reach the same plan) get one label naming their batch sizes, and a label that
+    would land within min_px of one already placed is left out."""
+    ax.figure.canvas.draw()  # settle the axes' limits so data coordinates map to pixels
+    to_px = ax.transData.transform
+    groups = []  # [pixel position, x, y, batch sizes]
+    for x, y, b in sorted(points, key=lambda p: (p[0], p[1])):
+        px = to_px((x, y))
+        for g in groups:
+            if abs(g[0][0] - px[0]) < min_px and abs(g[0][1] - px[1]) < min_px:
+                g[3].add(b)
+                break
+        else:
+            groups.append([px, x, y, {b}])
+    placed = []
+    for px, x, y, batches in groups:
+        if any(abs(px[0] - q[0]) < 2.5 * min_px and abs(px[1] - q[1]) < min_px for q in placed):
+            continue
+        placed.append(px)
+        ax.annotate("b" + "/".join(str(b) for b in sorted(batches)), (x, y), textcoords="offset points",
+                    xytext=(4, -9), fontsize=7)
 
 
 def _num(x):
@@ -215,9 +265,7 @@ def candidates_figure(res, model, out_dir):
         fy = [pts[i][1] for i in front]
         ax.step(fx, fy, where="post", color="black", linewidth=1, label=f"Pareto front ({len(front)})")
         ax.scatter(fx, fy, s=70, facecolors="none", edgecolors="black", linewidths=1.2)
-        for i in front:
-            ax.annotate(f"b{meta[i]['batch']}", (xs[i], pts[i][1]), textcoords="offset points", xytext=(4, -9),
-                        fontsize=7)
+        label_front(ax, [(xs[i], pts[i][1], meta[i]["batch"]) for i in front])
         for lim in limits:
             ax.axhline(lim / 2**30, color="grey", linestyle=":", linewidth=0.8)
             ax.text(ax.get_xlim()[0], lim / 2**30, f" limit {gib(lim)}", va="bottom", ha="left", fontsize=7,
@@ -227,8 +275,8 @@ def candidates_figure(res, model, out_dir):
         ax.set_title(f"peak memory against {what}", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
-    fig.suptitle(f"{model}: the best plan of every batch size searched ({len(pts)} candidates; "
-                 "hollow: checkpointing on; b = batch size per device)", fontsize=10)
+    fig.suptitle(f"{model}: the best plan of every batch size searched, predicted by the analytic model "
+                 f"({len(pts)} candidates; hollow: checkpointing on; b = batch size per device)", fontsize=10)
     fig.tight_layout()
     path = os.path.join(out_dir, f"candidates-{safe(model)}.png")
     save(fig, path)
@@ -289,12 +337,16 @@ def scaling_figure(scaling_dir, out_dir, experiment=None):
                 drawn += 1
         ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.set_xscale("log", base=2)
+        sizes = sorted({int(r["world_size"]) for r in rows})
+        ax.set_xticks(sizes)
+        ax.set_xticklabels([str(n) for n in sizes])  # 16, 32, ... rather than 2^4, 2^5, ...
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_xlabel("world size (GPUs)")
         ax.set_ylabel("throughput / fsdp throughput")
-        ax.set_title(f"Speedup over fsdp against world size: {model}" +
+        ax.set_title(f"Predicted speedup over fsdp against world size: {model}" +
                      (f", {gib(mem)}, checkpoint {ck}" if len(groups) > 1 else ""), fontsize=10)
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="best")
     if not drawn:
         plt.close(fig)
         print(f"plot: no world size where both fsdp and another strategy fit in {scaling_dir}: skipping")

@@ -8,13 +8,34 @@ experiment's largest allowed step-time error; the title gives the median and lar
 the largest peak-memory error.
 """
 import json
+import math
 import sys
 
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.lines  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FormatStrFormatter  # noqa: E402
+from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullFormatter  # noqa: E402
+
+
+def nice_ticks(lo, hi, min_gap):
+    """Round numbers (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8 x 10^k) in [lo, hi], the roundest first,
+    each at least min_gap from the others in log10: labels that never run into each other, however
+    wide or narrow the range."""
+    cands = []
+    for k in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1):
+        for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8):
+            v = m * 10 ** k
+            if lo <= v <= hi:
+                cands.append(v)
+    ticks = []
+    for group in ((1,), (2, 5), (1.5, 3, 4, 6, 8), (1.2, 2.5, 7)):
+        for v in cands:
+            mant = round(v / 10 ** math.floor(math.log10(v)), 6)
+            if mant in group and all(abs(math.log10(v) - math.log10(t)) >= min_gap for t in ticks):
+                ticks.append(v)
+    return sorted(ticks)
 
 
 def main(argv):
@@ -26,14 +47,16 @@ def main(argv):
     if not rows:
         sys.exit("no measured plans in " + argv[1])
     tol = summary["tolerance"]["time_max"]
-    fig, ax = plt.subplots(figsize=(6.4, 5.6))
+    fig, ax = plt.subplots(figsize=(7.6, 5.6))
     pred = [1e3 * r["predicted_time_s"] for r in rows]
     meas = [1e3 * r["measured_time_s"] for r in rows]
-    lo, hi = 0.8 * min(pred + meas), 1.2 * max(pred + meas)
+    lows = [1e3 * r["measured_min_s"] for r in rows]
+    highs = [1e3 * r["measured_max_s"] for r in rows]
+    lo, hi = 0.9 * min(pred + lows), 1.1 * max(pred + highs)
     xs = [lo, hi]
     ax.plot(xs, xs, color="black", lw=1, label="y = x")
-    ax.fill_between(xs, [x * (1 - tol) for x in xs], [x * (1 + tol) for x in xs], color="0.85",
-                    label=f"±{100 * tol:.0f}%")
+    ax.fill_between(xs, [x * (1 - tol) for x in xs], [x * (1 + tol) for x in xs], color="0.88",
+                    label=f"±{100 * tol:.0f}% (tolerance)")
     strategies = sorted({r["strategy"] for r in rows})
     models = sorted({r["model"] for r in rows})
     markers = "osD^v<>ph*"
@@ -43,27 +66,37 @@ def main(argv):
         lo_err = 1e3 * (r["measured_time_s"] - r["measured_min_s"])
         hi_err = 1e3 * (r["measured_max_s"] - r["measured_time_s"])
         ax.errorbar(1e3 * r["predicted_time_s"], 1e3 * r["measured_time_s"], yerr=[[lo_err], [hi_err]],
-                    fmt=markers[mi % len(markers)], color=cmap(si % 10), ms=6, capsize=2)
+                    fmt=markers[mi % len(markers)], color=cmap(si % 10), ms=6, capsize=2, alpha=0.8,
+                    markeredgecolor="white", markeredgewidth=0.5)
+    handles = ax.get_legend_handles_labels()[0]
+    names = ax.get_legend_handles_labels()[1]
     for si, s in enumerate(strategies):
-        ax.plot([], [], "o", color=cmap(si % 10), label=s)
-    for mi, m in enumerate(models):
-        ax.plot([], [], markers[mi % len(markers)], color="0.4", label=m)
+        handles.append(matplotlib.lines.Line2D([], [], ls="", marker="o", color=cmap(si % 10)))
+        names.append(s)
+    if len(models) > 1:
+        for mi, m in enumerate(models):
+            handles.append(matplotlib.lines.Line2D([], [], ls="", marker=markers[mi % len(markers)], color="0.4"))
+            names.append(m)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    for axis in (ax.xaxis, ax.yaxis):  # plain milliseconds, not powers of ten
+    ticks = nice_ticks(lo, hi, math.log10(hi / lo) / 9)
+    for axis in (ax.xaxis, ax.yaxis):  # plain milliseconds at round values, never crowded
+        axis.set_major_locator(FixedLocator(ticks))
         axis.set_major_formatter(FormatStrFormatter("%g"))
-        axis.set_minor_formatter(FormatStrFormatter("%g"))
+        axis.set_minor_formatter(NullFormatter())
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     ax.set_xlabel("predicted step time (ms, simulator)")
     ax.set_ylabel("measured step time (ms, median; bars: min-max)")
-    ax.set_title(f"{summary['experiment'].get('name', '')}: median |error| "
+    name = summary["experiment"].get("name", "")
+    one_model = f" ({models[0]})" if len(models) == 1 else ""
+    ax.set_title(f"{name}{one_model}: median |error| "
                  f"{100 * summary['median_abs_time_error']:.1f}%, max {100 * summary['max_abs_time_error']:.1f}%\n"
                  f"peak memory max |error| {100 * summary['max_abs_memory_error']:.2f}%", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left")
-    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(handles, names, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    ax.grid(True, which="major", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(argv[2], dpi=120)
+    fig.savefig(argv[2], dpi=120, metadata={"Software": None})
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ seeds() {
   case "$1" in
     model) ls data/models/*.json ;;
     cluster) ls data/clusters/*.json ;;
-    calibration) ls validate/lab/results/*/calibration.json ;;
+    calibration) ls data/results/lab/*/calibration.json ;;
     plan) ls tests/fuzz/seeds/*.plan.json ;;
     experiment) ls experiments/*.json ;;
   esac

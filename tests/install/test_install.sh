@@ -67,7 +67,7 @@ if "$CMAKE" -S "$CONSUMER" -B "$TMP/consumer" -DCMAKE_PREFIX_PATH="$PREFIX" -DCM
   out=$(ASAN_OPTIONS=detect_leaks=0 OSDP_DATA_DIR=$PREFIX/share/osdp "$TMP/consumer/osdp_consumer" 2>&1)
   rc=$?
   echo "$out" | sed 's/^/     /'
-  # The exact search is never worse than FSDP, and nd-48x1024 fits at 16 GiB (README: +20.9% over
+  # The exact search is never worse than FSDP, and nd-48x1024 fits at 16 GiB (docs/planning.md: +20.9% over
   # FSDP at batch 1); the simulated step is a positive time.
   if [ $rc -eq 0 ] && awk '
       /^exact feasible 1 / { e = $6 } /^fsdp feasible 1 / { f = $6 }

@@ -91,7 +91,7 @@ with tempfile.TemporaryDirectory() as tmp:
     except ValueError as e:
         check("split_max=3 raises ValueError saying powers of two", "power of two" in str(e), e)
 
-csv_path = os.path.join(ROOT, "validate", "lab", "results", "epyc-200mbit-c", "validation.csv")
+csv_path = os.path.join(ROOT, "data", "results", "lab", "epyc-200mbit-c", "validation.csv")
 rows = osdp.read_results(csv_path)
 with open(csv_path) as f:
     lines = sum(1 for _ in f) - 1

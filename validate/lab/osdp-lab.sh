@@ -342,7 +342,7 @@ mpirun_args() {
   args+=" --mca btl tcp,vader,self --mca btl_tcp_if_include $SUBNET --mca oob_tcp_if_include $SUBNET"
   # Eager sends up to 32 MiB: with Open MPI's default rendezvous, a collective's handshake rides the
   # TCP stream behind the previous collective's tail, so an all-gather issued right after a
-  # reduce-scatter took 2-4x its time alone (validate/README.md, "The lab").
+  # reduce-scatter took 2-4x its time alone (docs/validation.md, "The lab").
   args+=" --mca btl_tcp_eager_limit 33554432 --mca btl_tcp_rndv_eager_limit 33554432"
   args+=" --mca btl_tcp_max_send_size 33554432"
   args+=" --bind-to none"
