@@ -25,7 +25,7 @@ std::vector<EvaluatedBatch> evaluate_by_simulation(const search::PreparedSearch&
     }
     search::SearchOptions fixed = p.options;
     fixed.batch = c.batch;
-    search::SearchResult r = search::run_search(p.workload, *p.model, solver, fixed);
+    search::SearchResult r = search::run_search(*p.workload, *p.model, solver, fixed);
     if (r.feasible) best.push_back(std::move(r));
   }
   std::stable_sort(best.begin(), best.end(), [](const search::SearchResult& a, const search::SearchResult& b) {
@@ -36,11 +36,11 @@ std::vector<EvaluatedBatch> evaluate_by_simulation(const search::PreparedSearch&
   std::vector<EvaluatedBatch> out;
   const double n = p.ctx.cluster.world_size();
   for (const search::SearchResult& r : best) {
-    const costmodel::Plan plan = search::make_plan(p.ctx, p.workload, r);
+    const costmodel::Plan plan = search::make_plan(p.ctx, *p.workload, r);
     sim::SimOptions sim_options;
     sim_options.symmetric = true;
     sim_options.memory_rank = sim::SimOptions::kNoRanks;
-    const sim::Replay run = sim::replay_plan(plan, p.workload, sim_options);
+    const sim::Replay run = sim::replay_plan(plan, *p.workload, sim_options);
     EvaluatedBatch e;
     e.batch = r.batch;
     e.analytic_time_s = r.time_s;

@@ -108,12 +108,12 @@ void print_outcome(const search::PreparedSearch& p, const search::PlanOutcome& o
             << fmt::format("  peak memory    {} of {} ({} reserve included)\n", format_bytes(ev.peak_bytes),
                            format_bytes(o.memory_limit_bytes), format_bytes(p.ctx.cluster.reserve_bytes));
   if (!plan.data_parallel()) {
-    const auto lines = search::stage_degrees(o.workload, plan);
+    const auto lines = search::stage_degrees(*o.workload, plan);
     for (std::size_t s = 0; s < lines.size(); ++s)
       std::cout << fmt::format("  stage {:<8} {} ranks: {}\n", s, n / plan.pp, lines[s]);
   }
   bool first = true;
-  for (const auto& line : search::summarize_choices(o.workload, plan.choices)) {
+  for (const auto& line : search::summarize_choices(*o.workload, plan.choices)) {
     std::cout << (first ? "  choices        " : "                 ") << line << "\n";
     first = false;
   }
@@ -170,7 +170,7 @@ int run_plan(const PlanArgs& args) {
     so.symmetric = o.plan.data_parallel() && a.trace.empty();
     so.memory_rank = sim::SimOptions::kNoRanks;
     if (!a.trace.empty()) so = sim::trace_options(so);
-    simulated = sim::replay_plan(o.plan, o.workload, so);
+    simulated = sim::replay_plan(o.plan, *o.workload, so);
     if (!a.trace.empty())
       costmodel::write_file_atomic(a.trace, sim::chrome_trace(simulated->schedule, simulated->result).dump() + "\n");
     if (o.batches) evaluated = evaluate_by_simulation(p, o, a.evaluate_top);

@@ -70,7 +70,7 @@ bool valid_degrees(const ClusterSpec& cluster, int pp, int t) {
 
 void check_layout(const Plan& plan, const Workload& w, const ClusterSpec& cluster) {
   const int pp = plan.pp, units = static_cast<int>(w.units.size());
-  if (pp != w.pp)
+  if ((pp > 1) != (w.pp > 1))  // a pipeline's lowering (a tied table untied) serves every degree above 1
     throw UsageError(fmt::format("a plan of {} stages priced on a workload lowered for {}", pp, w.pp));
   if (!valid_degrees(cluster, pp, 1))
     throw UsageError(fmt::format("pipeline degree {} is not a power of two dividing the {} devices", pp,

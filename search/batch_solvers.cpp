@@ -64,7 +64,7 @@ class ExactSolver : public BatchSolver {
   SpaceOptions space(const SpaceOptions& r) const override { return r; }
   SolverOutcome solve(const BatchCosts& costs, double cutoff) const override {
     Instance inst = to_instance(costs);
-    Solution sol = solve_exact(inst, cutoff);
+    Solution sol = solve_exact(inst, cutoff, kMaxDpStates, costs.deadline);
     return outcome_from(costs, std::move(inst), std::move(sol), identity_map(costs));
   }
 };

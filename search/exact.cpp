@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <chrono>
 #include <cassert>
 #include <cmath>
 #include <cstdint>
@@ -6,7 +7,7 @@
 #include <map>
 #include <numeric>
 
-#include "search/hull.hpp"
+#include "search/internal/hull.hpp"
 #include "search/solvers.hpp"
 
 namespace osdp::search {
@@ -204,7 +205,8 @@ std::vector<int> dp_order(const Restricted& r, double ub) {
 // Exact Pareto DP for one threshold; returns a selection strictly better than `ub` if one exists.
 // Stops (out_of_states) once the fronts it keeps for the way back pass max_states.
 bool pareto_dp(const Restricted& r, double ub, std::vector<int>& best_sel, double& best_t,
-               std::int64_t& states, std::size_t max_states, bool& out_of_states) {
+               std::int64_t& states, std::size_t max_states, bool& out_of_states,
+               std::chrono::steady_clock::time_point deadline) {
   const std::size_t ngroups = r.cls.size();
   const std::vector<int> ord = dp_order(r, ub);
   // The LP bound of every suffix of groups as a function of its budget: the suffix starts at each
@@ -254,6 +256,10 @@ bool pareto_dp(const Restricted& r, double ub, std::vector<int>& best_sel, doubl
   std::vector<std::size_t> runs;
   const auto by_p_then_t = [](const State& a, const State& b) { return a.p != b.p ? a.p < b.p : a.t < b.t; };
   for (std::size_t g = 0; g < ngroups; ++g) {
+    if ((g & 255) == 255 && std::chrono::steady_clock::now() > deadline) {
+      out_of_states = true;  // out of time: as out of states
+      return false;
+    }
     cand.clear();
     runs.assign(1, 0);
     // The previous front is sorted by p, so adding one item keeps it sorted: one run per item,
@@ -343,7 +349,8 @@ double lower_bound_time(const Instance& inst) {
   return best;
 }
 
-Solution solve_exact(const Instance& inst, double time_cutoff_s, std::size_t max_states) {
+Solution solve_exact(const Instance& inst, double time_cutoff_s, std::size_t max_states,
+                     std::chrono::steady_clock::time_point deadline) {
   const Classes classes(inst);
   std::vector<Restricted> rs;  // the thresholds that admit a selection, ascending
   for (double t : candidate_thresholds(inst, classes)) {
@@ -371,6 +378,10 @@ Solution solve_exact(const Instance& inst, double time_cutoff_s, std::size_t max
   const auto solve_one = [&](const Restricted& r) {
     if (r.lb >= just_below(best_t)) return;
     if (r.greedy_time < best_t) improve(r.greedy_time, r.greedy);
+    if (std::chrono::steady_clock::now() > deadline) {
+      out_of_states = true;  // out of time: the greedy selection, no DP
+      return;
+    }
     std::vector<int> sel;
     double t = kInf;
     bool out = false;
@@ -379,7 +390,7 @@ Solution solve_exact(const Instance& inst, double time_cutoff_s, std::size_t max
     for (double frac = std::isfinite(best_t) && ladder ? 1.0 / 256 : 1.0;;) {
       const double cut = frac >= 1 ? best_t : std::min(best_t, r.lb + frac * (best_t - r.lb));
       const std::int64_t before = states;
-      if (pareto_dp(r, cut, sel, t, states, max_states, out)) {
+      if (pareto_dp(r, cut, sel, t, states, max_states, out, deadline)) {
         improve(t, std::move(sel));
         break;
       }
@@ -436,7 +447,7 @@ Solution solve_exact(const Instance& inst, double time_cutoff_s, std::size_t max
       std::vector<int> sel;
       double t = kInf;
       bool out = false;  // a union too large for the DP is halved, not given up
-      const bool found = pareto_dp(run, best_t, sel, t, states, max_states, out);
+      const bool found = pareto_dp(run, best_t, sel, t, states, max_states, out, deadline);
       if (!found && !out) return;
       if (found && evaluate(inst, sel).feasible) {
         improve(t, std::move(sel));

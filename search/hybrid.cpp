@@ -3,13 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <map>
 #include <limits>
 #include <queue>
 
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"
-#include "search/hybrid_layout.hpp"
+#include "search/internal/hybrid_layout.hpp"
 
 namespace osdp::search {
 
@@ -27,11 +28,14 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 }  // namespace
 
 HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostModel& cost, LayoutSearch search,
-                           const HybridSearchOptions& options) {
+                           const HybridSearchOptions& options, std::shared_ptr<const Workload> one_stage) {
   const auto start = std::chrono::steady_clock::now();
   HybridResult res;
   const int N = cost.world_size();
-  const HybridSearchOptions& opts = options;
+  HybridSearchOptions opts = options;
+  opts.deadline = std::min(options.deadline,
+                           start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                       std::chrono::duration<double>(std::max(0.0, options.time_budget_s))));
   std::vector<int> pps;
   for (int pp = 1; pp <= N; pp *= 2)
     if (N % pp == 0 && (opts.pp.empty() || std::find(opts.pp.begin(), opts.pp.end(), pp) != opts.pp.end()))
@@ -44,19 +48,25 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
     rules.overlap = opts.galvatron_overlap;
   }
   double best_thr = 0;
-  auto consider = [&](const Workload& hw, const Plan& plan) {
-    const auto ev = cost.evaluate(hw, plan);
+  std::shared_ptr<const Workload> best_workload;
+  auto consider = [&](const std::shared_ptr<const Workload>& hw, const Plan& plan) {
+    const auto ev = cost.evaluate(*hw, plan);
     if (!ev.fits) return false;
     if (ev.throughput > best_thr) {
       best_thr = ev.throughput;
       res.feasible = true;
-      res.workload = hw;
+      best_workload = hw;
       res.plan = plan;
       res.evaluation = ev;
     }
     return true;
   };
-  std::vector<Workload> workloads;
+  // The workload of one stage and the one of a pipeline (a tied table untied), each lowered once;
+  // per pipeline degree a pointer to its own (the caches stay per degree: the TP degrees a unit
+  // allows depend on it).
+  std::map<bool, std::shared_ptr<const Workload>> lowered;
+  if (one_stage) lowered[false] = one_stage;
+  std::vector<std::shared_ptr<const Workload>> workloads;
   std::deque<detail::PartsCache> caches;  // one per workload (deque: references stay valid)
   // Exact: layouts grouped by (pp, schedule, m), each group's b0 in ranges (see below).
   struct LayoutGroup {
@@ -78,11 +88,12 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
   std::priority_queue<Entry, std::vector<Entry>, decltype(later)> queue(later);
   // A range's bound: times priced at hi, memory at lo (layout_lower_bound); none when nothing fits.
   auto bound_range = [&](std::size_t g, int lo, int hi) -> std::optional<Entry> {
+    detail::check_deadline(opts);
     const LayoutGroup& gr = groups[g];
     ++res.layouts;
     const HybridLayout layout{gr.pp, gr.m, lo, gr.schedule, opts.sequence_parallel};
     const double lb =
-        detail::layout_lower_bound(cost, workloads[static_cast<std::size_t>(gr.workload)], layout, opts,
+        detail::layout_lower_bound(cost, *workloads[static_cast<std::size_t>(gr.workload)], layout, opts,
                                    rules, &caches[static_cast<std::size_t>(gr.workload)], hi);
     if (lb == kInf) return std::nullopt;
     return Entry{static_cast<double>(hi) * gr.m * N / gr.pp / lb, g, lo, hi, false, lb};
@@ -107,8 +118,9 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
       return;
     }
     auto fits = [&](int b0) {
+      detail::check_deadline(opts);
       ++res.layouts;
-      return detail::layout_fits(cost, workloads[static_cast<std::size_t>(workload)],
+      return detail::layout_fits(cost, *workloads[static_cast<std::size_t>(workload)],
                                  HybridLayout{pp, m, b0, schedule, opts.sequence_parallel}, opts, rules,
                                  &caches[static_cast<std::size_t>(workload)]);
     };
@@ -128,10 +140,32 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
     }
     push(1, good);
   };
+  // A budget that runs out stops the search where it is (detail::BudgetStop): the best plan so far is
+  // the result, not proved optimal.
+  try {
   for (int pp : pps) {
-    const Workload hw = costmodel::lower(model, pp);
+    // The exact search's stage tables grow as pp U^2: a degree whose tables alone would pass the
+    // memory budget is passed over before its workload is even lowered (a 100,000-layer model's is
+    // hundreds of MB), and the result is incomplete. U: the one-stage workload's units, plus the
+    // pipeline's untied head at most.
+    if (pp > 1 && !megatron && !galvatron) {
+      if (!lowered[false]) lowered[false] = std::make_shared<const Workload>(costmodel::lower(model, 1));
+      const int units = static_cast<int>(lowered[false]->units.size()) + 1;
+      const double bytes = 2 * detail::StageTable::max_bytes(pp, units);
+      if (bytes > opts.memory_budget_bytes) {
+        res.complete = false;
+        res.skipped.push_back(fmt::format(
+            "pipeline degree {}: its stage tables over {} units would take {:.1f} GB, more than the search's "
+            "memory budget ({:.0f} MiB)",
+            pp, units, bytes / 1e9, opts.memory_budget_bytes / 1048576.0));
+        continue;
+      }
+    }
+    std::shared_ptr<const Workload>& shared = lowered[pp > 1];
+    if (!shared) shared = std::make_shared<const Workload>(costmodel::lower(model, pp));
+    const Workload& hw = *shared;
     detail::PartsCache& cache = caches.emplace_back();
-    workloads.push_back(hw);
+    workloads.push_back(shared);
     const int workload_index = static_cast<int>(workloads.size()) - 1;
     const int U = static_cast<int>(hw.units.size());
     if (U < pp) continue;
@@ -181,12 +215,20 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
             continue;
           }
           HybridLayout layout{pp, m, B / (dp * m), schedule, opts.sequence_parallel};
+          detail::check_deadline(opts);
           if (layout.b0 > opts.max_b0 || (opts.b0 && layout.b0 > *opts.b0)) break;
           if (opts.b0 && layout.b0 != *opts.b0) continue;
           ++res.layouts;
-          const auto plan = solve_layout(cost, hw, layout, opts, rules, true, kInf, &res.labels, &cache);
+          std::optional<Plan> plan;
+          try {
+            plan = solve_layout(cost, hw, layout, opts, rules, true, kInf, &res.labels, &cache);
+          } catch (const detail::BudgetStop& stop) {
+            if (!stop.memory) throw;
+            res.complete = false;
+            break;
+          }
           if (!plan) break;
-          consider(hw, *plan);
+          consider(shared, *plan);
         }
         continue;
       }
@@ -202,6 +244,7 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
             if (B > *opts.global_batch) break;
           }
           const HybridLayout layout{pp, m, b0, schedule, opts.sequence_parallel};
+          detail::check_deadline(opts);
           ++res.layouts;
           bool any = false;
           if (megatron) {
@@ -224,7 +267,7 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
                   for (int oi : hw.units[u].ops)
                     plan.choices[static_cast<std::size_t>(oi)] = Choice{true, 1, 0, ckpt};
                 }
-                if (consider(hw, plan)) any = true;
+                if (consider(shared, plan)) any = true;
               }
             }
           }
@@ -253,12 +296,19 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
     }
     const LayoutGroup& gr = groups[e.group];
     const HybridLayout layout{gr.pp, gr.m, e.lo, gr.schedule, opts.sequence_parallel};
-    const Workload& hw = workloads[static_cast<std::size_t>(gr.workload)];
+    const std::shared_ptr<const Workload>& shared = workloads[static_cast<std::size_t>(gr.workload)];
+    const Workload& hw = *shared;
     detail::PartsCache& cache = caches[static_cast<std::size_t>(gr.workload)];
     const double B = static_cast<double>(layout.b0) * layout.m * N / layout.pp;
     if (!e.tight) {
       double lower = kInf;
-      solve_layout(cost, hw, layout, opts, rules, false, 0.0, nullptr, &cache, &lower);
+      try {
+        solve_layout(cost, hw, layout, opts, rules, false, 0.0, nullptr, &cache, &lower);
+      } catch (const detail::BudgetStop& stop) {
+        if (!stop.memory) throw;
+        res.complete = false;  // a layout too large for the memory budget is passed over
+        continue;
+      }
       if (lower < kInf) queue.push({B / lower, e.group, e.lo, e.hi, true, lower});
       continue;
     }
@@ -271,17 +321,26 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
     const double full = best_thr > 0 ? B / best_thr : kInf;
     ++res.solved;
     std::optional<Plan> plan;
-    for (const double widen : {2e-3, 1e-2, 5e-2, kInf}) {
-      const double bound = std::min(full, e.lower * (1 + widen));
-      plan = solve_layout(cost, hw, layout, opts, rules, false, bound, &res.labels, &cache, nullptr,
-                          {detail::Pricing::Order::kAuto, true, full, widen});
-      if (plan || bound >= full) break;
+    try {
+      for (const double widen : {2e-3, 1e-2, 5e-2, kInf}) {
+        const double bound = std::min(full, e.lower * (1 + widen));
+        plan = solve_layout(cost, hw, layout, opts, rules, false, bound, &res.labels, &cache, nullptr,
+                            {detail::Pricing::Order::kAuto, true, full, widen});
+        if (plan || bound >= full) break;
+      }
+    } catch (const detail::BudgetStop& stop) {
+      if (!stop.memory) throw;
+      res.complete = false;  // its labels would pass the memory budget: passed over
     }
-    if (plan) consider(hw, *plan);
+    if (plan) consider(shared, *plan);
     if (opts.progress)
       opts.progress(layout.pp, best_thr, res.solved,
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
+  } catch (const detail::BudgetStop&) {
+    res.complete = false;
+  }
+  res.workload = std::move(best_workload);
   res.search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return res;
 }

@@ -68,13 +68,16 @@
 //   pipeline, else min(8, max(pp, ceil(B / (N / pp) / 4))) as osdp reads it), and optionally its
 //   1.3 overlap coefficient (compute and data-parallel communication each slowed by it, their max
 //   taken) for choosing. Its plans are priced by osdp's model like every other strategy's.
-// Budgets: the search stops at its time budget, or when the labels it holds would pass its memory
-// budget, with the best plan found so far (incomplete: not proved optimal); when no plan was found by
-// then, one degree for every unit, even stages, the flat exact solver per stage is offered first.
+// Budgets: the search stops at its time budget with the best plan found so far, and passes over a
+// layout whose solve would hold more than its memory budget (stage tables, LP tables, labels); either
+// leaves the result incomplete (complete = false: not proved optimal). The exact strategy then also
+// offers the data-parallel scheduler's plan (search/strategies.cpp) where the space holds it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -98,7 +101,11 @@ struct HybridSearchOptions {
   std::optional<int> b0;         // a fixed micro-batch per device
   double galvatron_overlap = 0;  // galvatron only: its overlap coefficient (0: osdp's times)
   double time_budget_s = 60;     // the search stops by then with the best plan found
-  double memory_budget_bytes = 1024.0 * 1024 * 1024;  // labels held at once, at most about this
+  // What one layout's solve may hold at once (its stage tables, LP tables and labels), at most about
+  // this; a layout that would hold more is passed over.
+  double memory_budget_bytes = 256.0 * 1024 * 1024;
+  // Set by search_hybrid from time_budget_s (the solvers check it; callers leave it).
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   // galvatron and megatron-3d: called after each pipeline degree with the degree, the best throughput
   // so far (0: none fits yet), layouts priced and seconds spent. exact: after each layout solved, with
   // its pipeline degree, the best throughput so far, layouts solved and seconds spent.
@@ -114,7 +121,7 @@ struct HybridLayout {
 struct HybridResult {
   std::string strategy;
   bool feasible = false;
-  costmodel::Workload workload;
+  std::shared_ptr<const costmodel::Workload> workload;  // the plan's (lower(model, plan.pp))
   costmodel::Plan plan;
   costmodel::Evaluation evaluation;
   // galvatron, megatron-3d: layouts priced; exact, dp-only: bounds computed (on single layouts and
@@ -145,7 +152,9 @@ std::optional<costmodel::Plan> brute_force_layout(const costmodel::PlanCostModel
                                                         const HybridSearchOptions& options);
 
 // One of the layout searches over every layout the options allow.
+// one_stage: lower(model) when the caller has it (not lowered again).
 HybridResult search_hybrid(const costmodel::ModelSpec& model, const costmodel::PlanCostModel& cost,
-                           LayoutSearch search, const HybridSearchOptions& options);
+                           LayoutSearch search, const HybridSearchOptions& options,
+                           std::shared_ptr<const costmodel::Workload> one_stage = nullptr);
 
 }  // namespace osdp::search

@@ -5,8 +5,8 @@
 #include <optional>
 
 #include "search/hybrid.hpp"
-#include "search/hybrid_context.hpp"
-#include "search/hybrid_layout.hpp"
+#include "search/internal/hybrid_context.hpp"
+#include "search/internal/hybrid_layout.hpp"
 
 namespace osdp::search {
 

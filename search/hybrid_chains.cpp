@@ -1,5 +1,5 @@
 // The chains of the exact hybrid search (hybrid_chains.hpp).
-#include "search/hybrid_chains.hpp"
+#include "search/internal/hybrid_chains.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -260,6 +260,7 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
     }
     const Cut cut(ch, current, cut_ends, budget, bound);
     current = step_unit(ctx, ch, current, u, f, budget, kInf, relayout(u), keep, cut);
+    ctx.check(static_cast<double>(ch.arena.capacity() * sizeof(Label)));
     if (labels) *labels += static_cast<std::int64_t>(current.size());
     for (int li : current) {
       const Label& l = ch.arena[static_cast<std::size_t>(li)];
@@ -336,6 +337,7 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
     }
     const Cut cut(ch, current, cut_ends, budget, bound);
     current = step_unit(ctx, ch, current, u, f, budget, cap, relayout, keep, cut);
+    ctx.check(static_cast<double>(ch.arena.capacity() * sizeof(Label)));
     if (beam > 0 && pp == 1 && current.size() > beam) {
       // A heuristic's chain: only the `beam` labels of least time plus the LP of the units left.
       std::vector<std::pair<double, std::size_t>> score;
@@ -383,9 +385,7 @@ void rebuild(const LayoutContext& ctx, const std::vector<Pick>& picks, Plan& pla
 bool priced_around(const LayoutContext& ctx, const StageTable& c, const PipelineBounds& pb,
                    const StagePicks& picks, int s, int i, int j, Plan& plan) {
   const int pp = ctx.layout().pp, U = static_cast<int>(ctx.workload().units.size());
-  const auto cost = [&](int r, int from, int to) {
-    return c[static_cast<std::size_t>(r)][static_cast<std::size_t>(from)][static_cast<std::size_t>(to)];
-  };
+  const auto cost = [&](int r, int from, int to) { return c(r, from, to); };
   auto& first = plan.stage_first_unit;
   first.assign(static_cast<std::size_t>(pp), 0);
   first[static_cast<std::size_t>(s)] = i;

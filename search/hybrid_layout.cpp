@@ -1,6 +1,6 @@
 // The exact solve of one hybrid layout (hybrid_layout.hpp): its bounds, the stages' LP table, the
 // chains of each stage (hybrid_chains.cpp) priced from the last back, and the best split of them.
-#include "search/hybrid_layout.hpp"
+#include "search/internal/hybrid_layout.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -11,8 +11,8 @@
 #include <memory>
 #include <tuple>
 
-#include "search/hybrid_bounds.hpp"
-#include "search/hybrid_chains.hpp"
+#include "search/internal/hybrid_bounds.hpp"
+#include "search/internal/hybrid_chains.hpp"
 
 namespace osdp::search {
 
@@ -109,13 +109,19 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
   std::map<std::pair<int, double>, std::unique_ptr<SuffixBound>> prefixes;
   auto prefix_to = [&](int j, double cap = kInf) -> const SuffixBound& {
     auto& p = prefixes[{j, cap}];
-    if (!p) p = std::make_unique<SuffixBound>(ctx, f_min, j, true, cap);
+    if (!p) {
+      p = std::make_unique<SuffixBound>(ctx, f_min, j, true, cap);
+      ctx.hold(p->bytes());
+    }
     return *p;
   };
   auto suffix_to = [&](int j, int f = -1) -> const SuffixBound& {
     if (f < 0) f = f_min;
     auto& p = suffix[{f, j}];
-    if (!p) p = std::make_unique<SuffixBound>(ctx, f, j);
+    if (!p) {
+      p = std::make_unique<SuffixBound>(ctx, f, j);
+      ctx.hold(p->bytes());
+    }
     return *p;
   };
   const double budget = ctx.capacity() - ctx.fixed();
@@ -123,12 +129,12 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
   // The stages' LP lower bounds (infinity: even the relaxation does not fit), and whether any split
   // has every stage within memory in the relaxation: if none, no plan fits this layout (nor a larger
   // b0), bound or not, and nothing more is priced.
-  StageTable lp(static_cast<std::size_t>(pp),
-                std::vector<std::vector<double>>(static_cast<std::size_t>(U + 1),
-                                                 std::vector<double>(static_cast<std::size_t>(U + 1), kInf)));
-  auto at = [](auto& v, int s, int i, int j) -> auto& {
-    return v[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
-  };
+  // The two stage tables at their largest: a layout that would hold more than the memory budget in
+  // them alone stops the search before it starts (a pipeline over U units holds about pp U^2 costs).
+  ctx.check(2 * StageTable::max_bytes(pp, U));
+  ctx.hold(2 * StageTable::max_bytes(pp, U));
+  StageTable lp(pp, U);
+  auto at = [](const StageTable& v, int s, int i, int j) { return v(s, i, j); };
   std::map<int, RangeLp> range_lp;  // per micro-batches in flight
   for (int s = 0; s < pp; ++s) {
     const int i_lo = s == 0 ? 0 : s, i_hi = s == 0 ? 0 : U - (pp - s);
@@ -143,7 +149,7 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
         if (even && s + 1 < pp && j != starts[static_cast<std::size_t>(s + 1)]) continue;
         const double least = range.least(i, j, budget, 0.0);
         if (least == kInf) break;  // a longer stage fits no better
-        at(lp, s, i, j) = least + entry + exit[static_cast<std::size_t>(j)];
+        lp.set(s, i, j) = least + entry + exit[static_cast<std::size_t>(j)];
       }
     }
   }
@@ -172,7 +178,7 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
   // at least that. A layout that cannot beat `bound` even there is not priced further (not even its
   // incumbent).
   {
-    double split_lp = best_stage_split(lp, pp, U, m, &lp_split);
+    double split_lp = best_stage_split(lp, pp, U, m, &lp_split, &options);
     if (by_cap && split_lp < kInf) {
       // One stage: its largest transient X is one of its items' transients, at least what some unit
       // forces (its least largest transient over its degrees). The transients are cut into bands
@@ -283,9 +289,7 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
   // c[s][i][j]: stages that cannot be part of a plan beating the bound are left at infinity. Whether
   // (s, i, j) is worth pricing: the units before i in stages 0..s-1 and those from j on in stages
   // s+1..pp-1 within the memory of their stages (each set's LP) and this stage's LP, at weight m.
-  StageTable c(static_cast<std::size_t>(pp),
-               std::vector<std::vector<double>>(static_cast<std::size_t>(U + 1),
-                                                std::vector<double>(static_cast<std::size_t>(U + 1), kInf)));
+  StageTable c(pp, U);
   auto wanted = [&](int s, int i, int j) {
     const double least = at(lp, s, i, j);
     if (least == kInf) return false;
@@ -324,6 +328,7 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
                      ? lp_split.size() == static_cast<std::size_t>(pp) && lp_of(0) > lp_of(pp - 1)
                      : pricing.order == Pricing::Order::kFromFirst);
   for (int k = 0; k < pp; ++k) {
+    ctx.check();
     const int s = from_first ? k : pp - 1 - k;
     if (k > 0 && from_first)
       for (int j = 0; j <= U; ++j) {
@@ -377,7 +382,7 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
         };
         const Chain ch = run_backward(ctx, 0, limit, labels, within, &pb, band.hi, band.lo, beam);
         if (ch.best[0] < at(c, 0, 0, U)) {
-          at(c, 0, 0, U) = ch.best[0];
+          c.set(0, 0, U) = ch.best[0];
           picks[{0, 0, U}] = picks_of(ch, ch.best_label[0]);
           limit = std::min(limit, m * ch.best[0]);
         }
@@ -389,6 +394,7 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
       if (improve && pricing.beam > 0 && !cap_order.empty()) run_band(cap_order.front(), pricing.beam);
       for (const CapBand& band : cap_order) {
         if (band.lp >= limit) break;
+        ctx.check();
         run_band(band, 0);
       }
       continue;
@@ -396,7 +402,7 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
     if (last) {
       const Chain ch = chain(s, -1, labels);
       for (const auto& [i, j] : ends) {
-        at(c, s, i, j) = ch.best[static_cast<std::size_t>(i)];
+        c.set(s, i, j) = ch.best[static_cast<std::size_t>(i)];
         picks[{s, i, j}] = picks_of(ch, ch.best_label[static_cast<std::size_t>(i)]);
       }
       continue;
@@ -406,7 +412,7 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
       const Chain ch = chain(s, i, labels);
       for (; e < ends.size() && ends[e].first == i; ++e) {
         const int j = ends[e].second;
-        at(c, s, i, j) = ch.best[static_cast<std::size_t>(j)];
+        c.set(s, i, j) = ch.best[static_cast<std::size_t>(j)];
         picks[{s, i, j}] = picks_of(ch, ch.best_label[static_cast<std::size_t>(j)]);
       }
     }
@@ -414,7 +420,7 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
   // The chains keep every label that may be part of a plan shorter than the bound, not only those: the
   // best split may be no shorter, and then a shorter plan may have been dropped.
   std::vector<int> best_split;
-  if (best_stage_split(c, pp, U, m, &best_split) >= bound) return fallback();
+  if (best_stage_split(c, pp, U, m, &best_split, &options) >= bound) return fallback();
   Plan plan = empty_plan(hw, layout);
   plan.stage_first_unit = best_split;
   for (int s = 0; s < pp; ++s) {

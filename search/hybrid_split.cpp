@@ -1,12 +1,13 @@
-// The stage split of the exact hybrid search and the plans it starts from (search/hybrid_layout.hpp):
+// The stage split of the exact hybrid search and the plans it starts from (search/internal/hybrid_layout.hpp):
 // the split minimising a pipeline's step over a table of priced stages, a layout's empty plan, even
 // stages, and the incumbents of one TP degree for every unit.
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <vector>
 
-#include "search/hybrid_context.hpp"
-#include "search/hybrid_layout.hpp"
+#include "search/internal/hybrid_context.hpp"
+#include "search/internal/hybrid_layout.hpp"
 #include "search/solvers.hpp"
 
 namespace osdp::search::detail {
@@ -22,12 +23,12 @@ using costmodel::Workload;
 // optimum is the least T(C) (at C = the optimal split's slowest stage, T(C) is at most its T).
 // Thresholds stop once the unconstrained least sum + (m - 1) C reaches the best. Returns that T
 // (infinity: no split) and fills `split` (the stages' first units) when given.
-double best_stage_split(const StageTable& c, int pp, int U, int m, std::vector<int>* split_out) {
-  auto cost = [&](int s, int i, int j) {
-    return c[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
-  };
+double best_stage_split(const StageTable& c, int pp, int U, int m, std::vector<int>* split_out,
+                        const HybridSearchOptions* budget) {
+  auto cost = [&](int s, int i, int j) { return c(s, i, j); };
   // Least sum over splits whose stages take at most `cap`; fills `split` (stage starts).
   auto least_sum = [&](double cap, std::vector<int>* split) {
+    if (budget) check_deadline(*budget);
     // best[s][j]: least sum of stages 0..s-1 covering units 0..j-1
     std::vector<std::vector<double>> best(static_cast<std::size_t>(pp + 1),
                                           std::vector<double>(static_cast<std::size_t>(U + 1), kInf));
@@ -37,7 +38,7 @@ double best_stage_split(const StageTable& c, int pp, int U, int m, std::vector<i
     for (int s = 0; s < pp; ++s)
       for (int i = 0; i <= U; ++i) {
         const double b = best[static_cast<std::size_t>(s)][static_cast<std::size_t>(i)];
-        if (b == kInf || i >= U) continue;
+        if (b == kInf || i >= U || !c.has_row(s, i)) continue;
         for (int j = i + 1; j <= U; ++j) {
           const double x = cost(s, i, j);
           if (x > cap) continue;
@@ -61,26 +62,50 @@ double best_stage_split(const StageTable& c, int pp, int U, int m, std::vector<i
   };
   const double free_sum = least_sum(kInf, nullptr);
   if (free_sum == kInf) return kInf;
+  // T(C) = S(C) + (m - 1) C, S(C) the least sum with every stage at most C: S falls as C grows, in
+  // steps at some of the stage costs. Between two steps T only grows, so the least T is at the first
+  // feasible C or at a step, and the steps are found by bisection over the sorted stage costs (S(C) <
+  // S(C0) holds from the step on). With one micro-batch T = S, least at any C: the free sum.
+  if (m == 1) {
+    if (split_out) least_sum(kInf, split_out);
+    return free_sum;
+  }
   std::vector<double> thresholds;
   for (int s = 0; s < pp; ++s)
-    for (int i = 0; i < U; ++i)
+    for (int i = 0; i < U; ++i) {
+      if (!c.has_row(s, i)) continue;
       for (int j = i + 1; j <= U; ++j) {
         const double x = cost(s, i, j);
         if (x < kInf) thresholds.push_back(x);
       }
+    }
   std::sort(thresholds.begin(), thresholds.end());
   thresholds.erase(std::unique(thresholds.begin(), thresholds.end()), thresholds.end());
+  // The first index k >= from whose threshold gives a sum below `above` (thresholds.size(): none).
+  const auto first_below = [&](std::size_t from, double above) {
+    std::size_t lo = from, hi = thresholds.size();
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (least_sum(thresholds[mid], nullptr) < above)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    return lo;
+  };
   double best_t = kInf;
-  for (double cap : thresholds) {
+  for (std::size_t k = first_below(0, kInf); k < thresholds.size();) {
+    const double cap = thresholds[k];
     if (free_sum + (m - 1) * cap >= best_t) break;
     std::vector<int> split;
     const double sum = least_sum(cap, split_out ? &split : nullptr);
-    if (sum == kInf) continue;
     const double t = sum + (m - 1) * cap;
     if (t < best_t) {
       best_t = t;
       if (split_out) *split_out = split;
     }
+    if (sum <= free_sum) break;  // no later step: S is at its least
+    k = first_below(k + 1, sum);
   }
   return best_t;
 }
@@ -148,7 +173,11 @@ bool flat_stage(const LayoutContext& ctx, int t, int s, Plan& plan) {
       op_t.emplace_back(oi, tu);
     }
   }
-  const Solution sol = solve_exact(inst);
+  const HybridSearchOptions& o = ctx.options();
+  const Solution sol =
+      solve_exact(inst, std::numeric_limits<double>::infinity(),
+                  std::min(kMaxDpStates, static_cast<std::size_t>(std::max(1.0, o.memory_budget_bytes / 8))),
+                  o.deadline);
   if (!sol.feasible) return false;
   for (std::size_t g = 0; g < op_t.size(); ++g)
     plan.choices[static_cast<std::size_t>(op_t[g].first)] =

@@ -111,8 +111,8 @@ nlohmann::json outcome_json(const PlanOutcome& o) {
     j["iteration_time_s"] = o.evaluation.time_s;
     j["peak_memory_bytes"] = o.evaluation.peak_bytes;
     j["bubble_fraction"] = o.evaluation.bubble_fraction;
-    j["choices"] = summarize_choices(o.workload, p.choices);
-    j["stages"] = stage_degrees(o.workload, p);
+    j["choices"] = summarize_choices(*o.workload, p.choices);
+    j["stages"] = stage_degrees(*o.workload, p);
     j["plan"] = to_json(p, &o.evaluation);
   } else {
     j["batch_size"] = nullptr;

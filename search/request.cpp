@@ -1,6 +1,7 @@
 #include "search/request.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <stdexcept>
 
@@ -109,6 +110,7 @@ PlanRequest read_plan_request(const nlohmann::json& j, const std::string& origin
 std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a) {
   if (a.world_size < 0 || a.world_size > (1 << 20))
     throw UsageError(fmt::format("world size: expected 0 (the cluster's) to {}, got {}", 1 << 20, a.world_size));
+  const auto start = std::chrono::steady_clock::now();
   auto p = std::make_unique<PreparedSearch>();
   PlanContext& ctx = p->ctx;
   ctx.tool_version = costmodel::tool_version();
@@ -124,7 +126,7 @@ std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a) {
     throw UsageError(fmt::format("--prefetch: expected 0 to 64, got {}", a.prefetch));
   ctx.cost_options.prefetch = a.prefetch;
 
-  p->workload = costmodel::lower(ctx.model);
+  p->workload = std::make_shared<const costmodel::Workload>(costmodel::lower(ctx.model));
   const costmodel::Calibration* cal = ctx.calibration ? &*ctx.calibration : nullptr;
   p->model.emplace(ctx.cluster, cal, ctx.model.precision, ctx.cost_options);
   SearchOptions& opt = p->options;
@@ -194,6 +196,19 @@ std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a) {
     throw UsageError(fmt::format("--time-budget: expected a positive number of seconds, got {}", a.time_budget_s));
   lo.time_budget_s = a.time_budget_s;
   p->time_budget_s = a.time_budget_s;
+  // The request's time budget runs from its start (the model's lowering counts): the strategy's
+  // search stops by 80% of it when baselines follow (95% without), the baselines by 95%, each with the
+  // best plan it has. The last 5% are for pricing the plans found and writing them out on the largest
+  // models (a search checks its deadline about once a second there).
+  const auto at = [&](double share) {
+    return start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                       std::chrono::duration<double>(share * a.time_budget_s));
+  };
+  p->baselines_deadline = at(0.95);
+  const bool baselines = std::any_of(a.baselines.begin(), a.baselines.end(),
+                                     [&](const std::string& b) { return !b.empty() && b != "none" && b != a.strategy; });
+  opt.deadline = baselines ? at(0.8) : at(0.95);
+  lo.deadline = opt.deadline;
   if (a.progress)
     lo.progress = [report = a.progress, last = 0.0](int pp, double thr, std::int64_t layouts,
                                                    double seconds) mutable {
@@ -230,7 +245,10 @@ PlanReport run_request(const PlanRequest& r) {
   PlanReport rep;
   rep.prepared = prepare_search(r);
   rep.outcome = run_strategy(*rep.prepared, *rep.prepared->strategy);
-  for (const Strategy* b : rep.prepared->baselines) rep.baselines.push_back(run_strategy(*rep.prepared, *b));
+  PreparedSearch& p = *rep.prepared;  // the baselines have until their own deadline
+  p.options.deadline = p.baselines_deadline;
+  p.layouts.deadline = p.baselines_deadline;
+  for (const Strategy* b : p.baselines) rep.baselines.push_back(run_strategy(p, *b));
   return rep;
 }
 

@@ -10,6 +10,7 @@
 // two-level collectives per operator). Options narrow it: pp, tp, micro_batches, groups off.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -66,7 +67,7 @@ PlanRequest read_plan_request(const nlohmann::json& j, const std::string& origin
 // calibration, so the whole is kept behind one pointer.
 struct PreparedSearch {
   PlanContext ctx;
-  costmodel::Workload workload;                         // lower(model): one stage
+  std::shared_ptr<const costmodel::Workload> workload;  // lower(model): one stage
   std::optional<costmodel::CostModel> model;            // data-parallel, on every rank
   std::optional<costmodel::PlanCostModel> plan_model;   // any plan; its capacity the memory limit
   SearchOptions options;                                // the batch-size scheduler's
@@ -75,6 +76,8 @@ struct PreparedSearch {
   const Strategy* strategy = nullptr;
   std::vector<const Strategy*> baselines;  // those asked for, less the strategy itself
   double time_budget_s = 60;
+  // When the baselines' searches stop (options.deadline and layouts.deadline: the strategy's).
+  std::chrono::steady_clock::time_point baselines_deadline = std::chrono::steady_clock::time_point::max();
 };
 
 // Plans record costmodel::tool_version(). Throws InputError (files) or UsageError (options).

@@ -79,7 +79,9 @@ SearchResult run_search(const costmodel::Workload& w, const costmodel::CostModel
         "and an inter-node link",
         opt.space.groups ? "--groups" : fmt::format("strategy {}", strategy.name())));
   auto price = [&](int b) {
-    return price_batch(w, model, space, b, opt.memory_limit_bytes, opt.reserve_bytes);
+    BatchCosts c = price_batch(w, model, space, b, opt.memory_limit_bytes, opt.reserve_bytes);
+    c.deadline = opt.deadline;
+    return c;
   };
   auto fits = [&](int b) { return strategy.min_peak_bytes(price(b)) <= opt.memory_limit_bytes; };
 
@@ -156,6 +158,10 @@ SearchResult run_search(const costmodel::Workload& w, const costmodel::CostModel
       continue;
     }
     const int b = r.lo;
+    if (res.feasible && std::chrono::steady_clock::now() > opt.deadline) {
+      res.complete = false;  // out of time: the best plan so far, the rest unproved
+      break;
+    }
     const BatchCosts costs = price(b);  // a single batch size holds no pricing (see Range)
     BatchCandidate cand;
     cand.batch = b;

@@ -13,6 +13,7 @@
 // bound left can beat the best plan; what it skipped is in `skipped_ranges` with the bound that ruled it out.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ struct SearchOptions {
   int max_batch = 1 << 20;
   double memory_limit_bytes = 0;
   double reserve_bytes = 0;
+  // The time budget: past it the search keeps the best plan found (complete false); batch sizes not
+  // solved by then are left unproved.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 struct BatchCandidate {

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <chrono>
 #include <limits>
 
 #include "search/instance.hpp"
@@ -29,9 +30,11 @@ namespace osdp::search {
 // 23 GB before the kernel killed it.
 inline constexpr std::size_t kMaxDpStates = std::size_t{64} << 20;
 // Selections taking `time_cutoff_s` or longer are of no interest (the scheduler already has a
-// better throughput); the result is then infeasible with complete = true.
+// better throughput); the result is then infeasible with complete = true. Past `deadline` it stops as
+// it does past max_states: the best selection so far, complete false.
 Solution solve_exact(const Instance& inst, double time_cutoff_s = std::numeric_limits<double>::infinity(),
-                     std::size_t max_states = kMaxDpStates);
+                     std::size_t max_states = kMaxDpStates,
+                     std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 
 // A lower bound on the time of any feasible selection (LP relaxation, best threshold); infinity
 // when nothing fits.

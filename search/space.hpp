@@ -1,6 +1,8 @@
 // The decision space of a search and its prices for one batch size.
 #pragma once
 
+#include <chrono>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +47,8 @@ struct PricedOperator {
 };
 
 struct BatchCosts {
+  // Past it a solver returns the best selection it has (complete false): the search's time budget.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   int batch = 1;
   int world_size = 1;
   double capacity_bytes = 0;

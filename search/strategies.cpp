@@ -40,8 +40,8 @@ PlanOutcome data_parallel_outcome(const PreparedSearch& p, SearchResult r, const
   if (r.feasible) {
     r.strategy = strategy;
     costmodel::Plan& plan = o.plan;
-    plan = make_plan(p.ctx, p.workload, r);
-    o.evaluation = p.plan_model->evaluate(p.workload, plan);
+    plan = make_plan(p.ctx, *p.workload, r);
+    o.evaluation = p.plan_model->evaluate(*p.workload, plan);
     plan.predicted_iteration_time_s = o.evaluation.time_s;
     plan.predicted_peak_memory_bytes = o.evaluation.peak_bytes;
     plan.predicted_throughput_samples_per_s = o.evaluation.throughput;
@@ -55,7 +55,7 @@ PlanOutcome run_scheduler(const PreparedSearch& p, const BatchSolver& solver, co
     throw UsageError(fmt::format("strategy {} plans data parallelism: a global batch of {} is not a whole number "
                                  "of samples on each of the {} devices",
                                  strategy, *p.layouts.global_batch, p.ctx.cluster.world_size()));
-  PlanOutcome o = data_parallel_outcome(p, run_search(p.workload, *p.model, solver, p.options), strategy);
+  PlanOutcome o = data_parallel_outcome(p, run_search(*p.workload, *p.model, solver, p.options), strategy);
   o.solver = solver.name();
   return o;
 }
@@ -83,7 +83,7 @@ double least_fitting_memory(const PreparedSearch& p, LayoutSearch search, double
     costmodel::PlanCostModel model(p.ctx.cluster, cal, p.ctx.model.precision, p.ctx.cost_options);
     model.set_capacity(capacity);
     o.time_budget_s = std::max(0.001, left());
-    const HybridResult r = search_hybrid(p.ctx.model, model, search, o);
+    const HybridResult r = search_hybrid(p.ctx.model, model, search, o, p.workload);
     if (!r.feasible) return std::nullopt;
     return r.evaluation.peak_bytes;
   };
@@ -105,7 +105,7 @@ double least_fitting_memory(const PreparedSearch& p, LayoutSearch search, double
 
 PlanOutcome run_layouts(const PreparedSearch& p, LayoutSearch search, const HybridSearchOptions& options,
                         const std::string& strategy) {
-  HybridResult r = search_hybrid(p.ctx.model, *p.plan_model, search, options);
+  HybridResult r = search_hybrid(p.ctx.model, *p.plan_model, search, options, p.workload);
   PlanOutcome o;
   o.strategy = strategy;
   o.feasible = r.feasible;
@@ -123,12 +123,15 @@ PlanOutcome run_layouts(const PreparedSearch& p, LayoutSearch search, const Hybr
   } else {
     o.workload = p.workload;
     // What memory would fit: the least of the layout space, from the data-parallel plans' least peak
-    // at batch 1 (a plan of the space where the request allows data parallelism).
-    const SolverRegistry solvers = default_solvers();
-    SearchOptions one = p.options;
-    one.batch = 1;
-    const double dp_fit = run_search(p.workload, *p.model, solvers.get("exact"), one).min_fit_bytes;
-    o.min_fit_bytes = least_fitting_memory(p, search, dp_fit);
+    // at batch 1 (a plan of the space where the request allows data parallelism). Not after a search
+    // its budget stopped (unknown, 0; the exact strategy then runs the scheduler, which says).
+    if (r.complete) {
+      const SolverRegistry solvers = default_solvers();
+      SearchOptions one = p.options;
+      one.batch = 1;
+      const double dp_fit = run_search(*p.workload, *p.model, solvers.get("exact"), one).min_fit_bytes;
+      o.min_fit_bytes = least_fitting_memory(p, search, dp_fit);
+    }
   }
   o.layouts = std::move(r);
   return o;
@@ -148,13 +151,40 @@ class DataParallelStrategy : public Strategy {
   SolverLimits limits_;
 };
 
+// Whether the request's space holds the data-parallel layout (one stage, one micro-batch, TP 1) at a
+// batch the scheduler can search.
+bool holds_data_parallel(const PreparedSearch& p) {
+  const HybridSearchOptions& o = p.layouts;
+  const auto allows_1 = [](const std::vector<int>& v) {
+    return v.empty() || std::find(v.begin(), v.end(), 1) != v.end();
+  };
+  return allows_1(o.pp) && allows_1(o.tp) && (!o.micro_batches || *o.micro_batches == 1) &&
+         (!o.global_batch || p.options.batch);
+}
+
 // exact over the whole space: the layout search, or the scheduler where only data parallelism is left.
+// When a budget stopped the layout search, the scheduler's plan (itself budgeted) is offered too.
 class ExactStrategy : public Strategy {
  public:
   const StrategyInfo& info() const override { return info_; }
   PlanOutcome search(const PreparedSearch& p) const override {
     if (data_parallel_space(p)) return run_scheduler(p, default_solvers().get("exact"), info_.name);
-    return run_layouts(p, LayoutSearch::kExact, p.layouts, info_.name);
+    if (!holds_data_parallel(p)) return run_layouts(p, LayoutSearch::kExact, p.layouts, info_.name);
+    // The scheduler's data-parallel plan first (milliseconds, seconds on the largest models): the plan
+    // when a budget stops the layout search before it finds a better one; the layout search then has
+    // what is left of the time budget. A complete layout search holds that plan in its space.
+    PlanOutcome d = run_scheduler(p, default_solvers().get("exact"), info_.name);
+    PlanOutcome o = run_layouts(p, LayoutSearch::kExact, p.layouts, info_.name);
+    o.search_seconds += d.search_seconds;
+    if (o.complete) return o;
+    if (d.feasible && (!o.feasible || d.evaluation.throughput > o.evaluation.throughput)) {
+      d.search_seconds = o.search_seconds;
+      d.complete = false;
+      d.layouts = std::move(o.layouts);
+      return d;
+    }
+    if (!o.feasible && d.min_fit_bytes > 0) o.min_fit_bytes = d.min_fit_bytes;
+    return o;
   }
 
  private:

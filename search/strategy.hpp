@@ -46,7 +46,9 @@ struct PlanOutcome {
   std::string strategy;
   bool feasible = false;
   costmodel::Plan plan;              // when feasible: the whole plan, its provenance and predictions
-  costmodel::Workload workload;      // lower(model, plan.pp)
+  // lower(model, plan.pp), shared with the request and the other outcomes (a 100,000-layer model's
+  // is hundreds of MB)
+  std::shared_ptr<const costmodel::Workload> workload;
   costmodel::Evaluation evaluation;  // the plan cost model's figures
   double memory_limit_bytes = 0;
   double min_fit_bytes = 0;  // when nothing fits and the strategy can say: the least memory that would

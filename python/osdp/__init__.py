@@ -82,7 +82,7 @@ def load_calibration(name_or_path: PathLike, cluster: PathLike | None = None) ->
 
 
 def plan(model: PathLike, cluster: PathLike, *, memory: str | int | float | None = None, strategy: str = "exact",
-         baseline: str | None = None, batch: int | str = "auto", split_max: int = 4, checkpoint: str = "auto",
+         baseline: str | Sequence[str] | None = None, batch: int | str = "auto", split_max: int = 4, checkpoint: str = "auto",
          groups: bool | str = "auto", prefetch: int = 0, calibration: PathLike | None = None,
          tier: str = "extended", checkpoint_regather: bool = False, dfs_budget: int = 2_000_000,
          pp: int | Sequence[int] | None = None, tp: int | Sequence[int] | None = None,
@@ -92,15 +92,17 @@ def plan(model: PathLike, cluster: PathLike, *, memory: str | int | float | None
     """Search the best plan, as ``osdp plan --json`` does (the same C++ code builds the dict).
 
     Arguments mirror the program's options (``memory="8GiB"`` or a number of bytes; ``batch`` the
-    samples per device per micro-batch or ``"auto"``; ``strategy`` and ``baseline`` names of
-    ``osdp plan --help``'s strategies). The space is the whole one the cluster allows (pipeline stages,
-    micro-batches, TP degrees; node groups and two-level collectives on clusters of several nodes);
-    ``pp``, ``tp``, ``micro_batches``, ``global_batch`` and ``groups="off"`` narrow it. Returns a dict
-    with ``feasible``, ``batch_size``, ``micro_batches``, ``pp``, ``global_batch``,
+    samples per device per micro-batch or ``"auto"``; ``strategy`` a name of ``osdp plan --help``'s
+    strategies; ``baseline`` one name or a list of them, ``"none"`` for none, fsdp when left out). The
+    space is the whole one the cluster allows (pipeline stages, micro-batches, TP degrees; node groups
+    and two-level collectives on clusters of several nodes); ``pp``, ``tp``, ``micro_batches``,
+    ``global_batch`` and ``groups="off"`` narrow it; the search stops within ``time_budget_s``. Returns
+    a dict with ``feasible``, ``batch_size``, ``micro_batches``, ``pp``, ``global_batch``,
     ``throughput_samples_per_s``, ``iteration_time_s``, ``peak_memory_bytes``, ``stages`` (the TP
     degrees of each stage), ``candidates`` (a data-parallel search: every batch size, searched or
-    bounded out) or ``layouts`` (the others) and, when a plan fits, ``plan``: the plan file's content
-    (``save_plan`` writes it). When nothing fits, ``feasible`` is False and ``min_fit_memory_bytes``
+    bounded out) or ``layouts`` (the others), ``baselines`` (each baseline's plan and the speedup over
+    it) and, when a plan fits, ``plan``: the plan file's content (``save_plan`` writes it). When nothing
+    fits, ``feasible`` is False and ``min_fit_memory_bytes``
     says what memory would.
     """
     request: dict[str, Any] = {
@@ -110,9 +112,10 @@ def plan(model: PathLike, cluster: PathLike, *, memory: str | int | float | None
         "tier": tier, "checkpoint_regather": bool(checkpoint_regather), "dfs_budget": int(dfs_budget),
         "max_micro_batches": int(max_micro_batches), "schedule": schedule,
         "sequence_parallel": bool(sequence_parallel), "time_budget_s": float(time_budget_s)}
-    for key, value in (("memory", memory), ("baseline", baseline)):
-        if value is not None:
-            request[key] = str(value)
+    if memory is not None:
+        request["memory"] = str(memory)
+    if baseline is not None:
+        request["baseline"] = str(baseline) if isinstance(baseline, str) else [str(b) for b in baseline]
     if calibration is not None:
         request["calibration"] = os.fspath(calibration)
     for key, value in (("pp", pp), ("tp", tp)):

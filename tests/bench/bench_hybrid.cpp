@@ -54,8 +54,8 @@ std::string degrees(const search::HybridResult& r) {
   auto flush = [&] {
     if (run > 0) out += fmt::format("{}tp{}x{}", out.empty() ? "" : " ", last, run);
   };
-  for (std::size_t u = 0; u < r.workload.units.size(); ++u) {
-    if (!r.workload.units[u].layer) continue;
+  for (std::size_t u = 0; u < r.workload->units.size(); ++u) {
+    if (!r.workload->units[u].layer) continue;
     const int t = r.plan.unit_tp[u];
     if (t != last) {
       flush();

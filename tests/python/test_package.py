@@ -59,6 +59,18 @@ for kw, args in [
           {k: (r.get(k), want.get(k)) for k in ("batch_size", "throughput_samples_per_s")})
     check(f"plan({kw}): the plan's operators as the program wrote them",
           r["plan"]["operators"] == want["plan"]["operators"])
+r = osdp.plan(model="val-nd-8x256", cluster="lab-2x2", memory="100MiB", baseline=["fsdp", "ddp", "hsdp"])
+want = cli("plan", "--model", "val-nd-8x256", "--cluster", "lab-2x2", "--memory", "100MiB", "--baseline", "fsdp",
+           "ddp", "hsdp")
+check("plan(baseline=[...]): each baseline in order, as osdp plan --baseline a b c prints them",
+      [b["strategy"] for b in r["baselines"]] == ["fsdp", "ddp", "hsdp"]
+      and [{k: v for k, v in b.items() if k != "search_seconds"} for b in r["baselines"]]
+      == [{k: v for k, v in b.items() if k != "search_seconds"} for b in want["baselines"]],
+      (r["baselines"], want["baselines"]))
+check("plan(baseline=[...]): the speedup over each is the plan's throughput over the baseline's",
+      all(abs(b["speedup_over_baseline"] * b["throughput_samples_per_s"] - r["throughput_samples_per_s"])
+          <= 1e-9 * r["throughput_samples_per_s"] for b in r["baselines"] if b["feasible"]),
+      r["baselines"])
 r = osdp.plan(model="gpt2-1.5b", cluster="titan-rtx-8", memory="1GiB")
 check("a plan that does not fit: feasible False and the memory that would",
       r["feasible"] is False and r["min_fit_memory_bytes"] > 2**30, {k: r.get(k) for k in ("feasible",)})

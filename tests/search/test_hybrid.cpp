@@ -12,7 +12,7 @@
 #include "costmodel/plan_cost.hpp"
 #include "costmodel/plan.hpp"
 #include "search/hybrid.hpp"
-#include "search/hybrid_layout.hpp"
+#include "search/internal/hybrid_layout.hpp"
 
 namespace osdp {
 namespace {

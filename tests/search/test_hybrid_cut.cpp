@@ -1,4 +1,4 @@
-// The exact hybrid search's cheap label test (search/hybrid_chains.hpp, Cut) against its definition:
+// The exact hybrid search's cheap label test (search/internal/hybrid_chains.hpp, Cut) against its definition:
 // it refuses only labels for which every end of the stage fails, own = tau + fixed + LP >= need, and
 // with one end it is exact at the parents' budgets. Also the pieces it is made of: the LP's conjugate
 // and slope (SuffixBound) against the LP on a fine grid, and step_need against step_bound; and the
@@ -13,8 +13,8 @@
 
 #include "../costmodel/cost_fixtures.hpp"
 #include "costmodel/plan_cost.hpp"
-#include "search/hybrid_bounds.hpp"
-#include "search/hybrid_chains.hpp"
+#include "search/internal/hybrid_bounds.hpp"
+#include "search/internal/hybrid_chains.hpp"
 
 namespace osdp {
 namespace {

@@ -1,11 +1,11 @@
-// The hybrid search's unit relaxation (search/hybrid_context.hpp): hull_of_sums, the Minkowski sum
+// The hybrid search's unit relaxation (search/internal/hybrid_context.hpp): hull_of_sums, the Minkowski sum
 // of the operators' lower hulls, against brute force, the lower hull of every sum of one point per set.
 #include <random>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
-#include "search/hybrid_context.hpp"
+#include "search/internal/hybrid_context.hpp"
 
 namespace osdp {
 namespace {

@@ -1,4 +1,4 @@
-// The exact hybrid search's Pareto filter (search/hybrid_pareto.hpp) against brute force: on random
+// The exact hybrid search's Pareto filter (search/internal/hybrid_pareto.hpp) against brute force: on random
 // labels in runs, it keeps exactly the labels that fit and that no label of the same degree before it
 // (in the order transient, persistent, time, rank) is no worse than in all three, in that order, and
 // asks `keep` only of those.
@@ -9,7 +9,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "search/hybrid_pareto.hpp"
+#include "search/internal/hybrid_pareto.hpp"
 
 namespace osdp {
 namespace {

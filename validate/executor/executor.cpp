@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"
-#include "validate/executor/executor_task.hpp"
+#include "validate/executor/internal/executor_task.hpp"
 
 namespace osdp::validate {
 

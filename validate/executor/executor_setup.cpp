@@ -13,7 +13,7 @@
 
 #include "costmodel/error.hpp"
 #include "validate/executor/executor.hpp"
-#include "validate/executor/executor_task.hpp"
+#include "validate/executor/internal/executor_task.hpp"
 
 namespace osdp::validate {
 

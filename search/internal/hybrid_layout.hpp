@@ -5,7 +5,9 @@
 // hybrid_bounds.hpp the LP bounds).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -15,6 +17,15 @@
 #include "search/hybrid.hpp"
 
 namespace osdp::search::detail {
+
+// Thrown by the solvers when a budget of HybridSearchOptions runs out; search_hybrid catches it and
+// returns the best plan so far.
+struct BudgetStop {
+  bool memory = false;  // the memory budget (else the time budget)
+};
+inline void check_deadline(const HybridSearchOptions& o) {
+  if (std::chrono::steady_clock::now() > o.deadline) throw BudgetStop{false};
+}
 
 // How a strategy restricts and prices the per-operator items.
 struct ItemRules {
@@ -39,14 +50,42 @@ struct PartsCache {
   std::vector<int> op_unit;
 };
 
-class LayoutContext;  // search/hybrid_context.hpp
+class LayoutContext;  // search/internal/hybrid_context.hpp
 
-// Stage costs c[s][i][j] (stage s holding units i..j-1; infinity: none).
-using StageTable = std::vector<std::vector<std::vector<double>>>;
+// Stage costs c(s, i, j) (stage s holding units i..j-1; infinity: none). A row (s, i) is stored once
+// something is set in it: stage 0 starts at unit 0 only, so one stage costs one row, not U + 1.
+class StageTable {
+ public:
+  StageTable(int pp, int U)
+      : U_(U), rows_(static_cast<std::size_t>(pp) * static_cast<std::size_t>(U + 1)) {}
+  double operator()(int s, int i, int j) const {
+    const auto& r = rows_[row(s, i)];
+    return r.empty() ? kInfinity : r[static_cast<std::size_t>(j)];
+  }
+  double& set(int s, int i, int j) {
+    auto& r = rows_[row(s, i)];
+    if (r.empty()) r.assign(static_cast<std::size_t>(U_) + 1, kInfinity);
+    return r[static_cast<std::size_t>(j)];
+  }
+  bool has_row(int s, int i) const { return !rows_[row(s, i)].empty(); }
+  // The bytes a table of pp stages over U units holds at most (stage 0 one row, the others U + 1).
+  static double max_bytes(int pp, int U) {
+    return (1.0 + (pp - 1.0) * (U + 1.0)) * (U + 1.0) * sizeof(double);
+  }
+
+ private:
+  static constexpr double kInfinity = std::numeric_limits<double>::infinity();
+  std::size_t row(int s, int i) const {
+    return static_cast<std::size_t>(s) * static_cast<std::size_t>(U_ + 1) + static_cast<std::size_t>(i);
+  }
+  int U_;
+  std::vector<std::vector<double>> rows_;
+};
 
 // The split minimising sum_s c(s) + (m - 1) max_s c(s) (hybrid_split.cpp); infinity when there is
-// none. Fills `split_out` (the stages' first units) when given.
-double best_stage_split(const StageTable& c, int pp, int U, int m, std::vector<int>* split_out);
+// none. Fills `split_out` (the stages' first units) when given. With `budget`, checks its deadline.
+double best_stage_split(const StageTable& c, int pp, int U, int m, std::vector<int>* split_out,
+                        const HybridSearchOptions* budget = nullptr);
 
 // A plan of the layout with every unit at degree 1, every choice the default, one stage at unit 0.
 costmodel::Plan empty_plan(const costmodel::Workload& hw, const HybridLayout& layout);

@@ -10,7 +10,7 @@
 #include <functional>
 #include <vector>
 
-#include "search/hybrid_context.hpp"
+#include "search/internal/hybrid_context.hpp"
 
 namespace osdp::search::detail {
 
@@ -57,20 +57,28 @@ class SuffixBound {
   SuffixBound(const LayoutContext& ctx, int f, int end_unit, bool first_only = false, double cap = kInf) {
     const ClassHulls classes(ctx, f, end_unit, cap);
     const std::size_t K = static_cast<std::size_t>(end_unit);
-    base_p_.assign(K + 1, 0.0);
-    base_t_.assign(K + 1, 0.0);
-    min_x_.assign(K + 1, 0.0);
+    end_ = end_unit;
+    // first_only: position 0's figures alone (a prefix of U units is asked for every U: linear each,
+    // not quadratic in all).
+    const std::size_t stored = first_only ? 1 : K + 1;
+    base_p_.assign(stored, 0.0);
+    base_t_.assign(stored, 0.0);
+    min_x_.assign(stored, 0.0);
     cum_p_.assign(first_only ? 1 : K + 1, std::vector<double>{0.0});
     cum_t_.assign(cum_p_.size(), std::vector<double>{0.0});
     std::vector<double> count(classes.hulls.size(), 0.0);  // of units k..K-1
+    double bp = 0, bt = 0, mx = 0;                         // base_p_, base_t_, min_x_ at k
     for (std::size_t k = K; k-- > 0;) {
       const UnitHull& g = *classes.hulls[classes.class_of[k]];
       const auto& h = g.points;
-      base_p_[k] = base_p_[k + 1] + (h.empty() ? kInf : h.front().first);
-      base_t_[k] = base_t_[k + 1] + (h.empty() ? 0.0 : h.front().second);
-      min_x_[k] = std::max(min_x_[k + 1], g.least_transient);
+      bp += h.empty() ? kInf : h.front().first;
+      bt += h.empty() ? 0.0 : h.front().second;
+      mx = std::max(mx, g.least_transient);
       count[classes.class_of[k]] += 1;
       if (first_only && k != 0) continue;
+      base_p_[k] = bp;
+      base_t_[k] = bt;
+      min_x_[k] = mx;
       auto& cp = cum_p_[k];
       auto& ct = cum_t_[k];
       for (const auto& e : classes.incs) {
@@ -81,7 +89,14 @@ class SuffixBound {
       }
     }
   }
-  int end() const { return static_cast<int>(base_p_.size()) - 1; }
+  int end() const { return end_; }
+  // What it holds, about (for the memory budget).
+  double bytes() const {
+    double n = 3.0 * static_cast<double>(base_p_.size());
+    for (std::size_t k = 0; k < cum_p_.size(); ++k)
+      n += static_cast<double>(cum_p_[k].size() + cum_t_[k].size());
+    return 8 * n;
+  }
   // `budget` is what the persistent bytes so far leave, `transient` the largest transient so far: the
   // operators from k on may use budget - max(transient, the least largest transient they force).
   double least(int k, double budget, double transient) const {
@@ -135,6 +150,7 @@ class SuffixBound {
   }
 
  private:
+  int end_ = 0;
   std::vector<double> base_p_, base_t_, min_x_;
   std::vector<std::vector<double>> cum_p_, cum_t_;
 };

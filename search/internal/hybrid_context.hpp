@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -15,8 +16,8 @@
 #include <vector>
 
 #include "costmodel/plan_cost.hpp"
-#include "search/hull.hpp"
-#include "search/hybrid_layout.hpp"
+#include "search/internal/hull.hpp"
+#include "search/internal/hybrid_layout.hpp"
 #include "search/solvers.hpp"
 
 namespace osdp::search::detail {
@@ -133,6 +134,18 @@ class LayoutContext {
     }
     fixed_ = model.fixed_bytes(hw);
   }
+
+  // The budgets: BudgetStop past the deadline, or once what this layout's solve holds (counted by
+  // hold()) and `extra` pass the memory budget.
+  void check(double extra = 0) const {
+    check_deadline(options_);
+    if (held_ + extra > options_.memory_budget_bytes) throw BudgetStop{true};
+  }
+  void hold(double bytes) const {
+    held_ += bytes;
+    check();
+  }
+  const HybridSearchOptions& options() const { return options_; }
 
   const Operator& op(int oi) const { return hw_.operators[static_cast<std::size_t>(oi)]; }
   const std::vector<int>& allowed(int u) const { return cache_->allowed[static_cast<std::size_t>(u)]; }
@@ -323,6 +336,7 @@ class LayoutContext {
   PartsCache* cache_;
   int price_b0_;  // the b0 times are priced at (memory is at layout_.b0)
   double fixed_ = 0;
+  mutable double held_ = 0;  // bytes of this solve's tables and labels (hold())
   mutable std::map<std::pair<int, int>, std::vector<Item>> items_;
   mutable std::map<std::pair<int, int>, UnitHull> unit_hulls_;             // (unit class, f)
   mutable std::map<std::tuple<int, int, double>, UnitHull> capped_hulls_;  // (unit class, f, cap)

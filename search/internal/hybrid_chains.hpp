@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "costmodel/plan_cost.hpp"
-#include "search/hybrid_bounds.hpp"
-#include "search/hybrid_pareto.hpp"
+#include "search/internal/hybrid_bounds.hpp"
+#include "search/internal/hybrid_pareto.hpp"
 
 namespace osdp::search::detail {
 
