@@ -2,7 +2,8 @@
 # osdp installed and used from outside: `cmake --install` of the build into a temporary prefix, then
 #  - the public headers only: no installed header includes <mpi.h>, a CUDA or cuBLAS header or
 #    <nccl.h>; validate/mpi/ and validate/cuda/ are not installed; every osdp header an installed
-#    header includes is installed too;
+#    header includes is installed too; no internal/ folder (the headers a module's own sources share)
+#    and no committed results (data/results) are installed;
 #  - the installed osdp links no CUDA, cuBLAS or NCCL library, and (when built with the nccl backend)
 #    finds its module in <prefix>/lib/osdp: `osdp --version` shows the CUDA runtime's version;
 #  - a consumer project (tests/install/consumer) configures with find_package(osdp REQUIRED), links
@@ -32,6 +33,12 @@ done
 for d in validate/mpi validate/cuda; do
   [ ! -e "$INC/$d" ] && pass "private, not installed: $d/" || fail "installed, but private: $d/"
 done
+
+internal=$(find "$INC" -type d -name internal)
+[ -z "$internal" ] && pass "no internal/ header folder installed" || fail "internal headers installed:"$'\n'"$internal"
+[ -d "$PREFIX/share/osdp/models" ] && [ ! -e "$PREFIX/share/osdp/results" ] &&
+  pass "the bundled data installed, the committed results not" ||
+  fail "share/osdp: models $(ls -d "$PREFIX/share/osdp/models" 2>&1), results $(ls -d "$PREFIX/share/osdp/results" 2>&1)"
 
 banned=$(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]((mpi|nccl)\.h|cuda[^">]*|cublas[^">]*)[">]' "$INC" || true)
 [ -z "$banned" ] && pass "no installed header includes mpi.h, cuda*, cublas* or nccl.h" ||
