@@ -122,8 +122,8 @@ std::string Unit::key() const {
   j["label"] = strategy.label;
   if (strategy.split_max) j["strategy_split_max"] = *strategy.split_max;
   if (strategy.checkpoint) j["strategy_checkpoint"] = *strategy.checkpoint;
-  if (strategy.pp) j["strategy_pp"] = *strategy.pp;
-  if (strategy.tp) j["strategy_tp"] = *strategy.tp;
+  if (!strategy.pp.empty()) j["strategy_pp"] = strategy.pp.size() == 1 ? nlohmann::json(strategy.pp[0]) : nlohmann::json(strategy.pp);
+  if (!strategy.tp.empty()) j["strategy_tp"] = strategy.tp.size() == 1 ? nlohmann::json(strategy.tp[0]) : nlohmann::json(strategy.tp);
   if (strategy.micro_batches) j["strategy_micro_batches"] = *strategy.micro_batches;
   return j.dump();
 }
@@ -201,20 +201,23 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
     else
       s.raw("checkpoint");
     for (const auto& [key, out] : {std::pair{"pp", &sc.pp}, std::pair{"tp", &sc.tp}}) {
-      if (!s.has(key)) {
-        s.raw(key);
-        continue;
+      const nlohmann::json* v = s.raw(key);  // a degree or a list of degrees
+      if (v == nullptr) continue;
+      const nlohmann::json list = v->is_array() ? *v : nlohmann::json::array({*v});
+      for (const auto& d : list) {
+        if (!d.is_number_integer() || !power_of_two(d.get<int>()) || d.get<int>() > (1 << 20))
+          s.fail(key, fmt::format("expected a power of two or a list of them, got {}", costmodel::brief_json(*v)));
+        out->push_back(d.get<int>());
       }
-      *out = static_cast<int>(s.integer(key, 1, 1 << 20));
-      if (!power_of_two(**out)) s.fail(key, fmt::format("expected a power of two, got {}", **out));
+      if (out->empty()) s.fail(key, "expected a power of two or a non-empty list of them");
     }
     if (s.has("micro_batches"))
       sc.micro_batches = static_cast<int>(s.integer("micro_batches", 1, 1024));
     else
       s.raw("micro_batches");
-    if ((sc.pp || sc.tp || (sc.micro_batches && *sc.micro_batches > 1)) &&
+    if ((!sc.pp.empty() || !sc.tp.empty() || (sc.micro_batches && *sc.micro_batches > 1)) &&
         search::default_strategies().get(sc.strategy).info().data_parallel)
-      s.fail(sc.pp ? "pp" : sc.tp ? "tp" : "micro_batches",
+      s.fail(!sc.pp.empty() ? "pp" : !sc.tp.empty() ? "tp" : "micro_batches",
              fmt::format("strategy {} searches data parallelism only", sc.strategy));
     for (const auto& other : e.strategies)
       if (other.label == sc.label) s.fail("label", fmt::format("label \"{}\" is used twice", sc.label));

@@ -56,7 +56,10 @@ struct StrategyConfig {
   std::string strategy;  // a name of search::default_strategies()
   std::optional<int> split_max;  // overrides the configuration's
   std::optional<std::string> checkpoint;
-  std::optional<int> pp, tp, micro_batches;  // the same (e.g. megatron-3d at TP 8 alone: "pure TP")
+  // The same for the layout (e.g. megatron-3d at pp 1, TP 8: "pure TP"): the degrees allowed (empty:
+  // the configuration's) and a micro-batch count.
+  std::vector<int> pp, tp;
+  std::optional<int> micro_batches;
 };
 
 struct Unit {

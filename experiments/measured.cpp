@@ -74,7 +74,7 @@ Prepared prepare(const MeasuredItem& item, const ValidationOptions& o) {
     p.row = unit_row(*item.unit, u);
     if (u.outcome().feasible) {
       p.plan = u.outcome().plan;
-      p.workload = u.outcome().workload;
+      p.workload = *u.outcome().workload;
     }
   } else {  // a plan file, as it is
     const costmodel::Plan& plan = *item.plan;

@@ -34,12 +34,6 @@ import re
 import sys
 from collections import OrderedDict
 
-RESULTS_HEADER = ("index,model,cluster,world_size,memory_limit_bytes,strategy,evaluator,feasible,batch_size,"
-                  "throughput_samples_per_s,iteration_time_s,peak_memory_bytes,min_fit_memory_bytes,plan_summary,"
-                  "speedup_over_baseline").split(",")
-CANDIDATES_HEADER = ("index,model,strategy,memory_limit_bytes,batch_size,iteration_time_s,peak_memory_bytes,"
-                     "throughput_samples_per_s").split(",")
-
 FAMILIES = OrderedDict([("nd-", "N&D"), ("ws-", "W&S"), ("ic-", "I&C")])
 FAMILY_LONG = {"N&D": "narrow & deep", "W&S": "wide & shallow", "I&C": "inconsistent & consecutive",
                "other": "other models"}

@@ -30,8 +30,8 @@ search::PlanRequest unit_request(const Unit& u, const std::string& calibration) 
   if (c.pp > 0 || c.schema1_space) r.pp = {std::max(c.pp, 1)};
   if (c.tp > 0 || c.schema1_space) r.tp = {std::max(c.tp, 1)};
   r.micro_batches = c.micro_batches == 0 && c.schema1_space ? 1 : c.micro_batches;
-  if (u.strategy.pp) r.pp = {*u.strategy.pp};
-  if (u.strategy.tp) r.tp = {*u.strategy.tp};
+  if (!u.strategy.pp.empty()) r.pp = u.strategy.pp;
+  if (!u.strategy.tp.empty()) r.tp = u.strategy.tp;
   if (u.strategy.micro_batches) r.micro_batches = *u.strategy.micro_batches;
   r.global_batch = c.global_batch;
   r.schedule = c.schedule;
@@ -72,9 +72,20 @@ UnitResult unit_row(const Unit& u, const PlannedUnit& p) {
     out.pp = o.plan.pp;
     out.micro_batches = o.plan.micro_batches;
     out.global_batch = o.evaluation.global_batch;
-    out.plan_summary = plan_summary(o.workload, o.plan.choices);
-    if (!o.plan.data_parallel())
+    out.plan_summary = plan_summary(*o.workload, o.plan.choices);
+    if (!o.plan.data_parallel()) {
       out.plan_summary += "; layout: " + o.plan.layout_summary();
+      out.units = nlohmann::json::array();
+      const costmodel::Workload& w = *o.workload;
+      for (std::size_t k = 0; k < w.units.size(); ++k) {
+        nlohmann::json labels = nlohmann::json::array();
+        for (const int op : w.units[k].ops) labels.push_back(o.plan.choices[static_cast<std::size_t>(op)].label());
+        out.units.push_back({{"name", w.units[k].name},
+                             {"stage", o.plan.stage_of_unit(static_cast<int>(k))},
+                             {"tp", o.plan.unit_tp[k]},
+                             {"operators", std::move(labels)}});
+      }
+    }
   }
   return out;
 }
@@ -95,7 +106,7 @@ UnitResult run_unit(const Unit& u, const Experiment& e) {
       sim::SimOptions opt;
       opt.symmetric = o.plan.data_parallel();  // exact on the bundled homogeneous clusters
       opt.memory_rank = sim::SimOptions::kNoRanks;
-      const sim::Replay replay = sim::replay_plan(o.plan, o.workload, opt);
+      const sim::Replay replay = sim::replay_plan(o.plan, *o.workload, opt);
       x.time_s = sim::to_seconds(replay.result.iteration);
       x.peak_bytes = replay.result.peak_rank().peak_bytes;
       x.throughput = o.evaluation.global_batch / x.time_s;
@@ -141,6 +152,7 @@ nlohmann::json to_json(const UnitResult& r) {
                    {"plan_summary", r.plan_summary},
                    {"evaluations", evs},
                    {"candidates", cands}};
+  if (!r.units.is_null()) j["units"] = r.units;
   if (const auto& m = r.measurement)
     j["measurement"] = {{"group", m->group},
                         {"prefetch", m->prefetch},
@@ -182,6 +194,7 @@ UnitResult unit_result_from_json(const nlohmann::json& j) {
   r.global_batch = j.value("global_batch", r.batch_size * r.world_size);
   r.min_fit_bytes = j.at("min_fit_memory_bytes").get<double>();
   r.plan_summary = j.at("plan_summary").get<std::string>();
+  if (const auto it = j.find("units"); it != j.end()) r.units = *it;
   for (const auto& e : j.at("evaluations"))
     r.evaluations.push_back({evaluator_named(e.at("evaluator").get<std::string>()).value(),
                              e.at("feasible").get<bool>(),

@@ -71,6 +71,9 @@ struct UnitResult {
   int global_batch = 0;  // samples per step over all devices
   double min_fit_bytes = 0;  // when nothing fits
   std::string plan_summary;
+  // A plan beyond data parallelism, unit by unit (rows.jsonl only): [{"name", "stage", "tp",
+  // "operators": [choice labels]}]; null for data-parallel plans.
+  nlohmann::json units;
   std::vector<Evaluation> evaluations;
   std::vector<Candidate> candidates;
   std::optional<Measurement> measurement;  // rows of osdp validate

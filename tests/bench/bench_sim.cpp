@@ -233,9 +233,9 @@ Row run_hybrid_case(int repeat) {
   row.predicted_s = r.evaluation.time_s;
   row.predicted_peak = r.evaluation.peak_bytes;
   row.layout = fmt::format("pp {}, tp {}, m {}", r.plan.pp, kTp, r.plan.micro_batches);
-  row.choices = search::summarize_choices(r.workload, r.plan.choices);
+  row.choices = search::summarize_choices(*r.workload, r.plan.choices);
   t0 = std::chrono::steady_clock::now();
-  const sim::Schedule s = sim::build_schedule(r.plan, r.workload, plan_model);
+  const sim::Schedule s = sim::build_schedule(r.plan, *r.workload, plan_model);
   row.schedule_s = seconds_since(t0);
   row.tasks = s.tasks.size();
   for (const auto& t : s.tasks) row.collectives += sim::is_collective(t.kind) ? 1 : 0;

@@ -328,8 +328,11 @@ TEST_CASE("a strategy's pp, tp and micro_batches override the configuration's", 
   doc["base"]["cluster"] = "a100-8";
   doc["strategies"].push_back({{"label", "pure-tp"}, {"strategy", "megatron-3d"}, {"pp", 1}, {"tp", 8}});
   doc["strategies"].push_back({{"label", "exact-m1"}, {"strategy", "exact"}, {"micro_batches", 1}});
+  doc["strategies"].push_back({{"label", "tp12"}, {"strategy", "exact"}, {"tp", {1, 2}}});
   const auto units = expand(read_experiment(doc, "exp.json"));
-  REQUIRE(units.size() == 4);
+  REQUIRE(units.size() == 5);
+  CHECK(unit_request(units[4], "").tp == std::vector<int>{1, 2});
+  CHECK_THAT(units[4].key(), Contains(R"("strategy_tp":[1,2])"));
   const osdp::search::PlanRequest tp = unit_request(units[2], ""), m1 = unit_request(units[3], "");
   CHECK(tp.pp == std::vector<int>{1});
   CHECK(tp.tp == std::vector<int>{8});

@@ -1,13 +1,14 @@
-"""experiments/hybrid_study.py end to end on a small grid (CTest: python_hybrid_study).
+"""The hybrid study end to end on a small grid (CTest: python_hybrid_study).
 
-Runs the study for val-4x384 on h100-8 at 1400 MiB with exact, galvatron, dp-only and ddp into a
-temporary directory, then checks: one JSON line per strategy, all ok; exact's throughput at least
-every other's (the claim the study makes, on this case); each line's throughput is the one in its
-raw osdp output; the tables and the figures are written; and --resume runs nothing again.
+Writes a one-case experiment (val-4x384 on h100-8 at 1400 MiB) with the study's strategies exact,
+galvatron, dp-only, ddp and the ablation exact-m1, runs it with `osdp sweep` into a temporary
+directory, then experiments/hybrid_study.py on that sweep, and checks: one row per strategy, all
+feasible; exact's throughput at least every other's (the claim the study makes, on this case); the
+exact row's throughput is the one `osdp plan` prints for the same request; the tables name every
+strategy and the figures are written; and the sweep resumed over the same directory runs nothing again.
 
     python tests/python/test_hybrid_study.py OSDP
 """
-import gzip
 import json
 import os
 import subprocess
@@ -16,55 +17,81 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "..", "experiments", "hybrid_study.py")
-STRATEGIES = ["exact", "galvatron", "dp-only", "ddp"]
+STRATEGIES = {"exact": {"strategy": "exact"}, "galvatron": {"strategy": "galvatron"},
+              "dp-only": {"strategy": "dp-only"}, "ddp": {"strategy": "ddp"},
+              "exact-m1": {"strategy": "exact", "micro_batches": 1}}
+BASE = {"model": "val-4x384", "cluster": "h100-8", "memory": "1400MiB", "split_max": 4, "checkpoint": "auto",
+        "prefetch": 0, "tier": "extended", "batch": "auto"}
 
 
-def run(osdp, out, *extra):
-    cmd = [sys.executable, SCRIPT, "--osdp", osdp, "--models", "val-4x384", "--clusters", "h100-8",
-           "--memories", "1400MiB", "--strategies", *STRATEGIES, "--out", out, "--figures",
-           os.path.join(out, "fig"), *extra]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+def sweep(osdp, exp, out, *extra):
+    return subprocess.run([osdp, "sweep", exp, "--out", out, *extra], capture_output=True, text=True, timeout=600)
 
 
-def lines(out):
-    with open(os.path.join(out, "results.jsonl")) as f:
+def rows(out):
+    with open(os.path.join(out, "rows.jsonl")) as f:
         return [json.loads(x) for x in f if x.strip()]
+
+
+def analytic(row):
+    return next(e for e in row["evaluations"] if e["evaluator"] == "analytic")
 
 
 def main():
     osdp = sys.argv[1]
     failures = []
-    with tempfile.TemporaryDirectory() as out:
-        r = run(osdp, out)
+    with tempfile.TemporaryDirectory() as tmp:
+        exp = os.path.join(tmp, "study.json")
+        with open(exp, "w") as f:
+            json.dump({"schema_version": 2, "name": "study-test", "base": BASE, "axes": {},
+                       "strategies": [dict(label=k, **v) for k, v in STRATEGIES.items()],
+                       "evaluators": ["analytic"]}, f)
+        grid = os.path.join(tmp, "grid")
+        r = sweep(osdp, exp, grid)
         if r.returncode != 0:
             print(r.stderr[-3000:])
-            print("FAIL: the study exited", r.returncode)
+            print("FAIL: the sweep exited", r.returncode)
             return 1
-        rows = lines(out)
-        got = sorted(x["strategy"] for x in rows)
-        if got != sorted(STRATEGIES):
-            failures.append(f"strategies recorded: {got}")
-        thr = {x["strategy"]: x.get("throughput") for x in rows}
-        for x in rows:
-            if x["status"] != "ok":
-                failures.append(f"{x['strategy']}: status {x['status']}")
-        if all(isinstance(v, (int, float)) for v in thr.values()):
-            for s in STRATEGIES:
-                if thr["exact"] < thr[s] * (1 - 1e-9):
-                    failures.append(f"exact {thr['exact']} below {s} {thr[s]}")
-        raw = os.path.join(out, "raw", "val-4x384_h100-8_1400MiB_exact.json.gz")
-        with gzip.open(raw, "rt") as f:
-            doc = json.load(f)
-        if abs(doc["plan"]["predicted_throughput_samples_per_s"] - thr["exact"]) > 1e-9 * thr["exact"]:
-            failures.append("exact: the raw output's throughput differs from the JSONL line")
-        for f in ["tables.md", "fig/hybrid-study-throughput-h100-8.png", "fig/hybrid-study-ratio.png",
-                  "fig/hybrid-study-plans.png"]:
-            p = os.path.join(out, f)
-            if not os.path.exists(p) or os.path.getsize(p) == 0:
-                failures.append(f"{f} missing")
-        r = run(osdp, out, "--resume", "--no-report")
-        if r.returncode != 0 or len(lines(out)) != len(rows):
-            failures.append(f"--resume ran again: exit {r.returncode}, {len(lines(out))} lines")
+        got = rows(grid)
+        if sorted(x["strategy"] for x in got) != sorted(STRATEGIES):
+            failures.append(f"strategies swept: {sorted(x['strategy'] for x in got)}")
+        thr = {}
+        for x in got:
+            if not (x["feasible"] and analytic(x)["feasible"]):
+                failures.append(f"{x['strategy']}: not feasible")
+            else:
+                thr[x["strategy"]] = analytic(x)["throughput_samples_per_s"]
+        if "exact" in thr:
+            for s, v in thr.items():
+                if thr["exact"] < v * (1 - 1e-9):
+                    failures.append(f"exact {thr['exact']} below {s} {v}")
+            plan = subprocess.run([osdp, "plan", "--model", "val-4x384", "--cluster", "h100-8", "--memory",
+                                   "1400MiB", "--split-max", "4", "--prefetch", "0", "--tier", "extended",
+                                   "--json"], capture_output=True, text=True, timeout=300)
+            if plan.returncode != 0:
+                failures.append(f"osdp plan exited {plan.returncode}: {plan.stderr[-500:]}")
+            else:
+                want = json.loads(plan.stdout)["throughput_samples_per_s"]
+                if abs(want - thr["exact"]) > 1e-9 * want:
+                    failures.append(f"exact row {thr['exact']} differs from osdp plan's {want}")
+        tables, figs = os.path.join(tmp, "tables.md"), os.path.join(tmp, "fig")
+        r = subprocess.run([sys.executable, SCRIPT, "--grid", grid, "--released", os.path.join(tmp, "none"),
+                            "--tables", tables, "--figures", figs], capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            print(r.stderr[-3000:])
+            failures.append(f"hybrid_study.py exited {r.returncode}")
+        else:
+            text = open(tables).read()
+            for label in ["exact (hybrid)", "galvatron", "exact, DP/ZDP only", "DDP", "exact, m = 1"]:
+                if label not in text:
+                    failures.append(f"tables.md does not name {label!r}")
+            for f in ["hybrid-study-throughput-h100-8.png", "hybrid-study-ratio.png", "hybrid-study-plans.png"]:
+                p = os.path.join(figs, f)
+                if not os.path.exists(p) or os.path.getsize(p) == 0:
+                    failures.append(f"{f} missing")
+        r = sweep(osdp, exp, grid, "--resume")
+        if r.returncode != 0 or len(rows(grid)) != len(got) or f"0 run, {len(got)} resumed" not in r.stdout + r.stderr:
+            failures.append(f"the second sweep ran again: exit {r.returncode}, {len(rows(grid))} rows")
     for f in failures:
         print("FAIL:", f)
     print(f"test_hybrid_study: {len(failures)} failures")

@@ -14,11 +14,9 @@
 #                  settings)
 #   --resume       keep the plans already in OUT/rows.jsonl (osdp validate --resume); otherwise a
 #                  results directory with finished rows is started again (--force)
-#   --hybrid       instead of the experiment: a pipeline of 2 stages, one per node, so that each
-#                  micro-batch's activation and gradient cross the link: `osdp plan --hybrid` with the
-#                  lab's calibration makes a GPipe and a 1F1B plan of val-ic-256-512 (4 micro-batches
-#                  of 2 samples), and `osdp validate` runs both on the hybrid executor
-#                  (OUT/hybrid-validation.json; OUT defaults to results/lab-validate-hybrid/RATE)
+#   --hybrid       the pipeline experiment instead (experiments/lab-validate-hybrid.json): 2 stages,
+#                  one per node, so that each micro-batch's activation and gradient cross the link,
+#                  GPipe and 1F1B; OUT defaults to results/lab-validate-hybrid/RATE
 #   -- ...         more options for osdp validate, e.g. -- --warmup 1 --iterations 5
 #
 # Environment: OSDP (the osdp program; default: osdp on PATH), OSDP_DATA_DIR as for osdp.
@@ -63,13 +61,8 @@ done
 [[ -f $EXPERIMENT ]] || die "--experiment: no file $EXPERIMENT"
 OSDP=$(command -v "$OSDP") || die "no osdp program (set OSDP or put osdp on PATH)"
 if ((HYBRID)); then
-  [[ $MODE == --force ]] || die "--resume: a hybrid validation writes one file at its end; run it again"
+  EXPERIMENT=$HERE/../../experiments/lab-validate-hybrid.json
   [[ -n $OUT ]] || OUT=results/lab-validate-hybrid/$RATE
-  # The plans' model: the only untied one of the validation models (a tied embedding split over
-  # stages is not executed yet); calibration times its GEMMs.
-  EXPERIMENT=$(mktemp --suffix=.json)
-  trap 'rm -f "$EXPERIMENT"' EXIT
-  printf '{"base": {"model": "val-ic-256-512"}}\n' >"$EXPERIMENT"
 fi
 [[ -n $OUT ]] || OUT=results/lab-validate/$RATE
 mkdir -p "$OUT"
@@ -101,24 +94,12 @@ if [[ -z $CALIBRATION ]]; then
   "$OSDP" calibrate --backend mpi -np 2 --mpirun-args "$OSDP_LAB_MPIRUN_ARGS" "${MODEL_ARGS[@]}" \
     --max-size 16MiB --out "$CALIBRATION"
 fi
-if ((HYBRID)); then
-  plans=()
-  for schedule in gpipe 1f1b; do
-    "$OSDP" plan --hybrid --model val-ic-256-512 --cluster lab-2x1 --calibration "$CALIBRATION" --memory 4GiB \
-      --pp 2 --tp 1 --micro-batches 4 --global-batch 8 --schedule $schedule --baseline none \
-      --out "$OUT/pp2-$schedule.json" >"$OUT/pp2-$schedule.txt"
-    plans+=(--plan "$OUT/pp2-$schedule.json")
-  done
-  "$OSDP" validate "${plans[@]}" -np 2 --mpirun-args "$OSDP_LAB_MPIRUN_ARGS" --out "$OUT" --force \
-    "${VALIDATE_ARGS[@]}"
-  exit
-fi
 "$OSDP" validate "$EXPERIMENT" -np 2 --calibration "$CALIBRATION" --mpirun-args "$OSDP_LAB_MPIRUN_ARGS" \
   --out "$OUT" --tasks $MODE "${VALIDATE_ARGS[@]}"
 EOF
 )
 status=0
-OSDP=$OSDP OUT=$OUT EXPERIMENT=$EXPERIMENT CALIBRATION=$CALIBRATION MODE=$MODE HYBRID=$HYBRID \
+OSDP=$OSDP OUT=$OUT EXPERIMENT=$EXPERIMENT CALIBRATION=$CALIBRATION MODE=$MODE \
   "$LAB" run --nodes 2 --ranks-per-node 1 --rate "$RATE" --name "$NAME" -- \
   bash -c "MODEL_ARGS=(${MODEL_ARGS[*]}); VALIDATE_ARGS=(${VALIDATE_ARGS[*]}); $inner" || status=$?
 load after
