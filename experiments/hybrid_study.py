@@ -338,6 +338,12 @@ def plot(a, L, cases, strategies):
     for y, (c, s) in enumerate(shown):
         p = L[c + (s,)]["plan"]
         units = p["units"]
+        if not units:  # a data-parallel plan: the sweep lists no units for it
+            counts = ", ".join(f"{k} {v}" for k, v in sorted(p["choices"].items()))
+            ax.text(0.5, y + 0.5, f"data parallel: one stage, TP 1 everywhere ({counts}); "
+                    f"m{p['micro_batches']} B{p['global_batch']} {L[c + (s,)]['throughput']:.1f}/s",
+                    va="center", fontsize=7)
+            continue
         bounds = set()
         acc = 0
         for n in p["stage_units"][:-1]:
@@ -362,7 +368,7 @@ def plot(a, L, cases, strategies):
                 f"{L[c + (s,)]['throughput']:.1f}/s", va="center", fontsize=7)
     ax.set_yticks([y + 0.5 for y in range(len(shown))])
     ax.set_yticklabels([f"{c[0]} {c[1]} {c[2]} {s}" for c, s in shown], fontsize=7)
-    ax.set_xlim(0, max(len(L[c + (s,)]["plan"]["units"]) for c, s in shown) + 12)
+    ax.set_xlim(0, max(len(L[c + (s,)]["plan"]["units"]) for c, s in shown) + 12)  # units of the widest plan
     ax.set_ylim(len(shown), 0)
     ax.set_xlabel("unit (embedding, layer0, layer1, ..., head when pp > 1)")
     handles = [matplotlib.patches.Patch(color=tpcol[t], label=f"tp{t} (lower half)") for t in (1, 2, 4, 8)]
