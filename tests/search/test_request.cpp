@@ -46,6 +46,8 @@ TEST_CASE("plain plan is never below a data-parallel baseline on every bundled m
     if (cluster.nodes < 2) continue;
     if (testing::sanitizer_pass() && c.name != "lab-2x2") continue;  // the same code paths, a smaller product
     for (const auto& m : costmodel::list_catalog("models")) {
+      // The sanitizer pass: the validation models only (the same code paths, a smaller product).
+      if (testing::sanitizer_pass() && m.name.rfind("val-", 0) != 0) continue;
       search::PlanRequest req;
       req.model = m.path;
       req.cluster = c.path;
@@ -71,6 +73,7 @@ TEST_CASE("plain plan is never below galvatron or megatron-3d on the small bundl
     if (cluster.nodes < 2 || cluster.nodes * cluster.devices_per_node > 4) continue;
     if (testing::sanitizer_pass() && c.name != "lab-2x2") continue;
     for (const std::string model : {"val-4x384", "val-nd-8x256", "val-ws-2x512", "val-ic-256-512"}) {
+      if (testing::sanitizer_pass() && model != "val-4x384") continue;
       search::PlanRequest req;
       req.model = model;
       req.cluster = c.path;
@@ -81,7 +84,7 @@ TEST_CASE("plain plan is never below galvatron or megatron-3d on the small bundl
       compared += compare_with_baselines(rep);
     }
   }
-  CHECK(compared > testing::test_size(10, 2));
+  CHECK(compared > testing::test_size(10, 1));
 }
 
 // The case that once went the other way: without node groups in its space, plain plan found 21.63
