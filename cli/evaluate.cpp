@@ -28,9 +28,10 @@ std::vector<EvaluatedBatch> evaluate_by_simulation(const search::PreparedSearch&
     search::SearchResult r = search::run_search(*p.workload, *p.model, solver, fixed);
     if (r.feasible) best.push_back(std::move(r));
   }
-  std::stable_sort(best.begin(), best.end(), [](const search::SearchResult& a, const search::SearchResult& b) {
-    return a.throughput > b.throughput;
-  });
+  std::stable_sort(best.begin(), best.end(),
+                   [](const search::SearchResult& a, const search::SearchResult& b) {
+                     return a.throughput > b.throughput;
+                   });
   if (top > 0 && best.size() > static_cast<std::size_t>(top)) best.resize(static_cast<std::size_t>(top));
 
   std::vector<EvaluatedBatch> out;
@@ -48,10 +49,12 @@ std::vector<EvaluatedBatch> evaluate_by_simulation(const search::PreparedSearch&
     e.analytic_throughput = r.throughput;
     e.simulated_time_s = sim::to_seconds(run.result.iteration);
     e.simulated_peak_bytes = run.result.peak_rank().peak_bytes;
-    e.simulated_throughput = e.simulated_time_s > 0 ? static_cast<double>(n) * r.batch / e.simulated_time_s : 0;
+    e.simulated_throughput =
+        e.simulated_time_s > 0 ? static_cast<double>(n) * r.batch / e.simulated_time_s : 0;
     out.push_back(e);
   }
-  std::sort(out.begin(), out.end(), [](const EvaluatedBatch& a, const EvaluatedBatch& b) { return a.batch < b.batch; });
+  std::sort(out.begin(), out.end(),
+            [](const EvaluatedBatch& a, const EvaluatedBatch& b) { return a.batch < b.batch; });
   return out;
 }
 

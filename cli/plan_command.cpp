@@ -64,8 +64,8 @@ nlohmann::json evaluation_json(const std::vector<EvaluatedBatch>& ev) {
 void print_evaluation(const std::vector<EvaluatedBatch>& ev, int analytic_best) {
   std::cout << fmt::format("  simulated      the best plan of {} batch sizes, analytic beside simulated:\n",
                            ev.size())
-            << fmt::format("    {:>6} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}\n", "batch", "time", "sim time",
-                           "peak", "sim peak", "samples/s", "sim s/s");
+            << fmt::format("    {:>6} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}\n", "batch", "time",
+                           "sim time", "peak", "sim peak", "samples/s", "sim s/s");
   for (const auto& e : ev)
     std::cout << fmt::format("    {:>6} {:>12} {:>12} {:>12} {:>12} {:>10.2f} {:>10.2f}\n", e.batch,
                              format_seconds(e.analytic_time_s), format_seconds(e.simulated_time_s),
@@ -74,8 +74,9 @@ void print_evaluation(const std::vector<EvaluatedBatch>& ev, int analytic_best) 
   const int win = simulated_winner(ev);
   if (win > 0)
     std::cout << fmt::format("  under simulation batch {} wins{}\n", win,
-                             win == analytic_best ? " (as the analytic model says)"
-                                                  : fmt::format(" (the analytic model picked {})", analytic_best));
+                             win == analytic_best
+                                 ? " (as the analytic model says)"
+                                 : fmt::format(" (the analytic model picked {})", analytic_best));
 }
 
 // What the search did, in a line.
@@ -127,9 +128,10 @@ int run_plan(const PlanArgs& args) {
       std::vector<std::string> layout;
       for (const search::Strategy* s : registry.all())
         if (!s->info().data_parallel) layout.push_back(s->name());
-      throw UsageError(fmt::format("--hybrid: strategy {} searches data parallelism only; the strategies of the "
-                                   "whole space: {}",
-                                   a.req.strategy, fmt::join(layout, ", ")));
+      throw UsageError(
+          fmt::format("--hybrid: strategy {} searches data parallelism only; the strategies of the "
+                      "whole space: {}",
+                      a.req.strategy, fmt::join(layout, ", ")));
     }
     std::cerr << "osdp plan: warning: --hybrid is the default now (stages, micro-batches and TP degrees are "
                  "searched wherever the cluster allows them); the flag does nothing\n";
@@ -149,10 +151,11 @@ int run_plan(const PlanArgs& args) {
   const search::PlanOutcome& o = report.outcome;
   if (!a.emit_costs.empty()) {
     if (!o.batches)
-      throw UsageError(fmt::format("--emit-costs: strategy {} searched layouts, not one knapsack per batch size: "
-                                   "narrow the space to data parallelism (--data-parallel) or pick a "
-                                   "data-parallel strategy",
-                                   o.strategy));
+      throw UsageError(
+          fmt::format("--emit-costs: strategy {} searched layouts, not one knapsack per batch size: "
+                      "narrow the space to data parallelism (--data-parallel) or pick a "
+                      "data-parallel strategy",
+                      o.strategy));
     costmodel::write_file_atomic(
         a.emit_costs,
         search::to_costs_json(o.batches->outcome.instance, o.batches->outcome.solution).dump(1) + "\n");
@@ -172,7 +175,8 @@ int run_plan(const PlanArgs& args) {
     if (!a.trace.empty()) so = sim::trace_options(so);
     simulated = sim::replay_plan(o.plan, *o.workload, so);
     if (!a.trace.empty())
-      costmodel::write_file_atomic(a.trace, sim::chrome_trace(simulated->schedule, simulated->result).dump() + "\n");
+      costmodel::write_file_atomic(a.trace,
+                                   sim::chrome_trace(simulated->schedule, simulated->result).dump() + "\n");
     if (o.batches) evaluated = evaluate_by_simulation(p, o, a.evaluate_top);
   }
 
@@ -193,14 +197,15 @@ int run_plan(const PlanArgs& args) {
     }
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << fmt::format("osdp plan: {} on {} ({} x {}), memory limit {}, strategy {}\n", p.ctx.model.name,
-                             p.ctx.cluster.name, p.ctx.cluster.world_size(), p.ctx.cluster.device_name,
-                             format_bytes(o.memory_limit_bytes), o.strategy);
+    std::cout << fmt::format("osdp plan: {} on {} ({} x {}), memory limit {}, strategy {}\n",
+                             p.ctx.model.name, p.ctx.cluster.name, p.ctx.cluster.world_size(),
+                             p.ctx.cluster.device_name, format_bytes(o.memory_limit_bytes), o.strategy);
     if (o.feasible) {
       print_outcome(p, o);
     } else if (o.min_fit_bytes > 0) {
-      std::cout << fmt::format("  no plan fits: the smallest peak is {} ({:.0f} bytes); --memory {}MiB would fit\n",
-                               format_bytes(o.min_fit_bytes), o.min_fit_bytes, min_fit_mib(o.min_fit_bytes));
+      std::cout << fmt::format(
+          "  no plan fits: the smallest peak is {} ({:.0f} bytes); --memory {}MiB would fit\n",
+          format_bytes(o.min_fit_bytes), o.min_fit_bytes, min_fit_mib(o.min_fit_bytes));
     } else if (o.layouts && !o.layouts->skipped.empty()) {
       std::cout << "  no plan fits: no pipeline degree could be searched (below: why)\n";
     } else {
@@ -211,21 +216,23 @@ int run_plan(const PlanArgs& args) {
     std::cout << "  search         " << search_line(o) << "\n";
     for (const search::PlanOutcome& b : report.baselines) {
       if (b.feasible)
-        std::cout << fmt::format(
-            "  {:<14} batch {}, {:.2f} samples/s, step {}, peak {}{}\n", b.strategy, b.plan.batch_size,
-            b.evaluation.throughput, format_seconds(b.evaluation.time_s), format_bytes(b.evaluation.peak_bytes),
-            o.feasible ? fmt::format(" -> {} is {:.3f}x", o.strategy, o.evaluation.throughput / b.evaluation.throughput)
-                       : std::string());
+        std::cout << fmt::format("  {:<14} batch {}, {:.2f} samples/s, step {}, peak {}{}\n", b.strategy,
+                                 b.plan.batch_size, b.evaluation.throughput,
+                                 format_seconds(b.evaluation.time_s), format_bytes(b.evaluation.peak_bytes),
+                                 o.feasible ? fmt::format(" -> {} is {:.3f}x", o.strategy,
+                                                          o.evaluation.throughput / b.evaluation.throughput)
+                                            : std::string());
       else
-        std::cout << fmt::format("  {:<14} does not fit (needs {})\n", b.strategy, format_bytes(b.min_fit_bytes));
+        std::cout << fmt::format("  {:<14} does not fit (needs {})\n", b.strategy,
+                                 format_bytes(b.min_fit_bytes));
     }
     if (simulated) {
       const double t = sim::to_seconds(simulated->result.iteration);
-      std::cout << fmt::format("  simulated      step {} ({:+.1f}% from the analytic step), {:.2f} samples/s, peak {}{}\n",
-                               format_seconds(t), 100 * (t / o.evaluation.time_s - 1),
-                               t > 0 ? o.evaluation.global_batch / t : 0.0,
-                               format_bytes(simulated->result.peak_rank().peak_bytes),
-                               a.trace.empty() ? "" : fmt::format("; trace in {}", a.trace));
+      std::cout << fmt::format(
+          "  simulated      step {} ({:+.1f}% from the analytic step), {:.2f} samples/s, peak {}{}\n",
+          format_seconds(t), 100 * (t / o.evaluation.time_s - 1), t > 0 ? o.evaluation.global_batch / t : 0.0,
+          format_bytes(simulated->result.peak_rank().peak_bytes),
+          a.trace.empty() ? "" : fmt::format("; trace in {}", a.trace));
     }
     if (a.evaluate == "sim" && o.batches && o.feasible) print_evaluation(evaluated, o.plan.batch_size);
     if (!a.out.empty() && o.feasible) std::cout << "  plan written to " << a.out << "\n";
@@ -257,15 +264,19 @@ Action add_plan_command(CLI::App& app) {
       "and micro-batches, a tensor-parallel degree per unit, per operator DP, ZDP or REPLICATE, k of n\n"
       "slices ZDP, activation checkpointing, on clusters of several nodes node groups and two-level\n"
       "collectives, and the micro-batch size, under the device memory limit. Options narrow the space.\n"
-      "Exit codes: 0 a plan; 2 bad input or usage; 3 no plan fits (the message gives the memory that would).");
+      "Exit codes: 0 a plan; 2 bad input or usage; 3 no plan fits (the message gives the memory that "
+      "would).");
   app.add_option("--model", a->req.model, "Built-in model name (see `osdp models`) or a model JSON file")
       ->required();
-  app.add_option("--cluster", a->req.cluster, "Built-in cluster name (see `osdp clusters`) or a cluster JSON file")
+  app.add_option("--cluster", a->req.cluster,
+                 "Built-in cluster name (see `osdp clusters`) or a cluster JSON file")
       ->required();
-  app.add_option("--memory", a->req.memory, "Device memory limit, e.g. 8GiB or 16GB (default: the device's memory)");
+  app.add_option("--memory", a->req.memory,
+                 "Device memory limit, e.g. 8GiB or 16GB (default: the device's memory)");
   app.add_option("--strategy", a->req.strategy, "The search:" + strategy_list())->capture_default_str();
-  app.add_option("--baseline", a->req.baselines,
-                 "Strategies shown beside the result, e.g. --baseline fsdp galvatron megatron-3d (none to skip)")
+  app.add_option(
+         "--baseline", a->req.baselines,
+         "Strategies shown beside the result, e.g. --baseline fsdp galvatron megatron-3d (none to skip)")
       ->expected(1, -1)
       ->default_str("fsdp");
   a->req.baselines = {"fsdp"};
@@ -273,12 +284,15 @@ Action add_plan_command(CLI::App& app) {
                  "Samples per device per step of a data-parallel plan, or auto to search it; beyond data "
                  "parallelism, a global batch of this x the devices")
       ->capture_default_str();
-  app.add_option("--global-batch", a->req.global_batch, "A fixed global batch (samples per step over all devices)")
+  app.add_option("--global-batch", a->req.global_batch,
+                 "A fixed global batch (samples per step over all devices)")
       ->check(CLI::Range(1, 1 << 24));
-  app.add_option("--split-max", a->req.split_max, "Largest number of slices per operator (1, 2, 4, ...; 1: no splitting)")
+  app.add_option("--split-max", a->req.split_max,
+                 "Largest number of slices per operator (1, 2, 4, ...; 1: no splitting)")
       ->check(PowerOfTwo(64))
       ->capture_default_str();
-  app.add_option("--checkpoint", a->req.checkpoint, "Activation checkpointing: auto (searched per operator), on, off")
+  app.add_option("--checkpoint", a->req.checkpoint,
+                 "Activation checkpointing: auto (searched per operator), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   app.add_option("--tier", a->req.tier, "Cost model: extended (default) or paper (the seed formulas)")
@@ -292,18 +306,26 @@ Action add_plan_command(CLI::App& app) {
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
   auto* space = app.add_option_group("The space (narrowing it)");
-  space->add_flag("--data-parallel,--no-hybrid", a->data_parallel,
-                  "Data parallelism only: one stage, one micro-batch, TP 1 (as --pp 1 --tp 1 --micro-batches 1)");
-  space->add_option("--pp", a->req.pp, "Pipeline degrees allowed (default: every power of two dividing the devices)")
+  space->add_flag(
+      "--data-parallel,--no-hybrid", a->data_parallel,
+      "Data parallelism only: one stage, one micro-batch, TP 1 (as --pp 1 --tp 1 --micro-batches 1)");
+  space
+      ->add_option("--pp", a->req.pp,
+                   "Pipeline degrees allowed (default: every power of two dividing the devices)")
       ->check(PowerOfTwo(1 << 20));
-  space->add_option("--tp", a->req.tp, "Tensor-parallel degrees allowed (default: powers of two up to a node)")
+  space
+      ->add_option("--tp", a->req.tp, "Tensor-parallel degrees allowed (default: powers of two up to a node)")
       ->check(PowerOfTwo(1 << 20));
   space->add_option("--micro-batches", a->req.micro_batches, "A fixed number of micro-batches per step")
       ->check(CLI::Range(1, 1024));
-  space->add_option("--max-micro-batches", a->req.max_micro_batches, "Micro-batches per step searched: 1 to this")
+  space
+      ->add_option("--max-micro-batches", a->req.max_micro_batches,
+                   "Micro-batches per step searched: 1 to this")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  space->add_option("--max-micro-batch-size", a->req.max_b0, "Largest samples per device per micro-batch searched")
+  space
+      ->add_option("--max-micro-batch-size", a->req.max_b0,
+                   "Largest samples per device per micro-batch searched")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   space->add_option("--schedule", a->req.schedule, "Pipeline schedule: 1f1b, gpipe or both")
@@ -311,9 +333,10 @@ Action add_plan_command(CLI::App& app) {
       ->capture_default_str();
   space->add_flag("--sequence-parallel", a->req.sequence_parallel,
                   "Tensor-parallel units also split layer norms, residuals and dropout along the sequence");
-  space->add_flag("--no-groups", a->no_groups,
-                  "Flat rings over all ranks only: no node groups (HSDP) or two-level collectives (searched by "
-                  "default on clusters of several nodes of several devices)");
+  space->add_flag(
+      "--no-groups", a->no_groups,
+      "Flat rings over all ranks only: no node groups (HSDP) or two-level collectives (searched by "
+      "default on clusters of several nodes of several devices)");
   space->add_flag("--groups", a->groups,
                   "Require node groups and two-level collectives in the space (an error on a cluster without "
                   "two levels; they are searched by default where the cluster has them)");
@@ -331,18 +354,21 @@ Action add_plan_command(CLI::App& app) {
   app.add_option("--out", a->out, "Write the plan file here");
   app.add_option("--emit-costs", a->emit_costs,
                  "Write the knapsack instance the search solved (data-parallel searches; for an audit)");
-  app.add_option("--evaluate", a->evaluate,
-                 "analytic: the cost model only; sim: also simulate the plan (and, for a data-parallel search, "
-                 "the best plans of the top batch sizes)")
+  app.add_option(
+         "--evaluate", a->evaluate,
+         "analytic: the cost model only; sim: also simulate the plan (and, for a data-parallel search, "
+         "the best plans of the top batch sizes)")
       ->check(CLI::IsMember({"analytic", "sim"}))
       ->capture_default_str();
-  app.add_option("--evaluate-top", a->evaluate_top,
-                 "With --evaluate sim: how many batch sizes (best analytic throughput first; 0: all that fit)")
+  app.add_option(
+         "--evaluate-top", a->evaluate_top,
+         "With --evaluate sim: how many batch sizes (best analytic throughput first; 0: all that fit)")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
-  app.add_option("--trace", a->trace,
-                 "With --evaluate sim: write the simulated step as a Chrome trace (a process per rank, a thread "
-                 "per stream, a memory counter per rank)");
+  app.add_option(
+      "--trace", a->trace,
+      "With --evaluate sim: write the simulated step as a Chrome trace (a process per rank, a thread "
+      "per stream, a memory counter per rank)");
   app.add_flag("--json", a->json, "Print one JSON object instead of the summary");
   return [a]() { return run_plan(*a); };
 }

@@ -13,8 +13,8 @@
 #include "costmodel/error.hpp"
 #include "costmodel/files.hpp"
 #include "costmodel/json_reader.hpp"
-#include "costmodel/units.hpp"
 #include "costmodel/provenance.hpp"
+#include "costmodel/units.hpp"
 #include "search/report.hpp"
 #include "sim/network.hpp"
 #include "sim/replay.hpp"
@@ -125,13 +125,13 @@ int run_simulate(const SimulateArgs& a) {
 
   const sim::RankStats& crit = r.ranks[r.critical_rank];
   const int peak_rank = summary["peak_rank"].get<int>();
-  std::cout << fmt::format("osdp simulate: {} ({} on {}, {} x {}), batch {} per device{}, prefetch {}\n",
-                           a.plan, plan.model.name, plan.cluster.name, world, plan.cluster.device_name,
-                           plan.batch_size,
-                           plan.data_parallel() ? std::string()
-                                                : fmt::format(" per micro-batch; {}, global batch {}", plan.layout_summary(),
-                                                              plan.global_batch(world)),
-                           plan.prefetch)
+  std::cout << fmt::format(
+                   "osdp simulate: {} ({} on {}, {} x {}), batch {} per device{}, prefetch {}\n", a.plan,
+                   plan.model.name, plan.cluster.name, world, plan.cluster.device_name, plan.batch_size,
+                   plan.data_parallel() ? std::string()
+                                        : fmt::format(" per micro-batch; {}, global batch {}",
+                                                      plan.layout_summary(), plan.global_batch(world)),
+                   plan.prefetch)
             << fmt::format("  {:<15}{:>14}{:>14}{:>12}\n", "", repriced ? "analytic*" : "analytic",
                            "simulated", "difference")
             << fmt::format("  {:<15}{:>14}{:>14}{:>+11.2f}%\n", "step time", format_seconds(an_time),
@@ -146,12 +146,11 @@ int run_simulate(const SimulateArgs& a) {
     std::cout << fmt::format("  bubble         {:.1f}% of the stages' compute streams idle\n",
                              100 * summary["bubble_fraction"].get<double>());
     for (const auto& st : summary["stages"])
-      std::cout << fmt::format("  stage {:<8} rank {}: compute busy {}, comm busy {}, sends {}, peak {}\n",
-                               st["stage"].get<int>(), st["first_rank"].get<int>(),
-                               format_seconds(st["compute_busy_s"].get<double>()),
-                               format_seconds(st["comm_busy_s"].get<double>()),
-                               format_seconds(st["send_busy_s"].get<double>()),
-                               format_bytes(st["peak_memory_bytes"].get<double>()));
+      std::cout << fmt::format(
+          "  stage {:<8} rank {}: compute busy {}, comm busy {}, sends {}, peak {}\n", st["stage"].get<int>(),
+          st["first_rank"].get<int>(), format_seconds(st["compute_busy_s"].get<double>()),
+          format_seconds(st["comm_busy_s"].get<double>()), format_seconds(st["send_busy_s"].get<double>()),
+          format_bytes(st["peak_memory_bytes"].get<double>()));
   }
   std::cout << fmt::format("  critical rank  {}: compute busy {}, comm busy {}, exposed comm {}\n",
                            r.critical_rank, format_seconds(sim::to_seconds(crit.compute_busy)),

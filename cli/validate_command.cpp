@@ -278,10 +278,11 @@ int run_validate(const ValidateArgs& a) {
   if (torch)
     for (const auto& item : job.items)  // plan files: known now; an experiment's plans once searched
       if (item.plan && !item.plan->data_parallel())
-        throw UsageError(fmt::format(
-            "--backend torch: {}: the FSDP2 export takes data-parallel plans (one stage, one micro-batch, TP 1); "
-            "run plans with pipeline stages or TP on --backend mpi (CPU ranks) or nccl (GPUs)",
-            item.origin));
+        throw UsageError(
+            fmt::format("--backend torch: {}: the FSDP2 export takes data-parallel plans (one stage, one "
+                        "micro-batch, TP 1); "
+                        "run plans with pipeline stages or TP on --backend mpi (CPU ranks) or nccl (GPUs)",
+                        item.origin));
   if (torch) {
     if (const std::string why = validate::torch_unavailable_reason(
             a.python.empty() ? validate::default_torch_python() : a.python);

@@ -86,16 +86,18 @@ void check_layout(const Plan& plan, const Workload& w, const ClusterSpec& cluste
         w.operators.size()));
   if (plan.stage_first_unit.front() != 0) throw UsageError("the first stage must start at the first unit");
   for (int s = 1; s < pp; ++s)
-    if (plan.stage_first_unit[static_cast<std::size_t>(s)] <= plan.stage_first_unit[static_cast<std::size_t>(s - 1)])
+    if (plan.stage_first_unit[static_cast<std::size_t>(s)] <=
+        plan.stage_first_unit[static_cast<std::size_t>(s - 1)])
       throw UsageError(fmt::format("stage {} is empty", s - 1));
   if (plan.stage_first_unit.back() >= units) throw UsageError(fmt::format("stage {} is empty", pp - 1));
   for (int u = 0; u < units; ++u) {
     const Unit& unit = w.units[static_cast<std::size_t>(u)];
     const int t = plan.unit_tp[static_cast<std::size_t>(u)];
     if (!valid_degrees(cluster, pp, t))
-      throw UsageError(fmt::format("{}: TP degree {} is not a power of two dividing the stage's {} devices "
-                                   "within a node of {}",
-                                   unit.name, t, cluster.world_size() / pp, cluster.devices_per_node));
+      throw UsageError(
+          fmt::format("{}: TP degree {} is not a power of two dividing the stage's {} devices "
+                      "within a node of {}",
+                      unit.name, t, cluster.world_size() / pp, cluster.devices_per_node));
     for (const int oi : unit.ops) {
       const Operator& op = w.operators[static_cast<std::size_t>(oi)];
       if (!tp_allowed(op, t)) throw UsageError(fmt::format("{} cannot run at TP degree {}", op.name, t));
@@ -230,7 +232,8 @@ int read_pipeline_degree(JsonReader& r, const char* key, const ClusterSpec& clus
   const int N = cluster.world_size();
   const int pp = static_cast<int>(r.integer(key, 1, N));
   if (!power_of_two(pp) || N % pp != 0)
-    r.fail(key, fmt::format("pipeline degree {} is not a power of two dividing the cluster's {} devices", pp, N));
+    r.fail(key,
+           fmt::format("pipeline degree {} is not a power of two dividing the cluster's {} devices", pp, N));
   return pp;
 }
 
@@ -238,9 +241,10 @@ int read_tp(JsonReader& u, const Plan& p, const Unit& unit, const Workload& w) {
   const int Ns = p.cluster.world_size() / p.pp;
   const int t = static_cast<int>(u.integer("tp", 1, Ns));
   if (!valid_degrees(p.cluster, p.pp, t))
-    u.fail("tp", fmt::format("TP degree {} is not a power of two dividing the stage's {} devices within a node "
-                             "of {}",
-                             t, Ns, p.cluster.devices_per_node));
+    u.fail("tp",
+           fmt::format("TP degree {} is not a power of two dividing the stage's {} devices within a node "
+                       "of {}",
+                       t, Ns, p.cluster.devices_per_node));
   for (const int oi : unit.ops) {
     const Operator& op = w.operators[static_cast<std::size_t>(oi)];
     if (!tp_allowed(op, t)) u.fail("tp", fmt::format("operator {} cannot run at TP degree {}", op.name, t));
@@ -306,10 +310,12 @@ Plan read_hybrid_v1(JsonReader& r, const nlohmann::json& doc, const std::string&
     p.stage_first_unit.push_back(static_cast<int>(next));
     for (JsonReader& u : st.objects("units")) {
       if (next >= w.units.size())
-        u.fail("name", fmt::format("the model at pipeline degree {} has only {} units", p.pp, w.units.size()));
+        u.fail("name",
+               fmt::format("the model at pipeline degree {} has only {} units", p.pp, w.units.size()));
       const Unit& unit = w.units[next];
       const std::string name = u.name("name");
-      if (name != unit.name) u.fail("name", fmt::format("expected unit \"{}\" here, got \"{}\"", unit.name, name));
+      if (name != unit.name)
+        u.fail("name", fmt::format("expected unit \"{}\" here, got \"{}\"", unit.name, name));
       p.unit_tp[next] = read_tp(u, p, unit, w);
       auto ops = u.objects("operators");
       if (ops.size() != unit.ops.size())
@@ -319,7 +325,8 @@ Plan read_hybrid_v1(JsonReader& r, const nlohmann::json& doc, const std::string&
         JsonReader& o = ops[i];
         const Operator& op = w.operators[static_cast<std::size_t>(unit.ops[i])];
         const std::string oname = o.name("name");
-        if (oname != op.name) o.fail("name", fmt::format("expected operator \"{}\" here, got \"{}\"", op.name, oname));
+        if (oname != op.name)
+          o.fail("name", fmt::format("expected operator \"{}\" here, got \"{}\"", op.name, oname));
         (void)o.raw("choice");  // the label, for people
         p.choices[static_cast<std::size_t>(unit.ops[i])] = read_choice(o, op, p.cluster);
         o.finish();
@@ -327,8 +334,8 @@ Plan read_hybrid_v1(JsonReader& r, const nlohmann::json& doc, const std::string&
       u.finish();
       ++next;
     }
-    for (const char* k : {"time_per_micro_batch_s", "peak_memory_bytes", "micro_batches_in_flight", "compute_s",
-                          "dp_comm_s", "tp_comm_s", "p2p_s", "relayout_s"})
+    for (const char* k : {"time_per_micro_batch_s", "peak_memory_bytes", "micro_batches_in_flight",
+                          "compute_s", "dp_comm_s", "tp_comm_s", "p2p_s", "relayout_s"})
       (void)st.raw(k);
     if (p.stage_first_unit.back() == static_cast<int>(next)) st.fail("units", "a stage holds no unit");
     st.finish();
@@ -368,17 +375,20 @@ Plan read_osdp_plan(JsonReader& r, const nlohmann::json& doc, const std::string&
       JsonReader& ur = units[u];
       const Unit& unit = w.units[u];
       const std::string name = ur.name("name");
-      if (name != unit.name) ur.fail("name", fmt::format("expected unit \"{}\" here, got \"{}\"", unit.name, name));
+      if (name != unit.name)
+        ur.fail("name", fmt::format("expected unit \"{}\" here, got \"{}\"", unit.name, name));
       const int stage = static_cast<int>(ur.integer("stage", 0, p.pp - 1));
       const int expected = static_cast<int>(p.stage_first_unit.size()) - 1;  // the stage so far
       if (stage == expected + 1)
         p.stage_first_unit.push_back(static_cast<int>(u));
       else if (u == 0)
-        ur.fail("stage", fmt::format("the first unit, {}, is in stage {}: it opens stage 0", unit.name, stage));
+        ur.fail("stage",
+                fmt::format("the first unit, {}, is in stage {}: it opens stage 0", unit.name, stage));
       else if (stage != expected)
-        ur.fail("stage", fmt::format("unit {} in stage {} after a unit of stage {}: stages hold consecutive units, "
-                                     "each at least one",
-                                     unit.name, stage, expected));
+        ur.fail("stage",
+                fmt::format("unit {} in stage {} after a unit of stage {}: stages hold consecutive units, "
+                            "each at least one",
+                            unit.name, stage, expected));
       p.unit_tp.push_back(read_tp(ur, p, unit, w));
       ur.finish();
     }
@@ -397,8 +407,7 @@ Plan read_plan(const nlohmann::json& doc, const std::string& file) {
   JsonReader r(doc, file, "");
   const bool hybrid_v1 = doc.is_object() && doc.contains("kind") && doc["kind"] == "hybrid";
   if (!hybrid_v1) r.expect_kind(FileKind::kPlan);
-  const int version =
-      doc.is_object() && doc.contains("schema_version") && doc["schema_version"] == 1 ? 1 : 2;
+  const int version = doc.is_object() && doc.contains("schema_version") && doc["schema_version"] == 1 ? 1 : 2;
   r.expect_schema_version(version);
   if (hybrid_v1 && version == 1) {
     r.choice("kind", {"hybrid"});

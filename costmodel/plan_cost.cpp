@@ -18,8 +18,8 @@ double ceil_div(double a, double b) {
 
 }  // namespace
 
-PlanCostModel::PlanCostModel(const ClusterSpec& cluster, const Calibration* calibration,
-                                 Precision precision, CostOptions options)
+PlanCostModel::PlanCostModel(const ClusterSpec& cluster, const Calibration* calibration, Precision precision,
+                             CostOptions options)
     : cluster_(cluster),
       calibration_(calibration),
       precision_(precision),
@@ -98,13 +98,13 @@ double PlanCostModel::fixed_bytes(const Workload& w) const {
   return cluster_.reserve_bytes + prefetch_reserve_bytes(w, options_.prefetch);
 }
 
-OpParts PlanCostModel::op_parts(const Workload& w, const Operator& op0, int t, const Choice& ch, int b0, int pp,
-                                bool sp) const {
+OpParts PlanCostModel::op_parts(const Workload& w, const Operator& op0, int t, const Choice& ch, int b0,
+                                int pp, bool sp) const {
   return op_parts(op0, tp_slice(op0, t, sp, w), t, ch, b0, pp, w.bytes, w.seq);
 }
 
-OpParts PlanCostModel::op_parts(const Operator& op0, const Operator& op, int t, const Choice& ch,
-                                        int b0, int pp, const PrecisionBytes& B, int seq) const {
+OpParts PlanCostModel::op_parts(const Operator& op0, const Operator& op, int t, const Choice& ch, int b0,
+                                int pp, const PrecisionBytes& B, int seq) const {
   const CostModel& sub = dp_model(pp, t);
   const int b = b0 * t;
   const double P = static_cast<double>(op.parameters());
@@ -147,8 +147,8 @@ OpCost PlanCostModel::op_cost(const Workload& w, const Operator& op0, int t, con
   return op_cost(op_parts(op0, op, t, ch, b0, pp, w.bytes, w.seq), op, t, ch, b0, m, pp, w.bytes);
 }
 
-OpCost PlanCostModel::op_cost(const OpParts& x, const Operator& op, int t, const Choice& ch,
-                                      int b0, int m, int pp, const PrecisionBytes& B) const {
+OpCost PlanCostModel::op_cost(const OpParts& x, const Operator& op, int t, const Choice& ch, int b0, int m,
+                              int pp, const PrecisionBytes& B) const {
   assert(b0 >= 1 && m >= 1);
   const CostModel& sub = dp_model(pp, t);
   const int b = b0 * t;
@@ -185,8 +185,8 @@ OpCost PlanCostModel::op_cost(const OpParts& x, const Operator& op, int t, const
   return c;
 }
 
-PlanCostModel::Relayout PlanCostModel::relayout_into(const Workload& w, const Plan& plan,
-                                                         int s, int u) const {
+PlanCostModel::Relayout PlanCostModel::relayout_into(const Workload& w, const Plan& plan, int s,
+                                                     int u) const {
   const int t = plan.unit_tp[static_cast<std::size_t>(u)];
   const bool first = u == plan.stage_first_unit[static_cast<std::size_t>(s)];
   if (first && s == 0) return {};  // the embedding takes no activation
@@ -196,7 +196,7 @@ PlanCostModel::Relayout PlanCostModel::relayout_into(const Workload& w, const Pl
 }
 
 PlanCostModel::StageExit PlanCostModel::stage_exit(const Workload& w, int pp, int b0, int s, int u,
-                                                       int t) const {
+                                                   int t) const {
   if (s + 1 >= pp) return {};
   const int e = w.bytes.activation, seq = w.seq;
   const int hidden = w.units[static_cast<std::size_t>(u)].hidden;
@@ -242,7 +242,8 @@ Evaluation PlanCostModel::evaluate(const Workload& w, const Plan& plan) const {
       }
     }
     const int last = st.end_unit - 1;
-    const StageExit exit = stage_exit(w, pp, plan.batch_size, s, last, plan.unit_tp[static_cast<std::size_t>(last)]);
+    const StageExit exit =
+        stage_exit(w, pp, plan.batch_size, s, last, plan.unit_tp[static_cast<std::size_t>(last)]);
     st.relayout_s += exit.relayout_s;
     st.p2p_s = 2 * exit.send_s;
     if (s == pp - 1) st.p2p_s += tied_sync_s(w, pp, plan.unit_tp.back(), plan.sequence_parallel) / m;

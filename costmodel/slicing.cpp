@@ -114,7 +114,9 @@ Operator tp_slice(const Operator& op, int t, bool sp, const Workload& workload) 
   }
   // Saved activations: the replicated part stays whole (without SP), the rest is divided.
   const double replicated =
-      sp ? 0.0 : std::min(op.saved_bytes_per_sample, replicated_saved(op, workload.seq, workload.bytes, workload.dropout));
+      sp ? 0.0
+         : std::min(op.saved_bytes_per_sample,
+                    replicated_saved(op, workload.seq, workload.bytes, workload.dropout));
   s.saved_bytes_per_sample = replicated + (op.saved_bytes_per_sample - replicated) / td;
   if (sp) s.input_bytes_per_sample = op.input_bytes_per_sample / td;
   s.workspace_bytes_per_sample = op.workspace_bytes_per_sample / td;

@@ -126,8 +126,8 @@ struct Workload {
   bool dropout = true;
   std::vector<Operator> operators;  // in forward execution order
   std::vector<Unit> units;          // in order; every operator in exactly one
-  int pp = 1;  // the pipeline degree it was lowered for (every degree above 1 lowers alike)
-  bool tied_copy = false;           // pp > 1 untied a tied embedding: the head is its copy
+  int pp = 1;              // the pipeline degree it was lowered for (every degree above 1 lowers alike)
+  bool tied_copy = false;  // pp > 1 untied a tied embedding: the head is its copy
 
   std::int64_t parameters() const;
   // The unit of each operator.

@@ -6,7 +6,8 @@ const std::vector<EvaluatorInfo>& evaluators() {
   static const std::vector<EvaluatorInfo> all{
       {EvaluatorKind::kAnalytic, "analytic", false, "the plan cost model's prediction"},
       {EvaluatorKind::kSim, "sim", false, "the discrete-event simulator's prediction"},
-      {EvaluatorKind::kMeasured, "measured", true, "the plan run for real on the job's ranks (osdp validate)"}};
+      {EvaluatorKind::kMeasured, "measured", true,
+       "the plan run for real on the job's ranks (osdp validate)"}};
   return all;
 }
 

@@ -16,8 +16,9 @@ namespace {
 using costmodel::JsonReader;
 
 const std::vector<std::string> kAxes = {
-    "model", "cluster", "world_size", "memory", "split_max", "checkpoint", "prefetch", "tier", "checkpoint_regather",
-    "batch", "groups",  "pp",         "tp",     "micro_batches", "global_batch", "schedule"};
+    "model",    "cluster",       "world_size",          "memory",  "split_max", "checkpoint",
+    "prefetch", "tier",          "checkpoint_regather", "batch",   "groups",    "pp",
+    "tp",       "micro_batches", "global_batch",        "schedule"};
 
 std::string known_keys() {
   std::string out;
@@ -96,7 +97,8 @@ void apply(Config& c, const std::string& key, const nlohmann::json& v, const std
           fmt::format("expected true, false, \"auto\", \"on\" or \"off\", got {}", costmodel::brief_json(v)));
   } else if (key == "pp" || key == "tp") {
     const int d = v.is_string() && v.get<std::string>() == "auto" ? 0 : integer(1, 1 << 20);
-    if (d > 0 && !power_of_two(d)) bad(file, pointer, fmt::format("expected a power of two or \"auto\", got {}", d));
+    if (d > 0 && !power_of_two(d))
+      bad(file, pointer, fmt::format("expected a power of two or \"auto\", got {}", d));
     (key == "pp" ? c.pp : c.tp) = d;
   } else if (key == "micro_batches") {
     c.micro_batches = v.is_string() && v.get<std::string>() == "auto" ? 0 : integer(1, 1024);
@@ -122,8 +124,10 @@ std::string Unit::key() const {
   j["label"] = strategy.label;
   if (strategy.split_max) j["strategy_split_max"] = *strategy.split_max;
   if (strategy.checkpoint) j["strategy_checkpoint"] = *strategy.checkpoint;
-  if (!strategy.pp.empty()) j["strategy_pp"] = strategy.pp.size() == 1 ? nlohmann::json(strategy.pp[0]) : nlohmann::json(strategy.pp);
-  if (!strategy.tp.empty()) j["strategy_tp"] = strategy.tp.size() == 1 ? nlohmann::json(strategy.tp[0]) : nlohmann::json(strategy.tp);
+  if (!strategy.pp.empty())
+    j["strategy_pp"] = strategy.pp.size() == 1 ? nlohmann::json(strategy.pp[0]) : nlohmann::json(strategy.pp);
+  if (!strategy.tp.empty())
+    j["strategy_tp"] = strategy.tp.size() == 1 ? nlohmann::json(strategy.tp[0]) : nlohmann::json(strategy.tp);
   if (strategy.micro_batches) j["strategy_micro_batches"] = *strategy.micro_batches;
   return j.dump();
 }
@@ -206,7 +210,8 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
       const nlohmann::json list = v->is_array() ? *v : nlohmann::json::array({*v});
       for (const auto& d : list) {
         if (!d.is_number_integer() || !power_of_two(d.get<int>()) || d.get<int>() > (1 << 20))
-          s.fail(key, fmt::format("expected a power of two or a list of them, got {}", costmodel::brief_json(*v)));
+          s.fail(key,
+                 fmt::format("expected a power of two or a list of them, got {}", costmodel::brief_json(*v)));
         out->push_back(d.get<int>());
       }
       if (out->empty()) s.fail(key, "expected a power of two or a non-empty list of them");
@@ -217,7 +222,9 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
       s.raw("micro_batches");
     if ((!sc.pp.empty() || !sc.tp.empty() || (sc.micro_batches && *sc.micro_batches > 1)) &&
         search::default_strategies().get(sc.strategy).info().data_parallel)
-      s.fail(!sc.pp.empty() ? "pp" : !sc.tp.empty() ? "tp" : "micro_batches",
+      s.fail(!sc.pp.empty()   ? "pp"
+             : !sc.tp.empty() ? "tp"
+                              : "micro_batches",
              fmt::format("strategy {} searches data parallelism only", sc.strategy));
     for (const auto& other : e.strategies)
       if (other.label == sc.label) s.fail("label", fmt::format("label \"{}\" is used twice", sc.label));
@@ -237,7 +244,8 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
       const auto kind = v.is_string() ? evaluator_named(v.get<std::string>()) : std::nullopt;
       if (!kind) {
         std::string names;
-        for (const auto& x : evaluators()) names += fmt::format("{}\"{}\"", names.empty() ? "" : ", ", x.name);
+        for (const auto& x : evaluators())
+          names += fmt::format("{}\"{}\"", names.empty() ? "" : ", ", x.name);
         bad(file, "/evaluators/" + std::to_string(i),
             fmt::format("expected one of {}, got {}", names, costmodel::brief_json(v)));
       }
