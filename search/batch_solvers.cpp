@@ -27,15 +27,6 @@ SolverOutcome outcome_from(const BatchCosts& costs, Instance inst, Solution sol,
   return o;
 }
 
-Instance empty_instance(const BatchCosts& costs) {
-  Instance inst;
-  inst.batch = costs.batch;
-  inst.capacity_bytes = costs.capacity_bytes;
-  inst.fixed_memory_bytes = costs.fixed_memory_bytes;
-  inst.fixed_time_s = costs.fixed_time_s;
-  return inst;
-}
-
 Item item_of(const PricedOperator& po, int i) {
   const auto& c = po.costs()[i];
   return {c.time_s, c.persistent_bytes, c.transient_bytes};

@@ -75,12 +75,17 @@ BatchCosts price_batch(const costmodel::Workload& w, const costmodel::CostModel&
   return bc;
 }
 
-Instance to_instance(const BatchCosts& costs) {
+Instance empty_instance(const BatchCosts& costs) {
   Instance inst;
   inst.batch = costs.batch;
   inst.capacity_bytes = costs.capacity_bytes;
   inst.fixed_memory_bytes = costs.fixed_memory_bytes;
   inst.fixed_time_s = costs.fixed_time_s;
+  return inst;
+}
+
+Instance to_instance(const BatchCosts& costs) {
+  Instance inst = empty_instance(costs);
   inst.groups.reserve(costs.ops.size());
   for (const auto& po : costs.ops) {
     Group g;

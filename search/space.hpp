@@ -61,6 +61,10 @@ struct BatchCosts {
 BatchCosts price_batch(const costmodel::Workload& w, const costmodel::CostModel& model,
                        const SpaceOptions& space, int batch, double memory_limit_bytes, double reserve_bytes);
 
+// The instance of the batch's fixed terms and capacity, without groups (solvers that build their
+// own groups start from it).
+Instance empty_instance(const BatchCosts& costs);
+
 // The instance with every priced choice as an item (group = operator).
 Instance to_instance(const BatchCosts& costs);
 

@@ -432,39 +432,29 @@ class Builder {
       current_step_ = q;
       prefetch_upto(q + static_cast<std::size_t>(s_.prefetch), steps);
       if (forward) {
-        relayout_before(steps[q]);
+        relayout_at_entry(steps[q], true);
         forward_step(q, steps[q]);
       } else {
         backward_step(q, steps[q]);
-        relayout_after(steps[q]);
+        relayout_at_entry(steps[q], false);
       }
     }
   }
 
-  // Into the first operator of a unit (forward): from the unit before it, the stage's input (t = 1) or,
-  // for a tied head, the last unit.
-  void relayout_before(const Step& st) {
+  // Into the first operator of a unit (forward: from the unit before it, the stage's input (t = 1)
+  // or, for a tied head, the last unit) and out of it (backward: the gradient of its input back to the
+  // layout before).
+  void relayout_at_entry(const Step& st, bool forward) {
     const int unit = op_unit_[static_cast<std::size_t>(st.op)];
     if (st.site == 1) {
-      relayout(unit_tp(end_unit_ - 1), tp(st.op), unit_hidden(end_unit_ - 1), true, name(st.op) + ".head", st.op);
+      relayout(unit_tp(end_unit_ - 1), tp(st.op), unit_hidden(end_unit_ - 1), forward, name(st.op) + ".head", st.op);
       return;
     }
     if (w_.units[static_cast<std::size_t>(unit)].ops.front() != st.op) return;
     if (unit == first_unit_ && stage_ == 0) return;  // the embedding takes no activation
     const int from = unit == first_unit_ ? 1 : unit_tp(unit - 1);
-    relayout(from, unit_tp(unit), unit_hidden(unit - 1), true, w_.units[static_cast<std::size_t>(unit)].name, st.op);
-  }
-  // Out of the first operator of a unit (backward): the gradient of its input back to the layout before.
-  void relayout_after(const Step& st) {
-    const int unit = op_unit_[static_cast<std::size_t>(st.op)];
-    if (st.site == 1) {
-      relayout(unit_tp(end_unit_ - 1), tp(st.op), unit_hidden(end_unit_ - 1), false, name(st.op) + ".head", st.op);
-      return;
-    }
-    if (w_.units[static_cast<std::size_t>(unit)].ops.front() != st.op) return;
-    if (unit == first_unit_ && stage_ == 0) return;
-    const int from = unit == first_unit_ ? 1 : unit_tp(unit - 1);
-    relayout(from, unit_tp(unit), unit_hidden(unit - 1), false, w_.units[static_cast<std::size_t>(unit)].name, st.op);
+    relayout(from, unit_tp(unit), unit_hidden(unit - 1), forward, w_.units[static_cast<std::size_t>(unit)].name,
+             st.op);
   }
 
   void forward_step(std::size_t q, const Step& st) {

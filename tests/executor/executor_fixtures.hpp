@@ -1,15 +1,28 @@
 // Small models and hand-made plans for the executor tests.
 #pragma once
 
+#include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "costmodel/model.hpp"
 #include "costmodel/plan.hpp"
 #include "costmodel/workload.hpp"
+#include "validate/backends.hpp"
 
 namespace osdp::validate::testing {
+
+// The backend an MPI test runs on (fp32 GEMMs, a 60 s collective timeout), or null after printing
+// why it cannot run here: the test then exits 77 (skipped).
+inline std::unique_ptr<BackendSession> open_test_backend(const std::string& name) {
+  if (const std::string why = backend_unavailable_reason(name); !why.empty()) {
+    std::printf("SKIPPED: %s\n", why.c_str());
+    return nullptr;
+  }
+  return open_backend(name, BackendOptions{60, GemmMath::kFp32});
+}
 
 // A GPT of `layers` layers at hidden h (4 heads), sequence 8, vocabulary 40; with `stages` > 1 a
 // second stage of hidden 2h follows (so a projection operator appears).

@@ -109,12 +109,8 @@ int main(int argc, char** argv) {
   }
   // The sharded runs' devices and communicator: CPU and MPI, or GPUs and NCCL (as osdp validate's).
   const std::string backend_name = nccl ? "nccl" : "mpi";
-  if (const std::string why = backend_unavailable_reason(backend_name); !why.empty()) {
-    std::printf("SKIPPED: %s\n", why.c_str());
-    return 77;
-  }
-  const std::unique_ptr<BackendSession> backend =
-      open_backend(backend_name, BackendOptions{60, GemmMath::kFp32});
+  const std::unique_ptr<BackendSession> backend = open_test_backend(backend_name);
+  if (!backend) return 77;
   Communicator& comm = backend->comm();
   const int ranks = comm.size(), rank = comm.rank();
   if (nodes < 1 || ranks % nodes != 0 || (nodes > 1 && ranks / nodes < 2)) {

@@ -147,12 +147,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: test_layout_executor_mpi [--backend mpi|nccl]\n");
     return 2;
   }
-  if (const std::string why = backend_unavailable_reason(backend_name); !why.empty()) {
-    std::printf("SKIPPED: %s\n", why.c_str());
-    return 77;
-  }
-  const std::unique_ptr<BackendSession> backend =
-      open_backend(backend_name, BackendOptions{60, GemmMath::kFp32});
+  const std::unique_ptr<BackendSession> backend = open_test_backend(backend_name);
+  if (!backend) return 77;
   Communicator& comm = backend->comm();
   const int ranks = comm.size(), rank = comm.rank();
   const std::vector<Case> cases = cases_for(ranks);
