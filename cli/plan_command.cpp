@@ -17,6 +17,7 @@
 #include "costmodel/files.hpp"
 #include "costmodel/plan.hpp"
 #include "costmodel/units.hpp"
+#include "experiments/evaluator.hpp"
 #include "search/report.hpp"
 #include "search/request.hpp"
 #include "sim/replay.hpp"
@@ -30,7 +31,8 @@ using costmodel::format_seconds;
 
 struct PlanArgs {
   search::PlanRequest req;  // the search: names, files and option strings (search/request.hpp)
-  std::string out, emit_costs, evaluate = "analytic", trace;
+  std::string out, emit_costs, trace;
+  experiments::EvaluatorKind evaluate = experiments::EvaluatorKind::kAnalytic;  // analytic or sim
   int evaluate_top = 5;
   bool json = false, data_parallel = false, groups = false, no_groups = false, hybrid = false;
 };
@@ -144,7 +146,8 @@ int run_plan(const PlanArgs& args) {
   if (a.groups && a.no_groups) throw UsageError("--groups and --no-groups: choose one");
   if (a.groups) a.req.groups = "on";
   if (a.no_groups) a.req.groups = "off";
-  if (!a.trace.empty() && a.evaluate != "sim") throw UsageError("--trace needs --evaluate sim");
+  if (!a.trace.empty() && a.evaluate != experiments::EvaluatorKind::kSim)
+    throw UsageError("--trace needs --evaluate sim");
   if (isatty(2)) a.req.progress = [](const std::string& line) { std::cerr << "osdp plan: " << line << "\n"; };
   const search::PlanReport report = search::run_request(a.req);
   const search::PreparedSearch& p = *report.prepared;
@@ -168,7 +171,7 @@ int run_plan(const PlanArgs& args) {
   // scheduler the best plans of the top batch sizes too.
   std::optional<sim::Replay> simulated;
   std::vector<EvaluatedBatch> evaluated;
-  if (a.evaluate == "sim" && o.feasible) {
+  if (a.evaluate == experiments::EvaluatorKind::kSim && o.feasible) {
     sim::SimOptions so;
     so.symmetric = o.plan.data_parallel() && a.trace.empty();
     so.memory_rank = sim::SimOptions::kNoRanks;
@@ -182,7 +185,7 @@ int run_plan(const PlanArgs& args) {
 
   if (a.json) {
     nlohmann::json j = search::report_json(report);
-    j["evaluate"] = a.evaluate;
+    j["evaluate"] = experiments::to_string(a.evaluate);
     if (simulated) {
       const double t = sim::to_seconds(simulated->result.iteration);
       j["simulated"] = {{"iteration_time_s", t},
@@ -190,7 +193,7 @@ int run_plan(const PlanArgs& args) {
                         {"throughput_samples_per_s", t > 0 ? o.evaluation.global_batch / t : 0.0},
                         {"summary", sim::summary_json(simulated->schedule, simulated->result)}};
     }
-    if (a.evaluate == "sim" && o.batches) {
+    if (a.evaluate == experiments::EvaluatorKind::kSim && o.batches) {
       j["evaluated"] = evaluation_json(evaluated);
       const int win = simulated_winner(evaluated);
       j["simulated_best_batch_size"] = win > 0 ? nlohmann::json(win) : nlohmann::json(nullptr);
@@ -234,7 +237,8 @@ int run_plan(const PlanArgs& args) {
           format_bytes(simulated->result.peak_rank().peak_bytes),
           a.trace.empty() ? "" : fmt::format("; trace in {}", a.trace));
     }
-    if (a.evaluate == "sim" && o.batches && o.feasible) print_evaluation(evaluated, o.plan.batch_size);
+    if (a.evaluate == experiments::EvaluatorKind::kSim && o.batches && o.feasible)
+      print_evaluation(evaluated, o.plan.batch_size);
     if (!a.out.empty() && o.feasible) std::cout << "  plan written to " << a.out << "\n";
   }
   if (!o.feasible) {
@@ -354,12 +358,12 @@ Action add_plan_command(CLI::App& app) {
   app.add_option("--out", a->out, "Write the plan file here");
   app.add_option("--emit-costs", a->emit_costs,
                  "Write the knapsack instance the search solved (data-parallel searches; for an audit)");
-  app.add_option(
-         "--evaluate", a->evaluate,
+  app.add_option_function<std::string>(
+         "--evaluate", [a](const std::string& v) { a->evaluate = *experiments::evaluator_named(v); },
          "analytic: the cost model only; sim: also simulate the plan (and, for a data-parallel search, "
          "the best plans of the top batch sizes)")
       ->check(CLI::IsMember({"analytic", "sim"}))
-      ->capture_default_str();
+      ->default_str("analytic");
   app.add_option(
          "--evaluate-top", a->evaluate_top,
          "With --evaluate sim: how many batch sizes (best analytic throughput first; 0: all that fit)")
