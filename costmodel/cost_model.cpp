@@ -122,13 +122,13 @@ double CostModel::kernel_s(const Kernel& k, int batch) const {
   if (!gemm_times_.empty()) {
     const auto it = gemm_times_.find(
         {k.dim(Dim::kM, batch), k.dim(Dim::kN, batch), k.dim(Dim::kK, batch), k.dim(Dim::kCount, batch)});
-    if (it != gemm_times_.end()) return it->second;
+    if (it != gemm_times_.end()) return it->second * k.density;
   }
   const double d = std::min({m, n, kk});
   const double eff = compute_.gemm_efficiency * d / (d + compute_.gemm_half_efficiency_dim);
   const double flop_s = k.flops(batch) / (compute_.peak_flops(precision_) * eff);
   const int elem = precision_ == Precision::kFp32 ? 4 : 2;
-  const double bytes = count * (m * kk + kk * n + m * n) * elem;
+  const double bytes = count * (m * kk + kk * n + m * n) * elem * k.density;
   return compute_.kernel_overhead_s + std::max(flop_s, bytes / compute_.memory_bandwidth_bytes_per_s);
 }
 
@@ -152,9 +152,11 @@ double CostModel::phase_s(const std::vector<Kernel>& kernels, int batch, int spl
 
 double CostModel::optimizer_s(double elements, const PrecisionBytes& b) const {
   // Adam reads and writes its states and the weights and reads the gradient:
-  //   fp32: 2 (w + o) + g = 28 B/param; mixed: 2 o + g + w (fp32 master in o, bf16 copy written) = 28.
-  const double per_param = precision_ == Precision::kFp32 ? 2.0 * (b.weight + b.optimizer) + b.gradient
-                                                          : 2.0 * b.optimizer + b.gradient + b.weight;
+  //   fp32, bf16: 2 (shard w + o) + shard g = 28 B/param (the fp32 master is the sharded weight);
+  //   mixed: 2 o + g + w (fp32 master in o, bf16 copy written) = 28.
+  const double per_param = precision_ == Precision::kMixed
+                               ? 2.0 * b.optimizer + b.gradient + b.weight
+                               : 2.0 * (b.shard_weight + b.optimizer) + b.shard_gradient;
   const double bw = compute_.optimizer_bandwidth_bytes_per_s > 0 ? compute_.optimizer_bandwidth_bytes_per_s
                                                                  : compute_.memory_bandwidth_bytes_per_s;
   return compute_.kernel_overhead_s + elements * per_param / bw;
@@ -188,9 +190,9 @@ ChoiceCost CostModel::cost(const Operator& op, const Choice& ch, int batch, cons
   // Communication.
   double comm_f = 0, comm_b = 0;
   if (ch.replicate) {
-    comm_b = collective_s(Collective::kAllReduce, B.gradient * static_cast<double>(P));
+    comm_b = collective_s(Collective::kAllReduce, B.reduce * static_cast<double>(P));
   } else {
-    const ShardComm sc = shard_comm_s(ch, B.weight * Ps, B.gradient * Ps);
+    const ShardComm sc = shard_comm_s(ch, B.weight * Ps, B.reduce * Ps);
     const double ag = sc.all_gather_s, rs = sc.reduce_scatter_s;
     const int regather = (ckpt && options_.checkpoint_regather) ? k : 0;
     comm_f = n * ag;
@@ -219,7 +221,7 @@ ChoiceCost CostModel::cost(const Operator& op, const Choice& ch, int batch, cons
   }
 
   // Memory.
-  const double state = B.weight + B.gradient + B.optimizer;
+  const double state = B.at_rest();
   c.persistent_bytes = state * shard_elems;
   if (!ch.replicate) c.persistent_bytes += (n - k) * B.weight * Ps;
   c.persistent_bytes += b * (ckpt ? op.input_bytes_per_sample : op.saved_bytes_per_sample);
@@ -230,7 +232,7 @@ ChoiceCost CostModel::cost(const Operator& op, const Choice& ch, int batch, cons
     // (reusing the backward gather) or a tied head (forward and backward adjacent) needs them all.
     const bool all_slices = (ckpt && !options_.checkpoint_regather) || op.tied_gradient;
     c.transient_bytes += (all_slices ? k : std::min(k, 1)) * B.weight * Ps;
-    if (!op.tied_gradient) c.transient_bytes += B.gradient * Ps;
+    if (!op.tied_gradient) c.transient_bytes += B.gradient_in_flight() * Ps;
   }
   if (ckpt) c.transient_bytes += b * (op.saved_bytes_per_sample - op.input_bytes_per_sample);
   return c;

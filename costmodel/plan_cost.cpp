@@ -113,10 +113,10 @@ OpParts PlanCostModel::op_parts(const Operator& op0, const Operator& op, int t, 
   const bool ckpt = ch.checkpoint && op.checkpointable;
   OpParts x;
   if (ch.replicate) {
-    x.grad_sync_s = sub.collective_s(Collective::kAllReduce, B.gradient * P);
+    x.grad_sync_s = sub.collective_s(Collective::kAllReduce, B.reduce * P);
   } else {
     const double Ps = ceil_div(P, n);
-    const auto sc = sub.shard_comm_s(ch, B.weight * Ps, B.gradient * Ps);
+    const auto sc = sub.shard_comm_s(ch, B.weight * Ps, B.reduce * Ps);
     const int regather = (ckpt && options_.checkpoint_regather) ? k : 0;
     x.zdp_forward_s = k * sc.all_gather_s;
     x.zdp_backward_s = (k + regather) * sc.all_gather_s;
@@ -169,17 +169,17 @@ OpCost PlanCostModel::op_cost(const OpParts& x, const Operator& op, int t, const
   c.time_s =
       overlapped_s(sub, x.forward_s, comm_f) + overlapped_s(sub, x.backward_s, comm_b) + opt + c.tp_comm_s;
 
-  const double state = B.weight + B.gradient + B.optimizer;
+  const double state = B.at_rest();
   c.states_bytes = state * shard_elems;
   if (!ch.replicate) c.states_bytes += (n - k) * B.weight * Ps;
   if (op.tied_gradient && !ch.replicate) c.states_bytes += B.gradient * P;
-  if (m > 1 && !ch.replicate && !op.tied_gradient) c.states_bytes += n * B.gradient * Ps;
+  if (m > 1 && !ch.replicate && !op.tied_gradient) c.states_bytes += n * B.gradient_in_flight() * Ps;
   c.act_bytes = b * (ckpt ? op.input_bytes_per_sample : op.saved_bytes_per_sample);
   c.transient_bytes = b * op.workspace_bytes_per_sample;
   if (!ch.replicate) {
     const bool all_slices = (ckpt && !options_.checkpoint_regather) || op.tied_gradient;
     c.transient_bytes += (all_slices ? k : std::min(k, 1)) * B.weight * Ps;
-    if (!op.tied_gradient && m == 1) c.transient_bytes += B.gradient * Ps;
+    if (!op.tied_gradient && m == 1) c.transient_bytes += B.gradient_in_flight() * Ps;
   }
   if (ckpt) c.transient_bytes += b * (op.saved_bytes_per_sample - op.input_bytes_per_sample);
   return c;
@@ -207,7 +207,7 @@ double PlanCostModel::tied_sync_s(const Workload& w, int pp, int t, bool sequenc
   if (!w.tied_copy) return 0;
   const int head = w.units.back().ops.back();
   const Operator sliced = tp_slice(w.operators[static_cast<std::size_t>(head)], t, sequence_parallel, w);
-  return tied_allreduce_s(pp, w.bytes.gradient * static_cast<double>(sliced.parameters()));
+  return tied_allreduce_s(pp, w.bytes.reduce * static_cast<double>(sliced.parameters()));
 }
 
 Evaluation PlanCostModel::evaluate(const Workload& w, const Plan& plan) const {

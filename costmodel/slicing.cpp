@@ -14,6 +14,7 @@ double ceil_div(double a, double b) {
 
 // Activations per sample every TP rank keeps whole without sequence parallelism (opening comment).
 double replicated_saved(const Operator& op, int seq, const PrecisionBytes& bytes, bool dropout) {
+  if (op.tp_replicated_bytes_per_sample >= 0) return op.tp_replicated_bytes_per_sample;
   const double sh = static_cast<double>(seq) * op.hidden;
   const double e = bytes.activation, mask = dropout ? 1.0 : 0.0;
   switch (op.kind) {

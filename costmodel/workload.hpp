@@ -3,12 +3,30 @@
 // (GEMM shapes and elementwise bytes, per sample), the activations it saves per sample, and what a
 // checkpointed operator keeps. The cost model, the simulator and the executor all read this IR.
 //
-// Lowering of a GPT layer (hidden h, heads a, ffn f, sequence s, activation bytes e, masks 1 byte):
+// Lowering of a GPT layer (hidden h, heads a, ffn f, sequence s, activation bytes e, masks 1 byte;
+// the paper's models: LayerNorm, learned positions, biases, GELU MLP, attention that materializes
+// its scores, dropout):
 //   attention = LN1 + QKV [h x 3h] + scores + softmax + dropout + AV + proj [h x h] (+ biases)
 //               parameters 4h^2 + 6h; saves e(6sh + 2as^2) + (as^2 + sh) bytes per sample
 //   mlp       = LN2 + fc1 [h x f] + GeLU + fc2 [f x h] (+ biases)
 //               parameters 2hf + f + 3h; saves e(2sh + 2sf) + sh bytes per sample
 //   With f = 4h and e = 2 a layer saves s h (34 + 5 a s / h) bytes: Korthikanti et al. 2022.
+// The other block kinds (model.hpp) lower alike, with query heads a, key/value heads g, head size d
+// (q = a d, k = g d wide), norm parameters c h (c = 2 for LayerNorm with bias, 1 for RMSNorm):
+//   attention  norm + Q, K, V [h x (q + 2k)] (one GEMM when fused_qkv, else three) (+ Q/K head norms)
+//              (+ rotary on Q and K) + attention + output proj [q x h]
+//              parameters c h + h (q + 2k) + q h (+ q + 2k QKV bias, + h proj bias, + 2d qk norms)
+//     materialized: the GPT kernels with a heads of size d; saves e(2sh + s(q + 2k) + sq + (1 or 2)as^2)
+//                   (+ masks)
+//     fused (FlashAttention / SDPA): Q K^T and P V as GEMMs of density rho (causal: (s + 1) / 2s, a
+//                   sliding window w: its share of the s x s scores), one pass over Q, K, V, O; saves
+//                   e(2sh + s(q + 2k) + sq) + 4as (the log-sum-exp per row, fp32); its backward
+//                   recomputes the scores: 5 GEMMs of density rho (S, dV, dP, dQ, dK)
+//   mlp, gated (SwiGLU, GeGLU): norm + gate and up [h x 2f] (two GEMMs) + act(gate) * up + down [f x h]
+//              parameters c h + 3 h f (+ 2f + h biases); saves e(2sh + 3sf) (+ mask)
+//   head with fp32_loss (transformers' loss): the logits (e s V, returned to the caller) and the fp32
+//              log-probabilities (4 s V) are saved; its backward holds (4 + e) s V
+// Norm statistics (a few bytes per row) are not counted.
 // Splitting (n slices) cuts an operator so that each slice runs on its own: an attention slice holds
 // whole heads (its columns of QKV, its rows of the projection), an MLP slice its columns of fc1 and
 // rows of fc2, a head or projection slice its rows of the weight; slices' outputs add up in place.
@@ -68,8 +86,11 @@ struct Kernel {
   // (layer norms, residuals, dropout of the hidden state) run whole on each rank unless sequence
   // parallelism splits them (the opening comment).
   bool tp_sliced = false;
+  // The share of the m x n output a kernel computes: below 1 for a fused attention kernel that skips
+  // the blocks a causal mask or a sliding window leaves out (its FLOPs and time scale by it).
+  double density = 1.0;
 
-  double flops(int batch) const;  // 2 m n k count for the batch
+  double flops(int batch) const;  // 2 m n k count density for the batch
   // The kernel for one slice of an n-way split (m, n or k along split_dim divided by n).
   Kernel slice(int splits) const;
   // m, n, k and count for the given batch.
@@ -96,6 +117,9 @@ struct Operator {
   double saved_bytes_per_sample = 0;      // activations kept for backward without checkpointing
   double input_bytes_per_sample = 0;      // what a checkpointed operator keeps (its input)
   double workspace_bytes_per_sample = 0;  // transient buffers of its backward
+  // What every TP rank keeps of saved_bytes_per_sample without sequence parallelism, when the
+  // lowering states it (< 0: the rule of the opening comment by operator kind).
+  double tp_replicated_bytes_per_sample = -1;
   bool checkpointable = false;
   bool tied_gradient = false;  // its full gradient lives from the LM head's backward to the end
   int shape_id = 0;            // operators with the same shape_id have identical weights and kernels

@@ -290,7 +290,7 @@ double states_at_rest_bytes(const costmodel::Plan& plan, const costmodel::Worklo
     const std::int64_t p = workload.operators[i].parameters();
     const costmodel::Choice& c = plan.choices[i];
     const std::int64_t ranks = c.replicate ? 1 : c.node_group ? node : world;
-    total += static_cast<double>(b.weight + b.gradient + b.optimizer) *
+    total += static_cast<double>(b.at_rest()) *
              static_cast<double>((p + ranks - 1) / ranks);
   }
   return total;

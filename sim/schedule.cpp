@@ -242,7 +242,8 @@ class Builder {
     for (int un = first_unit_; un < end_unit_; ++un)
       for (const int u : w_.units[static_cast<std::size_t>(un)].ops) {
         const double e = shard_params(u);
-        s_.resident.push_back(buffer(name(u) + ".states", (B.weight + B.gradient) * e, BufferRole::kStates, u));
+        s_.resident.push_back(buffer(name(u) + ".states", (B.shard_weight + B.shard_gradient) * e,
+                                          BufferRole::kStates, u));
         s_.resident.push_back(buffer(name(u) + ".adam", B.optimizer * e, BufferRole::kAdam, u));
       }
   }
@@ -538,7 +539,8 @@ class Builder {
     const int n = slices(u);
     const bool tied = op.tied_gradient;
     const bool last = last_micro_batch();
-    const double grad_slice = B.gradient * slice_params(u);
+    const double grad_slice = B.gradient_in_flight() * slice_params(u);  // in memory
+    const double reduce_slice = B.reduce * slice_params(u);              // on the wire
     auto& held = held_[static_cast<std::size_t>(u)];
 
     if (tied && st.site == 1) {  // the LM head's backward: its kept or gathered-again weights
@@ -646,13 +648,13 @@ class Builder {
       last_compute_[q] = t;
       if (!last) continue;
       if (choice(u).replicate)
-        collective(TaskKind::kAllReduce, u, j, B.gradient * params(u), t, {});
+        collective(TaskKind::kAllReduce, u, j, B.reduce * params(u), t, {});
       else if (!tied)
-        collective(TaskKind::kReduceScatter, u, j, grad_slice, t, {grad});
+        collective(TaskKind::kReduceScatter, u, j, reduce_slice, t, {grad});
     }
     if (tied && !choice(u).replicate && last) {  // the tied gradient, complete after the last lookup backward
       for (int j = 0; j < n; ++j)
-        collective(TaskKind::kReduceScatter, u, j, grad_slice, last_compute_[q],
+        collective(TaskKind::kReduceScatter, u, j, reduce_slice, last_compute_[q],
                    j == n - 1 ? std::vector<int>{tied_grad_[static_cast<std::size_t>(u)]} : std::vector<int>{});
     }
     if (!(w_.operators[static_cast<std::size_t>(u)].kind == costmodel::OperatorKind::kEmbedding)) {
@@ -673,7 +675,7 @@ class Builder {
     t.stream = Stream::kComm;
     t.op = u;
     t.micro_batch = -1;
-    t.bytes = w_.bytes.gradient * params(head);
+    t.bytes = w_.bytes.reduce * params(head);
     t.payload = Payload::kGradients;
     t.group = {2, (plan_.pp - 1) * s_.stage_size()};
     t.calibrated = false;

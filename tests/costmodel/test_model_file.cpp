@@ -184,7 +184,7 @@ TEST_CASE("model: wrong types", "[json]") {
   SECTION("a precision that is not one of the choices") {
     doc["precision"] = "fp16";
     pointer = "/precision";
-    expected = "expected one of \"fp32\", \"mixed\", got \"fp16\"";
+    expected = "expected one of \"fp32\", \"mixed\", \"bf16\", \"bf16-reduce-bf16\", got \"fp16\"";
   }
   const auto e = input_error([&] { read_model(doc, "tiny.json"); });
   CHECK(e.file == "tiny.json");
@@ -198,12 +198,12 @@ TEST_CASE("model: out-of-range values", "[json]") {
   SECTION("heads not dividing hidden") {
     doc["stages"][1]["heads"] = 7;  // 128 % 7 = 2
     pointer = "/stages/1/heads";
-    expected = "hidden size 128 is not divisible by 7 heads";
+    expected = "hidden size 128 is not divisible by 7 heads (give \"head_dim\")";
   }
   SECTION("more heads than hidden") {
     doc["stages"][0]["heads"] = 128;  // 64 % 128 = 64
     pointer = "/stages/0/heads";
-    expected = "hidden size 64 is not divisible by 128 heads";
+    expected = "hidden size 64 is not divisible by 128 heads (give \"head_dim\")";
   }
   SECTION("zero heads") {
     doc["stages"][0]["heads"] = 0;

@@ -248,9 +248,9 @@ TEST_CASE("plan: errors inside the embedded descriptions carry their prefix", "[
     expected = "expected one of \"osdp-plan\", got \"plan\"";
   }
   SECTION("model") {
-    doc["model"]["stages"][0]["heads"] = 5;  // 64 % 5 = 4
-    pointer = "/model/stages/0/heads";
-    expected = "hidden size 64 is not divisible by 5 heads";
+    doc["model"]["stages"][0]["heads"] = 5;  // not a multiple of the 4 key/value heads written
+    pointer = "/model/stages/0/kv_heads";
+    expected = "5 query heads cannot be grouped over 4 key/value heads";
   }
   SECTION("cluster") {
     doc["cluster"]["links"].erase("inter");
