@@ -203,6 +203,11 @@ int run_plan(const PlanArgs& args) {
     std::cout << fmt::format("osdp plan: {} on {} ({} x {}), memory limit {}, strategy {}\n",
                              p.ctx.model.name, p.ctx.cluster.name, p.ctx.cluster.world_size(),
                              p.ctx.cluster.device_name, format_bytes(o.memory_limit_bytes), o.strategy);
+    const costmodel::PrecisionBytes pb = costmodel::precision_bytes(p.ctx.model.precision);
+    std::cout << fmt::format("  model          seq {}, {} (params {} gathered, gradients reduced in {}, {} B/param at rest)\n",
+                             p.ctx.model.seq, costmodel::to_string(p.ctx.model.precision),
+                             costmodel::param_dtype(p.ctx.model.precision),
+                             costmodel::reduce_dtype(p.ctx.model.precision), pb.at_rest());
     if (o.feasible) {
       print_outcome(p, o);
     } else if (o.min_fit_bytes > 0) {
@@ -270,8 +275,14 @@ Action add_plan_command(CLI::App& app) {
       "collectives, and the micro-batch size, under the device memory limit. Options narrow the space.\n"
       "Exit codes: 0 a plan; 2 bad input or usage; 3 no plan fits (the message gives the memory that "
       "would).");
-  app.add_option("--model", a->req.model, "Built-in model name (see `osdp models`) or a model JSON file")
+  app.add_option("--model", a->req.model,
+                 "Built-in model name (see `osdp models`), a model JSON file, or a Hugging Face config.json "
+                 "(model_type gpt2, llama, mistral, qwen2, qwen3)")
       ->required();
+  app.add_option("--seq", a->req.seq,
+                 "Sequence length in tokens (default: the model file's; 8192 for a Hugging Face config, at "
+                 "most its max_position_embeddings)")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--cluster", a->req.cluster,
                  "Built-in cluster name (see `osdp clusters`) or a cluster JSON file")
       ->required();

@@ -157,6 +157,9 @@ nlohmann::json to_json(const Plan& p, const Evaluation* ev) {
   j["tool_version"] = p.tool_version;
   j["strategy"] = p.strategy;
   j["model"] = to_json(p.model);
+  // The dtypes and bytes per parameter at rest and in flight that the model's precision implies (for
+  // people and other tools; read back as derived, never as input).
+  j["precision"] = precision_json(p.model.precision);
   j["cluster"] = to_json(p.cluster);
   if (p.calibration) j["calibration"] = to_json(*p.calibration);
   j["cost_model"] = {{"tier", to_string(p.cost_options.tier)},
@@ -398,6 +401,7 @@ Plan read_osdp_plan(JsonReader& r, const nlohmann::json& doc, const std::string&
     p.unit_tp.assign(w.units.size(), 1);
   }
   read_predicted(r, p);
+  (void)r.raw("precision");  // derived from the model's
   return p;
 }
 

@@ -18,7 +18,7 @@ using costmodel::JsonReader;
 const std::vector<std::string> kAxes = {
     "model",    "cluster",       "world_size",          "memory",  "split_max", "checkpoint",
     "prefetch", "tier",          "checkpoint_regather", "batch",   "groups",    "pp",
-    "tp",       "micro_batches", "global_batch",        "schedule"};
+    "tp",       "micro_batches", "global_batch",        "schedule", "seq"};
 
 std::string known_keys() {
   std::string out;
@@ -56,6 +56,8 @@ void apply(Config& c, const std::string& key, const nlohmann::json& v, const std
   };
   if (key == "model")
     c.model = text({});
+  else if (key == "seq")
+    c.seq = integer(1, 1 << 20);
   else if (key == "cluster")
     c.cluster = text({});
   else if (key == "world_size")
@@ -146,6 +148,7 @@ nlohmann::json to_json(const Config& c) {
   if (c.micro_batches > 0) j["micro_batches"] = c.micro_batches;
   if (c.global_batch > 0) j["global_batch"] = c.global_batch;
   if (c.schedule != "1f1b") j["schedule"] = c.schedule;
+  if (c.seq > 0) j["seq"] = c.seq;
   return j;
 }
 

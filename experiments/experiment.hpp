@@ -31,6 +31,7 @@ namespace osdp::experiments {
 
 struct Config {
   std::string model;
+  int seq = 0;  // the sequence length; 0: the model's
   std::string cluster;
   int world_size = 0;  // 0: the cluster's own size
   std::string memory;  // a size string ("8GB"); empty: the device's memory

@@ -35,6 +35,7 @@ search::PlanRequest unit_request(const Unit& u, const std::string& calibration) 
   if (u.strategy.micro_batches) r.micro_batches = *u.strategy.micro_batches;
   r.global_batch = c.global_batch;
   r.schedule = c.schedule;
+  r.seq = c.seq;
   return r;
 }
 

@@ -11,6 +11,7 @@
 #include "costmodel/bounds.hpp"
 #include "costmodel/catalog.hpp"
 #include "costmodel/error.hpp"
+#include "costmodel/hf_config.hpp"
 #include "costmodel/json_reader.hpp"
 #include "costmodel/provenance.hpp"
 #include "costmodel/units.hpp"
@@ -94,6 +95,7 @@ PlanRequest read_plan_request(const nlohmann::json& j, const std::string& origin
       r.fail(key, "expected an integer or a list of integers");
     }
   }
+  q.seq = static_cast<int>(r.integer_or("seq", 0, 1 << 20, q.seq));
   q.max_micro_batches = static_cast<int>(r.integer_or("max_micro_batches", 1, 1024, q.max_micro_batches));
   q.micro_batches = static_cast<int>(r.integer_or("micro_batches", 0, 1024, q.micro_batches));
   q.global_batch = static_cast<int>(r.integer_or("global_batch", 0, 1 << 24, q.global_batch));
@@ -115,6 +117,7 @@ std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a) {
   PlanContext& ctx = p->ctx;
   ctx.tool_version = costmodel::tool_version();
   ctx.model = costmodel::load_model(a.model);
+  if (a.seq != 0) costmodel::set_sequence_length(ctx.model, a.seq, "--seq");
   ctx.cluster = costmodel::resized(costmodel::load_cluster(a.cluster), a.world_size);
   const std::string cal_name = !a.calibration.empty() ? a.calibration : ctx.cluster.calibration;
   if (!cal_name.empty()) ctx.calibration = costmodel::load_calibration(cal_name, ctx.cluster.compute);

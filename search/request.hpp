@@ -31,6 +31,7 @@ namespace osdp::search {
 
 struct PlanRequest {
   std::string model, cluster;
+  int seq = 0;              // the sequence length (0: the model file's; a Hugging Face config's default)
   int world_size = 0;       // the cluster resized to this many devices (costmodel::resized); 0: as it is
   std::string calibration;  // name or file; empty: the cluster's own, if it names one
   std::string memory;       // "16GiB", a number of bytes; empty: the device's memory

@@ -102,6 +102,21 @@ TEST_CASE("a minimal experiment file reads with its defaults", "[experiments]") 
   CHECK(e.evaluators == std::vector<EvaluatorKind>{EvaluatorKind::kAnalytic});
   CHECK(e.output == "results/t");
   CHECK(e.source == minimal());
+  CHECK(e.base.seq == 0);  // the model's own
+}
+
+TEST_CASE("seq is an axis: it sets the request's sequence and the unit's key", "[experiments]") {
+  nlohmann::json doc = minimal();
+  doc["axes"] = {{"seq", {4096, 8192}}};
+  const Experiment e = read_experiment(doc, "exp.json");
+  const auto units = expand(e);
+  REQUIRE(units.size() == 4);  // 2 sequences x 2 strategies
+  CHECK(units[0].config.seq == 4096);
+  CHECK(units[2].config.seq == 8192);
+  CHECK(to_json(units[2].config)["seq"] == 8192);
+  CHECK(unit_request(units[2]).seq == 8192);
+  doc["axes"] = {{"seq", {0}}};
+  CHECK_THROWS_AS(read_experiment(doc, "exp.json"), osdp::InputError);
 }
 
 TEST_CASE("unknown keys and axes are rejected with the file and the JSON pointer", "[experiments]") {
