@@ -395,7 +395,8 @@ TEST_CASE("plan: version 1 files read as they were written", "[json][layout]") {
     // schedule, sequence_parallel, the predictions, stages: [{stage, units: [{name, tp, operators:
     // [{name, choice, mode, ...}]}], per-stage figures}]}}.
     json v1 = to_json(p);
-    for (const char* k : {"pipeline", "units", "operators", "predicted", "batch_size", "prefetch"}) v1.erase(k);
+    for (const char* k : {"pipeline", "units", "operators", "predicted", "batch_size", "prefetch", "precision"})
+      v1.erase(k);
     v1["schema_version"] = 1;
     v1["kind"] = "hybrid";
     json stages = json::array();

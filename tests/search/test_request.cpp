@@ -148,7 +148,7 @@ TEST_CASE("the layout search held to data parallelism equals the scheduler's exa
   }
 }
 
-TEST_CASE("--seq sets the sequence of the model the search lowers", "[request]") {
+TEST_CASE("a sequence length from --seq is the one the search lowers", "[request]") {
   search::PlanRequest a;
   a.model = "llama3.1-8b";
   a.cluster = "h100-8";
