@@ -38,6 +38,29 @@ inline costmodel::ModelSpec tiny_model(bool tied, int stages = 1, int h = 16) {
   return m;
 }
 
+// A llama-family model ("llama", "qwen2": QKV biases, "qwen3": Q/K head norms; costmodel/model.hpp) of
+// `layers` layers at hidden 48: 4 query heads over 2 key/value heads of size 16 (so the heads are 64
+// wide, not 48), a gated MLP of ffn 64, RMSNorm, rotary positions, an untied head, vocabulary 128,
+// fp32. Fused attention keeps no scores: at sequence 16 the executor saves K^T V in their place (at 8
+// the scores still fit the IR's bytes; numerics.hpp).
+inline costmodel::ModelSpec llama_model(const std::string& family, int layers = 2, int seq = 16) {
+  costmodel::ModelSpec m;
+  costmodel::apply_family_defaults(m, family);
+  m.name = "tiny-" + family;
+  m.precision = costmodel::Precision::kFp32;
+  m.seq = seq;
+  m.vocab = 128;
+  m.stages.push_back({layers, 48, 4, 64, 2, 16});
+  return m;
+}
+
+// The models the executor's step tests run: the GPT tied (one stage) and untied (two stages, a
+// projection between them), and the llama family's three kinds (untied, 2 layers).
+inline std::vector<costmodel::ModelSpec> step_test_models() {
+  return {tiny_model(true, 1), tiny_model(false, 2), llama_model("llama"), llama_model("qwen2"),
+          llama_model("qwen3")};
+}
+
 // `ranks` in `nodes` nodes (a slower link between them when there are several).
 inline costmodel::ClusterSpec tiny_cluster(int ranks, bool overlap, int nodes = 1) {
   costmodel::ClusterSpec c;

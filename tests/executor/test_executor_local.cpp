@@ -1,7 +1,8 @@
-// The executor in one process (a one-rank communicator): every plan pattern runs three steps, the
-// loss falls, and the measured peak is the simulator's to the byte (prefetch 0). Under the
-// sanitizer build this is also where the executor's own memory is leak-checked. Then the same plans
-// with every buffer renamed: the executor knows buffers by their role, so nothing changes.
+// The executor in one process (a one-rank communicator): every plan pattern runs three steps on the
+// GPTs and the llama-family models (step_test_models), the loss falls, and the measured peak is the
+// simulator's to the byte (prefetch 0). Under the sanitizer build this is also where the executor's
+// own memory is leak-checked. Then the same plans with every buffer renamed: the executor knows
+// buffers by their role, so nothing changes.
 #include <string>
 #include <vector>
 
@@ -20,8 +21,7 @@ using namespace osdp::validate::testing;
 
 TEST_CASE("one rank: each plan pattern trains (the loss falls) and peaks where the simulator says",
           "[executor]") {
-  for (const bool tied : {true, false}) {
-    const costmodel::ModelSpec m = tiny_model(tied, tied ? 1 : 2);
+  for (const costmodel::ModelSpec& m : step_test_models()) {
     const costmodel::Workload w = costmodel::lower(m);
     for (const NamedPlan& pattern : plan_patterns()) {
       CAPTURE(m.name, pattern.name);
@@ -43,8 +43,7 @@ TEST_CASE("one rank: each plan pattern trains (the loss falls) and peaks where t
 TEST_CASE("one rank: the executor finds buffers by role, not by name", "[executor]") {
   // Every buffer renamed: the step computes the same loss and the same weights, to the bit, and
   // allocates the same bytes.
-  for (const bool tied : {true, false}) {
-    const costmodel::ModelSpec m = tiny_model(tied, tied ? 1 : 2);
+  for (const costmodel::ModelSpec& m : step_test_models()) {
     const costmodel::Workload w = costmodel::lower(m);
     for (const NamedPlan& pattern : plan_patterns()) {
       CAPTURE(m.name, pattern.name);

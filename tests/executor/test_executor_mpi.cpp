@@ -1,10 +1,12 @@
 // Run under mpirun with 2 or 3 ranks: one training step of every plan pattern (DP, ZDP, REPLICATE,
 // split k of n, checkpointed with and without regather, mixed), at prefetch 0 and 1, with and
-// without a communication thread, on a tied and an untied model (the latter with a projection
-// between two stages). After the step every operator's weights and reduced gradients must equal
-// those of one process running the unsharded plan (all DP, no splits) on the global batch, and the
-// loss must agree. The measured peak memory is checked against the simulator's (see below). Exit 0 when every
-// case passes; each failure is printed by rank 0.
+// without a communication thread, on a tied and an untied GPT (the latter with a projection between
+// two stages) and on llama-family models (grouped-query attention, a gated MLP, RMSNorm, rotary
+// positions, an untied head; qwen2's QKV biases, qwen3's Q/K head norms: step_test_models). After
+// the step every operator's weights and reduced gradients must equal those of one process running
+// the unsharded plan (all DP, no splits) on the global batch, and the loss must agree. The measured
+// peak memory is checked against the simulator's (see below). Exit 0 when every case passes; each
+// failure is printed by rank 0.
 //
 // With --nodes N the job is N nodes of size/N ranks and the patterns are node groups (HSDP) and
 // two-level collectives, alone and mixed (executor_fixtures.hpp): their rings are the communicator's
@@ -121,8 +123,7 @@ int main(int argc, char** argv) {
   const std::vector<NamedPlan> patterns = nodes > 1 ? leveled_patterns() : plan_patterns();
   int failures = 0, cases = 0;
   const int batch = 2;
-  for (const bool tied : {true, false}) {
-    const costmodel::ModelSpec m = tiny_model(tied, tied ? 1 : 2);
+  for (const costmodel::ModelSpec& m : step_test_models()) {
     const costmodel::Workload w = costmodel::lower(m);
     // The reference: one process, all DP, unsplit, the global batch.
     Outcome ref;

@@ -11,7 +11,10 @@
 // from unit to unit (1, 4, 2, 4: the activations re-laid out between them); and the same with splits,
 // checkpointing and prefetch.
 // Choices mix DP, ZDP (gathered again every micro-batch) and REPLICATE over the operators, and where a
-// case asks for it split slices and checkpointing. Exit 0 when every case passes.
+// case asks for it split slices and checkpointing. Most cases run the GPT; some a llama-family model
+// (grouped-query attention, gated MLP, RMSNorm, rotary positions; qwen2's QKV biases, qwen3's Q/K
+// head norms): on 2 ranks TP 2 untied and tied, TP 2 with splits and checkpointing, PP 2; on 4 ranks
+// TP 2 x DP 2 and PP 2 x TP 2 with splits, checkpointing and prefetch. Exit 0 when every case passes.
 //
 // With --backend nccl the steps run on GPUs (CudaDevice, NcclCommunicator; one GPU per rank), as
 // validate/gpu-smoke.sh runs it; exit 77 (skipped) where that backend cannot run.
@@ -61,7 +64,21 @@ struct Case {
   std::vector<int> starts;
   bool splits = false;  // every fourth operator split 2 ways (1 slice ZDP) and checkpointed where it can be
   int prefetch = 0;
+  std::string family = {};  // empty: the GPT; else a llama-family model (executor_fixtures.hpp's llama_model)
 };
+
+// The case's model: the GPT (two stages untied), or the llama-family one (tied when the case is).
+costmodel::ModelSpec model_for(const Case& c) {
+  costmodel::ModelSpec m;
+  if (c.family.empty()) {
+    m = tiny_model(c.tied, c.tied ? 1 : 2);
+    m.vocab = 128;  // a vocabulary-parallel head's columns hold its 2h vector parameters (numerics.hpp)
+  } else {
+    m = llama_model(c.family);
+    m.tied_embeddings = c.tied;
+  }
+  return m;
+}
 
 costmodel::Plan make_plan(const costmodel::ModelSpec& model, const costmodel::ClusterSpec& cluster, const Case& c) {
   const costmodel::Workload hw = costmodel::lower(model, c.pp);
@@ -105,6 +122,12 @@ std::vector<Case> cases_for(int ranks) {
     c.push_back({"TP 2 (tied)", true, 1, 1, PipelineSchedule::k1F1B, all(2), {}});
     c.push_back({"TP 2, splits and checkpointing, 2 micro-batches", false, 1, 2, PipelineSchedule::k1F1B, all(2), {},
                  true});
+    // Grouped-query attention, gated MLPs, RMSNorm, rotary positions (llama_model).
+    c.push_back({"TP 2", false, 1, 1, PipelineSchedule::k1F1B, all(2), {}, false, 0, "llama"});
+    c.push_back({"TP 2 (tied)", true, 1, 1, PipelineSchedule::k1F1B, all(2), {}, false, 0, "qwen2"});
+    c.push_back({"TP 2, splits and checkpointing, 2 micro-batches", false, 1, 2, PipelineSchedule::k1F1B,
+                 all(2), {}, true, 0, "qwen3"});
+    c.push_back({"PP 2 1f1b m 2", false, 2, 2, PipelineSchedule::k1F1B, all(1), {}, false, 0, "qwen2"});
     for (const auto sched : {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B})
       for (const int m : {2, 3}) {
         const std::string name = fmt::format("PP 2 {} m {}", costmodel::to_string(sched), m);
@@ -131,6 +154,9 @@ std::vector<Case> cases_for(int ranks) {
                  {}});
     c.push_back({"PP 2 x TP 2, splits, checkpointing, prefetch 1", false, 2, 2, PipelineSchedule::k1F1B, all(2), {},
                  true, 1});
+    c.push_back({"TP 2 x DP 2", false, 1, 1, PipelineSchedule::k1F1B, all(2), {}, false, 0, "llama"});
+    c.push_back({"PP 2 x TP 2, splits, checkpointing, prefetch 1", false, 2, 2, PipelineSchedule::k1F1B,
+                 all(2), {}, true, 1, "qwen3"});
   }
   return c;
 }
@@ -158,8 +184,7 @@ int main(int argc, char** argv) {
   }
   int failures = 0;
   for (const Case& c : cases) {
-    costmodel::ModelSpec m = tiny_model(c.tied, c.tied ? 1 : 2);
-    m.vocab = 128;  // a vocabulary-parallel head's columns hold its 2h vector parameters (numerics.hpp)
+    const costmodel::ModelSpec m = model_for(c);
     const costmodel::Plan plan = make_plan(m, tiny_cluster(ranks, c.prefetch > 0), c);
     const int batch = plan.global_batch(ranks);
     const experiments::ReferenceStep ref =

@@ -20,7 +20,7 @@ namespace {
 struct Harness {
   const costmodel::Operator& op;
   int site, n;
-  MathShape m{2, 8, 40};
+  MathShape m;
   CpuDevice dev{CpuDeviceOptions{0, false, 0}};
   OperatorLayout layout;
   std::vector<std::vector<float>> weights, grads;
@@ -28,8 +28,8 @@ struct Harness {
   std::vector<std::int32_t> tokens;
   std::int64_t in = 0, out = 0;
 
-  Harness(const costmodel::Operator& o, int site_, int slices)
-      : op(o), site(site_), n(slices), layout(make_layout(o, slices, 1)) {
+  Harness(const costmodel::Operator& o, int site_, int slices, MathShape shape = {2, 8, 40})
+      : op(o), site(site_), n(slices), m(shape), layout(make_layout(o, slices, 1)) {
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
     for (int j = 0; j < n; ++j) {
@@ -150,34 +150,65 @@ void check(Harness& hs) {
   CHECK(skipped <= (25 + 25 * hs.n) / 2);  // most elements are compared
 }
 
-}  // namespace
-
-TEST_CASE("every operator's backward matches finite differences, whole and split", "[numerics]") {
-  for (const bool tied : {true, false}) {
-    const auto w = costmodel::lower(testing::tiny_model(tied, tied ? 1 : 2));
-    for (const auto& op : w.operators) {
-      if (op.layer > 0) continue;
-      for (const int n : op.splits(4)) {
-        if (op.kind == OperatorKind::kEmbedding) {
-          Harness lookup(op, 0, n);
-          check(lookup);
-          if (tied) {
-            Harness headsite(op, 1, n);
-            check(headsite);
-          }
-        } else {
-          Harness hs(op, 0, n);
-          check(hs);
+// Every operator of layer 0, the embedding (both sites when tied), projections and the head, whole and
+// at every split up to 4.
+void check_model(const costmodel::ModelSpec& model) {
+  const auto w = costmodel::lower(model);
+  const MathShape shape{2, model.seq, model.vocab};
+  for (const auto& op : w.operators) {
+    if (op.layer > 0) continue;
+    for (const int n : op.splits(4)) {
+      if (op.kind == OperatorKind::kEmbedding) {
+        Harness lookup(op, 0, n, shape);
+        check(lookup);
+        if (op.tied_gradient) {
+          Harness headsite(op, 1, n, shape);
+          check(headsite);
         }
+      } else {
+        Harness hs(op, 0, n, shape);
+        check(hs);
       }
     }
   }
 }
 
+// The llama-family models of the tests: GQA with a head size that is not hidden / heads, a gated MLP,
+// RMSNorm, no biases, rotary positions; qwen2's QKV biases, qwen3's Q/K head norms; fused attention at
+// sequence 16 (K^T V saved) and materialized at 8 (the scores), and a tied one.
+std::vector<costmodel::ModelSpec> llama_family_models() {
+  std::vector<costmodel::ModelSpec> out;
+  for (const char* family : {"llama", "qwen2", "qwen3"}) out.push_back(testing::llama_model(family, 1));
+  costmodel::ModelSpec materialized = testing::llama_model("llama", 1, 8);
+  materialized.name = "tiny-llama-materialized";
+  materialized.attention = costmodel::AttentionKind::kMaterialized;
+  out.push_back(materialized);
+  costmodel::ModelSpec tied = testing::llama_model("qwen3", 1);
+  tied.name = "tiny-qwen3-tied";
+  tied.tied_embeddings = true;
+  out.push_back(tied);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every operator's backward matches finite differences, whole and split", "[numerics]") {
+  for (const bool tied : {true, false}) check_model(testing::tiny_model(tied, tied ? 1 : 2));
+}
+
+TEST_CASE("llama-family operators' backward matches finite differences, whole and split", "[numerics]") {
+  for (const auto& model : llama_family_models()) {
+    CAPTURE(model.name);
+    check_model(model);
+  }
+}
+
 TEST_CASE("a slice holds ceil(P/n) elements at most and the slices cover every parameter once",
           "[numerics]") {
-  const auto w = costmodel::lower(testing::tiny_model(false, 2));
-  for (const auto& op : w.operators)
+  std::vector<costmodel::Operator> ops = costmodel::lower(testing::tiny_model(false, 2)).operators;
+  for (const auto& model : llama_family_models())
+    for (const auto& op : costmodel::lower(model).operators) ops.push_back(op);
+  for (const auto& op : ops)
     for (const int n : op.splits(8)) {
       CAPTURE(op.name, n);
       const OperatorLayout l = make_layout(op, n, 3);
@@ -199,4 +230,63 @@ TEST_CASE("a slice holds ceil(P/n) elements at most and the slices cover every p
       }
       CHECK(std::count(logical.begin(), logical.end(), -7.0f) == 0);
     }
+}
+
+TEST_CASE("a GQA slice holds its query heads' and its key/value heads' columns; a gated one its gate and up "
+          "columns",
+          "[numerics]") {
+  // llama_model: h = 48, a = 4 query heads over g = 2 key/value heads of d = 16, f = 64. QKV is
+  // [48 x (64 + 2 x 32)]: Q columns 0..63, K 64..95, V 96..127. Two slices: slice 1 holds key/value head
+  // 1 (K 80..95, V 112..127) and the query heads of its group, 2 and 3 (Q 32..63); the projection
+  // [64 x 48] is cut by rows, slice 1 its rows 32..63. The gated fc1 [48 x 128] (gate 0..63, up
+  // 64..127) cut 4 ways: slice 2 holds gate 32..47 and up 96..111; fc2 [64 x 48] its rows 32..47.
+  const auto w = costmodel::lower(testing::llama_model("llama", 1));
+  const costmodel::Operator& attention = w.operators[1];
+  const costmodel::Operator& mlp = w.operators[2];
+  REQUIRE(attention.kind == OperatorKind::kAttention);
+  REQUIRE(mlp.kind == OperatorKind::kMlp);
+  const auto ranges = [](const Block& b) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> out;
+    for (const auto& c : b.columns) out.emplace_back(c.start, c.count);
+    return out;
+  };
+  using R = std::vector<std::pair<std::int64_t, std::int64_t>>;
+  const OperatorLayout la = make_layout(attention, 2, 1);
+  CHECK(ranges(la.slice[1].blocks[0]) == R{{32, 32}, {80, 16}, {112, 16}});
+  CHECK(la.slice[1].blocks[1].row0 == 32);
+  CHECK(la.slice[1].blocks[1].rows == 32);
+  CHECK(ranges(la.slice[0].blocks[0]) == R{{0, 32}, {64, 16}, {96, 16}});
+  const OperatorLayout lm = make_layout(mlp, 4, 1);
+  CHECK(ranges(lm.slice[2].blocks[0]) == R{{32, 16}, {96, 16}});
+  CHECK(lm.slice[2].blocks[1].row0 == 32);
+  CHECK(lm.slice[2].blocks[1].rows == 16);
+  // A GPT's QKV [16 x 48] (4 heads of 4) in 4 slices as before: slice 3 holds columns 12..15 of Q, K, V.
+  const auto g = costmodel::lower(testing::tiny_model(false));
+  CHECK(ranges(make_layout(g.operators[1], 4, 1).slice[3].blocks[0]) == R{{12, 4}, {28, 4}, {44, 4}});
+  // Two key/value heads do not go 4 ways; weights that make no whole heads are refused, not guessed.
+  CHECK_THROWS_AS(make_layout(attention, 4, 1), UsageError);
+  costmodel::Operator odd = attention;
+  odd.split_units = 3;  // 32 key/value columns are not 3 heads
+  CHECK_THROWS_AS(make_layout(odd, 1, 1), UsageError);
+}
+
+TEST_CASE("attention saves the scores where the IR does, K^T V where it keeps none", "[numerics]") {
+  // Internals of one slice (n = 1) for b = 2 samples: QKV R (q + 2k), the core, O R q (R = b s).
+  //   llama at s = 16 (fused: the IR saves e(2sh + s(q + 2k) + sq) + 4as = 18,688 B a sample, less than
+  //     the 19,456 B of input, QKV, O and the 4 x 16 x 16 scores): core = b g d^2 = 2 x 2 x 256
+  //     -> 32 x 128 + 1,024 + 32 x 64 = 7,168 floats;
+  //   llama materialized at s = 8 (the IR saves the a s^2 scores): core = b a s^2 = 2 x 4 x 64
+  //     -> 16 x 128 + 512 + 16 x 64 = 3,584;
+  //   the GPT (h 16, 4 heads of 4, s 8): 16 x 48 + 2 x 4 x 64 + 16 x 16 = 1,536, as before.
+  const auto fused = costmodel::lower(testing::llama_model("llama", 1, 16));
+  CHECK(internal_floats(fused.operators[1], 1, MathShape{2, 16, 128}) == 7168);
+  costmodel::ModelSpec mat = testing::llama_model("llama", 1, 8);
+  mat.attention = costmodel::AttentionKind::kMaterialized;
+  CHECK(internal_floats(costmodel::lower(mat).operators[1], 1, MathShape{2, 8, 128}) == 3584);
+  const auto gpt = costmodel::lower(testing::tiny_model(false));
+  CHECK(internal_floats(gpt.operators[1], 1, MathShape{2, 8, 40}) == 1536);
+  // Two slices hold half of each (whole key/value heads and their groups).
+  CHECK(internal_floats(fused.operators[1], 2, MathShape{2, 16, 128}) == 7168);
+  // The gated MLP keeps the gate's pre-activation and H: 2 R f = 2 x 32 x 64.
+  CHECK(internal_floats(fused.operators[2], 1, MathShape{2, 16, 128}) == 4096);
 }

@@ -32,15 +32,6 @@ std::uint64_t hash_name(const std::string& s) {
   return h;
 }
 
-// Heads (attention) or 1: how many equal sections a column-split weight has (Q, K, V).
-int sections(const Operator& op) {
-  return op.kind == OperatorKind::kAttention ? 3 : 1;
-}
-
-I heads_of(const Operator& op) {
-  return op.kind == OperatorKind::kAttention ? op.split_units : 1;
-}
-
 struct Gm {
   Device& dev;
   Stream& s;
@@ -128,103 +119,225 @@ void fold_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& 
                  static_cast<std::size_t>(sl.vector_len));
 }
 
-// Per-slice internals of attention: QKV [R x 3w], S [b hn s s], O [R x w].
+// The attention's sizes, from its weights (the IR states no heads): the projection [q x h] gives the
+// query width q = a d, the QKV weight [h x (q + 2k)] the key/value width k = g d, the operator's
+// split_units the key/value heads g (a slice holds whole ones); so d = k / g and a = q / d.
+struct HeadShape {
+  I a = 0, g = 0, d = 0;
+  I q() const { return a * d; }
+  I k() const { return g * d; }
+};
+
+HeadShape head_shape(const Operator& op) {
+  const costmodel::Weight *qkv = nullptr, *proj = nullptr;
+  for (const auto& w : op.weights) {
+    if (!is_matrix(w)) continue;
+    (w.split_columns ? qkv : proj) = &w;
+  }
+  const auto fail = [&](const std::string& why) {
+    return UsageError(fmt::format("attention {}: {}", op.name, why));
+  };
+  if (qkv == nullptr || proj == nullptr) throw fail("no QKV and projection weights");
+  HeadShape s;
+  s.g = op.split_units;
+  const I q = proj->rows, rest = qkv->cols - q;
+  if (s.g < 1 || rest <= 0 || rest % 2 != 0 || (rest / 2) % s.g != 0)
+    throw fail(fmt::format("a {} x {} QKV weight and a {} x {} projection do not make {} key/value heads",
+                           qkv->rows, qkv->cols, proj->rows, proj->cols, s.g));
+  s.d = rest / 2 / s.g;
+  if (q % s.d != 0 || (q / s.d) % s.g != 0)
+    throw fail(fmt::format("{} query columns are not groups of heads of size {} over {} key/value heads", q,
+                           s.d, s.g));
+  s.a = q / s.d;
+  return s;
+}
+
+// Per-slice internals of attention (slice of n: an = a/n query heads, gn = g/n key/value heads, the
+// group of query head i is key/value head i / r, r = a / g): QKV [R x (wq + 2 wk)], the core
+// (the scores S [b an s s], or the products K^T V [b gn d d] where the IR saves no scores), O [R x wq].
 struct AttentionDims {
-  I h, heads, hn, d, w, s, b, rows;
-  I qkv() const { return rows * 3 * w; }
-  I scores() const { return b * hn * s * s; }
-  I out() const { return rows * w; }
-  I per_slice() const { return qkv() + scores() + out(); }
+  I h, a, g, d, r, an, gn, wq, wk, s, b, rows;
+  bool scores;  // (c Q K^T) V with the scores saved; else c Q (K^T V)
+  I ld() const { return wq + 2 * wk; }
+  I qkv() const { return rows * ld(); }
+  I core() const { return scores ? b * an * s * s : b * gn * d * d; }
+  I out() const { return rows * wq; }
+  I per_slice() const { return qkv() + core() + out(); }
   float scale() const { return 1.0f / (static_cast<float>(s) * std::sqrt(static_cast<float>(d))); }
 };
 
+// Whether the IR's saved activations hold the s x s scores beside the input, Q, K, V and O (fp32, per
+// sample): materialized attention does, fused attention (FlashAttention) keeps none. The choice
+// depends on the whole operator, so every slicing and TP degree makes the same one.
+bool scores_saved(const Operator& op, const HeadShape& hs, I s) {
+  const I floats = s * op.hidden + s * (hs.q() + 2 * hs.k()) + s * hs.q() + hs.a * s * s;
+  return static_cast<double>(floats) * sizeof(float) <= op.saved_bytes_per_sample;
+}
+
 AttentionDims attention_dims(const Operator& op, int n, const MathShape& m) {
+  const HeadShape hs = head_shape(op);
+  if (hs.g % n != 0)
+    throw UsageError(
+        fmt::format("attention {}: {} key/value heads cannot be cut into {} slices", op.name, hs.g, n));
   AttentionDims a{};
   a.h = op.hidden;
-  a.heads = heads_of(op);
-  a.hn = a.heads / n;
-  a.d = a.h / a.heads;
-  a.w = a.hn * a.d;
+  a.a = hs.a;
+  a.g = hs.g;
+  a.d = hs.d;
+  a.r = hs.a / hs.g;
+  a.an = hs.a / n;
+  a.gn = hs.g / n;
+  a.wq = a.an * a.d;
+  a.wk = a.gn * a.d;
   a.s = m.seq;
   a.b = m.batch;
   a.rows = m.rows();
+  a.scores = scores_saved(op, hs, m.seq);
   return a;
 }
 
+// The MLP's inner width f: the rows of its row-split weight (fc2 [f x h]); its column-split weight
+// (fc1) is [h x f], or [h x 2f] for a gated MLP (gate columns, then up columns).
 I ffn_of(const Operator& op) {
   for (const auto& w : op.weights)
-    if (w.split_columns) return w.cols;
+    if (is_matrix(w) && w.splittable && !w.split_columns) return w.rows;
   return 0;
+}
+
+bool gated(const Operator& op) {
+  for (const auto& w : op.weights)
+    if (w.split_columns) return w.cols == 2 * ffn_of(op);
+  return false;
+}
+
+// The sections of a column-split weight, each cut n ways (a slice holds its part of every one): Q, K,
+// V of attention; gate and up of a gated MLP; the whole weight otherwise.
+std::vector<I> column_sections(const Operator& op, const costmodel::Weight& w) {
+  if (op.kind == OperatorKind::kAttention) {
+    const HeadShape hs = head_shape(op);
+    return {hs.q(), hs.k(), hs.k()};
+  }
+  if (op.kind == OperatorKind::kMlp && gated(op)) return {w.cols / 2, w.cols / 2};
+  return {w.cols};
 }
 
 void attention_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
   const AttentionDims A = attention_dims(*a.op, a.layout->slices, m);
   Gm mm{dev, s, m.math};
   float* qkv = a.internals + internal_index(a) * A.per_slice();
-  float* sc = qkv + A.qkv();
-  float* o = sc + A.scores();
-  const I ld = 3 * A.w, ss = A.s * A.s;
+  float* core = qkv + A.qkv();
+  float* o = core + A.core();
+  const I ld = A.ld(), ss = A.s * A.s, dd = A.d * A.d, wq = A.wq, wk = A.wk, d = A.d, r = A.r;
   mm(N, N, A.rows, ld, A.h, 1.0f, a.x, A.h, block_ptr(a, 0), ld, 0.0f, qkv, ld);
+  // Query head k r + q (k: its key/value head) for q = 0 .. r - 1: one GEMM batched over the gn groups.
   for (I i = 0; i < A.b; ++i) {
-    const float* q = qkv + i * A.s * ld;
-    float* si = sc + i * A.hn * ss;
-    mm(N, T, A.s, A.s, A.d, A.scale(), q, ld, q + A.w, ld, 0.0f, si, A.s, A.hn, A.d, A.d, ss);
-    mm(N, N, A.s, A.d, A.s, 1.0f, si, A.s, q + 2 * A.w, ld, 0.0f, o + i * A.s * A.w, A.w, A.hn, ss, A.d, A.d);
+    const float* qi = qkv + i * A.s * ld;
+    const float *ki = qi + wq, *vi = qi + wq + wk;
+    float* oi = o + i * A.s * wq;
+    if (A.scores) {
+      float* si = core + i * A.an * ss;
+      for (I q = 0; q < r; ++q) {
+        mm(N, T, A.s, A.s, d, A.scale(), qi + q * d, ld, ki, ld, 0.0f, si + q * ss, A.s, A.gn, r * d, d,
+           r * ss);  // S = c Q K^T
+        mm(N, N, A.s, d, A.s, 1.0f, si + q * ss, A.s, vi, ld, 0.0f, oi + q * d, wq, A.gn, r * ss, d,
+           r * d);  // O = S V
+      }
+    } else {
+      float* kv = core + i * A.gn * dd;
+      mm(T, N, d, d, A.s, 1.0f, ki, ld, vi, ld, 0.0f, kv, d, A.gn, d, d, dd);  // K^T V
+      for (I q = 0; q < r; ++q)
+        mm(N, N, A.s, d, d, A.scale(), qi + q * d, ld, kv, d, 0.0f, oi + q * d, wq, A.gn, r * d, dd,
+           r * d);  // O = c Q (K^T V)
+    }
   }
-  mm(N, N, A.rows, A.h, A.w, 1.0f, o, A.w, block_ptr(a, 1), A.h, 1.0f, a.y, A.h);
+  mm(N, N, A.rows, A.h, wq, 1.0f, o, wq, block_ptr(a, 1), A.h, 1.0f, a.y, A.h);
 }
 
 void attention_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
   const AttentionDims A = attention_dims(*a.op, a.layout->slices, m);
   Gm mm{dev, s, m.math};
   float* qkv = a.internals + internal_index(a) * A.per_slice();
-  float* sc = qkv + A.qkv();
-  float* o = sc + A.scores();
+  float* core = qkv + A.qkv();
+  float* o = core + A.core();
   float* dqkv = a.workspace;
-  const I ld = 3 * A.w, ss = A.s * A.s;
-  mm(T, N, A.w, A.h, A.rows, 1.0f, o, A.w, a.dy, A.h, grad_beta(a), grad_ptr(a, 1), A.h);  // dW_proj = O^T dY
+  const I ld = A.ld(), ss = A.s * A.s, dd = A.d * A.d, wq = A.wq, wk = A.wk, d = A.d, r = A.r;
+  mm(T, N, wq, A.h, A.rows, 1.0f, o, wq, a.dy, A.h, grad_beta(a), grad_ptr(a, 1), A.h);  // dW_proj = O^T dY
   float* dout = o;  // O is dead: dO takes its place
-  mm(N, T, A.rows, A.w, A.h, 1.0f, a.dy, A.h, block_ptr(a, 1), A.h, 0.0f, dout, A.w);
+  mm(N, T, A.rows, wq, A.h, 1.0f, a.dy, A.h, block_ptr(a, 1), A.h, 0.0f, dout, wq);
   for (I i = 0; i < A.b; ++i) {
-    const float* q = qkv + i * A.s * ld;
-    float* si = sc + i * A.hn * ss;
-    const float* doi = dout + i * A.s * A.w;
+    const float* qi = qkv + i * A.s * ld;
+    const float *ki = qi + wq, *vi = qi + wq + wk;
+    const float* doi = dout + i * A.s * wq;
     float* dq = dqkv + i * A.s * ld;
-    mm(T, N, A.s, A.d, A.s, 1.0f, si, A.s, doi, A.w, 0.0f, dq + 2 * A.w, ld, A.hn, ss, A.d,
-       A.d);         // dV = S^T dO
-    float* ds = si;  // S is dead once dV is known: dS takes its place
-    mm(N, T, A.s, A.s, A.d, 1.0f, doi, A.w, q + 2 * A.w, ld, 0.0f, ds, A.s, A.hn, A.d, A.d,
-       ss);  // dS = dO V^T
-    mm(N, N, A.s, A.d, A.s, A.scale(), ds, A.s, q + A.w, ld, 0.0f, dq, ld, A.hn, ss, A.d,
-       A.d);  // dQ = c dS K
-    mm(T, N, A.s, A.d, A.s, A.scale(), ds, A.s, q, ld, 0.0f, dq + A.w, ld, A.hn, ss, A.d,
-       A.d);  // dK = c dS^T Q
+    float *dk = dq + wq, *dv = dq + wq + wk;
+    if (A.scores) {
+      float* si = core + i * A.an * ss;
+      for (I q = 0; q < r; ++q) {
+        const float beta = q > 0 ? 1.0f : 0.0f;  // a key/value head sums over its group
+        float* sq = si + q * ss;
+        mm(T, N, A.s, d, A.s, 1.0f, sq, A.s, doi + q * d, wq, beta, dv, ld, A.gn, r * ss, r * d,
+           d);  // dV = S^T dO
+        float* ds = sq;  // S is dead once dV has it: dS takes its place
+        mm(N, T, A.s, A.s, d, 1.0f, doi + q * d, wq, vi, ld, 0.0f, ds, A.s, A.gn, r * d, d,
+           r * ss);  // dS = dO V^T
+        mm(N, N, A.s, d, A.s, A.scale(), ds, A.s, ki, ld, 0.0f, dq + q * d, ld, A.gn, r * ss, d,
+           r * d);  // dQ = c dS K
+        mm(T, N, A.s, d, A.s, A.scale(), ds, A.s, qi + q * d, ld, beta, dk, ld, A.gn, r * ss, r * d,
+           d);  // dK = c dS^T Q
+      }
+    } else {
+      float* kv = core + i * A.gn * dd;
+      for (I q = 0; q < r; ++q)
+        mm(N, T, A.s, d, d, A.scale(), doi + q * d, wq, kv, d, 0.0f, dq + q * d, ld, A.gn, r * d, dd,
+           r * d);  // dQ = c dO (K^T V)^T
+      float* dkv = kv;  // K^T V is dead: its gradient takes its place
+      for (I q = 0; q < r; ++q)
+        mm(T, N, d, d, A.s, A.scale(), qi + q * d, ld, doi + q * d, wq, q > 0 ? 1.0f : 0.0f, dkv, d, A.gn,
+           r * d, r * d, dd);  // d(K^T V) = c sum over the group Q^T dO
+      mm(N, T, A.s, d, d, 1.0f, vi, ld, dkv, d, 0.0f, dk, ld, A.gn, d, dd, d);  // dK = V d(K^T V)^T
+      mm(N, N, A.s, d, d, 1.0f, ki, ld, dkv, d, 0.0f, dv, ld, A.gn, d, dd, d);  // dV = K d(K^T V)
+    }
   }
   mm(N, T, A.rows, A.h, ld, 1.0f, dqkv, ld, block_ptr(a, 0), ld, 1.0f, a.dx, A.h);  // dX += dQKV W^T
   mm(T, N, A.h, ld, A.rows, 1.0f, a.x, A.h, dqkv, ld, grad_beta(a), grad_ptr(a, 0), ld);  // dW = X^T dQKV
 }
 
+// H = relu(X W_1) (gated: relu(X G) + X U, G and U the gate and up columns of the slice's W_1 block,
+// [h x 2w] with ld 2w); Y += H W_2. Internals: the pre-activation X W_1 (gated: X G) and H.
 void mlp_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
   const I h = a.op->hidden, w = ffn_of(*a.op) / a.layout->slices, rows = m.rows();
+  const bool gate = gated(*a.op);
+  const I ld1 = gate ? 2 * w : w;
   Gm mm{dev, s, m.math};
   float* hid = a.internals + internal_index(a) * 2 * rows * w;
   float* act = hid + rows * w;
-  mm(N, N, rows, w, h, 1.0f, a.x, h, block_ptr(a, 0), w, 0.0f, hid, w);
+  const float* w1 = block_ptr(a, 0);
+  mm(N, N, rows, w, h, 1.0f, a.x, h, w1, ld1, 0.0f, hid, w);
   dev.relu(s, hid, act, static_cast<std::size_t>(rows * w));
+  if (gate) mm(N, N, rows, w, h, 1.0f, a.x, h, w1 + w, ld1, 1.0f, act, w);  // + X U
   mm(N, N, rows, h, w, 1.0f, act, w, block_ptr(a, 1), h, 1.0f, a.y, h);
 }
 
 void mlp_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
   const I h = a.op->hidden, w = ffn_of(*a.op) / a.layout->slices, rows = m.rows();
+  const bool gate = gated(*a.op);
+  const I ld1 = gate ? 2 * w : w;
   Gm mm{dev, s, m.math};
   float* hid = a.internals + internal_index(a) * 2 * rows * w;
   float* act = hid + rows * w;
-  mm(T, N, w, h, rows, 1.0f, act, w, a.dy, h, grad_beta(a), grad_ptr(a, 1), h);  // dW2 = A^T dY
-  float* da = act;                                                       // A is dead: dA, then dH
-  mm(N, T, rows, w, h, 1.0f, a.dy, h, block_ptr(a, 1), h, 0.0f, da, w);
-  dev.relu_backward(s, hid, da, da, static_cast<std::size_t>(rows * w));
-  mm(N, T, rows, h, w, 1.0f, da, w, block_ptr(a, 0), w, 1.0f, a.dx, h);  // dX += dH W1^T
-  mm(T, N, h, w, rows, 1.0f, a.x, h, da, w, grad_beta(a), grad_ptr(a, 0), w);  // dW1 = X^T dH
+  const float* w1 = block_ptr(a, 0);
+  float* g1 = grad_ptr(a, 0);
+  mm(T, N, w, h, rows, 1.0f, act, w, a.dy, h, grad_beta(a), grad_ptr(a, 1), h);  // dW2 = H^T dY
+  float* dh = act;                                                       // H is dead: dH takes its place
+  mm(N, T, rows, w, h, 1.0f, a.dy, h, block_ptr(a, 1), h, 0.0f, dh, w);
+  if (gate) {  // the up columns: dU = dH
+    mm(N, T, rows, h, w, 1.0f, dh, w, w1 + w, ld1, 1.0f, a.dx, h);                 // dX += dH U^T
+    mm(T, N, h, w, rows, 1.0f, a.x, h, dh, w, grad_beta(a), g1 + w, ld1);  // dW_up = X^T dH
+  }
+  float* dpre = dh;  // in place: dH is dead once relu's gradient has it
+  dev.relu_backward(s, hid, dh, dpre, static_cast<std::size_t>(rows * w));
+  mm(N, T, rows, h, w, 1.0f, dpre, w, w1, ld1, 1.0f, a.dx, h);                 // dX += dPre W1^T
+  mm(T, N, h, w, rows, 1.0f, a.x, h, dpre, w, grad_beta(a), g1, ld1);  // dW1 = X^T dPre
 }
 
 // Row-split GEMM operators: projection, head, tied head (site 1). A slice reads the columns of X its
@@ -265,11 +378,19 @@ OperatorLayout make_layout(const Operator& op, int n, int world) {
     if (std::find(allowed.begin(), allowed.end(), n) == allowed.end())
       throw UsageError(fmt::format("operator {} cannot be cut into {} slices", op.name, n));
   }
+  std::vector<std::vector<I>> sections(op.weights.size());
   for (int wi = 0; wi < static_cast<int>(op.weights.size()); ++wi) {
     const auto& w = op.weights[static_cast<std::size_t>(wi)];
     if (is_matrix(w)) {
       if (n > 1 && !w.splittable)
         throw UsageError(fmt::format("operator {}: weight {} cannot be split", op.name, w.name));
+      if (!w.split_columns) continue;
+      sections[static_cast<std::size_t>(wi)] = column_sections(op, w);
+      for (const I section : sections[static_cast<std::size_t>(wi)])
+        if (section % n != 0)
+          throw UsageError(fmt::format("operator {}: weight {} has a section of {} columns, not {} equal "
+                                       "parts",
+                                       op.name, w.name, section, n));
     } else {
       l.vector_weights.push_back(wi);
       l.vector_total += w.elements();
@@ -286,11 +407,13 @@ OperatorLayout make_layout(const Operator& op, int n, int world) {
       b.weight = wi;
       b.offset = offset;
       if (w.split_columns) {
-        const int sec = sections(op);
-        const I width = w.cols / sec / n;
         b.row0 = 0;
         b.rows = w.rows;
-        for (int q = 0; q < sec; ++q) b.columns.push_back({q * (w.cols / sec) + j * width, width});
+        I start = 0;
+        for (const I section : sections[static_cast<std::size_t>(wi)]) {
+          b.columns.push_back({start + j * (section / n), section / n});
+          start += section;
+        }
       } else {
         b.rows = w.rows / n;
         b.row0 = j * b.rows;

@@ -2,17 +2,30 @@
 // data, so that a sharded step can be checked against the unsharded one.
 //
 // What an operator computes (R = b s rows, fp32, slices j = 0..n-1 each a partial sum):
-//   attention  Y = X + sum_j (c Q_j K_j^T) V_j W_proj,j   [Q K V]_j = X W_qkv,j  (heads of slice j;
-//              c = 1 / (s sqrt(d)); no softmax: the IR's softmax, norms, dropout and residual are
-//              elementwise kernels that the executor spends as memory passes of the IR's bytes)
+//   attention  Y = X + sum_j sum_{i in heads of j} c Q_i K_g(i)^T V_g(i) W_proj,i   [Q K V]_j = X W_qkv,j
+//              a query heads, g key/value heads, head size d (derived from the weights: the projection
+//              [a d x h], QKV [h x (a d + 2 g d)], split_units g); query head i reads key/value head
+//              g(i) = i / (a/g) (grouped-query attention; a = g: multi-head). Slice j holds g/n key/value
+//              heads and the a/n query heads of their groups: its Q, its K and its V columns (3 ranges).
+//              c = 1 / (s sqrt(d)); no softmax, so the product is associative: evaluated as (c Q K^T) V
+//              where the IR saves the s x s scores (materialized attention), else as c Q (K^T V), the
+//              d x d products K^T V in their place (fused attention saves no scores). The IR's softmax,
+//              norms (qk_norm too), rotary, dropout and residual are elementwise kernels that the
+//              executor spends as memory passes of the IR's bytes
 //   mlp        Y = X + sum_j relu(X W_1,j) W_2,j
+//              gated (SwiGLU, GeGLU: W_1 = [G U], gate then up columns, [h x 2f]):
+//              Y = X + sum_j (relu(X G_j) + X U_j) W_2,j, slice j holding its f/n gate and its f/n up
+//              columns (2 ranges); the gate's product is an elementwise kernel spent as above, so the
+//              GEMMs are the IR's and sharded equals unsharded up to fp32 summation order
 //   projection Y = sum_j X_j W_j                          (X_j: the slice's rows of the input)
 //   head       L = sum_j X_j W_j, loss = sum (L - onehot(next token))^2 / (2 tokens), tokens
 //              counted over every rank (so the reduce-scattered gradients are the global ones)
 //   embedding  Y[:, cols of slice j] = wte_j[:, token]   (a tied table is also the head's W)
-// Vector parameters (biases, norm gains, the position table) are added to the operator's output,
-// folded: element t of their concatenation goes to output element t mod (s x width) of every
-// sample. Every parameter so gets a real gradient, and the function does not depend on n.
+// Vector parameters (whatever the operator's weights hold of them: biases, norm gains (LayerNorm h
+// and 2h, RMSNorm h), Q/K head norms [d], the position table of learned positions) are added to the
+// operator's output, folded: element t of their concatenation goes to output element t mod
+// (s x width) of every sample. Every parameter so gets a real gradient, and the function does not
+// depend on n.
 //
 // Layout of a slice's flat buffer (ceil(P/n) elements, as the schedule gathers): the slice's block
 // of each matrix weight (row-major), then its chunk of the vector parameters; padded with zeros to
@@ -70,7 +83,8 @@ struct OperatorLayout {
   int local_slices() const { return slices / tp; }
 };
 
-// Throws UsageError when the executor cannot cut `op` n ways (n must divide what splits() requires).
+// Throws UsageError when the executor cannot cut `op` n ways (n must divide what splits() requires, and
+// an attention's weights must make whole heads: the opening comment).
 OperatorLayout make_layout(const costmodel::Operator& op, int slices, int world);
 // The same at TP degree `tp` (n slices within each TP slice; the opening comment). Throws UsageError
 // when the operator cannot run at that degree (its heads or widths, a vocabulary not divisible by t, an

@@ -5,12 +5,18 @@ after one Adam step, from the same initial weights and tokens).
 The arithmetic is validate/executor/numerics.hpp's, per operator of the workload IR (R = b s rows):
 
 - embedding   Y[r, :] = wte[:, token_r] (wte: [h x V]); with a tied head also L = X wte;
-- attention   Y = X + sum over heads of (c Q K^T) V W_proj, [Q K V] = X W_qkv, c = 1 / (s sqrt(d)), no
-  softmax and no mask;
-- mlp         Y = X + relu(X W_1) W_2;
+- attention   Y = X + sum over query heads i of (c Q_i K_g(i)^T) V_g(i) W_proj, [Q K V] = X W_qkv,
+  c = 1 / (s sqrt(d)), no softmax and no mask. Grouped-query attention: a query heads over g key/value
+  heads of size d, query head i reading key/value head g(i) = i // (a / g); W_qkv is [h x (a d + 2 g d)]
+  (Q columns, then K, then V), W_proj [a d x h]. The IR gives g (``heads``: the operator's split_units)
+  and the weights the rest: d = (columns of W_qkv - rows of W_proj) / 2g, a = rows of W_proj / d.
+  (The executor evaluates c Q (K^T V) where the IR saves no scores: the same function.)
+- mlp         Y = X + relu(X W_1) W_2; gated (W_1 [h x 2f]: gate columns G, then up columns U):
+  Y = X + (relu(X G) + X U) W_2;
 - projection  Y = X W;
 - head        L = X W, loss = sum (L - onehot(next token))^2 / (2 tokens);
-- every operator's vector parameters (biases, gains, the position table), concatenated in IR order,
+- every operator's vector parameters (whatever it has: biases, norm gains, Q/K head norms, the position
+  table), concatenated in IR order,
   are added to its output folded: element t goes to element t mod (s x width) of every sample.
 
 Matrices are held as ``nn.Linear`` / ``nn.Embedding`` (weight = the IR's matrix transposed), so that
@@ -74,10 +80,19 @@ class _Op(nn.Module):
                 self.table.weight.copy_(wte.t())
         elif self.kind == "attention":
             qkv, proj = mats
-            assert qkv.shape == (h, 3 * h) and proj.shape == (h, h), (op["name"], qkv.shape, proj.shape)
+            g = op.get("kv_heads", self.heads)
+            q, kv = proj.shape[0], qkv.shape[1] - proj.shape[0]
+            if qkv.shape[0] != h or proj.shape[1] != h or kv <= 0 or kv % (2 * g) or q % (kv // (2 * g)):
+                raise ValueError(f"operator {op['name']}: QKV {tuple(qkv.shape)} and projection "
+                                 f"{tuple(proj.shape)} do not make heads over {g} key/value heads")
+            self.kv_heads, self.head_dim = g, kv // (2 * g)
+            self.heads = q // self.head_dim  # query heads
+            if self.heads % g:
+                raise ValueError(f"operator {op['name']}: {self.heads} query heads over {g} key/value heads")
             self.qkv, self.proj = _linear(qkv), _linear(proj)
         elif self.kind == "mlp":
             w1, w2 = mats
+            self.gated = w1.shape[1] == 2 * w2.shape[0]
             self.fc1, self.fc2 = _linear(w1), _linear(w2)
         elif self.kind in ("projection", "head"):
             (w,) = mats
@@ -95,21 +110,27 @@ class _Op(nn.Module):
                 return F.linear(x, t.weight) if isinstance(t, nn.Embedding) else t(x, head=True)
             return _fold(self.vectors(), self.table(x))
         if self.kind == "attention":
-            b, s, h = x.shape
-            d = h // self.heads
-            qkv = self.qkv(x)
-            q, k, v = (qkv[..., i * h:(i + 1) * h].reshape(b, s, self.heads, d).transpose(1, 2) for i in range(3))
+            b, s, _ = x.shape
+            a, g, d = self.heads, self.kv_heads, self.head_dim
+            q, k, v = self.qkv(x).split([a * d, g * d, g * d], dim=-1)
+            q = q.reshape(b, s, a, d).transpose(1, 2)
+            # Key/value head j serves query heads j r .. j r + r - 1 (r = a / g).
+            k, v = (t.reshape(b, s, g, d).transpose(1, 2).repeat_interleave(a // g, dim=1) for t in (k, v))
             scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / (s * math.sqrt(d)))
-            o = torch.matmul(scores, v).transpose(1, 2).reshape(b, s, h)
+            o = torch.matmul(scores, v).transpose(1, 2).reshape(b, s, a * d)
             return _fold(self.vectors(), x + self.proj(o))
         if self.kind == "mlp":
+            if self.gated:
+                gate, up = self.fc1(x).chunk(2, dim=-1)
+                return _fold(self.vectors(), x + self.fc2(torch.relu(gate) + up))
             return _fold(self.vectors(), x + self.fc2(torch.relu(self.fc1(x))))
         return _fold(self.vectors(), self.lin(x))  # projection, head (logits)
 
 
 class ExecutorModel(nn.Module):
     """The executor's arithmetic over the IR ``ir`` (as osdp writes it for the torch backend's check:
-    ``operators`` with name, kind, hidden, heads, tied and weights [{name, rows, cols, matrix}]), with
+    ``operators`` with name, kind, hidden, heads (an attention's key/value heads), tied and weights
+    [{name, rows, cols, matrix}]), with
     ``weights[i]`` the list of operator i's weights, each [rows x cols] as the IR lays it out."""
 
     def __init__(self, ir: Mapping[str, Any], weights: list[list[torch.Tensor]]):
