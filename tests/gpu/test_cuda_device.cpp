@@ -227,6 +227,23 @@ TEST_CASE("elementwise kernels match the CPU device", "[gpu][device][kernels]") 
     cpu.relu_backward(cs, x.data(), dy.data(), y.data(), n);
     require_equal(gy.download(), y);
   }
+  SECTION("gated and gated_backward, in place too") {
+    // expf and fused multiply-adds: a few ulps from the CPU (relative 1e-6: 8 ulps).
+    const auto u = random_vector(n, 4, -2.0f, 2.0f), g = random_vector(n, 5, -8.0f, 8.0f);
+    Buffer gg(dev, g), gu(dev, u), gdg(dev, n), gdu(dev, n);
+    dev.gated(s, gg.get(), gu.get(), gy.get(), n);
+    cpu.gated(cs, g.data(), u.data(), y.data(), n);
+    require_close(gy.download(), y, 1e-6, 1e-7);
+    std::vector<float> dg(n), du(n);
+    dev.gated_backward(s, gg.get(), gu.get(), gdy.get(), gdg.get(), gdu.get(), n);
+    cpu.gated_backward(cs, g.data(), u.data(), dy.data(), dg.data(), du.data(), n);
+    require_close(gdg.download(), dg, 1e-6, 1e-7);
+    require_close(gdu.download(), du, 1e-6, 1e-7);
+    const auto want_dg = gdg.download(), want_du = gdu.download();
+    dev.gated_backward(s, gg.get(), gu.get(), gdy.get(), gg.get(), gu.get(), n);  // dg over g, du over u
+    require_equal(gg.download(), want_dg);
+    require_equal(gu.download(), want_du);
+  }
   SECTION("touch leaves the values as they were") {
     dev.touch(s, gx.get(), n);
     require_equal(gx.download(), x);

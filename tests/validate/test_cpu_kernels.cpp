@@ -227,6 +227,77 @@ TEST_CASE("elementwise kernels: fill, copy, relu, relu_backward, touch", "[devic
   CHECK(host == x);
 }
 
+// gated: y = silu(g) u, silu(x) = x sigma(x), sigma(x) = 1 / (1 + e^-x). Closed form at a few points:
+// silu(0) = 0; silu(1) = 1 / (1 + 1/e) = 0.7310585786; silu(-1) = -1 / (1 + e) = -0.2689414214; in the
+// tails silu(x) -> x (x -> +inf) and -> -0 (x -> -inf: e^90 overflows a float, sigma rounds to 0, no NaN).
+// gated_backward: dg = dy u silu'(g), silu'(x) = sigma(x) (1 + x (1 - sigma(x))), silu'(0) = 1/2 exactly;
+// du = dy silu(g). Checked against the closed form (in double) and against central differences of the
+// device's own forward with step h = 1e-3 max(1, |x|): truncation h^2/6 times a third derivative
+// (|silu'''| < 1/2), under 1e-7; float rounding of y (2^-24 |y|) over 2h, under 3e-5 of |y| / max(1, |x|).
+TEST_CASE("gated is silu(g) u and gated_backward its gradient, in place too", "[device]") {
+  CpuDevice dev;
+  auto& s = dev.compute_stream();
+  const std::vector<float> g{-90.0f, -6.0f, -1.0f, -0.25f, 0.0f, 0.5f, 1.0f, 3.0f, 90.0f};
+  const std::vector<float> u{0.5f, -2.0f, 1.5f, 3.0f, -1.0f, 2.0f, -0.75f, 1.25f, -0.5f};
+  const std::vector<float> dy{1.0f, 0.5f, -1.0f, 2.0f, 0.75f, -1.5f, 1.0f, -0.25f, 3.0f};
+  const std::size_t n = g.size();
+  const auto sigma = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
+
+  std::vector<float> y(n, kNaN);
+  dev.gated(s, g.data(), u.data(), y.data(), n);
+  for (std::size_t i = 0; i < n; ++i) {
+    CAPTURE(i, g[i]);
+    REQUIRE(std::isfinite(y[i]));
+    CHECK(y[i] == Approx(g[i] * sigma(g[i]) * u[i]).epsilon(1e-6).margin(1e-30));
+  }
+  CHECK(y[4] == 0.0f);
+  CHECK(y[6] == Approx(0.7310585786 * -0.75).epsilon(1e-6));
+  CHECK(y[2] == Approx(-0.2689414214 * 1.5).epsilon(1e-6));
+  CHECK(y[8] == -45.0f);  // silu(90) = 90: sigma(90) rounds to 1
+  CHECK(y[0] == 0.0f);
+
+  std::vector<float> dg(n, kNaN), du(n, kNaN);
+  dev.gated_backward(s, g.data(), u.data(), dy.data(), dg.data(), du.data(), n);
+  CHECK(dg[4] == dy[4] * u[4] * 0.5f);
+  for (std::size_t i = 0; i < n; ++i) {
+    CAPTURE(i, g[i]);
+    const double sg = sigma(g[i]);
+    CHECK(dg[i] == Approx(dy[i] * u[i] * sg * (1.0 + g[i] * (1.0 - sg))).epsilon(1e-5).margin(1e-30));
+    CHECK(du[i] == Approx(dy[i] * g[i] * sg).epsilon(1e-6).margin(1e-30));
+    // Central differences of y_i in g_i and in u_i, times dy_i.
+    const auto central = [&](bool in_g) {
+      std::vector<float> gp{g[i]}, up{u[i]}, gm{g[i]}, um{u[i]};
+      float& plus = in_g ? gp[0] : up[0];
+      float& minus = in_g ? gm[0] : um[0];
+      const float x = plus, step = 1e-3f * std::max(1.0f, std::fabs(x));
+      plus = x + step;
+      minus = x - step;
+      std::vector<float> yp(1), ym(1);
+      dev.gated(s, gp.data(), up.data(), yp.data(), 1);
+      dev.gated(s, gm.data(), um.data(), ym.data(), 1);
+      return dy[i] * (static_cast<double>(yp[0]) - ym[0]) / (static_cast<double>(plus) - minus);
+    };
+    CHECK(dg[i] == Approx(central(true)).epsilon(1e-3).margin(1e-4));
+    CHECK(du[i] == Approx(central(false)).epsilon(1e-3).margin(1e-4));
+  }
+
+  // In place: y over g, y over u; dg over g and du over u (as the executor's MLP backward), dg over dy.
+  std::vector<float> inplace = g;
+  dev.gated(s, inplace.data(), u.data(), inplace.data(), n);
+  CHECK(inplace == y);
+  inplace = u;
+  dev.gated(s, g.data(), inplace.data(), inplace.data(), n);
+  CHECK(inplace == y);
+  std::vector<float> g2 = g, u2 = u;
+  dev.gated_backward(s, g2.data(), u2.data(), dy.data(), g2.data(), u2.data(), n);
+  CHECK(g2 == dg);
+  CHECK(u2 == du);
+  std::vector<float> dy2 = dy, du2(n, kNaN);
+  dev.gated_backward(s, g.data(), u.data(), dy2.data(), dy2.data(), du2.data(), n);
+  CHECK(dy2 == dg);
+  CHECK(du2 == du);
+}
+
 TEST_CASE("add_folded and sum_folded wrap around the period", "[device]") {
   CpuDevice dev;
   auto& s = dev.compute_stream();

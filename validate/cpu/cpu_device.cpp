@@ -235,6 +235,23 @@ void CpuDevice::relu_backward(Stream& /*s*/, const float* x, const float* dy, fl
   ArrayMap(dx, idx(n)) = (ConstArrayMap(x, idx(n)) > 0.0f).select(ConstArrayMap(dy, idx(n)), 0.0f);
 }
 
+// One element at a time, every input read before an output is written (in place is allowed).
+void CpuDevice::gated(Stream& /*s*/, const float* g, const float* u, float* y, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const float gi = g[i], sigma = 1.0f / (1.0f + std::exp(-gi));
+    y[i] = gi * sigma * u[i];
+  }
+}
+
+void CpuDevice::gated_backward(Stream& /*s*/, const float* g, const float* u, const float* dy, float* dg,
+                               float* du, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const float gi = g[i], ui = u[i], dyi = dy[i], sigma = 1.0f / (1.0f + std::exp(-gi));
+    dg[i] = dyi * ui * (sigma * (1.0f + gi * (1.0f - sigma)));
+    du[i] = dyi * (gi * sigma);
+  }
+}
+
 void CpuDevice::touch(Stream& /*s*/, float* y, std::size_t n) {
   const float factor = g_touch_factor;  // 1, but the compiler cannot know
   for (std::size_t i = 0; i < n; ++i) y[i] *= factor;

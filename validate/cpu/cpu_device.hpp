@@ -125,6 +125,9 @@ class CpuDevice final : public Device {
   void copy(Stream& s, const float* x, float* y, std::size_t n) override;
   void relu(Stream& s, const float* x, float* y, std::size_t n) override;
   void relu_backward(Stream& s, const float* x, const float* dy, float* dx, std::size_t n) override;
+  void gated(Stream& s, const float* g, const float* u, float* y, std::size_t n) override;
+  void gated_backward(Stream& s, const float* g, const float* u, const float* dy, float* dg, float* du,
+                      std::size_t n) override;
   void touch(Stream& s, float* y, std::size_t n) override;
   void add_folded(Stream& s, const float* v, std::size_t len, std::size_t offset, float* out,
                   std::size_t period, std::size_t samples) override;

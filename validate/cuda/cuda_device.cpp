@@ -399,6 +399,15 @@ void CudaDevice::relu_backward(Stream& s, const float* x, const float* dy, float
   check(cuda_kernels::relu_backward(own(s).handle(), x, dy, dx, n), "the relu_backward kernel");
 }
 
+void CudaDevice::gated(Stream& s, const float* g, const float* u, float* y, std::size_t n) {
+  check(cuda_kernels::gated(own(s).handle(), g, u, y, n), "the gated kernel");
+}
+
+void CudaDevice::gated_backward(Stream& s, const float* g, const float* u, const float* dy, float* dg,
+                                float* du, std::size_t n) {
+  check(cuda_kernels::gated_backward(own(s).handle(), g, u, dy, dg, du, n), "the gated_backward kernel");
+}
+
 void CudaDevice::touch(Stream& s, float* y, std::size_t n) {
   check(cuda_kernels::touch(own(s).handle(), y, n, 1.0f), "the touch kernel");
 }

@@ -18,6 +18,12 @@ cudaError_t fill(cudaStream_t stream, float* y, std::size_t n, float value);
 cudaError_t relu(cudaStream_t stream, const float* x, float* y, std::size_t n);
 // dx[i] = x[i] > 0 ? dy[i] : 0.
 cudaError_t relu_backward(cudaStream_t stream, const float* x, const float* dy, float* dx, std::size_t n);
+// y[i] = silu(g[i]) u[i], silu(x) = x / (1 + exp(-x)) (expf: the CPU's to a few ulps). y may be
+// g or u.
+cudaError_t gated(cudaStream_t stream, const float* g, const float* u, float* y, std::size_t n);
+// dg[i] = dy[i] u[i] silu'(g[i]), du[i] = dy[i] silu(g[i]); dg and du may each be one of g, u, dy.
+cudaError_t gated_backward(cudaStream_t stream, const float* g, const float* u, const float* dy, float* dg,
+                           float* du, std::size_t n);
 // y[i] = y[i] * one: reads and writes every element; `one` is 1 (an argument, so that the pass
 // cannot be compiled away).
 cudaError_t touch(cudaStream_t stream, float* y, std::size_t n, float one);

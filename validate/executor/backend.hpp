@@ -136,6 +136,15 @@ class Device {
   virtual void copy(Stream& s, const float* x, float* y, std::size_t n) = 0;
   virtual void relu(Stream& s, const float* x, float* y, std::size_t n) = 0;
   virtual void relu_backward(Stream& s, const float* x, const float* dy, float* dx, std::size_t n) = 0;
+  // The gated product of a gated MLP (SwiGLU): y[i] = silu(g[i]) u[i], silu(x) = x sigma(x),
+  // sigma(x) = 1 / (1 + exp(-x)). y may be g or u (in place).
+  virtual void gated(Stream& s, const float* g, const float* u, float* y, std::size_t n) = 0;
+  // Its gradient: dg[i] = dy[i] u[i] silu'(g[i]), du[i] = dy[i] silu(g[i]), with
+  // silu'(x) = sigma(x) (1 + x (1 - sigma(x))). Element i's inputs are all read before its outputs are
+  // written, so dg and du may each be one of g, u, dy (in place: the backward of a gated MLP writes dg
+  // over g and du over u); dg and du must differ, and no array may overlap another otherwise.
+  virtual void gated_backward(Stream& s, const float* g, const float* u, const float* dy, float* dg,
+                              float* du, std::size_t n) = 0;
   // A memory-bound pass over y (read and write every element, values unchanged): how the executor
   // spends an elementwise kernel of the IR.
   virtual void touch(Stream& s, float* y, std::size_t n) = 0;

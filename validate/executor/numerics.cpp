@@ -302,19 +302,32 @@ void attention_backward(Device& dev, Stream& s, const MathShape& m, const SliceA
   mm(T, N, A.h, ld, A.rows, 1.0f, a.x, A.h, dqkv, ld, grad_beta(a), grad_ptr(a, 0), ld);  // dW = X^T dQKV
 }
 
-// H = relu(X W_1) (gated: relu(X G) + X U, G and U the gate and up columns of the slice's W_1 block,
-// [h x 2w] with ld 2w); Y += H W_2. Internals: the pre-activation X W_1 (gated: X G) and H.
+// Floats of internals per row and ffn column of a slice: relu's pre-activation and H; gated, the gate's
+// and the up's pre-activations and their product (the IR's saved gate, up and product).
+I mlp_internals(const Operator& op) {
+  return gated(op) ? 3 : 2;
+}
+
+// H = relu(X W_1); Y += H W_2. Internals: the pre-activation P = X W_1, then H.
+// Gated (G and U the gate and up columns of the slice's W_1 block, [h x 2w] with ld 2w):
+// H = silu(X G) * (X U); internals X G, X U, then H.
 void mlp_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
   const I h = a.op->hidden, w = ffn_of(*a.op) / a.layout->slices, rows = m.rows();
   const bool gate = gated(*a.op);
   const I ld1 = gate ? 2 * w : w;
+  const auto n = static_cast<std::size_t>(rows * w);
   Gm mm{dev, s, m.math};
-  float* hid = a.internals + internal_index(a) * 2 * rows * w;
-  float* act = hid + rows * w;
+  float* pre = a.internals + internal_index(a) * mlp_internals(*a.op) * rows * w;
+  float* up = gate ? pre + rows * w : nullptr;
+  float* act = pre + (gate ? 2 : 1) * rows * w;
   const float* w1 = block_ptr(a, 0);
-  mm(N, N, rows, w, h, 1.0f, a.x, h, w1, ld1, 0.0f, hid, w);
-  dev.relu(s, hid, act, static_cast<std::size_t>(rows * w));
-  if (gate) mm(N, N, rows, w, h, 1.0f, a.x, h, w1 + w, ld1, 1.0f, act, w);  // + X U
+  mm(N, N, rows, w, h, 1.0f, a.x, h, w1, ld1, 0.0f, pre, w);  // X W_1 (gated: X G)
+  if (gate) {
+    mm(N, N, rows, w, h, 1.0f, a.x, h, w1 + w, ld1, 0.0f, up, w);  // X U
+    dev.gated(s, pre, up, act, n);
+  } else {
+    dev.relu(s, pre, act, n);
+  }
   mm(N, N, rows, h, w, 1.0f, act, w, block_ptr(a, 1), h, 1.0f, a.y, h);
 }
 
@@ -322,21 +335,27 @@ void mlp_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a
   const I h = a.op->hidden, w = ffn_of(*a.op) / a.layout->slices, rows = m.rows();
   const bool gate = gated(*a.op);
   const I ld1 = gate ? 2 * w : w;
+  const auto n = static_cast<std::size_t>(rows * w);
   Gm mm{dev, s, m.math};
-  float* hid = a.internals + internal_index(a) * 2 * rows * w;
-  float* act = hid + rows * w;
+  float* pre = a.internals + internal_index(a) * mlp_internals(*a.op) * rows * w;
+  float* up = gate ? pre + rows * w : nullptr;
+  float* act = pre + (gate ? 2 : 1) * rows * w;
   const float* w1 = block_ptr(a, 0);
   float* g1 = grad_ptr(a, 0);
   mm(T, N, w, h, rows, 1.0f, act, w, a.dy, h, grad_beta(a), grad_ptr(a, 1), h);  // dW2 = H^T dY
-  float* dh = act;                                                       // H is dead: dH takes its place
+  float* dh = act;  // H is dead: dH takes its place
   mm(N, T, rows, w, h, 1.0f, a.dy, h, block_ptr(a, 1), h, 0.0f, dh, w);
-  if (gate) {  // the up columns: dU = dH
-    mm(N, T, rows, h, w, 1.0f, dh, w, w1 + w, ld1, 1.0f, a.dx, h);                 // dX += dH U^T
-    mm(T, N, h, w, rows, 1.0f, a.x, h, dh, w, grad_beta(a), g1 + w, ld1);  // dW_up = X^T dH
+  // In place: relu's gradient over dH; gated, the gate's over X G and the up's over X U.
+  float* dpre = gate ? pre : dh;
+  if (gate) {
+    float* dup = up;
+    dev.gated_backward(s, pre, up, dh, dpre, dup, n);
+    mm(N, T, rows, h, w, 1.0f, dup, w, w1 + w, ld1, 1.0f, a.dx, h);         // dX += dUp U^T
+    mm(T, N, h, w, rows, 1.0f, a.x, h, dup, w, grad_beta(a), g1 + w, ld1);  // dW_up = X^T dUp
+  } else {
+    dev.relu_backward(s, pre, dh, dpre, n);
   }
-  float* dpre = dh;  // in place: dH is dead once relu's gradient has it
-  dev.relu_backward(s, hid, dh, dpre, static_cast<std::size_t>(rows * w));
-  mm(N, T, rows, h, w, 1.0f, dpre, w, w1, ld1, 1.0f, a.dx, h);                 // dX += dPre W1^T
+  mm(N, T, rows, h, w, 1.0f, dpre, w, w1, ld1, 1.0f, a.dx, h);         // dX += dPre W1^T
   mm(T, N, h, w, rows, 1.0f, a.x, h, dpre, w, grad_beta(a), g1, ld1);  // dW1 = X^T dPre
 }
 
@@ -593,7 +612,7 @@ I internal_floats(const Operator& op, const OperatorLayout& l, const MathShape& 
     case OperatorKind::kAttention:
       return l.local_slices() * attention_dims(op, l.slices, m).per_slice();
     case OperatorKind::kMlp:
-      return 2 * m.rows() * ffn_of(op) / l.tp;
+      return mlp_internals(op) * m.rows() * ffn_of(op) / l.tp;
     case OperatorKind::kHead:
       return m.rows() * v;
     case OperatorKind::kEmbedding:
@@ -613,7 +632,7 @@ I internal_floats(const Operator& op, int n, const MathShape& m) {
     case OperatorKind::kAttention:
       return n * attention_dims(op, n, m).per_slice();
     case OperatorKind::kMlp:
-      return 2 * m.rows() * ffn_of(op);
+      return mlp_internals(op) * m.rows() * ffn_of(op);
     case OperatorKind::kHead:
       return m.rows() * m.vocab;
     case OperatorKind::kEmbedding:

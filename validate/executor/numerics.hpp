@@ -12,11 +12,13 @@
 //              d x d products K^T V in their place (fused attention saves no scores). The IR's softmax,
 //              norms (qk_norm too), rotary, dropout and residual are elementwise kernels that the
 //              executor spends as memory passes of the IR's bytes
-//   mlp        Y = X + sum_j relu(X W_1,j) W_2,j
+//   mlp        Y = X + sum_j relu(X W_1,j) W_2,j   (ReLU for the IR's GELU too)
 //              gated (SwiGLU, GeGLU: W_1 = [G U], gate then up columns, [h x 2f]):
-//              Y = X + sum_j (relu(X G_j) + X U_j) W_2,j, slice j holding its f/n gate and its f/n up
-//              columns (2 ranges); the gate's product is an elementwise kernel spent as above, so the
-//              GEMMs are the IR's and sharded equals unsharded up to fp32 summation order
+//              Y = X + sum_j (silu(X G_j) * (X U_j)) W_2,j, silu(x) = x / (1 + exp(-x)), * elementwise
+//              (SiLU for GeGLU's GELU too: the IR does not tell them apart, and the function is a
+//              test's); slice j holds its f/n gate and its f/n up columns (2 ranges) and keeps X G_j,
+//              X U_j and their product, as the IR saves gate, up and product. Sharded equals unsharded
+//              up to fp32 summation order
 //   projection Y = sum_j X_j W_j                          (X_j: the slice's rows of the input)
 //   head       L = sum_j X_j W_j, loss = sum (L - onehot(next token))^2 / (2 tokens), tokens
 //              counted over every rank (so the reduce-scattered gradients are the global ones)
@@ -129,7 +131,8 @@ struct SliceArgs {
   float* grads = nullptr;          // backward: the slice's flat gradient (matrix blocks overwritten
                                    // unless `accumulate`, the vector chunk accumulated: zero it first)
   float* x = nullptr;              // the operator's input (saved)
-  float* internals = nullptr;      // all slices' internals (attention: QKV, S, O; mlp: H, A; head: L)
+  float* internals = nullptr;      // all slices' internals (attention: QKV, S, O; mlp: P, H or gated
+                                   // G, U, H; head: L)
   float* y = nullptr;              // forward: output, accumulated
   const float* dy = nullptr;       // backward: output gradient
   float* dx = nullptr;             // backward: input gradient (accumulated or its columns written)

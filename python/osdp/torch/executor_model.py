@@ -12,7 +12,8 @@ The arithmetic is validate/executor/numerics.hpp's, per operator of the workload
   and the weights the rest: d = (columns of W_qkv - rows of W_proj) / 2g, a = rows of W_proj / d.
   (The executor evaluates c Q (K^T V) where the IR saves no scores: the same function.)
 - mlp         Y = X + relu(X W_1) W_2; gated (W_1 [h x 2f]: gate columns G, then up columns U):
-  Y = X + (relu(X G) + X U) W_2;
+  Y = X + (silu(X G) * (X U)) W_2, silu(x) = x / (1 + exp(-x)), * elementwise (SwiGLU; SiLU for
+  GeGLU too, as the executor: the IR does not tell them apart);
 - projection  Y = X W;
 - head        L = X W, loss = sum (L - onehot(next token))^2 / (2 tokens);
 - every operator's vector parameters (whatever it has: biases, norm gains, Q/K head norms, the position
@@ -122,7 +123,7 @@ class _Op(nn.Module):
         if self.kind == "mlp":
             if self.gated:
                 gate, up = self.fc1(x).chunk(2, dim=-1)
-                return _fold(self.vectors(), x + self.fc2(torch.relu(gate) + up))
+                return _fold(self.vectors(), x + self.fc2(F.silu(gate) * up))
             return _fold(self.vectors(), x + self.fc2(torch.relu(self.fc1(x))))
         return _fold(self.vectors(), self.lin(x))  # projection, head (logits)
 
