@@ -204,10 +204,11 @@ int run_plan(const PlanArgs& args) {
                              p.ctx.model.name, p.ctx.cluster.name, p.ctx.cluster.world_size(),
                              p.ctx.cluster.device_name, format_bytes(o.memory_limit_bytes), o.strategy);
     const costmodel::PrecisionBytes pb = costmodel::precision_bytes(p.ctx.model.precision);
-    std::cout << fmt::format("  model          seq {}, {} (params {} gathered, gradients reduced in {}, {} B/param at rest)\n",
-                             p.ctx.model.seq, costmodel::to_string(p.ctx.model.precision),
-                             costmodel::param_dtype(p.ctx.model.precision),
-                             costmodel::reduce_dtype(p.ctx.model.precision), pb.at_rest());
+    std::cout << fmt::format(
+        "  model          seq {}, {} (params {} gathered, gradients reduced in {}, {} B/param at rest)\n",
+        p.ctx.model.seq, costmodel::to_string(p.ctx.model.precision),
+        costmodel::param_dtype(p.ctx.model.precision), costmodel::reduce_dtype(p.ctx.model.precision),
+        pb.at_rest());
     if (o.feasible) {
       print_outcome(p, o);
     } else if (o.min_fit_bytes > 0) {

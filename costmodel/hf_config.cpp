@@ -27,7 +27,8 @@ class HfReader {
     if (x < min || x > max) fail(key, fmt::format("expected an integer in [{}, {}], got {}", min, max, x));
     return x;
   }
-  std::int64_t integer_or(const std::string& key, std::int64_t min, std::int64_t max, std::int64_t fallback) const {
+  std::int64_t integer_or(const std::string& key, std::int64_t min, std::int64_t max,
+                          std::int64_t fallback) const {
     return has(key) ? integer(key, min, max) : fallback;
   }
   bool boolean_or(const std::string& key, bool fallback) const {
@@ -63,7 +64,8 @@ std::string model_name(const std::string& file, const std::string& model_type) {
     stem = dir.empty() ? model_type : dir;
   }
   std::string out;
-  for (const char c : stem) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '-';
+  for (const char c : stem)
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '-';
   return out.empty() ? model_type : out;
 }
 
@@ -94,9 +96,10 @@ ModelSpec read_hf_config(const nlohmann::json& doc, const std::string& file) {
     list += (list.empty() ? "" : ", ") + t;
   }
   if (!known)
-    r.fail("model_type",
-           fmt::format("osdp reads Hugging Face configs whose \"model_type\" is one of {}; this one is \"{}\"", list,
-                       type));
+    r.fail(
+        "model_type",
+        fmt::format("osdp reads Hugging Face configs whose \"model_type\" is one of {}; this one is \"{}\"",
+                    list, type));
   ModelSpec m;
   m.name = model_name(file, type);
   StageSpec st;
@@ -119,8 +122,8 @@ ModelSpec read_hf_config(const nlohmann::json& doc, const std::string& file) {
     m.fp32_loss = true;
     m.precision = Precision::kFp32;
     if (r.has("torch_dtype") || r.has("dtype")) m.precision = precision_of(r);
-    m.description = fmt::format("Hugging Face {} config: {} layers, hidden {}, {} heads", type, st.layers, st.hidden,
-                                st.heads);
+    m.description = fmt::format("Hugging Face {} config: {} layers, hidden {}, {} heads", type, st.layers,
+                                st.hidden, st.heads);
   } else {
     apply_family_defaults(m, type);
     st.layers = static_cast<int>(r.integer("num_hidden_layers", 1, kMaxLayers));
@@ -135,8 +138,8 @@ ModelSpec read_hf_config(const nlohmann::json& doc, const std::string& file) {
     } else {
       if (st.hidden % st.heads != 0)
         r.fail("num_attention_heads",
-               fmt::format("hidden size {} is not divisible by {} heads and no \"head_dim\" is given", st.hidden,
-                           st.heads));
+               fmt::format("hidden size {} is not divisible by {} heads and no \"head_dim\" is given",
+                           st.hidden, st.heads));
       st.head_dim = st.hidden / st.heads;
     }
     st.ffn = static_cast<int>(r.integer("intermediate_size", 1, 4 * kMaxDim));
@@ -157,13 +160,16 @@ ModelSpec read_hf_config(const nlohmann::json& doc, const std::string& file) {
     }
     // Mistral's sliding window; Qwen2's only when use_sliding_window (then on every layer, as osdp
     // prices it: transformers applies it from max_window_layers on).
-    if (type == "mistral" || ((type == "qwen2" || type == "qwen3") && r.boolean_or("use_sliding_window", false)))
+    if (type == "mistral" ||
+        ((type == "qwen2" || type == "qwen3") && r.boolean_or("use_sliding_window", false)))
       m.sliding_window = static_cast<int>(r.integer_or("sliding_window", 1, kMaxDim, 0));
     m.precision = precision_of(r);
-    m.description = fmt::format("Hugging Face {} config: {} layers, hidden {}, {} heads ({} key/value), ffn {}",
-                                type, st.layers, st.hidden, st.heads, st.kv_heads, st.ffn);
+    m.description =
+        fmt::format("Hugging Face {} config: {} layers, hidden {}, {} heads ({} key/value), ffn {}", type,
+                    st.layers, st.hidden, st.heads, st.kv_heads, st.ffn);
   }
-  const int max_pos = static_cast<int>(r.integer_or("max_position_embeddings", 1, kMaxDim, m.max_positions > 0 ? m.max_positions : kHfDefaultSeq));
+  const int max_pos = static_cast<int>(r.integer_or("max_position_embeddings", 1, kMaxDim,
+                                                    m.max_positions > 0 ? m.max_positions : kHfDefaultSeq));
   m.seq = std::min(kHfDefaultSeq, type == "gpt2" ? m.max_positions : max_pos);
   m.stages.push_back(st);
   return m;
@@ -173,8 +179,9 @@ void set_sequence_length(ModelSpec& model, int seq, const std::string& what) {
   if (seq < 1 || seq > (1 << 20))
     throw UsageError(fmt::format("{}: a sequence of {} tokens (expected 1 to {})", what, seq, 1 << 20));
   if (model.positions == PositionKind::kLearned && model.max_positions > 0 && seq > model.max_positions)
-    throw UsageError(fmt::format("{}: model \"{}\" has a learned position table of {} rows, shorter than {} tokens",
-                                 what, model.name, model.max_positions, seq));
+    throw UsageError(
+        fmt::format("{}: model \"{}\" has a learned position table of {} rows, shorter than {} tokens", what,
+                    model.name, model.max_positions, seq));
   model.seq = seq;
 }
 

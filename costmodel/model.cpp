@@ -126,7 +126,8 @@ StageSpec read_stage(JsonReader& r) {
   s.heads = static_cast<int>(r.integer("heads", 1, kMaxDim));
   s.kv_heads = static_cast<int>(r.integer_or("kv_heads", 1, s.heads, s.heads));
   if (s.heads % s.kv_heads != 0)
-    r.fail("kv_heads", fmt::format("{} query heads cannot be grouped over {} key/value heads", s.heads, s.kv_heads));
+    r.fail("kv_heads",
+           fmt::format("{} query heads cannot be grouped over {} key/value heads", s.heads, s.kv_heads));
   if (r.has("head_dim")) {
     s.head_dim = static_cast<int>(r.integer("head_dim", 1, kMaxDim));
   } else {
@@ -176,8 +177,8 @@ ModelSpec read_model(const nlohmann::json& doc, const std::string& file, const s
   if (m.positions == PositionKind::kLearned && r.has("max_positions")) {
     m.max_positions = static_cast<int>(r.integer("max_positions", 1, kMaxDim));
     if (m.max_positions < m.seq)
-      r.fail("max_positions", fmt::format("a position table of {} rows cannot hold a sequence of {}", m.max_positions,
-                                          m.seq));
+      r.fail("max_positions",
+             fmt::format("a position table of {} rows cannot hold a sequence of {}", m.max_positions, m.seq));
   }
   m.attention = read_kind(r, "attention", {AttentionKind::kMaterialized, AttentionKind::kFused}, m.attention);
   m.causal = r.boolean_or("causal", m.causal);

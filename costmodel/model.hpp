@@ -66,7 +66,9 @@ const char* to_string(MlpKind k);
 const char* to_string(NormKind k);
 const char* to_string(PositionKind k);
 const char* to_string(AttentionKind k);
-inline bool gated(MlpKind k) { return k == MlpKind::kSwiglu || k == MlpKind::kGeglu; }
+inline bool gated(MlpKind k) {
+  return k == MlpKind::kSwiglu || k == MlpKind::kGeglu;
+}
 
 struct StageSpec {
   int layers = 0;
@@ -98,9 +100,9 @@ struct ModelSpec {
   bool causal = true;
   int sliding_window = 0;  // > 0: each token attends to at most this many (itself included)
   bool qkv_bias = true, proj_bias = true, mlp_bias = true;
-  bool qk_norm = false;     // an RMSNorm over each head of Q and of K (Qwen3)
-  bool fused_qkv = true;    // one QKV GEMM (GPT-2's c_attn) rather than three (q/k/v_proj)
-  bool fp32_loss = false;   // logits upcast to fp32 for the loss, as transformers computes it
+  bool qk_norm = false;    // an RMSNorm over each head of Q and of K (Qwen3)
+  bool fused_qkv = true;   // one QKV GEMM (GPT-2's c_attn) rather than three (q/k/v_proj)
+  bool fp32_loss = false;  // logits upcast to fp32 for the loss, as transformers computes it
 
   int total_layers() const;
   int position_rows() const { return max_positions > 0 ? max_positions : seq; }

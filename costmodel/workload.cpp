@@ -107,15 +107,15 @@ Operator attention(int layer, const StageSpec& st, const ModelSpec& m, I s, doub
   op.hidden = st.hidden;
   op.checkpointable = true;
   add_norm(op, op.name + ".ln1", h, sd, e, m);
-  op.split_units = g;  // a slice holds whole key/value heads and their groups of query heads
+  op.split_units = g;           // a slice holds whole key/value heads and their groups of query heads
   std::vector<Kernel> qkv_bwd;  // dX and dW of the Q, K, V GEMMs
   if (m.fused_qkv) {
     add_linear(op, op.name + ".qkv", s, h, width, true, m.qkv_bias);
     qkv_bwd = op.backward;
     op.backward.clear();
   } else {
-    add_column_parts(op, op.name + ".qkv", {op.name + ".q", op.name + ".k", op.name + ".v"}, {q, kw, kw}, s, h,
-                     m.qkv_bias, qkv_bwd);
+    add_column_parts(op, op.name + ".qkv", {op.name + ".q", op.name + ".k", op.name + ".v"}, {q, kw, kw}, s,
+                     h, m.qkv_bias, qkv_bwd);
   }
   if (m.qk_norm) {
     op.weights.push_back({op.name + ".q_norm", 1, d, false});
@@ -377,8 +377,8 @@ Workload lower(const ModelSpec& model, int pp) {
     if (st.kv_heads == 0) st.kv_heads = st.heads;
     if (st.head_dim == 0 && st.heads > 0) st.head_dim = st.hidden / st.heads;
     if (st.heads < 1 || st.kv_heads < 1 || st.heads % st.kv_heads != 0 || st.head_dim < 1)
-      throw UsageError(fmt::format("model \"{}\": {} heads over {} key/value heads of size {}", m.name, st.heads,
-                                   st.kv_heads, st.head_dim));
+      throw UsageError(fmt::format("model \"{}\": {} heads over {} key/value heads of size {}", m.name,
+                                   st.heads, st.kv_heads, st.head_dim));
   }
   if (m.tied_embeddings && m.first_hidden() != m.last_hidden())
     throw UsageError(
@@ -417,9 +417,10 @@ Workload lower(const ModelSpec& model, int pp) {
   // shape id; the key lists everything the cost model reads.
   std::map<std::vector<double>, int> ids;
   for (auto& op : w.operators) {
-    std::vector<double> key{static_cast<double>(op.kind),  op.saved_bytes_per_sample, op.tp_replicated_bytes_per_sample,
-                            op.input_bytes_per_sample,     op.workspace_bytes_per_sample,
-                            op.checkpointable ? 1.0 : 0.0, op.tied_gradient ? 1.0 : 0.0};
+    std::vector<double> key{static_cast<double>(op.kind),      op.saved_bytes_per_sample,
+                            op.tp_replicated_bytes_per_sample, op.input_bytes_per_sample,
+                            op.workspace_bytes_per_sample,     op.checkpointable ? 1.0 : 0.0,
+                            op.tied_gradient ? 1.0 : 0.0};
     for (const auto& wt : op.weights)
       key.insert(key.end(), {static_cast<double>(wt.rows), static_cast<double>(wt.cols),
                              wt.splittable ? 1.0 : 0.0, wt.split_columns ? 1.0 : 0.0});

@@ -16,8 +16,8 @@ namespace {
 using costmodel::JsonReader;
 
 const std::vector<std::string> kAxes = {
-    "model",    "cluster",       "world_size",          "memory",  "split_max", "checkpoint",
-    "prefetch", "tier",          "checkpoint_regather", "batch",   "groups",    "pp",
+    "model",    "cluster",       "world_size",          "memory",   "split_max", "checkpoint",
+    "prefetch", "tier",          "checkpoint_regather", "batch",    "groups",    "pp",
     "tp",       "micro_batches", "global_batch",        "schedule", "seq"};
 
 std::string known_keys() {

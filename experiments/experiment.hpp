@@ -54,7 +54,7 @@ struct Config {
 
 struct StrategyConfig {
   std::string label;
-  std::string strategy;  // a name of search::default_strategies()
+  std::string strategy;          // a name of search::default_strategies()
   std::optional<int> split_max;  // overrides the configuration's
   std::optional<std::string> checkpoint;
   // The same for the layout (e.g. megatron-3d at pp 1, TP 8: "pure TP"): the degrees allowed (empty:

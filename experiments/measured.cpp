@@ -52,9 +52,10 @@ void write_task_csv(const std::string& path, const sim::Replay& replay,
   for (std::size_t i = 0; i < measured.size(); ++i) {
     const std::size_t t = static_cast<std::size_t>(first) + i;
     const sim::Task& task = replay.schedule.tasks[t];
-    csv += fmt::format("{},{},{},{},{},{},{:.6g},{:.6g},{:.6g}\n", csv_field(task.name), sim::to_string(task.kind),
-                       sim::to_string(task.stream), task.op, task.slice, task.micro_batch, predicted[t],
-                       measured[i].end_s - measured[i].start_s, measured[i].start_s);
+    csv += fmt::format("{},{},{},{},{},{},{:.6g},{:.6g},{:.6g}\n", csv_field(task.name),
+                       sim::to_string(task.kind), sim::to_string(task.stream), task.op, task.slice,
+                       task.micro_batch, predicted[t], measured[i].end_s - measured[i].start_s,
+                       measured[i].start_s);
   }
   costmodel::write_file_atomic(path, csv);
 }
@@ -203,7 +204,8 @@ class Running {
     // measures no peak: the simulator's).
     const double peak =
         o_.run_group ? sim.peak_bytes : m.peak_bytes + (sim.peak_bytes - m.predicted_peak_bytes);
-    row_.evaluations.push_back({EvaluatorKind::kMeasured, true, sim.throughput * sim.time_s / time, time, peak});
+    row_.evaluations.push_back(
+        {EvaluatorKind::kMeasured, true, sim.throughput * sim.time_s / time, time, peak});
     row_.measurement = std::move(measurement_);
     return row_;
   }
@@ -290,14 +292,14 @@ double states_at_rest_bytes(const costmodel::Plan& plan, const costmodel::Worklo
     const std::int64_t p = workload.operators[i].parameters();
     const costmodel::Choice& c = plan.choices[i];
     const std::int64_t ranks = c.replicate ? 1 : c.node_group ? node : world;
-    total += static_cast<double>(b.at_rest()) *
-             static_cast<double>((p + ranks - 1) / ranks);
+    total += static_cast<double>(b.at_rest()) * static_cast<double>((p + ranks - 1) / ranks);
   }
   return total;
 }
 
 const std::vector<EvaluatorKind>& measured_evaluators() {
-  static const std::vector<EvaluatorKind> k{EvaluatorKind::kAnalytic, EvaluatorKind::kSim, EvaluatorKind::kMeasured};
+  static const std::vector<EvaluatorKind> k{EvaluatorKind::kAnalytic, EvaluatorKind::kSim,
+                                            EvaluatorKind::kMeasured};
   return k;
 }
 

@@ -67,7 +67,8 @@ UnitResult unit_row(const Unit& u, const PlannedUnit& p) {
   out.min_fit_bytes = o.feasible ? 0 : o.min_fit_bytes;
   if (o.batches)
     for (const auto& cand : o.batches->candidates)
-      if (cand.feasible) out.candidates.push_back({cand.batch, cand.time_s, cand.peak_bytes, cand.throughput});
+      if (cand.feasible)
+        out.candidates.push_back({cand.batch, cand.time_s, cand.peak_bytes, cand.throughput});
   if (o.feasible) {
     out.batch_size = o.plan.batch_size;
     out.pp = o.plan.pp;
@@ -80,7 +81,8 @@ UnitResult unit_row(const Unit& u, const PlannedUnit& p) {
       const costmodel::Workload& w = *o.workload;
       for (std::size_t k = 0; k < w.units.size(); ++k) {
         nlohmann::json labels = nlohmann::json::array();
-        for (const int op : w.units[k].ops) labels.push_back(o.plan.choices[static_cast<std::size_t>(op)].label());
+        for (const int op : w.units[k].ops)
+          labels.push_back(o.plan.choices[static_cast<std::size_t>(op)].label());
         out.units.push_back({{"name", w.units[k].name},
                              {"stage", o.plan.stage_of_unit(static_cast<int>(k))},
                              {"tp", o.plan.unit_tp[k]},
@@ -198,8 +200,7 @@ UnitResult unit_result_from_json(const nlohmann::json& j) {
   if (const auto it = j.find("units"); it != j.end()) r.units = *it;
   for (const auto& e : j.at("evaluations"))
     r.evaluations.push_back({evaluator_named(e.at("evaluator").get<std::string>()).value(),
-                             e.at("feasible").get<bool>(),
-                             e.at("throughput_samples_per_s").get<double>(),
+                             e.at("feasible").get<bool>(), e.at("throughput_samples_per_s").get<double>(),
                              e.at("iteration_time_s").get<double>(),
                              e.at("peak_memory_bytes").get<double>()});
   for (const auto& c : j.at("candidates"))
