@@ -35,7 +35,7 @@ else:
     _import_error = None
 
 __all__ = ["__version__", "models", "clusters", "calibrations", "load_model", "load_cluster", "load_calibration",
-           "plan", "simulate", "load_plan", "save_plan", "read_results"]
+           "workload", "plan", "simulate", "load_plan", "save_plan", "read_results"]
 
 
 
@@ -79,6 +79,15 @@ def load_cluster(name_or_path: PathLike) -> dict:
 def load_calibration(name_or_path: PathLike, cluster: PathLike | None = None) -> dict:
     """A calibration file; figures it leaves out come from ``cluster``'s compute figures when given."""
     return json.loads(_native().load("calibration", os.fspath(name_or_path), os.fspath(cluster) if cluster else ""))
+
+
+def workload(model: PathLike, *, pp: int = 1) -> dict:
+    """A model (built-in name, model file or Hugging Face ``config.json``) lowered to osdp's operators, as the
+    planner sees it: ``{"model", "pp", "parameters", "operators": [{"name", "kind", "layer", "hidden",
+    "parameters", "weights": [{"name", "rows", "cols"}]}]}``, in forward order. ``kind`` is one of
+    embedding, attention, mlp, projection, head; ``pp`` > 1 lowers for a pipeline (a tied embedding
+    untied)."""
+    return json.loads(_native().workload(os.fspath(model), int(pp)))
 
 
 def plan(model: PathLike, cluster: PathLike, *, memory: str | int | float | None = None, strategy: str = "exact",

@@ -14,6 +14,7 @@
 #include "costmodel/json_reader.hpp"
 #include "costmodel/plan.hpp"
 #include "costmodel/provenance.hpp"
+#include "costmodel/workload.hpp"
 #include "search/report.hpp"
 #include "search/request.hpp"
 #include "sim/replay.hpp"
@@ -38,6 +39,31 @@ std::string load(const std::string& kind, const std::string& name_or_path, const
   return to_json(load_calibration(name_or_path, base)).dump();
 }
 
+// A model (name or file) lowered to the workload IR (costmodel::lower) -> {model, pp, parameters,
+// operators: [{name, kind, layer, hidden, parameters, weights: [{name, rows, cols}]}]}: the operators
+// a plan chooses for, with the parameters osdp counts in each.
+std::string workload(const std::string& name_or_path, int pp) {
+  using namespace osdp::costmodel;
+  const ModelSpec model = load_model(name_or_path);
+  if (pp < 1 || pp > kMaxLayers) throw osdp::UsageError("workload(): pp must be a positive pipeline degree");
+  const Workload w = lower(model, pp);
+  json ops = json::array();
+  for (const Operator& op : w.operators) {
+    json weights = json::array();
+    for (const Weight& x : op.weights)
+      weights.push_back({{"name", x.name}, {"rows", x.rows}, {"cols", x.cols}});
+    ops.push_back({{"name", op.name},
+                   {"kind", to_string(op.kind)},
+                   {"layer", op.layer},
+                   {"hidden", op.hidden},
+                   {"parameters", op.parameters()},
+                   {"weights", std::move(weights)}});
+  }
+  return json{
+      {"model", model.name}, {"pp", pp}, {"parameters", w.parameters()}, {"operators", std::move(ops)}}
+      .dump();
+}
+
 // {model, cluster, ...PlanRequest's fields} -> what `osdp plan --json` prints (search::report_json).
 std::string plan(const std::string& request_json) {
   const json q = osdp::costmodel::parse_json_text(request_json, "plan() arguments");
@@ -50,7 +76,8 @@ std::string plan(const std::string& request_json) {
 // this osdp writes it.
 std::string read_plan(const std::string& plan_json, const std::string& origin) {
   using namespace osdp;
-  return costmodel::to_json(costmodel::read_plan(costmodel::parse_json_text(plan_json, origin), origin)).dump();
+  return costmodel::to_json(costmodel::read_plan(costmodel::parse_json_text(plan_json, origin), origin))
+      .dump();
 }
 
 // A plan file's JSON -> what `osdp simulate --json` prints (sim::simulation_json).
@@ -86,6 +113,8 @@ NB_MODULE(_osdp, m) {
   m.def("catalog", &catalog, nb::arg("kind"), "Built-in names of a kind: models, clusters or calibrations");
   m.def("load", &load, nb::arg("kind"), nb::arg("name_or_path"), nb::arg("cluster") = "",
         "A model, cluster or calibration (name or file) as normalised JSON text");
+  m.def("workload", &workload, nb::arg("name_or_path"), nb::arg("pp") = 1,
+        "A model lowered to osdp's operators (per operator its parameters and weight shapes) as JSON text");
   m.def("plan", &plan, nb::arg("request_json"),
         "Search a plan; returns osdp plan --json's object as JSON text");
   m.def("read_plan", &read_plan, nb::arg("plan_json"), nb::arg("origin"),

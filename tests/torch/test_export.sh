@@ -21,12 +21,13 @@ expect_rc "plan val-nd-8x256 on cpu-2 at 74 MiB" plan 0
 run export "$OSDP" export p.json --to fsdp2
 expect_rc "export p.json --to fsdp2" export 0
 contains "the summary names the plan, the mapping and the files" export.out "p.json (val-nd-8x256 on cpu-2, 2 ranks" \
-  "by the gpt family's default mapping" "wrote p.fsdp2/fsdp2_plan.json and p.fsdp2/fsdp2_plan.py"
+  "by the default mapping of the model's module tree" "wrote p.fsdp2/fsdp2_plan.json and p.fsdp2/fsdp2_plan.py"
 jcheck "every operator in FSDP2's words, as the plan chose it" p.fsdp2/fsdp2_plan.json '
 plan = json.load(open(args[0]))
 assert j["kind"] == "osdp-fsdp2" and j["schema_version"] == 1
 assert j["micro_batch_size"] == plan["batch_size"] and j["world_size"] == 2 and j["nodes"] == 1
 assert j["source"]["plan"] == "p.json" and j["model"]["name"] == "val-nd-8x256"
+assert j["source"]["name_mapping"] == "the gpt family\x27s default mapping" and j["transformers"] is None
 ops = plan["operators"]
 assert [m["operator"] for m in j["modules"]] == [o["name"] for o in ops]
 kinds = set()
@@ -42,7 +43,7 @@ for m, o in zip(j["modules"], ops):
 name = {"layer0.attention": "layers.0.attention", "layer7.mlp": "layers.7.mlp", "embedding": "embedding"}
 for m in j["modules"]:
     if m["operator"] in name:
-        assert m["path"] == name[m["operator"]], m
+        assert m["path"] == name[m["operator"]] and m["paths"] == [m["path"]], m
 assert len(kinds) >= 3, kinds  # the plan mixes kinds of choice: the export is not one setting
 ' p.json
 head -n 3 p.fsdp2/fsdp2_plan.py >header.txt

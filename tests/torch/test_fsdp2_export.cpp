@@ -1,5 +1,6 @@
-// osdp export --to fsdp2 (issue 15): the name mapping (the gpt family's default on every bundled model,
-// user rules with groups, and the four errors), and each kind of choice in FSDP2's words.
+// osdp export --to fsdp2 (issues 15, 33): the name mapping (the default on every bundled model: the gpt
+// family's, or transformers' module tree for a Hugging Face config; user rules with groups and lists of
+// modules, and the errors), and each kind of choice in FSDP2's words.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -65,23 +66,101 @@ costmodel::Plan sample_plan() {
 
 }  // namespace
 
-TEST_CASE("the default mapping puts every operator of every bundled model on its own module", "[torch]") {
-  const NameMapping m = default_name_mapping();
+TEST_CASE("the default mapping puts every operator of every bundled model on modules of its own", "[torch]") {
+  int hf = 0;
   for (const auto& entry : costmodel::list_catalog("models")) {
-    const costmodel::Workload w = costmodel::lower(costmodel::load_model(entry.name));
+    const costmodel::ModelSpec model = costmodel::load_model(entry.name);
+    const costmodel::Workload w = costmodel::lower(model);
     INFO(entry.name);
-    const std::vector<std::string> paths = map_operators(m, names_of(w));
+    const std::string type = transformers_model_type(model);
+    // The bundled Hugging Face configs are the llama, mistral and qwen2 ones; osdp's files are gpt.
+    CHECK(type == (model.family == "gpt" ? "" : model.family));
+    const NameMapping m = default_name_mapping(model);
+    CHECK_FALSE(m.by_model);
+    const auto paths = map_operators(m, names_of(w));
     REQUIRE(paths.size() == w.operators.size());
+    hf += type.empty() ? 0 : 1;
     for (std::size_t i = 0; i < paths.size(); ++i) {
-      const std::string& op = w.operators[i].name;
-      if (op == "embedding" || op == "head") CHECK(paths[i] == op);
-      if (w.operators[i].kind == costmodel::OperatorKind::kAttention)
-        CHECK(paths[i] == "layers." + std::to_string(w.operators[i].layer) + ".attention");
-      if (w.operators[i].kind == costmodel::OperatorKind::kMlp)
-        CHECK(paths[i] == "layers." + std::to_string(w.operators[i].layer) + ".mlp");
+      const costmodel::Operator& op = w.operators[i];
+      const std::string l = std::to_string(op.layer);
+      using V = std::vector<std::string>;
+      if (type.empty()) {
+        if (op.name == "embedding" || op.name == "head") CHECK(paths[i] == V{op.name});
+        if (op.kind == costmodel::OperatorKind::kAttention)
+          CHECK(paths[i] == V{"layers." + l + ".attention"});
+        if (op.kind == costmodel::OperatorKind::kMlp) CHECK(paths[i] == V{"layers." + l + ".mlp"});
+        continue;
+      }
+      CHECK_FALSE(model.tied_embeddings);  // the bundled configs are untied
+      if (op.name == "embedding") CHECK(paths[i] == V{"model.embed_tokens"});
+      if (op.name == "head") CHECK(paths[i] == V{"model.norm", "lm_head"});
+      if (op.kind == costmodel::OperatorKind::kAttention)
+        CHECK(paths[i] == V{"model.layers." + l + ".input_layernorm", "model.layers." + l + ".self_attn"});
+      if (op.kind == costmodel::OperatorKind::kMlp)
+        CHECK(paths[i] == V{"model.layers." + l + ".post_attention_layernorm", "model.layers." + l + ".mlp"});
     }
   }
-  CHECK(map_operators(m, {"stage2.projection"}) == std::vector<std::string>{"projections.2"});
+  CHECK(hf >= 6);
+  CHECK(map_operators(default_name_mapping(), {"stage2.projection"}) ==
+        std::vector<std::vector<std::string>>{{"projections.2"}});
+}
+
+TEST_CASE("a tied Hugging Face model: the final norm and lm_head shard with the token table", "[torch]") {
+  const std::string llama = write_temp("tied-llama.json", R"J({"model_type": "llama", "hidden_size": 64,
+      "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 256,
+      "tie_word_embeddings": true})J");
+  const std::string gpt2 = write_temp(
+      "gpt2.json", R"J({"model_type": "gpt2", "n_embd": 64, "n_layer": 1, "n_head": 4, "vocab_size": 256})J");
+  using V = std::vector<std::vector<std::string>>;
+  const costmodel::ModelSpec l = costmodel::load_model(llama), g = costmodel::load_model(gpt2);
+  CHECK(transformers_model_type(l) == "llama");
+  CHECK(transformers_model_type(g) == "gpt2");
+  CHECK(map_operators(default_name_mapping(l), names_of(costmodel::lower(l))) ==
+        V{{"model.embed_tokens", "model.norm", "lm_head"},
+          {"model.layers.0.input_layernorm", "model.layers.0.self_attn"},
+          {"model.layers.0.post_attention_layernorm", "model.layers.0.mlp"}});
+  CHECK(map_operators(default_name_mapping(g), names_of(costmodel::lower(g))) ==
+        V{{"transformer.wte", "transformer.wpe", "transformer.ln_f", "lm_head"},
+          {"transformer.h.0.ln_1", "transformer.h.0.attn"},
+          {"transformer.h.0.ln_2", "transformer.h.0.mlp"}});
+}
+
+TEST_CASE("the export of a Hugging Face model: the module lists, the model_type, FSDP2's bf16 policy",
+          "[torch]") {
+  costmodel::Plan p;
+  p.tool_version = "test";
+  p.strategy = "fsdp";
+  p.model = costmodel::load_model("qwen2.5-7b");
+  p.cluster = costmodel::load_cluster("h100-8");
+  p.batch_size = 1;
+  const costmodel::Workload w = costmodel::lower(p.model);
+  std::vector<costmodel::Choice> c(w.operators.size(), costmodel::Choice{false, 1, 1, false});
+  c.back() = {false, 2, 1, false};  // the head split in two
+  costmodel::set_data_parallel(p, w, c);
+  const nlohmann::json j = export_fsdp2(p, "q.json", default_name_mapping());
+  CHECK(j["transformers"] == nlohmann::json{{"model_type", "qwen2"}});
+  CHECK(j["source"]["name_mapping"] == "transformers' module tree of model_type qwen2");
+  const auto& m = j["modules"];
+  CHECK(m[0]["paths"] == nlohmann::json{"model.embed_tokens"});
+  CHECK(m[0]["path"] == "model.embed_tokens");  // one module: the path of exports before lists too
+  CHECK(m[1]["paths"] == nlohmann::json{"model.layers.0.input_layernorm", "model.layers.0.self_attn"});
+  CHECK_FALSE(m[1].contains("path"));
+  CHECK(m.back()["paths"] == nlohmann::json{"model.norm", "lm_head"});
+  CHECK(m.back()["split"]["slices"] == 2);
+  for (std::size_t i = 0; i < m.size(); ++i) CHECK(m[i]["parameters"] == w.operators[i].parameters());
+  // A bf16 config (the bundled ones): FSDP2's MixedPrecisionPolicy(bfloat16, float32), model.hpp's bf16.
+  CHECK(j["mixed_precision"] == nlohmann::json{{"param_dtype", "bfloat16"}, {"reduce_dtype", "float32"}});
+  p.model.precision = costmodel::Precision::kBf16ReduceBf16;
+  CHECK(export_fsdp2(p, "q.json", default_name_mapping())["mixed_precision"]["reduce_dtype"] == "bfloat16");
+  // An explicit mapping wins over the model's default.
+  const NameMapping mine = load_name_mapping(write_temp("map-qwen.json", R"J({"schema_version": 1, "rules": [
+      {"operator": "embedding", "module": "emb"}, {"operator": "layer(\\d+)\\.(attention|mlp)", "module": "b.$1.$2"},
+      {"operator": "head", "module": ["norm", "out"]}]})J"));
+  const nlohmann::json x = export_fsdp2(p, "q.json", mine);
+  CHECK(x["modules"].back()["paths"] == nlohmann::json{"norm", "out"});
+  CHECK(x["modules"][1]["path"] == "b.0.attention");
+  // osdp's own gpt files keep the gpt family's paths and have no transformers model.
+  CHECK(export_fsdp2(sample_plan(), "p.json", default_name_mapping())["transformers"].is_null());
 }
 
 TEST_CASE("a name mapping file: groups, and each error names the operator", "[torch]") {
@@ -90,8 +169,28 @@ TEST_CASE("a name mapping file: groups, and each error names the operator", "[to
       {"operator": "layer(\\d+)\\.(attention|mlp)", "module": "blocks.$1.$2"},
       {"operator": "head", "module": "lm"}]})J");
   const NameMapping m = load_name_mapping(good);
+  using V = std::vector<std::vector<std::string>>;
   CHECK(map_operators(m, {"embedding", "layer0.attention", "layer12.mlp", "head"}) ==
-        std::vector<std::string>{"tok_emb", "blocks.0.attention", "blocks.12.mlp", "lm"});
+        V{{"tok_emb"}, {"blocks.0.attention"}, {"blocks.12.mlp"}, {"lm"}});
+  // A rule may name a list of modules; each belongs to the operator alone.
+  const NameMapping lists =
+      load_name_mapping(write_temp("map-lists.json", R"J({"schema_version": 1, "rules": [
+      {"operator": "layer(\\d+)\\.mlp", "module": ["blocks.$1.ln2", "blocks.$1.ffn"]}]})J"));
+  CHECK(map_operators(lists, {"layer3.mlp"}) == V{{"blocks.3.ln2", "blocks.3.ffn"}});
+  const NameMapping dup = load_name_mapping(write_temp("map-dup.json", R"J({"schema_version": 1, "rules": [
+      {"operator": "head", "module": ["out", "out"]}]})J"));
+  CHECK_THROWS_WITH(map_operators(dup, {"head"}), Contains("operator head names module out twice"));
+  const NameMapping overlap =
+      load_name_mapping(write_temp("map-overlap.json", R"J({"schema_version": 1, "rules": [
+      {"operator": "embedding", "module": ["emb", "final_norm"]}, {"operator": "head", "module": ["final_norm", "out"]}]})J"));
+  CHECK_THROWS_WITH(map_operators(overlap, {"embedding", "head"}),
+                    Contains("operators embedding and head both map to module final_norm"));
+  for (const char* bad : {R"J([])J", R"J(["a", 3])J", R"J(7)J"})
+    CHECK_THROWS_WITH(
+        load_name_mapping(write_temp(
+            "map-badlist.json",
+            std::string(R"J({"schema_version": 1, "rules": [{"operator": "x", "module": )J") + bad + "}]}")),
+        Contains("/rules/0/module") && Contains("a non-empty list"));
   // A rule matches the whole name: "head" does not match "header".
   CHECK_THROWS_WITH(map_operators(m, {"header"}),
                     Contains("operator header is not mapped") && Contains(good));
@@ -159,6 +258,7 @@ TEST_CASE("each kind of choice in FSDP2's words", "[torch]") {
   for (std::size_t i = 0; i < expect.size(); ++i) {
     INFO(w.operators[i].name);
     CHECK(m[i]["path"] == expect[i].path);
+    CHECK(m[i]["paths"] == nlohmann::json::array({expect[i].path}));
     CHECK(m[i]["mesh"] == expect[i].mesh);
     CHECK(m[i]["reshard_after_forward"] == expect[i].reshard);
     CHECK(m[i]["checkpoint"] == expect[i].checkpoint);

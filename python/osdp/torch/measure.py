@@ -6,7 +6,9 @@ run under torchrun (one process per rank; gloo on CPU ranks, NCCL on GPUs).
 JOB.json is written by osdp; rank 0 writes OUT.json (atomically). Two kinds of job:
 
 ``validate``: plans exported for FSDP2 (``export``: what ``osdp export --to fsdp2`` writes), each built as
-osdp's GPT (``osdp.torch.GPT``), applied with ``apply_plan`` and trained with Adam on synthetic tokens.
+osdp's GPT (``osdp.torch.GPT``) or, for a model read from a Hugging Face config (the export's
+``transformers``), as transformers' model of that config (``osdp.torch.hf``), applied with
+``apply_plan`` and trained with Adam on synthetic tokens.
 The plans of the job run side by side: warm-up steps, then timed steps, one step of each plan in turn,
 so that a machine whose speed drifts slows them alike. A step is forward, backward, the optimizer step
 and zeroing the gradients, after a barrier; its time is the slowest rank's (an all-reduce of the
@@ -15,7 +17,10 @@ local shards (``DTensor.to_local()``) during the last timed step (gradients afte
 optimizer's states after its step), the largest rank's; so is the loss (the mean over ranks).
 A plan with a ``check`` is first run for one step on osdp's executor arithmetic
 (``osdp.torch.executor_model``) from the executor's initial weights and tokens, and its loss,
-gradients and updated weights are compared with the executor's step that osdp wrote (``_check``).
+gradients and updated weights are compared with the executor's step that osdp wrote (``_check``);
+a transformers model's plan instead runs one step of the transformers model, sharded as planned, beside
+the same model unsharded on the global batch (the executor's tokens and Adam), and the two are compared
+alike (``_check_transformers``).
 
 ``calibrate``: the sweeps of ``osdp calibrate`` in torch's own kernels: all-gather, reduce-scatter and
 all-reduce of a full buffer of S bytes as FSDP2 runs them (``_fsdp2_collectives`` says how: with
@@ -81,7 +86,14 @@ class _Plan:
         self.label = entry["label"]
         self.spec = load_export(entry["export"])
         torch.manual_seed(seed)
-        self.model = GPT.from_model(self.spec["model"]).to(device)
+        if self.spec.get("transformers"):
+            from . import hf
+
+            self.model = hf.build_model(self.spec).to(device)
+            self.loss = lambda x, y: hf.causal_lm_loss(self.model, x, y)
+        else:
+            self.model = GPT.from_model(self.spec["model"]).to(device)
+            self.loss = lambda x, y: self.model(x, y)
         apply_plan(self.model, self.spec)
         self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-4)
         self.batch = self.spec["micro_batch_size"]
@@ -89,7 +101,7 @@ class _Plan:
         self.device = device
         self.gen = torch.Generator().manual_seed(seed + 1)
         self.steps: list[float] = []
-        self.loss = 0.0
+        self.last_loss = 0.0
         self.param_bytes = self.grad_bytes = self.optimizer_bytes = 0
 
     def step(self, timed: bool, last: bool) -> None:
@@ -100,7 +112,7 @@ class _Plan:
         _sync(self.device)
         dist.barrier()
         start = time.perf_counter()
-        loss = self.model(x, y)
+        loss = self.loss(x, y)
         loss.backward()
         if last:
             _sync(self.device)
@@ -121,10 +133,10 @@ class _Plan:
                                        for v in state.values() if torch.is_tensor(v) and v.dim() > 0)
             mean = loss.detach().clone().to(torch.float64)
             dist.all_reduce(mean)
-            self.loss = mean.item() / world
+            self.last_loss = mean.item() / world
 
     def result(self) -> dict:
-        return {"label": self.label, "steps_s": self.steps, "loss": self.loss,
+        return {"label": self.label, "steps_s": self.steps, "loss": self.last_loss,
                 "param_bytes": _max_over_ranks(self.param_bytes), "grad_bytes": _max_over_ranks(self.grad_bytes),
                 "optimizer_bytes": _max_over_ranks(self.optimizer_bytes)}
 
@@ -197,10 +209,73 @@ def _check(entry: dict, device: torch.device) -> dict:
     return out
 
 
+def _check_transformers(entry: dict, device: torch.device, seed: int) -> dict:
+    """One step of a transformers model's plan against the same model unsharded (``_check``'s figures):
+    both built from the export's config with the same seed (no dropout); the sharded one with the plan
+    applied, on each rank's share of the global batch (the executor's tokens), the unsharded one on all
+    of it; Adam with the executor's parameters on both. Gradients and weights are compared per operator
+    over the parameters under its modules (a tied weight once), in the names of the model before
+    ``apply_plan`` (a sliced layer's weight as its slices side by side)."""
+    import copy
+
+    from . import apply_plan, full_parameters, hf, load_export, module_paths
+
+    spec = load_export(entry["export"])
+    chk = entry["check"]
+    torch.manual_seed(seed)
+    ref = hf.build_model(spec, dropout=0.0).to(device)
+    model = copy.deepcopy(ref)
+    apply_plan(model, spec)
+    a = chk["adam"]
+    scale = float(os.environ.get("OSDP_TORCH_TEST_LR_SCALE", "1"))  # test hook: a step that differs
+    opt = torch.optim.Adam(model.parameters(), lr=a["lr"] * scale, betas=(a["beta1"], a["beta2"]), eps=a["eps"])
+    ref_opt = torch.optim.Adam(ref.parameters(), lr=a["lr"], betas=(a["beta1"], a["beta2"]), eps=a["eps"])
+    rank, world = dist.get_rank(), dist.get_world_size()
+    seq = chk["seq"]
+    tokens = _read(chk["tokens_file"], torch.int32).reshape(-1, seq + 1).long().to(device)
+    b = tokens.shape[0] // world
+    loss = hf.causal_lm_loss(model, tokens[b * rank:b * (rank + 1), :-1], tokens[b * rank:b * (rank + 1), 1:])
+    loss.backward()
+    ref_loss = hf.causal_lm_loss(ref, tokens[:, :-1], tokens[:, 1:])
+    ref_loss.backward()
+    grads, ref_grads = full_parameters(model, grads=True), full_parameters(ref, grads=True)
+    opt.step()
+    ref_opt.step()
+    weights, ref_weights = full_parameters(model), full_parameters(ref)
+    mean = loss.detach().to(torch.float64)
+    dist.all_reduce(mean)
+    got_loss, want_loss = mean.item() / world, ref_loss.item()
+    out = {"loss": got_loss, "loss_ref": want_loss,
+           "loss_error": abs(got_loss - want_loss) / max(abs(want_loss), 1e-30),
+           "weight_diff": 0.0, "weight_op": "", "grad_diff": 0.0, "grad_op": ""}
+    for m in spec["modules"]:
+        paths = module_paths(m)
+        names = [n for n in ref_grads if any(n.startswith(p + ".") for p in paths)]
+        if not names:
+            raise ValueError(f"operator {m['operator']}: no parameter under {paths}")
+        g = torch.cat([grads[n].reshape(-1) for n in names])
+        ref_g = torch.cat([ref_grads[n].reshape(-1) for n in names])
+        w = torch.cat([weights[n].reshape(-1) for n in names])
+        ref_w = torch.cat([ref_weights[n].reshape(-1) for n in names])
+        gd = (g - ref_g).norm().item() / max(ref_g.norm().item(), 1e-30)
+        stable = ref_g.abs() >= 1e-3 * ref_g.abs().max()
+        wd = (w - ref_w)[stable].abs().max().item() if bool(stable.any()) else 0.0
+        if wd >= out["weight_diff"]:
+            out["weight_diff"], out["weight_op"] = wd, m["operator"]
+        if gd >= out["grad_diff"]:
+            out["grad_diff"], out["grad_op"] = gd, m["operator"]
+    return out
+
+
 def _validate(job: dict, device: torch.device, status: Callable[[str], None]) -> dict:
     checks = {}
     for i, entry in enumerate(job["plans"]):
         if "check" in entry:
+            if entry["export"].get("transformers"):
+                status(f"plan {i + 1} of {len(job['plans'])} ({entry['label']}): one step against the unsharded "
+                       "transformers model")
+                checks[i] = _check_transformers(entry, device, job.get("seed", 0))
+                continue
             status(f"plan {i + 1} of {len(job['plans'])} ({entry['label']}): one step on osdp's executor arithmetic")
             checks[i] = _check(entry, device)
     plans = []
