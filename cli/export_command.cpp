@@ -65,7 +65,7 @@ int run_export(const ExportArgs& a) {
   }
   std::cout << fmt::format("osdp export: {} ({} on {}, {} ranks, micro-batch {}) to FSDP2 by {}\n", a.plan,
                            plan.model.name, plan.cluster.name, plan.cluster.world_size(), plan.batch_size,
-                           mapping.origin);
+                           spec["source"]["name_mapping"].get<std::string>());
   for (const auto& [label, k] : kinds)
     std::cout << fmt::format("  {:>4} x {:<22} {}\n", k.first, label, k.second);
   for (const auto& n : spec["notes"]) std::cout << "  note: " << n.get<std::string>() << "\n";
@@ -83,16 +83,22 @@ Action add_export_command(CLI::App& app) {
       "checkpointing, and splitting into slices (osdp.torch.SlicedLinear), plus the micro-batch size.\n"
       "Writes DIR/fsdp2_plan.json (for tools and osdp.torch.apply_plan) and DIR/fsdp2_plan.py (the same,\n"
       "with a header naming the plan, model and cluster, and apply(model)).\n"
-      "Module paths follow osdp's gpt family in PyTorch (python/osdp/torch/gpt.py: embedding,\n"
-      "layers.{i}.attention, layers.{i}.mlp, projections.{k}, head); --map maps other models.\n"
+      "Module paths by default follow the module tree the model is built as: osdp's own model files\n"
+      "as osdp's gpt family in PyTorch (python/osdp/torch/gpt.py: embedding, layers.{i}.attention,\n"
+      "layers.{i}.mlp, projections.{k}, head); a model read from a Hugging Face config.json as\n"
+      "transformers' *ForCausalLM of its model_type (model.embed_tokens, model.layers.{i}.self_attn with\n"
+      "its input_layernorm, model.layers.{i}.mlp with its post_attention_layernorm, model.norm and\n"
+      "lm_head; GPT-2's transformer.wte/wpe, transformer.h.{i}.*); a tied embedding shards with the\n"
+      "final norm and lm_head in one fully_shard([...]). --map maps other module trees.\n"
       "Exit codes: 0 written; 2 bad input or usage (an unmapped or doubly mapped operator is named).");
   app.add_option("plan", a->plan, "Plan file written by `osdp plan --out`")->required();
   app.add_option("--to", a->to, "Target framework")->check(CLI::IsMember({"fsdp2"}))->capture_default_str();
   app.add_option("--out", a->out, "Directory to write (default: the plan's path with .fsdp2 for .json)");
   app.add_option(
       "--map", a->map,
-      "Name mapping file: {\"schema_version\": 1, \"rules\": [{\"operator\": REGEX, \"module\": PATH}]}; "
-      "REGEX matches a whole operator name, PATH may use $1...; every operator must match one rule");
+      "Name mapping file: {\"schema_version\": 1, \"rules\": [{\"operator\": REGEX, \"module\": PATH or "
+      "[PATH, ...]}]}; REGEX matches a whole operator name, PATH may use $1...; every operator must match "
+      "one rule; an operator of several paths is one fully_shard([...]) group");
   app.add_flag("--json", a->json, "Print the export as one JSON object instead of the summary");
   return [a]() { return run_export(*a); };
 }

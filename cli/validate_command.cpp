@@ -125,7 +125,7 @@ int report(const ValidateArgs& a, const experiments::MeasuredJob& job,
   if (s.checked > 0)
     std::cout << fmt::format(
         "  one step {}, {} plans: loss within {:.1e}, gradients {:.1e}, weights {:.1e}{}\n",
-        a.backend == "torch" ? "in torch against osdp's executor" : "against the unsharded step", s.checked,
+        a.backend == "torch" ? "in torch against the unsharded step" : "against the unsharded step", s.checked,
         s.max_check_loss_error, s.max_check_grad_diff, s.max_check_weight_diff,
         s.numerics_failed ? " (over tolerance)" : "");
   for (const auto& x : s.speedups)
@@ -320,11 +320,13 @@ Action add_validate_command(CLI::App& app) {
       "OUT/validation.csv, OUT/summary.json and OUT/predicted_vs_measured.png.\n"
       "It starts itself under mpirun when given -np N.\n"
       "--backend torch runs the plans in PyTorch instead: each exported for FSDP2 (osdp export --to fsdp2)\n"
-      "and applied to osdp's GPT (python/osdp/torch), Adam on synthetic tokens, ranks started by torchrun\n"
+      "and applied to the model (osdp's GPT, python/osdp/torch, or for a Hugging Face config.json the\n"
+      "transformers *ForCausalLM with random weights), Adam on synthetic tokens, ranks started by torchrun\n"
       "(gloo on CPUs, NCCL on GPUs), one torchrun job per configuration; memory is then compared at rest\n"
       "(the parameters, gradients and optimizer states in the local shards against the plan's). Each\n"
-      "fp32 plan also runs one step in FSDP2 on osdp's executor arithmetic from the executor's weights and\n"
-      "tokens: its loss, gradients and updated weights must equal osdp's executor's (fp32 tolerance).\n"
+      "fp32 plan also runs one step in FSDP2 whose loss, gradients and updated weights must equal the\n"
+      "unsharded step's (fp32 tolerance): osdp's executor's from its weights and tokens, or for a\n"
+      "transformers model the same model unsharded on the whole batch.\n"
       "Exit codes: 0 within tolerance; 2 bad input; 4 a rank failed or timed out (the job is aborted);\n"
       "5 an error passed the tolerance (the experiment's \"validation\" block; for plan files 5% median,\n"
       "10% largest step-time error, 1% peak memory); 6 inconclusive: the machine's spread (the median over\n"
@@ -344,8 +346,8 @@ Action add_validate_command(CLI::App& app) {
          "torch (PyTorch FSDP2 under torchrun)")
       ->capture_default_str();
   app.add_flag("--no-check", a->no_check,
-               "Skip the one-step numerics check (--backend torch: against osdp's executor; else, for plans "
-               "that are not data-parallel, against the unsharded step)");
+               "Skip the one-step numerics check (--backend torch: against osdp's executor or the unsharded "
+               "transformers model; else, for plans that are not data-parallel, against the unsharded step)");
   app.add_option(
       "--python", a->python,
       "--backend torch: the Python with torch and the osdp package (default: $OSDP_PYTHON, else the "

@@ -102,6 +102,7 @@ ModelSpec read_hf_config(const nlohmann::json& doc, const std::string& file) {
                     list, type));
   ModelSpec m;
   m.name = model_name(file, type);
+  m.hf_model_type = type;
   StageSpec st;
   if (type == "gpt2") {
     apply_family_defaults(m, "gpt");

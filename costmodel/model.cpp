@@ -191,6 +191,7 @@ ModelSpec read_model(const nlohmann::json& doc, const std::string& file, const s
   m.qk_norm = r.boolean_or("qk_norm", m.qk_norm);
   m.fused_qkv = r.boolean_or("fused_qkv", m.fused_qkv);
   m.fp32_loss = r.boolean_or("fp32_loss", m.fp32_loss);
+  if (r.has("hf_model_type")) m.hf_model_type = r.choice("hf_model_type", hf_model_types());
   const bool uniform = r.has("layers") || r.has("hidden") || r.has("heads") || r.has("ffn") ||
                        r.has("kv_heads") || r.has("head_dim");
   if (r.has("stages")) {
@@ -246,6 +247,7 @@ nlohmann::json to_json(const ModelSpec& m) {
   j["qk_norm"] = m.qk_norm;
   j["fused_qkv"] = m.fused_qkv;
   j["fp32_loss"] = m.fp32_loss;
+  if (!m.hf_model_type.empty()) j["hf_model_type"] = m.hf_model_type;
   nlohmann::json stages = nlohmann::json::array();
   for (const auto& s : m.stages)
     stages.push_back({{"layers", s.layers},

@@ -103,6 +103,9 @@ struct ModelSpec {
   bool qk_norm = false;    // an RMSNorm over each head of Q and of K (Qwen3)
   bool fused_qkv = true;   // one QKV GEMM (GPT-2's c_attn) rather than three (q/k/v_proj)
   bool fp32_loss = false;  // logits upcast to fp32 for the loss, as transformers computes it
+  // The transformers model_type it was read from (a Hugging Face config; model files and plans keep
+  // it as "hf_model_type"), "" for a model of osdp's own files.
+  std::string hf_model_type;
 
   int total_layers() const;
   int position_rows() const { return max_positions > 0 ? max_positions : seq; }

@@ -41,25 +41,32 @@ void write_raw(const std::string& path, const std::vector<T>& v) {
 
 }  // namespace
 
-nlohmann::json executor_reference(const costmodel::Plan& plan, const std::string& dir, int index) {
+// What the torch job checks one step against. Both kinds get the executor's tokens and Adam; a model
+// of osdp's own files (built as osdp.torch.GPT) also the executor's unsharded step (initial weights,
+// gradients, updated weights); a transformers model is checked against itself unsharded, in the job.
+nlohmann::json check_reference(const costmodel::Plan& plan, const std::string& dir, int index,
+                               bool executor_step) {
   const costmodel::Workload w = costmodel::lower(plan.model);
   const int batch = plan.global_batch(plan.cluster.world_size());
   const validate::ExecutorOptions xo;
-  const ReferenceStep ref = unsharded_step(plan.model, plan.cluster, batch, validate::GemmMath::kFp32);
-  const auto& initial = ref.initial;
-  const auto& updated = ref.weights;
-  const auto& grads = ref.grads;
-  std::vector<float> blob;
-  for (const auto* part : {&initial, &updated, &grads})
-    for (const auto& v : *part) blob.insert(blob.end(), v.begin(), v.end());
   const std::int64_t seq = plan.model.seq, vocab = plan.model.vocab;
   std::vector<std::int32_t> tokens;
   for (std::int64_t sample = 0; sample < batch; ++sample)
     for (std::int64_t t = 0; t <= seq; ++t) tokens.push_back(validate::token_of(sample, t, vocab));
-  const std::string weights_file = fmt::format("{}/reference-{}.f32", dir, index),
-                    tokens_file = fmt::format("{}/reference-{}.tokens.i32", dir, index);
-  write_raw(weights_file, blob);
+  const std::string tokens_file = fmt::format("{}/reference-{}.tokens.i32", dir, index);
   write_raw(tokens_file, tokens);
+  nlohmann::json check = {
+      {"tokens_file", tokens_file},
+      {"seq", seq},
+      {"vocab", vocab},
+      {"adam", {{"lr", xo.adam.lr}, {"beta1", xo.adam.beta1}, {"beta2", xo.adam.beta2}, {"eps", xo.adam.eps}}}};
+  if (!executor_step) return check;
+  const ReferenceStep ref = unsharded_step(plan.model, plan.cluster, batch, validate::GemmMath::kFp32);
+  std::vector<float> blob;
+  for (const auto* part : {&ref.initial, &ref.weights, &ref.grads})
+    for (const auto& v : *part) blob.insert(blob.end(), v.begin(), v.end());
+  const std::string weights_file = fmt::format("{}/reference-{}.f32", dir, index);
+  write_raw(weights_file, blob);
   nlohmann::json ops = nlohmann::json::array();
   std::int64_t offset = 0;
   for (const auto& op : w.operators) {
@@ -76,15 +83,11 @@ nlohmann::json executor_reference(const costmodel::Plan& plan, const std::string
                    {"weights", ws}});
     offset += op.parameters();
   }
-  return {{"weights_file", weights_file},
-          {"tokens_file", tokens_file},
-          {"parameters", offset},
-          {"seq", seq},
-          {"vocab", vocab},
-          {"loss", ref.loss},
-          {"adam",
-           {{"lr", xo.adam.lr}, {"beta1", xo.adam.beta1}, {"beta2", xo.adam.beta2}, {"eps", xo.adam.eps}}},
-          {"operators", ops}};
+  check["weights_file"] = weights_file;
+  check["parameters"] = offset;
+  check["loss"] = ref.loss;
+  check["operators"] = std::move(ops);
+  return check;
 }
 
 GroupRunner torch_group_runner(const validate::TorchJobOptions& options,
@@ -99,7 +102,8 @@ GroupRunner torch_group_runner(const validate::TorchJobOptions& options,
                               {"export", validate::export_fsdp2(*p.plan, p.origin, mapping)}};
       // Mixed precision computes in bf16: no fp32 equality to check.
       if (options.check && p.plan->model.precision == costmodel::Precision::kFp32)
-        entry["check"] = executor_reference(*p.plan, scratch.path(), static_cast<int>(i));
+        entry["check"] = check_reference(*p.plan, scratch.path(), static_cast<int>(i),
+                                         validate::transformers_model_type(p.plan->model).empty());
       list.push_back(std::move(entry));
     }
     const nlohmann::json job = {{"kind", "validate"},

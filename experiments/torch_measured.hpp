@@ -28,10 +28,13 @@ namespace osdp::experiments {
 GroupRunner torch_group_runner(const validate::TorchJobOptions& options,
                                std::shared_ptr<nlohmann::json> ran = nullptr);
 
-// osdp's executor's step for the numerics check of `plan`: the initial weights, the updated weights
-// and the gradients (the IR's logical order, float32) and the global batch's tokens (int32, samples x
-// (seq + 1)) written in `dir` as reference-INDEX.*; returns what measure.py reads (files, the IR's
-// operators and weights, the loss, Adam's parameters).
-nlohmann::json executor_reference(const costmodel::Plan& plan, const std::string& dir, int index);
+// What the torch job checks one step of `plan` against, written in `dir` as reference-INDEX.*: the
+// global batch's tokens (int32, samples x (seq + 1)) and Adam's parameters; with `executor_step` also
+// osdp's executor's unsharded step (the initial weights, the updated weights and the gradients in the
+// IR's logical order, float32, the loss, the IR's operators and weights), which the job compares a
+// model built as osdp.torch's own with. A transformers model (the export names its model_type) is
+// checked against the same model unsharded, in the job: it needs only the tokens.
+nlohmann::json check_reference(const costmodel::Plan& plan, const std::string& dir, int index,
+                               bool executor_step);
 
 }  // namespace osdp::experiments

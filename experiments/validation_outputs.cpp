@@ -123,7 +123,7 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
           m.check_weight_diff > kCheckWeight) {
         s.numerics_failed = true;
         s.failures.push_back(fmt::format(
-            "{} {} b={}: one step in torch differs from osdp's executor: loss {:.2e} (tolerance {:.0e}), "
+            "{} {} b={}: one step in torch differs from the unsharded step: loss {:.2e} (tolerance {:.0e}), "
             "gradients {:.2e} ({:.0e}), weights {:.2e} ({:.0e}); {}",
             r.model, r.strategy, r.batch_size, m.check_loss_error, kCheckLoss, m.check_grad_diff, kCheckGrad,
             m.check_weight_diff, kCheckWeight, m.check_note));

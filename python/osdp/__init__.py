@@ -21,10 +21,13 @@ import json
 import os
 from typing import Any, Mapping, Sequence, Union
 
-if "OSDP_DATA_DIR" not in os.environ:
-    _bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
-    if os.path.isdir(os.path.join(_bundled, "models")):
-        os.environ["OSDP_DATA_DIR"] = _bundled
+# The package's bundled models, clusters and calibrations come after the user's OSDP_DATA_DIR (a
+# colon-separated search path: the first directory that has a name wins).
+_bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+if os.path.isdir(os.path.join(_bundled, "models")):
+    _dirs = [d for d in os.environ.get("OSDP_DATA_DIR", "").split(os.pathsep) if d]
+    if _bundled not in _dirs:
+        os.environ["OSDP_DATA_DIR"] = os.pathsep.join(_dirs + [_bundled])
 
 try:  # after OSDP_DATA_DIR: the catalog reads it
     from . import _osdp

@@ -215,3 +215,27 @@ TEST_CASE("hf config: unsupported model types and missing keys are input errors"
   // The position table keeps its 128 rows when the sequence is shorter.
   CHECK(lower(gpt2).operators.front().parameters() == 100 * 64 + 128 * 64 + 2 * 64);
 }
+
+TEST_CASE("hf config: the model_type travels with the model through its JSON form", "[json]") {
+  const ModelSpec gpt2 = read_model(
+      {{"model_type", "gpt2"}, {"n_embd", 64}, {"n_layer", 2}, {"n_head", 4}, {"vocab_size", 100}}, "g.json");
+  CHECK(gpt2.hf_model_type == "gpt2");
+  const json j = to_json(gpt2);
+  CHECK(j["hf_model_type"] == "gpt2");
+  const ModelSpec back = read_model(j, "plan.json", "/model");
+  CHECK(back.hf_model_type == "gpt2");
+  CHECK(to_json(back) == j);
+  // osdp's own files have none, and name only the types osdp reads.
+  json own = to_json(read_model(
+      {{"schema_version", 1}, {"name", "m"}, {"seq", 8}, {"vocab", 10}, {"layers", 1},
+       {"hidden", 8}, {"heads", 2}, {"ffn", 32}},
+      "m.json"));
+  CHECK_FALSE(own.contains("hf_model_type"));
+  own["hf_model_type"] = "mixtral";
+  try {
+    read_model(own, "m.json");
+    FAIL("no error");
+  } catch (const osdp::InputError& e) {
+    CHECK(e.pointer() == "/hf_model_type");
+  }
+}

@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   try {
     const costmodel::Workload w = costmodel::lower(m);
     const costmodel::Plan p = make_plan(m, tiny_cluster(1, false), w, 2, 0, plan_patterns().front());
-    std::cout << experiments::executor_reference(p, argv[1], 0).dump() << "\n";
+    std::cout << experiments::check_reference(p, argv[1], 0, true).dump() << "\n";
   } catch (const Error& e) {
     std::fprintf(stderr, "executor_reference: %s\n", e.what());
     return 1;

@@ -119,6 +119,19 @@ except ImportError:
 check("the native module has type stubs, and the package says it is typed",
       os.path.exists(os.path.join(os.path.dirname(osdp.__file__), "_osdp.pyi"))
       and os.path.exists(os.path.join(os.path.dirname(osdp.__file__), "py.typed")))
+# A user's OSDP_DATA_DIR adds to the bundled models: a fresh interpreter with a directory of its own model
+# sees that model and the bundled ones.
+with tempfile.TemporaryDirectory() as d:
+    os.makedirs(os.path.join(d, "models"))
+    with open(os.path.join(d, "models", "mine.json"), "w") as f:
+        json.dump({"schema_version": 1, "name": "mine", "seq": 8, "vocab": 10, "layers": 1, "hidden": 8,
+                   "heads": 2, "ffn": 32}, f)
+    env = dict(os.environ, OSDP_DATA_DIR=d)
+    p = subprocess.run([sys.executable, "-c", "import json, osdp; print(json.dumps(osdp.models()))"],
+                       capture_output=True, text=True, env=env)
+    seen = json.loads(p.stdout) if p.returncode == 0 else p.stderr
+    check("OSDP_DATA_DIR adds to the bundled models", isinstance(seen, list) and "mine" in seen
+          and set(names) <= set(seen), seen)
 check("plan() has a docstring", "osdp plan --json" in (osdp.plan.__doc__ or ""))
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

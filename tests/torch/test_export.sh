@@ -21,7 +21,7 @@ expect_rc "plan val-nd-8x256 on cpu-2 at 74 MiB" plan 0
 run export "$OSDP" export p.json --to fsdp2
 expect_rc "export p.json --to fsdp2" export 0
 contains "the summary names the plan, the mapping and the files" export.out "p.json (val-nd-8x256 on cpu-2, 2 ranks" \
-  "by the default mapping of the model's module tree" "wrote p.fsdp2/fsdp2_plan.json and p.fsdp2/fsdp2_plan.py"
+  "by the gpt family's default mapping" "wrote p.fsdp2/fsdp2_plan.json and p.fsdp2/fsdp2_plan.py"
 jcheck "every operator in FSDP2's words, as the plan chose it" p.fsdp2/fsdp2_plan.json '
 plan = json.load(open(args[0]))
 assert j["kind"] == "osdp-fsdp2" and j["schema_version"] == 1

@@ -35,7 +35,7 @@ run v "$OSDP" validate --backend torch --plan fsdp.json --plan ddp.json --plan e
 if [[ $RC -eq 0 || $RC -eq 5 || $RC -eq 6 ]]; then ok "validate --backend torch ran every plan (exit $RC)"; else
   not_ok "validate --backend torch: exit $RC" "$(tail -n 80 "$TMP/v.err")"; fi
 contains "the summary line names the job and the memory at rest" v.out "osdp validate: plans: 3 plans on 2 ranks" \
-  "memory at rest |error| max 0.00%" "one step in torch against osdp's executor, 3 plans"
+  "memory at rest |error| max 0.00%" "one step in torch against the unsharded step, 3 plans"
 # FSDP2 shards every parameter's first dimension over the 2 ranks (all even here): a rank holds P/2 of
 # a sharded operator and P of a replicated one, each parameter with its gradient and Adam's two
 # moments, 4 + 4 + 8 bytes.
@@ -79,7 +79,7 @@ if grep -q "running" "$TMP/resume.err"; then not_ok "--resume ran a finished pla
 # 1e-3 further): exit 5 even where the timings are noise, naming the plan and the operators.
 OSDP_TORCH_TEST_LR_SCALE=2 run differs "$OSDP" validate --backend torch --plan fsdp.json --out differs --iterations 5
 expect_rc "a torch step that differs from osdp's executor" differs 5
-contains "the failure names the plan and what differs" differs.err "one step in torch differs from osdp's executor" \
+contains "the failure names the plan and what differs" differs.err "one step in torch differs from the unsharded step" \
   "fsdp b=2" "largest weight difference in"
 run nocheck "$OSDP" validate --backend torch --plan fsdp.json --out nocheck --iterations 5 --no-check
 if [[ $RC -eq 0 || $RC -eq 5 || $RC -eq 6 ]]; then ok "validate --no-check ran (exit $RC)"; else

@@ -83,8 +83,9 @@ NameMapping gpt_name_mapping() {
 }  // namespace
 
 std::string transformers_model_type(const costmodel::ModelSpec& model) {
-  if (model.family == "gpt") return model.fp32_loss ? "gpt2" : "";
-  return model.family;  // llama, mistral, qwen2, qwen3: transformers' names
+  if (!model.hf_model_type.empty()) return model.hf_model_type;
+  if (model.family == "gpt") return "";  // osdp.torch.GPT
+  return model.family;                   // llama, mistral, qwen2, qwen3: transformers' names
 }
 
 NameMapping default_name_mapping() {

@@ -63,9 +63,8 @@ struct NameMapping {
 
 // The transformers model_type of a model read from a Hugging Face config ("gpt2", "llama", "mistral",
 // "qwen2", "qwen3"), or "" for a model of osdp's own files (the gpt family, built as osdp.torch.GPT).
-// The families llama, mistral, qwen2 and qwen3 exist only as transformers modules; a gpt-family model
-// is GPT-2's when it computes its loss in fp32 as transformers does (fp32_loss: what osdp's reader of
-// GPT-2 configs sets, and osdp's gpt files do not), for the model spec does not record its file's format.
+// The model's hf_model_type when it has one; else the families llama, mistral, qwen2 and qwen3,
+// which exist only as transformers modules, by their family name, and "" for the gpt family.
 std::string transformers_model_type(const costmodel::ModelSpec& model);
 
 // The default mapping: resolved per model by export_fsdp2 (by_model; its own rules are the gpt
