@@ -73,6 +73,9 @@ else
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
+# The built-in models and clusters of this tree, wherever it was copied (osdp's own path to them is the
+# source tree it was built from).
+export OSDP_DATA_DIR=$ROOT/data${OSDP_DATA_DIR:+:$OSDP_DATA_DIR}
 export OSDP_PYTHON=$PY
 # osdp.torch.measure builds each model on the CPU before moving it (1.9 B parameters): all the cores.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
