@@ -58,7 +58,8 @@ int run_export(const ExportArgs& a) {
       words = fmt::format("{} slices of each Linear, the first {} resharded after forward; ",
                           m["split"]["slices"].get<int>(), m["split"]["resharded"].get<int>()) +
               words;
-    if (m["checkpoint"].get<bool>()) words += " + checkpoint";
+    if (m["recompute"] == "full") words += " + checkpoint";
+    if (m["recompute"] == "selective") words += " + selective checkpoint";
     auto& k = kinds[m["choice"].get<std::string>()];
     ++k.first;
     k.second = words;

@@ -308,8 +308,11 @@ Action add_plan_command(CLI::App& app) {
       ->check(PowerOfTwo(64))
       ->capture_default_str();
   app.add_option("--checkpoint", a->req.checkpoint,
-                 "Activation checkpointing: auto (searched per operator), on, off")
-      ->check(CLI::IsMember({"auto", "on", "off"}))
+                 "Activation checkpointing: auto (none, full or selective, searched per operator), on "
+                 "(full: only each layer operator's input kept), off, or selective (torchtitan's "
+                 "\"selective op\": GEMM and attention outputs kept, norms, rotary and activations "
+                 "recomputed, where an operator has that form)")
+      ->check(CLI::IsMember({"auto", "on", "off", "selective"}))
       ->capture_default_str();
   app.add_option("--tier", a->req.tier, "Cost model: extended (default) or paper (the seed formulas)")
       ->check(CLI::IsMember({"paper", "extended"}))

@@ -95,6 +95,7 @@ experiments::ValidationOptions make_options(const ValidateArgs& a, const experim
     o.calibration = a.calibration;
   }
   o.check = !a.no_check;
+  o.selective = a.backend == "torch";  // osdp's executor runs none or full checkpointing
   o.out_dir = a.out.empty() ? job.output : a.out;
   o.resume = a.resume;
   o.force = a.force;
@@ -125,8 +126,8 @@ int report(const ValidateArgs& a, const experiments::MeasuredJob& job,
   if (s.checked > 0)
     std::cout << fmt::format(
         "  one step {}, {} plans: loss within {:.1e}, gradients {:.1e}, weights {:.1e}{}\n",
-        a.backend == "torch" ? "in torch against the unsharded step" : "against the unsharded step", s.checked,
-        s.max_check_loss_error, s.max_check_grad_diff, s.max_check_weight_diff,
+        a.backend == "torch" ? "in torch against the unsharded step" : "against the unsharded step",
+        s.checked, s.max_check_loss_error, s.max_check_grad_diff, s.max_check_weight_diff,
         s.numerics_failed ? " (over tolerance)" : "");
   for (const auto& x : s.speedups)
     std::cout << fmt::format("  speedup {} over {}: predicted {:.3f}x, measured {:.3f}x ({:+.1f}%)\n",

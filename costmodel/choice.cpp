@@ -4,6 +4,18 @@
 
 namespace osdp::costmodel {
 
+const char* to_string(Recompute r) {
+  switch (r) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kFull:
+      return "full";
+    case Recompute::kSelective:
+      return "selective";
+  }
+  return "?";
+}
+
 std::string Choice::mode_name() const {
   if (replicate) return "replicate";
   if (zdp_slices == 0) return "dp";
@@ -22,6 +34,7 @@ std::string Choice::label() const {
   if (node_group) s += "/node";
   if (two_level) s += "/2lvl";
   if (checkpoint) s += "+ckpt";
+  if (selective) s += "+sel";
   return s;
 }
 

@@ -1,6 +1,8 @@
 // One operator's decision (DESIGN.md section 3): REPLICATE, or split into `split` slices of which
 // `zdp_slices` are ZDP (ZeRO-3: gathered again for backward) and the rest DP (gathered once, kept
-// until the backward ends); plus activation checkpointing.
+// until the backward ends); plus activation checkpointing: none, full (only the operator's input is
+// kept, its whole forward runs again before its backward) or selective (torchtitan's "selective op":
+// the GEMM outputs and the attention output are kept, the elementwise work is recomputed).
 //   split 1, zdp 0: DP      split 1, zdp 1: ZDP      split n, zdp k: k of n slices ZDP
 // On a cluster of several nodes a sharded (not REPLICATE) choice also has a sharding group and, for
 // world shards, a communication (issue 14; priced by cost_model.hpp):
@@ -15,18 +17,25 @@
 
 namespace osdp::costmodel {
 
+enum class Recompute { kNone, kFull, kSelective };
+const char* to_string(Recompute r);  // "none", "full", "selective"
+
 struct Choice {
   bool replicate = false;
   int split = 1;
   int zdp_slices = 0;
-  bool checkpoint = false;
+  bool checkpoint = false;  // full checkpointing
   bool node_group = false;  // shard within the node (HSDP) instead of over the world
   bool two_level = false;   // world shards: collectives in two levels (never with node_group)
+  bool selective = false;   // selective checkpointing (never with checkpoint)
 
   bool is_dp() const { return !replicate && zdp_slices == 0; }
   bool is_zdp() const { return !replicate && zdp_slices == split; }
+  Recompute recompute() const {
+    return checkpoint ? Recompute::kFull : selective ? Recompute::kSelective : Recompute::kNone;
+  }
   // "DP", "ZDP", "REPLICATE", "split4:1zdp"; "/node" for a node group, "/2lvl" for two-level
-  // collectives; "+ckpt" when checkpointed.
+  // collectives; "+ckpt" when checkpointed, "+sel" when selectively.
   std::string label() const;
   // The mode word used in plan files: "dp", "zdp", "mixed" or "replicate".
   std::string mode_name() const;

@@ -169,7 +169,8 @@ double CostModel::overlapped_s(double x, double c, double i) {
 }
 
 CostModel::PhaseTimes CostModel::phases(const Operator& op, int batch, int splits) const {
-  return PhaseTimes{phase_s(op.forward, batch, splits), phase_s(op.backward, batch, splits)};
+  return PhaseTimes{phase_s(op.forward, batch, splits), phase_s(op.backward, batch, splits),
+                    op.selectable() ? phase_s(op.selective_recompute, batch, splits) : 0.0};
 }
 
 ChoiceCost CostModel::cost(const Operator& op, const Choice& ch, int batch, const PrecisionBytes& B) const {
@@ -185,7 +186,9 @@ ChoiceCost CostModel::cost(const Operator& op, const Choice& ch, int batch, cons
   const int k = ch.replicate ? 0 : ch.zdp_slices;
   const double Ps = ceil_div(P, n);
   const double b = batch;
-  const bool ckpt = ch.checkpoint && op.checkpointable;
+  const Recompute rc = op.recompute(ch);
+  const bool ckpt = rc == Recompute::kFull;
+  const double recompute_s = ckpt ? ph.forward_s : rc == Recompute::kSelective ? ph.selective_s : 0.0;
 
   // Communication.
   double comm_f = 0, comm_b = 0;
@@ -205,12 +208,12 @@ ChoiceCost CostModel::cost(const Operator& op, const Choice& ch, int batch, cons
   if (options_.tier == Tier::kPaper) {
     // b gamma, gamma the operator's compute per sample (forward, recompute, backward at batch 1).
     const double fwd = ph.forward_s;
-    c.compute_s = fwd * (ckpt ? 2 : 1) + ph.backward_s;
+    c.compute_s = fwd + recompute_s + ph.backward_s;
     c.comm_s = comm_f + comm_b;
     c.time_s = c.compute_s + c.comm_s;
   } else {
     const double fwd = ph.forward_s;
-    const double bwd = ph.backward_s + (ckpt ? fwd : 0.0);
+    const double bwd = ph.backward_s + recompute_s;
     const double opt = optimizer_s(shard_elems, B);
     c.compute_s = fwd + bwd + opt;
     c.comm_s = comm_f + comm_b;
@@ -224,7 +227,7 @@ ChoiceCost CostModel::cost(const Operator& op, const Choice& ch, int batch, cons
   const double state = B.at_rest();
   c.persistent_bytes = state * shard_elems;
   if (!ch.replicate) c.persistent_bytes += (n - k) * B.weight * Ps;
-  c.persistent_bytes += b * (ckpt ? op.input_bytes_per_sample : op.saved_bytes_per_sample);
+  c.persistent_bytes += b * op.kept_bytes_per_sample(ch);
   if (op.tied_gradient && !ch.replicate) c.persistent_bytes += B.gradient * static_cast<double>(P);
   c.transient_bytes = b * op.workspace_bytes_per_sample;
   if (!ch.replicate) {
@@ -234,7 +237,8 @@ ChoiceCost CostModel::cost(const Operator& op, const Choice& ch, int batch, cons
     c.transient_bytes += (all_slices ? k : std::min(k, 1)) * B.weight * Ps;
     if (!op.tied_gradient) c.transient_bytes += B.gradient_in_flight() * Ps;
   }
-  if (ckpt) c.transient_bytes += b * (op.saved_bytes_per_sample - op.input_bytes_per_sample);
+  // What the recompute produces lives through the operator's backward.
+  c.transient_bytes += b * (op.saved_bytes_per_sample - op.kept_bytes_per_sample(ch));
   return c;
 }
 

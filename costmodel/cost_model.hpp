@@ -36,7 +36,8 @@
 // Memory (both tiers):
 //   persistent = (w+g+o) ceil(P/N) [REPLICATE: (w+g+o) P; node group: (w+g+o) ceil(P/G)]
 //              + (n-k) w Ps                       (DP slices keep their gathered weights)
-//              + b * saved activations            (checkpointed: b * input only)
+//              + b * kept activations              (saved; checkpointed: the input only;
+//                                                  selective: the input, GEMM and attention outputs)
 //              + g P                              (a tied embedding's gradient, alive all backward)
 //   transient  = [k > 0] w Ps + g Ps              (one gathered ZDP slice, one slice's gradient
 //                                                  before its reduce-scatter; neither for REPLICATE
@@ -45,7 +46,9 @@
 //                                                  checkpointed operator whose recompute reuses the
 //                                                  backward gather, and a tied LM head)
 //              + b * backward workspace
-//              + [checkpointed] b * (saved - input)   (recomputed activations)
+//              + b * (saved - kept)               (recomputed activations)
+// Compute: a checkpointed operator runs its forward again before its backward, a selectively
+// checkpointed one its norms, rotary and activation (Operator::selective_recompute).
 // The step's peak is bounded by reserve + sum(persistent) + max(transient): the search objective.
 #pragma once
 
@@ -120,6 +123,7 @@ class CostModel {
   // which every choice of that split shares: pricing many choices computes them once.
   struct PhaseTimes {
     double forward_s = 0, backward_s = 0;
+    double selective_s = 0;  // the kernels a selectively checkpointed operator runs again
   };
   PhaseTimes phases(const Operator& op, int batch, int splits) const;
   // cost() with the phases of the choice's split (REPLICATE: 1) given.

@@ -106,10 +106,11 @@ void check_layout(const Plan& plan, const Workload& w, const ClusterSpec& cluste
 }
 
 nlohmann::json choice_json(const Choice& c) {
-  nlohmann::json op = {{"mode", c.mode_name()},
-                       {"split", c.split},
-                       {"zdp_slices", c.zdp_slices},
-                       {"checkpoint", c.checkpoint}};
+  nlohmann::json op = {
+      {"mode", c.mode_name()},
+      {"split", c.split},
+      {"zdp_slices", c.zdp_slices},
+      {"checkpoint", c.selective ? nlohmann::json("selective") : nlohmann::json(c.checkpoint)}};
   // Written only when not the default, so that single-level plans stay as they were.
   if (c.node_group) op["group"] = c.group_name();
   if (c.two_level) op["comm"] = c.comm_name();
@@ -123,7 +124,14 @@ Choice read_choice(JsonReader& o, const Operator& oper, const ClusterSpec& clust
   choice.split = static_cast<int>(o.integer_or("split", 1, 1 << 16, 1));
   choice.zdp_slices =
       static_cast<int>(o.integer_or("zdp_slices", 0, choice.split, mode == "zdp" ? choice.split : 0));
-  choice.checkpoint = o.boolean_or("checkpoint", false);
+  // true (full), false, or "none", "full", "selective".
+  if (const nlohmann::json* ck = o.raw("checkpoint"); ck != nullptr && ck->is_string()) {
+    const std::string how = o.choice("checkpoint", {"none", "full", "selective"});
+    choice.checkpoint = how == "full";
+    choice.selective = how == "selective";
+  } else {
+    choice.checkpoint = o.boolean_or("checkpoint", false);
+  }
   choice.node_group = o.choice_or("group", {"world", "node"}, "world") == "node";
   choice.two_level = o.choice_or("comm", {"flat", "two-level"}, "flat") == "two-level";
   if ((choice.node_group || choice.two_level) && choice.replicate)
@@ -144,8 +152,13 @@ Choice read_choice(JsonReader& o, const Operator& oper, const ClusterSpec& clust
   const auto allowed = oper.splits(choice.split);
   if (allowed.back() != choice.split)
     o.fail("split", fmt::format("operator \"{}\" cannot be split {} ways", oper.name, choice.split));
-  if (choice.checkpoint && !oper.checkpointable)
+  if ((choice.checkpoint || choice.selective) && !oper.checkpointable)
     o.fail("checkpoint", fmt::format("operator \"{}\" cannot be checkpointed", oper.name));
+  if (choice.selective && !oper.selectable())
+    o.fail("checkpoint",
+           fmt::format("operator \"{}\" has no selective checkpointing (attention that materializes its "
+                       "scores, or not a layer's operator); use true or false",
+                       oper.name));
   return choice;
 }
 

@@ -22,7 +22,8 @@
 //    "batch_size": b0, "prefetch",
 //    "pipeline": {"stages": pp, "micro_batches": m, "schedule": "1f1b"|"gpipe", "sequence_parallel"},
 //    "units": [{"name", "stage", "tp"}],            every unit of lower(model, pp), in order
-//    "operators": [{"name", "mode", "split", "zdp_slices", "checkpoint", "group"?, "comm"?}],
+//    "operators": [{"name", "mode", "split", "zdp_slices", "checkpoint" (false, true or
+//                     "selective"), "group"?, "comm"?}],
 //    "predicted": {"iteration_time_s", "peak_memory_bytes", "throughput_samples_per_s", "global_batch",
 //                  "bubble_fraction"?, "stages"?: [per-stage figures, for people]}}
 #pragma once

@@ -110,7 +110,8 @@ OpParts PlanCostModel::op_parts(const Operator& op0, const Operator& op, int t, 
   const double P = static_cast<double>(op.parameters());
   const int n = ch.replicate ? 1 : ch.split;
   const int k = ch.replicate ? 0 : ch.zdp_slices;
-  const bool ckpt = ch.checkpoint && op.checkpointable;
+  const Recompute rc = op.recompute(ch);
+  const bool ckpt = rc == Recompute::kFull;
   OpParts x;
   if (ch.replicate) {
     x.grad_sync_s = sub.collective_s(Collective::kAllReduce, B.reduce * P);
@@ -129,7 +130,7 @@ OpParts PlanCostModel::op_parts(const Operator& op0, const Operator& op, int t, 
       tp_allreduce_s(t, b * tr.backward_elements * B.activation) + (ckpt ? x.tp_forward_s : 0.0);
   const auto ph = sub.phases(op, b, ch.replicate ? 1 : ch.split);
   x.forward_s = ph.forward_s;
-  x.backward_s = ph.backward_s + (ckpt ? ph.forward_s : 0.0);
+  x.backward_s = ph.backward_s + (ckpt ? ph.forward_s : rc == Recompute::kSelective ? ph.selective_s : 0.0);
   const double shard_elems = ch.replicate ? P : ceil_div(P, sub.shards(ch));
   x.optimizer_s = options_.tier == Tier::kPaper ? 0.0 : sub.optimizer_s(shard_elems, B);
   return x;
@@ -156,7 +157,7 @@ OpCost PlanCostModel::op_cost(const OpParts& x, const Operator& op, int t, const
   const int n = ch.replicate ? 1 : ch.split;
   const int k = ch.replicate ? 0 : ch.zdp_slices;
   const double Ps = ceil_div(P, n);
-  const bool ckpt = ch.checkpoint && op.checkpointable;
+  const bool ckpt = op.recompute(ch) == Recompute::kFull;
   const double md = m;
   const double comm_f = x.zdp_forward_s + x.dp_gather_s / md;
   const double comm_b = x.zdp_backward_s + x.grad_sync_s / md;
@@ -174,14 +175,14 @@ OpCost PlanCostModel::op_cost(const OpParts& x, const Operator& op, int t, const
   if (!ch.replicate) c.states_bytes += (n - k) * B.weight * Ps;
   if (op.tied_gradient && !ch.replicate) c.states_bytes += B.gradient * P;
   if (m > 1 && !ch.replicate && !op.tied_gradient) c.states_bytes += n * B.gradient_in_flight() * Ps;
-  c.act_bytes = b * (ckpt ? op.input_bytes_per_sample : op.saved_bytes_per_sample);
+  c.act_bytes = b * op.kept_bytes_per_sample(ch);
   c.transient_bytes = b * op.workspace_bytes_per_sample;
   if (!ch.replicate) {
     const bool all_slices = (ckpt && !options_.checkpoint_regather) || op.tied_gradient;
     c.transient_bytes += (all_slices ? k : std::min(k, 1)) * B.weight * Ps;
     if (!op.tied_gradient && m == 1) c.transient_bytes += B.gradient_in_flight() * Ps;
   }
-  if (ckpt) c.transient_bytes += b * (op.saved_bytes_per_sample - op.input_bytes_per_sample);
+  c.transient_bytes += b * (op.saved_bytes_per_sample - op.kept_bytes_per_sample(ch));
   return c;
 }
 

@@ -11,7 +11,8 @@
 // and reduce-scatter, ar the all-reduce of g P_t:
 //   per micro-batch, forward:  fwd = the slice's forward kernels at b;   comm_f = (k + (n-k)/m) ag
 //                               (ZDP slices gather for every micro-batch, DP slices once per step)
-//                  backward: bwd = its backward kernels (+ fwd when checkpointed);
+//                  backward: bwd = its backward kernels (+ fwd when checkpointed, + its selective
+//                            recompute kernels when selectively checkpointed);
 //                            comm_b = (k + regather) ag + n rs / m   (REPLICATE: ar / m): gradients
 //                            are reduced once per step, after the last micro-batch (Megatron's and
 //                            PyTorch pipelining's deferred gradient sync)
@@ -21,9 +22,9 @@
 //          over the step's micro-batches, so the stage's m micro-batches sum to the step's work
 //   states = (w+g+o) shard + (n-k) w Ps + [tied gradient] g P_t + [m > 1, sharded] n g Ps
 //            (the accumulated unsharded gradient, reduced at the step's end)
-//   act    = b (checkpointed ? input : saved)      per micro-batch in flight
+//   act    = b kept (saved, input or selective)  per micro-batch in flight
 //   trans  = b workspace + gathered ZDP slices as in cost_model.hpp + [m = 1, sharded] g Ps
-//            + [checkpointed] b (saved - input)
+//            + b (saved - kept)
 // With t = 1, m = 1 and pp = 1 this is exactly CostModel::cost (a test holds it).
 //
 // Between units. A unit of degree t' after one of degree t != t' re-lays its input out: the larger

@@ -104,7 +104,7 @@ Operator tp_slice(const Operator& op, int t, bool sp, const Workload& workload) 
       w.cols /= t;
     }
   }
-  for (auto* list : {&s.forward, &s.backward}) {
+  for (auto* list : {&s.forward, &s.backward, &s.selective_recompute}) {
     for (auto& k : *list) {
       if (k.kind == KernelKind::kGemm) {
         if (k.split_dim != Dim::kNone) k = k.slice(t);
@@ -120,6 +120,12 @@ Operator tp_slice(const Operator& op, int t, bool sp, const Workload& workload) 
                     replicated_saved(op, workload.seq, workload.bytes, workload.dropout));
   s.saved_bytes_per_sample = replicated + (op.saved_bytes_per_sample - replicated) / td;
   if (sp) s.input_bytes_per_sample = op.input_bytes_per_sample / td;
+  // Selective keeps the replicated part less the norm's output (e s h, whole on each rank without SP).
+  if (op.selective_bytes_per_sample > 0) {
+    const double rep_sel =
+        std::max(0.0, replicated - workload.bytes.activation * static_cast<double>(workload.seq) * op.hidden);
+    s.selective_bytes_per_sample = rep_sel + (op.selective_bytes_per_sample - rep_sel) / td;
+  }
   s.workspace_bytes_per_sample = op.workspace_bytes_per_sample / td;
   if (op.split_units > 0) s.split_units = op.split_units / t;
   return s;

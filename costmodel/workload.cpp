@@ -121,9 +121,13 @@ Operator attention(int layer, const StageSpec& st, const ModelSpec& m, I s, doub
     op.weights.push_back({op.name + ".q_norm", 1, d, false});
     op.weights.push_back({op.name + ".k_norm", 1, d, false});
     op.forward.push_back(elementwise(op.name + ".qk_norm", 2 * sd * (qd + kd) * e, true));
+    op.selective_recompute.push_back(op.forward.back());
   }
   const bool rotary = m.positions == PositionKind::kRotary;
-  if (rotary) op.forward.push_back(elementwise(op.name + ".rotary", 2 * sd * (qd + kd) * e, true));
+  if (rotary) {
+    op.forward.push_back(elementwise(op.name + ".rotary", 2 * sd * (qd + kd) * e, true));
+    op.selective_recompute.push_back(op.forward.back());
+  }
   std::vector<Kernel> core_bwd;
   double saved = e * (2 * sd * hd + sd * wd + sd * qd) + (m.qk_norm ? e * sd * (qd + kd) : 0.0);
   if (m.attention == AttentionKind::kMaterialized) {
@@ -160,6 +164,11 @@ Operator attention(int layer, const StageSpec& st, const ModelSpec& m, I s, doub
     core_bwd.push_back(flash(".flash.bwd.dK", s, d, s));
     saved += 4 * ad * sd + mask * sd * hd;
     op.workspace_bytes_per_sample = e * sd * wd + 4 * ad * sd;
+    // Selective: the norm's input, Q, K, V as their GEMMs wrote them, the attention's output and
+    // log-sum-exp, the mask; the norm, Q/K norms and rotary run again (not the norm's output, nor
+    // the Q/K norms' outputs, are kept).
+    op.selective_bytes_per_sample = e * (sd * hd + sd * wd + sd * qd) + 4 * ad * sd + mask * sd * hd;
+    op.selective_recompute.insert(op.selective_recompute.begin(), op.forward.front());
   }
   // The projection comes after attention in the forward pass.
   Operator proj_part;
@@ -224,6 +233,12 @@ Operator mlp(int layer, const StageSpec& st, const ModelSpec& m, I s, double e, 
   op.saved_bytes_per_sample = e * (2 * sd * hd + (gate ? 3 : 2) * sd * fd) + mask * sd * hd;
   op.input_bytes_per_sample = e * sd * hd;
   op.workspace_bytes_per_sample = e * (gate ? 3 : 2) * sd * fd;
+  // Selective: the norm's input, the first GEMMs' outputs (gate and up, or fc1's), the mask; the norm
+  // and the activation run again.
+  op.selective_bytes_per_sample = e * (sd * hd + (gate ? 2 : 1) * sd * fd) + mask * sd * hd;
+  op.selective_recompute = {op.forward.front()};
+  for (const Kernel& k : op.forward)
+    if (k.name == op.name + "." + act) op.selective_recompute.push_back(k);
   return op;
 }
 
@@ -336,6 +351,24 @@ double Kernel::flops(int batch) const {
          static_cast<double>(dim(Dim::kK, batch)) * static_cast<double>(dim(Dim::kCount, batch)) * density;
 }
 
+Recompute Operator::recompute(const Choice& choice) const {
+  if (!checkpointable) return Recompute::kNone;
+  if (choice.selective && !selectable()) return Recompute::kNone;
+  return choice.recompute();
+}
+
+double Operator::kept_bytes_per_sample(const Choice& choice) const {
+  switch (recompute(choice)) {
+    case Recompute::kFull:
+      return input_bytes_per_sample;
+    case Recompute::kSelective:
+      return selective_bytes_per_sample;
+    case Recompute::kNone:
+      break;
+  }
+  return saved_bytes_per_sample;
+}
+
 std::int64_t Operator::parameters() const {
   std::int64_t p = 0;
   for (const auto& w : weights) p += w.elements();
@@ -420,11 +453,11 @@ Workload lower(const ModelSpec& model, int pp) {
     std::vector<double> key{static_cast<double>(op.kind),      op.saved_bytes_per_sample,
                             op.tp_replicated_bytes_per_sample, op.input_bytes_per_sample,
                             op.workspace_bytes_per_sample,     op.checkpointable ? 1.0 : 0.0,
-                            op.tied_gradient ? 1.0 : 0.0};
+                            op.tied_gradient ? 1.0 : 0.0,      op.selective_bytes_per_sample};
     for (const auto& wt : op.weights)
       key.insert(key.end(), {static_cast<double>(wt.rows), static_cast<double>(wt.cols),
                              wt.splittable ? 1.0 : 0.0, wt.split_columns ? 1.0 : 0.0});
-    for (const auto* list : {&op.forward, &op.backward}) {
+    for (const auto* list : {&op.forward, &op.backward, &op.selective_recompute}) {
       key.push_back(-1.0);  // separates the lists
       for (const auto& k : *list)
         key.insert(key.end(),

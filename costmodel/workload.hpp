@@ -60,6 +60,7 @@
 #include <string>
 #include <vector>
 
+#include "costmodel/choice.hpp"
 #include "costmodel/model.hpp"
 
 namespace osdp::costmodel {
@@ -117,10 +118,21 @@ struct Operator {
   double saved_bytes_per_sample = 0;      // activations kept for backward without checkpointing
   double input_bytes_per_sample = 0;      // what a checkpointed operator keeps (its input)
   double workspace_bytes_per_sample = 0;  // transient buffers of its backward
+  // Selective checkpointing (torchtitan's "selective op"): what the operator keeps (its input, the
+  // GEMM outputs, the attention output and log-sum-exp, masks) and the forward kernels it runs again
+  // before its backward (the norms, rotary, Q/K norms, the MLP's activation). 0 and none: the
+  // operator has no selective form (embedding, head, projection, materialized attention).
+  double selective_bytes_per_sample = 0;
+  std::vector<Kernel> selective_recompute;
   // What every TP rank keeps of saved_bytes_per_sample without sequence parallelism, when the
   // lowering states it (< 0: the rule of the opening comment by operator kind).
   double tp_replicated_bytes_per_sample = -1;
   bool checkpointable = false;
+  bool selectable() const { return checkpointable && selective_bytes_per_sample > 0; }
+  // What `choice` makes it keep for its backward, per sample (saved, input or selective bytes), and
+  // which recompute it runs (an operator that cannot be checkpointed runs none).
+  Recompute recompute(const Choice& choice) const;
+  double kept_bytes_per_sample(const Choice& choice) const;
   bool tied_gradient = false;  // its full gradient lives from the LM head's backward to the end
   int shape_id = 0;            // operators with the same shape_id have identical weights and kernels
   std::int64_t split_units =

@@ -80,7 +80,7 @@ void apply(Config& c, const std::string& key, const nlohmann::json& v, const std
       bad(file, pointer,
           fmt::format("expected a power of two (slices split in halves), got {}", c.split_max));
   } else if (key == "checkpoint")
-    c.checkpoint = text({"off", "on", "auto"});
+    c.checkpoint = text({"off", "on", "auto", "selective"});
   else if (key == "prefetch")
     c.prefetch = integer(0, 64);
   else if (key == "tier")
@@ -204,7 +204,7 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
     } else
       s.raw("split_max");
     if (s.has("checkpoint"))
-      sc.checkpoint = s.choice("checkpoint", {"off", "on", "auto"});
+      sc.checkpoint = s.choice("checkpoint", {"off", "on", "auto", "selective"});
     else
       s.raw("checkpoint");
     for (const auto& [key, out] : {std::pair{"pp", &sc.pp}, std::pair{"tp", &sc.tp}}) {

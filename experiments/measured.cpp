@@ -71,7 +71,7 @@ Prepared prepare(const MeasuredItem& item, const ValidationOptions& o) {
   Prepared p;
   UnitResult& r = p.row;
   if (item.unit) {  // searched, as the sweep does
-    PlannedUnit u = plan_unit(*item.unit, o.calibration);
+    PlannedUnit u = plan_unit(*item.unit, o.calibration, o.selective);
     p.row = unit_row(*item.unit, u);
     if (u.outcome().feasible) {
       p.plan = u.outcome().plan;
@@ -359,6 +359,17 @@ void check_world_size(const MeasuredJob& job, int ranks) {
 std::vector<UnitResult> run_measured(const MeasuredJob& job, validate::Communicator& comm,
                                      const DeviceFactory& make_device, const ValidationOptions& o) {
   if (!o.run_group) check_world_size(job, comm.size());  // else each group's own job has its ranks
+  if (!o.selective)                                      // osdp's executor runs none or full checkpointing
+    for (const auto& item : job.items) {
+      if (!item.plan) continue;
+      const costmodel::Workload w = costmodel::lower(item.plan->model, item.plan->pp);
+      for (std::size_t u = 0; u < w.operators.size(); ++u)
+        if (w.operators[u].recompute(item.plan->choices[u]) == costmodel::Recompute::kSelective)
+          throw UsageError(fmt::format(
+              "{}: {} is checkpointed selectively; osdp's executor runs none or full checkpointing (run "
+              "selective plans with --backend torch)",
+              item.origin, w.operators[u].name));
+    }
   const bool root = comm.rank() == 0;
   std::unique_ptr<ResultsDir> dir;
   const std::map<std::string, UnitResult> done = open_results(job, o, comm, dir);

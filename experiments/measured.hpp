@@ -147,6 +147,8 @@ struct ValidationOptions {
   // A plan that is not data-parallel first runs one step against the unsharded step
   // (experiments/numerics_check.hpp).
   bool check = true;
+  // Searched plans may checkpoint selectively (the torch backend); osdp's executor runs none or full.
+  bool selective = true;
   // Each plan runs alone: its device made, its steps run, the device released before the next plan's
   // (a GPU's memory holds one plan at the cap, not a group of them; its speed does not drift with a
   // shared host's load, which interleaving is for).

@@ -11,7 +11,7 @@
 
 namespace osdp::experiments {
 
-search::PlanRequest unit_request(const Unit& u, const std::string& calibration) {
+search::PlanRequest unit_request(const Unit& u, const std::string& calibration, bool selective) {
   const Config& c = u.config;
   search::PlanRequest r;
   r.model = c.model;
@@ -22,6 +22,7 @@ search::PlanRequest unit_request(const Unit& u, const std::string& calibration) 
   r.strategy = u.strategy.strategy;
   r.batch = c.batch ? std::to_string(*c.batch) : "auto";
   r.checkpoint = u.strategy.checkpoint.value_or(c.checkpoint);
+  r.selective = selective;
   r.tier = c.tier;
   r.split_max = u.strategy.split_max.value_or(c.split_max);
   r.prefetch = c.prefetch;
@@ -39,9 +40,9 @@ search::PlanRequest unit_request(const Unit& u, const std::string& calibration) 
   return r;
 }
 
-PlannedUnit plan_unit(const Unit& u, const std::string& calibration) {
+PlannedUnit plan_unit(const Unit& u, const std::string& calibration, bool selective) {
   PlannedUnit p;
-  p.report = search::run_request(unit_request(u, calibration));
+  p.report = search::run_request(unit_request(u, calibration, selective));
   return p;
 }
 

@@ -68,7 +68,7 @@ struct UnitResult {
   bool feasible = false;
   int batch_size = 0;  // samples per device per micro-batch
   int pp = 1, micro_batches = 1;
-  int global_batch = 0;  // samples per step over all devices
+  int global_batch = 0;      // samples per step over all devices
   double min_fit_bytes = 0;  // when nothing fits
   std::string plan_summary;
   // A plan beyond data parallelism, unit by unit (rows.jsonl only): [{"name", "stage", "tp",
@@ -83,13 +83,15 @@ struct UnitResult {
 
 // A unit's configuration and strategy as a search request; `calibration` (a name or file, when given)
 // replaces the one the unit's cluster names.
-search::PlanRequest unit_request(const Unit& unit, const std::string& calibration = "");
+// `selective`: whether the search may checkpoint selectively (false for osdp's executor).
+search::PlanRequest unit_request(const Unit& unit, const std::string& calibration = "",
+                                 bool selective = true);
 // One unit searched: everything its evaluators need (report.outcome.plan when one fits).
 struct PlannedUnit {
   search::PlanReport report;
   const search::PlanOutcome& outcome() const { return report.outcome; }
 };
-PlannedUnit plan_unit(const Unit& unit, const std::string& calibration = "");
+PlannedUnit plan_unit(const Unit& unit, const std::string& calibration = "", bool selective = true);
 
 // A searched unit's row without its evaluations: names, sizes, the batch, the candidates, the plan
 // summary. Every evaluator's row starts from it.

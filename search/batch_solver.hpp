@@ -7,8 +7,9 @@
 //   osdp-ref  the released OSDP code's space: per layer attention ZDP or not x MLP ZDP or not, no
 //             splitting, solved by a group knapsack over whole MiB
 //   dfs       the seed paper's depth-first search, bounded by a node budget
-// With checkpointing "auto" the uniform strategies (fsdp, zero2, ddp, osdp-ref) try all-off and
-// all-on and keep the faster plan; exact and dfs decide per operator.
+// With checkpointing "auto" the uniform strategies (fsdp, zero2, ddp) try none, full and selective
+// checkpointing of every operator (osdp-ref, the released space: none and full) and keep the fastest
+// plan; exact and dfs decide per operator.
 #pragma once
 
 #include <cstdint>

@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"
-#include "search/solvers.hpp"
 #include "search/batch_solver.hpp"
+#include "search/solvers.hpp"
 
 namespace osdp::search {
 namespace {
@@ -16,7 +16,7 @@ using costmodel::Choice;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 SolverOutcome outcome_from(const BatchCosts& costs, Instance inst, Solution sol,
-                             const std::vector<std::vector<int>>& item_to_choice) {
+                           const std::vector<std::vector<int>>& item_to_choice) {
   SolverOutcome o;
   o.instance = std::move(inst);
   o.solution = std::move(sol);
@@ -79,8 +79,8 @@ class DfsSolver : public BatchSolver {
   std::int64_t budget_;
 };
 
-// Every operator takes the same kind of choice; with checkpointing auto both uniform variants are
-// tried and the faster feasible one kept.
+// Every operator takes the same kind of choice; with checkpointing auto the uniform variants (none,
+// full, selective where an operator has it) are tried and the fastest feasible one kept.
 class UniformSolver : public BatchSolver {
  public:
   enum class Kind { kZdp, kDp, kReplicate, kZdpNode, kZdpTwoLevel };
@@ -115,7 +115,7 @@ class UniformSolver : public BatchSolver {
   // One single-item instance per checkpointing variant the priced space allows.
   std::vector<std::pair<Instance, std::vector<std::vector<int>>>> variants(const BatchCosts& costs) const {
     std::vector<std::pair<Instance, std::vector<std::vector<int>>>> out;
-    for (bool ckpt : {false, true}) {
+    for (const Choice variant : {Choice{}, Choice{false, 1, 0, true}, Choice{.selective = true}}) {
       Instance inst = empty_instance(costs);
       std::vector<std::vector<int>> map(costs.ops.size());
       bool available = true;
@@ -130,7 +130,7 @@ class UniformSolver : public BatchSolver {
               : kind_ == Kind::kDp
                   ? (c.is_dp() && c.split == 1 && !c.node_group && !c.two_level)
                   : (c.is_zdp() && c.split == 1 && c.node_group == node && c.two_level == two);
-          if (mode_ok && c.checkpoint == (ckpt && po.op->checkpointable)) pick = static_cast<int>(i);
+          if (mode_ok && c.recompute() == po.op->recompute(variant)) pick = static_cast<int>(i);
         }
         if (pick < 0)
           available = false;
@@ -230,7 +230,8 @@ class OsdpRefSolver : public BatchSolver {
       const auto& po = costs.ops[g];
       for (std::size_t i = 0; i < po.choices().size(); ++i) {
         const Choice& c = po.choices()[i];
-        if (c.split != 1 || c.replicate || c.checkpoint != (ckpt && po.op->checkpointable)) continue;
+        if (c.split != 1 || c.replicate || c.selective || c.checkpoint != (ckpt && po.op->checkpointable))
+          continue;
         pick[g][c.is_zdp() ? 1 : 0] = static_cast<int>(i);
       }
       if (pick[g][0] < 0 || pick[g][1] < 0) return {};
@@ -355,11 +356,11 @@ SolverRegistry default_solvers(const SolverLimits& limits) {
   SolverRegistry r;
   r.add(std::make_unique<ExactSolver>());
   r.add(std::make_unique<UniformSolver>("fsdp", "every operator ZDP (ZeRO-3, FSDP full shard)",
-                                          UniformSolver::Kind::kZdp));
+                                        UniformSolver::Kind::kZdp));
   r.add(std::make_unique<UniformSolver>("zero2", "every operator DP (gathered once, kept through backward)",
-                                          UniformSolver::Kind::kDp));
+                                        UniformSolver::Kind::kDp));
   r.add(std::make_unique<UniformSolver>("ddp", "every operator REPLICATE (classic data parallel)",
-                                          UniformSolver::Kind::kReplicate));
+                                        UniformSolver::Kind::kReplicate));
   r.add(std::make_unique<UniformSolver>(
       "hsdp", "every operator ZDP within its node, replicated across nodes (HSDP; clusters of several nodes)",
       UniformSolver::Kind::kZdpNode));

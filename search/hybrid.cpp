@@ -253,9 +253,18 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
             for (int t = 1; t <= cost.node_size(); t *= 2) {
               if (!cost.valid(pp, t)) continue;
               if (!opts.tp.empty() && std::find(opts.tp.begin(), opts.tp.end(), t) == opts.tp.end()) continue;
-              for (bool ckpt : {false, true}) {
-                if (ckpt && opts.space.checkpoint == CheckpointPolicy::kOff) continue;
-                if (!ckpt && opts.space.checkpoint == CheckpointPolicy::kOn) continue;
+              // Uniform recompute: none, full or selective (each where the policy allows it).
+              for (const Choice variant : {Choice{true, 1, 0}, Choice{true, 1, 0, true},
+                                           Choice{true, 1, 0, false, false, false, true}}) {
+                const auto r = variant.recompute();
+                const auto p = opts.space.checkpoint;
+                if (r == costmodel::Recompute::kFull &&
+                    (p == CheckpointPolicy::kOff || p == CheckpointPolicy::kSelective))
+                  continue;
+                if (r == costmodel::Recompute::kNone && p == CheckpointPolicy::kOn) continue;
+                if (r == costmodel::Recompute::kSelective &&
+                    (!opts.space.selective || (p != CheckpointPolicy::kAuto && p != CheckpointPolicy::kSelective)))
+                  continue;
                 Plan plan = empty_plan(hw, layout);
                 plan.stage_first_unit = starts;
                 for (std::size_t u = 0; u < hw.units.size(); ++u) {
@@ -264,8 +273,13 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
                     if (!costmodel::tp_allowed(hw.operators[static_cast<std::size_t>(oi)], tu))
                       tu = 1;
                   plan.unit_tp[u] = tu;
-                  for (int oi : hw.units[u].ops)
-                    plan.choices[static_cast<std::size_t>(oi)] = Choice{true, 1, 0, ckpt};
+                  for (int oi : hw.units[u].ops) {
+                    const auto& op = hw.operators[static_cast<std::size_t>(oi)];
+                    Choice c{true, 1, 0};
+                    c.checkpoint = op.recompute(variant) == costmodel::Recompute::kFull;
+                    c.selective = op.recompute(variant) == costmodel::Recompute::kSelective;
+                    plan.choices[static_cast<std::size_t>(oi)] = c;
+                  }
                 }
                 if (consider(shared, plan)) any = true;
               }

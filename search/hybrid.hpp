@@ -60,7 +60,7 @@
 //   plan.
 // brute_force_layout: every plan of one layout (stage splits x degrees x choices), for tests.
 // megatron-3d: one TP degree for every unit, even stages, every operator REPLICATE (DDP), all or no
-//   checkpointing; a grid over tp, pp, m and b0.
+//   checkpointing (or all selective); a grid over tp, pp, m and b0.
 // galvatron: Galvatron's search as its released code does it: even stages (layers divided equally,
 //   the remainder to the first stages), per layer a TP degree with DDP or ZeRO-3 data parallelism
 //   (REPLICATE or ZDP, no splits), checkpointing when allowed, memory rounded up to whole MiB per
@@ -82,8 +82,8 @@
 #include <string>
 #include <vector>
 
-#include "costmodel/plan_cost.hpp"
 #include "costmodel/model.hpp"
+#include "costmodel/plan_cost.hpp"
 #include "search/space.hpp"
 
 namespace osdp::search {
@@ -141,15 +141,13 @@ enum class LayoutSearch { kExact, kGalvatron, kMegatron3d };
 
 // The best plan of one layout, exact; none when nothing fits.
 std::optional<costmodel::Plan> solve_layout_exact(const costmodel::PlanCostModel& model,
-                                                        const costmodel::Workload& hw,
-                                                        const HybridLayout& layout,
-                                                        const HybridSearchOptions& options,
-                                                        std::int64_t* labels = nullptr);
+                                                  const costmodel::Workload& hw, const HybridLayout& layout,
+                                                  const HybridSearchOptions& options,
+                                                  std::int64_t* labels = nullptr);
 // The same by enumerating every plan of the layout (small instances only).
 std::optional<costmodel::Plan> brute_force_layout(const costmodel::PlanCostModel& model,
-                                                        const costmodel::Workload& hw,
-                                                        const HybridLayout& layout,
-                                                        const HybridSearchOptions& options);
+                                                  const costmodel::Workload& hw, const HybridLayout& layout,
+                                                  const HybridSearchOptions& options);
 
 // One of the layout searches over every layout the options allow.
 // one_stage: lower(model) when the caller has it (not lowered again).

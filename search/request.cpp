@@ -74,7 +74,7 @@ PlanRequest read_plan_request(const nlohmann::json& j, const std::string& origin
   }
   if (const auto* b = r.raw("batch"); b != nullptr)
     q.batch = b->is_number_integer() ? std::to_string(b->get<long long>()) : r.string("batch");
-  q.checkpoint = r.choice_or("checkpoint", {"auto", "on", "off"}, q.checkpoint);
+  q.checkpoint = r.choice_or("checkpoint", {"auto", "on", "off", "selective"}, q.checkpoint);
   q.tier = r.choice_or("tier", {"extended", "paper"}, q.tier);
   q.split_max = static_cast<int>(r.integer_or("split_max", 1, 64, q.split_max));
   q.prefetch = static_cast<int>(r.integer_or("prefetch", 0, 64, q.prefetch));
@@ -145,11 +145,14 @@ std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a) {
         "each; {} has {} node(s) of {}",
         ctx.cluster.name, ctx.cluster.nodes, ctx.cluster.devices_per_node));
   opt.space.groups = a.groups == "on" || (a.groups == "auto" && p->model->two_levels());
-  if (a.checkpoint != "auto" && a.checkpoint != "on" && a.checkpoint != "off")
-    throw UsageError(fmt::format("--checkpoint: expected auto, on or off, got \"{}\"", a.checkpoint));
-  opt.space.checkpoint = a.checkpoint == "on"    ? CheckpointPolicy::kOn
-                         : a.checkpoint == "off" ? CheckpointPolicy::kOff
-                                                 : CheckpointPolicy::kAuto;
+  if (a.checkpoint != "auto" && a.checkpoint != "on" && a.checkpoint != "off" && a.checkpoint != "selective")
+    throw UsageError(
+        fmt::format("--checkpoint: expected auto, on, off or selective, got \"{}\"", a.checkpoint));
+  opt.space.selective = a.selective;
+  opt.space.checkpoint = a.checkpoint == "on"          ? CheckpointPolicy::kOn
+                         : a.checkpoint == "off"       ? CheckpointPolicy::kOff
+                         : a.checkpoint == "selective" ? CheckpointPolicy::kSelective
+                                                       : CheckpointPolicy::kAuto;
   opt.memory_limit_bytes =
       a.memory.empty() ? ctx.cluster.memory_bytes : parse_memory_option(a.memory, "--memory");
   if (opt.memory_limit_bytes > ctx.cluster.memory_bytes)

@@ -40,7 +40,8 @@ struct PlanRequest {
   // Samples per device per step of a data-parallel plan, or auto (searched). Beyond data
   // parallelism it fixes the global batch at batch x devices (the layouts with that global batch).
   std::string batch = "auto";
-  std::string checkpoint = "auto";  // auto, on, off
+  std::string checkpoint = "auto";  // auto, on (full), off, selective
+  bool selective = true;            // offer selective checkpointing (false: plans for osdp's executor)
   std::string tier = "extended";    // extended, paper
   int split_max = 4, prefetch = 0;
   bool regather = false;

@@ -14,29 +14,45 @@ const char* to_string(CheckpointPolicy p) {
       return "on";
     case CheckpointPolicy::kAuto:
       return "auto";
+    case CheckpointPolicy::kSelective:
+      return "selective";
   }
   return "?";
 }
 
+std::vector<costmodel::Recompute> recompute_options(const costmodel::Operator& op,
+                                                    const SpaceOptions& space) {
+  using costmodel::Recompute;
+  const CheckpointPolicy p = space.checkpoint;
+  const bool selective = space.selective && op.selectable();
+  if (!op.checkpointable || p == CheckpointPolicy::kOff) return {Recompute::kNone};
+  if (p == CheckpointPolicy::kOn) return {Recompute::kFull};
+  if (p == CheckpointPolicy::kSelective) return {selective ? Recompute::kSelective : Recompute::kNone};
+  if (selective) return {Recompute::kNone, Recompute::kFull, Recompute::kSelective};
+  return {Recompute::kNone, Recompute::kFull};
+}
+
 std::vector<Choice> choices_for(const costmodel::Operator& op, const SpaceOptions& space) {
-  std::vector<bool> ckpts;
-  if (!op.checkpointable || space.checkpoint == CheckpointPolicy::kOff)
-    ckpts = {false};
-  else if (space.checkpoint == CheckpointPolicy::kOn)
-    ckpts = {true};
-  else
-    ckpts = {false, true};
   std::vector<Choice> out;
-  for (bool c : ckpts) {
-    for (int n : op.splits(space.split_max))
+  for (const costmodel::Recompute r : recompute_options(op, space)) {
+    auto add = [&](Choice c) {
+      c.checkpoint = r == costmodel::Recompute::kFull;
+      c.selective = r == costmodel::Recompute::kSelective;
+      out.push_back(c);
+    };
+    for (int n : op.splits(space.split_max)) {
+      // A split operator is not checkpointed selectively: in PyTorch its slices are FSDP2 units inside
+      // the checkpointed region, whose all-gathers a selective recompute cannot replay.
+      if (n > 1 && r == costmodel::Recompute::kSelective) continue;
       for (int k = 0; k <= n; ++k) {
-        out.push_back(Choice{false, n, k, c});
+        add(Choice{false, n, k});
         if (space.groups) {
-          out.push_back(Choice{false, n, k, c, /*node_group=*/true, /*two_level=*/false});
-          out.push_back(Choice{false, n, k, c, /*node_group=*/false, /*two_level=*/true});
+          add(Choice{false, n, k, false, /*node_group=*/true, /*two_level=*/false});
+          add(Choice{false, n, k, false, /*node_group=*/false, /*two_level=*/true});
         }
       }
-    if (space.replicate) out.push_back(Choice{true, 1, 0, c});
+    }
+    if (space.replicate) add(Choice{true, 1, 0});
   }
   return out;
 }

@@ -14,20 +14,29 @@
 
 namespace osdp::search {
 
-enum class CheckpointPolicy { kOff, kOn, kAuto };
+// off: none; on: full checkpointing of every operator that can be; selective: selective where an
+// operator has the form (Operator::selectable), else none; auto: searched per operator among none,
+// full and selective.
+enum class CheckpointPolicy { kOff, kOn, kAuto, kSelective };
 const char* to_string(CheckpointPolicy p);
 
 struct SpaceOptions {
   int split_max = 1;  // slices per operator: 1, 2, 4, ... up to this
   CheckpointPolicy checkpoint = CheckpointPolicy::kOff;
+  // Offer selective checkpointing at all (false: plans for osdp's executor, which runs none or full).
+  bool selective = true;
   bool replicate = true;  // offer REPLICATE (classic DDP) per operator
   // Also offer every sharded choice node-sharded (HSDP) and with two-level collectives (issue 14);
   // only on a cluster of several nodes of several devices (CostModel::two_levels()).
   bool groups = false;
 };
 
+// The recompute kinds the space offers an operator (its checkpoint policy and `selective`).
+std::vector<costmodel::Recompute> recompute_options(const costmodel::Operator& op, const SpaceOptions& space);
+
 // Every choice of one operator within the space: REPLICATE, and for each split n every k in 0..n
-// (with `groups`, each of those also node-sharded and two-level).
+// (with `groups`, each of those also node-sharded and two-level), for each recompute kind offered;
+// selective only unsplit (split 1 or REPLICATE).
 std::vector<costmodel::Choice> choices_for(const costmodel::Operator& op, const SpaceOptions& space);
 
 // The choices of one operator shape and their prices at one batch size, shared by every operator of

@@ -108,7 +108,11 @@ class Builder {
   int batch(int u) const { return s_.batch * tp(u); }
   int slices(int u) const { return choice(u).replicate ? 1 : choice(u).split; }
   bool zdp_slice(int u, int j) const { return !choice(u).replicate && j < choice(u).zdp_slices; }
-  bool checkpointed(int u) const { return choice(u).checkpoint && w_.operators[static_cast<std::size_t>(u)].checkpointable; }
+  costmodel::Recompute recompute(int u) const {
+    return w_.operators[static_cast<std::size_t>(u)].recompute(choice(u));
+  }
+  bool checkpointed(int u) const { return recompute(u) == costmodel::Recompute::kFull; }
+  bool selective(int u) const { return recompute(u) == costmodel::Recompute::kSelective; }
   double params(int u) const { return static_cast<double>(sliced(u).parameters()); }
   double slice_params(int u) const { return std::ceil(params(u) / slices(u)); }
   double shard_params(int u) const {
@@ -476,15 +480,14 @@ class Builder {
       }
       const int t = compute_task(TaskKind::kForward, u, st.site, j, slice_duration(u, st.site, true), deps);
       if (j == 0 && st.site == 0) {
-        const double saved = checkpointed(u) ? op.input_bytes_per_sample : op.saved_bytes_per_sample;
-        const int act = buffer(name(u) + ".activations" + mb_suffix(), b * saved, BufferRole::kActivations, u);
+        const double kept = op.kept_bytes_per_sample(choice(u));
+        const int act = buffer(name(u) + ".activations" + mb_suffix(), b * kept, BufferRole::kActivations, u);
         act_[{u, mb_}] = act;
         s_.tasks[static_cast<std::size_t>(t)].allocs.push_back(act);
-        // A checkpointed operator still computes its internals; they live through its forward only.
-        if (checkpointed(u)) {
-          scratch = buffer(name(u) + ".forward.scratch" + mb_suffix(),
-                           b * (op.saved_bytes_per_sample - op.input_bytes_per_sample), BufferRole::kForwardScratch,
-                           u);
+        // A checkpointed operator still computes what it does not keep; that lives through its forward.
+        if (checkpointed(u) || selective(u)) {
+          scratch = buffer(name(u) + ".forward.scratch" + mb_suffix(), b * (op.saved_bytes_per_sample - kept),
+                           BufferRole::kForwardScratch, u);
           s_.tasks[static_cast<std::size_t>(t)].allocs.push_back(scratch);
         }
       }
@@ -604,6 +607,17 @@ class Builder {
         last_compute_[q] = t;
       }
       tp_allreduce(u, true, "allreduce.recompute");
+    }
+    // Selective: the norms, rotary and activation run again, one task before the backward's first; no
+    // weights gathered for it (their vectors come with the backward's gather) and no TP collective.
+    if (selective(u)) {
+      const int t = compute_task(TaskKind::kRecompute, u, 0, 0,
+                                 sub(u).phase_s(op.selective_recompute, batch(u), slices(u)), {});
+      recompute_acts = buffer(name(u) + ".recomputed" + mb_suffix(),
+                              b * (op.saved_bytes_per_sample - op.kept_bytes_per_sample(choice(u))),
+                              BufferRole::kRecomputed, u);
+      s_.tasks[static_cast<std::size_t>(t)].allocs.push_back(recompute_acts);
+      last_compute_[q] = t;
     }
 
     const int workspace =

@@ -23,10 +23,10 @@
 namespace osdp::search::detail {
 
 using costmodel::Choice;
-using costmodel::PlanCostModel;
 using costmodel::OpCost;
-using costmodel::Workload;
 using costmodel::Operator;
+using costmodel::PlanCostModel;
+using costmodel::Workload;
 
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 inline constexpr double kMiB = 1024.0 * 1024.0;
@@ -154,9 +154,7 @@ class LayoutContext {
   int unit_class(int u) const { return cache_->unit_class[static_cast<std::size_t>(u)]; }
   double fixed() const { return fixed_; }
   double capacity() const { return model_.capacity_bytes(); }
-  int in_flight(int s) const {
-    return PlanCostModel::in_flight(layout_.schedule, layout_.pp, s, layout_.m);
-  }
+  int in_flight(int s) const { return PlanCostModel::in_flight(layout_.schedule, layout_.pp, s, layout_.m); }
 
   // The items of an operator at degree t: every choice of the space, less those another item is no
   // worse than in time, states, activations and transient bytes. Times are priced at price_b0 (a
@@ -174,6 +172,7 @@ class LayoutContext {
       for (const Choice& c : choices_for(shape.sliced, space)) {
         if (rules_.galvatron && !(c.replicate || c.is_zdp())) continue;
         if (rules_.galvatron && (c.node_group || c.two_level)) continue;
+        if (rules_.galvatron && c.selective) continue;  // its released code checkpoints whole layers
         shape.choices.push_back(c);
       }
     }
@@ -181,14 +180,13 @@ class LayoutContext {
     auto& parts = parts_it->second;
     if (fresh_parts)
       for (const Choice& c : shape.choices)
-        parts.push_back(model_.op_parts(o, shape.sliced, t, c, price_b0_, layout_.pp, hw_.bytes,
-                                        hw_.seq));
+        parts.push_back(model_.op_parts(o, shape.sliced, t, c, price_b0_, layout_.pp, hw_.bytes, hw_.seq));
     std::vector<Item> all;
     for (std::size_t k = 0; k < shape.choices.size(); ++k) {
       Item it;
       it.choice = shape.choices[k];
-      it.cost = model_.op_cost(parts[k], shape.sliced, t, it.choice, layout_.b0, layout_.m, layout_.pp,
-                               hw_.bytes);
+      it.cost =
+          model_.op_cost(parts[k], shape.sliced, t, it.choice, layout_.b0, layout_.m, layout_.pp, hw_.bytes);
       it.time_s = it.cost.time_s;
       if (rules_.galvatron) {
         auto up = [](double b) { return std::ceil(b / kMiB) * kMiB; };
@@ -223,8 +221,7 @@ class LayoutContext {
   // Re-layout into unit u from degree t (t < 0: none, the first unit of the model).
   double relayout_into(int u, int from, int t) const {
     if (from < 0 || u == 0) return 0;
-    return model_.relayout_s(from, t, price_b0_, hw_.seq,
-                             hw_.units[static_cast<std::size_t>(u - 1)].hidden,
+    return model_.relayout_s(from, t, price_b0_, hw_.seq, hw_.units[static_cast<std::size_t>(u - 1)].hidden,
                              hw_.bytes.activation);
   }
   // What ends stage s after unit u at degree t: the re-layout to 1 and the sends (not the last

@@ -258,6 +258,12 @@ run PW "$OSDP" validate --plan fsdp-plan.json --plan eight.json -np 2 --out PW
 expect_rc "a plan file for 8 ranks in a job of 2" PW 2
 contains "refused before anything runs, naming the file and both sizes" PW.err "eight.json" "8 ranks" "the job has 2"
 if [[ -e PW ]]; then not_ok "the refused job made its output directory" "$(ls PW)"; else ok "nothing ran: no output directory"; fi
+# osdp's executor runs none or full checkpointing: a selective plan is refused before anything runs.
+"$OSDP" plan --model tiny.json --cluster cpu-2 --strategy fsdp --batch 1 --checkpoint selective --out sel.json >/dev/null
+run SEL "$OSDP" validate --plan sel.json -np 2 --out SEL
+expect_rc "a selectively checkpointed plan on the MPI backend" SEL 2
+contains "refused naming the file, the operator and the backend that runs it" SEL.err "sel.json" \
+  "layer0.mlp is checkpointed selectively" "--backend torch"
 sed 's/"cluster": "cpu-2"/"cluster": "titan-rtx-8"/' loose.json >eight-units.json
 run EW "$OSDP" validate eight-units.json -np 2 --out EW
 expect_rc "an experiment whose units are for 8 ranks, in a job of 2" EW 2

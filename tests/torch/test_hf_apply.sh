@@ -5,7 +5,7 @@
 # with osdp.torch.apply_plan to LlamaForCausalLM / Qwen2ForCausalLM on 2 CPU ranks (test_hf_apply.py:
 # losses, gradients and weights against the unsharded model; the errors apply_plan raises).
 # Plans: FSDP (all ZDP), DDP (all REPLICATE), and each model's FSDP plan with its choices rewritten to mix
-# every kind: REPLICATE, ZDP and DP, checkpointing, splits of the MLP (gate, up and down cut) and of the
+# every kind: REPLICATE, ZDP and DP, full and selective checkpointing, splits of the MLP (gate, up and down cut) and of the
 # LM head (lm_head, a leaf Linear, cut), and for the tied Qwen2 a split of the embedding whose slices
 # embed_tokens and lm_head share.
 # A tiny GPT-2 (tied, no dropout) runs the same plans on transformers' Conv1D layers (c_attn, c_proj, c_fc:
@@ -47,7 +47,7 @@ mix = {  # operator -> mode, split, zdp_slices, checkpoint
     "layer0.attention": ("zdp", 1, 1, True),
     "layer0.mlp": ("mixed", 2, 1, True),
     "layer1.attention": ("dp", 2, 0, True),
-    "layer1.mlp": ("dp", 1, 0, False) if name == "llama" else ("replicate", 1, 0, False),
+    "layer1.mlp": ("zdp", 1, 1, "selective") if name == "llama" else ("replicate", 1, 0, "selective"),
     "head": ("mixed", 4, 2, False),
 }
 for o in plan["operators"]:
@@ -74,7 +74,9 @@ p = {m["operator"]: m["paths"] for m in j["modules"]}
 assert p["embedding"] == ["model.embed_tokens"] and p["head"] == ["model.norm", "lm_head"], p
 assert p["layer1.mlp"] == ["model.layers.1.post_attention_layernorm", "model.layers.1.mlp"], p
 s = {m["operator"]: (m["mesh"], m["reshard_after_forward"], m["checkpoint"], m["split"]) for m in j["modules"]}
-assert s["embedding"][0] == "replicate" and s["layer1.mlp"][1] is False and s["layer0.attention"][1:3] == (True, True)
+assert s["embedding"][0] == "replicate" and s["layer1.mlp"][1] is True and s["layer0.attention"][1:3] == (True, True)
+r = {m["operator"]: m["recompute"] for m in j["modules"]}
+assert r["layer0.attention"] == "full" and r["layer1.mlp"] == "selective" and r["head"] == "none", r
 assert s["head"][3] == {"slices": 4, "resharded": 2} and s["layer0.mlp"][3] == {"slices": 2, "resharded": 1}'
 jcheck "the tied qwen2 export: embed_tokens, the final norm and lm_head one operator" qwen2-mix/fsdp2_plan.json '
 p = {m["operator"]: m["paths"] for m in j["modules"]}

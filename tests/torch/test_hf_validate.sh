@@ -6,7 +6,7 @@
 # (experiments/measured.hpp: 1e-5, 1e-3, 5e-5). The memory at rest is asserted to the byte against the
 # closed form derived here from the export's operators. Timings are not asserted (the machine is shared).
 # Plans on cpu-2: a tiny Llama (untied, grouped-query attention) all ZDP, and with choices rewritten to mix
-# REPLICATE, ZDP, DP, checkpointing and splits of the MLP and the LM head; a tiny Qwen2 (tied, Q/K/V
+# REPLICATE, ZDP, DP, full and selective checkpointing and splits of the MLP and the LM head; a tiny Qwen2 (tied, Q/K/V
 # biases) mixed alike, its tied embedding split.
 # Usage: OSDP=path/to/osdp bash test_hf_validate.sh VENV
 set -uo pipefail
@@ -40,8 +40,8 @@ mix = {  # operator -> mode, split, zdp_slices, checkpoint
     "embedding": ("replicate", 1, 0, False) if name == "llama" else ("mixed", 2, 1, False),
     "layer0.attention": ("zdp", 1, 1, True),
     "layer0.mlp": ("mixed", 2, 1, True),
-    "layer1.attention": ("dp", 2, 0, True),
-    "layer1.mlp": ("dp", 1, 0, False),
+    "layer1.attention": ("dp", 1, 0, "selective"),
+    "layer1.mlp": ("dp", 1, 0, "selective"),
     "head": ("mixed", 4, 2, False),
 }
 for o in plan["operators"]:

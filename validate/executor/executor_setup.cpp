@@ -195,7 +195,13 @@ void Executor::resolve() {
       switch (buf.role) {
         case BufferRole::kActivations: {
           act[{u, mb}] = b;
-          const bool ckpt = plan_.choices[static_cast<std::size_t>(u)].checkpoint && op.checkpointable;
+          const costmodel::Recompute rc = op.recompute(plan_.choices[static_cast<std::size_t>(u)]);
+          if (rc == costmodel::Recompute::kSelective)
+            throw UsageError(fmt::format(
+                "executor: {} is checkpointed selectively; osdp's executor runs operators with none or full "
+                "checkpointing (run selective plans with --backend torch)",
+                op.name));
+          const bool ckpt = rc == costmodel::Recompute::kFull;
           need(b, input_floats(op, m) + (ckpt ? 0 : internal_floats(op, L, m)), "saved activations");
           break;
         }

@@ -227,7 +227,16 @@ nlohmann::json export_fsdp2(const costmodel::Plan& plan, const std::string& plan
     m["mesh"] = c.replicate ? "replicate" : c.node_group ? "node" : "world";
     // A split operator's own parameters (norms, biases) are resharded when any of its slices is.
     m["reshard_after_forward"] = !c.replicate && c.zdp_slices > 0;
-    m["checkpoint"] = c.checkpoint;
+    // "checkpoint": whether it is checkpointed at all; "recompute": none, full or selective.
+    const costmodel::Recompute rc = w.operators[i].recompute(c);
+    m["checkpoint"] = rc != costmodel::Recompute::kNone;
+    m["recompute"] = costmodel::to_string(rc);
+    if (rc == costmodel::Recompute::kSelective && c.split > 1 && !c.replicate)
+      throw UsageError(fmt::format(
+          "{}: {} is split into {} slices and checkpointed selectively, which has no FSDP2 form (its slices "
+          "are FSDP2 units inside the checkpointed region, whose all-gathers a selective recompute cannot "
+          "replay); osdp plan does not choose it",
+          plan_file, w.operators[i].name, c.split));
     m["split"] = c.split > 1 && !c.replicate
                      ? nlohmann::json{{"slices", c.split}, {"resharded", c.zdp_slices}}
                      : nlohmann::json(nullptr);

@@ -12,6 +12,9 @@
 //                               (python/osdp/torch: SlicedLinear), each slice its own fully_shard,
 //                               the first k with reshard_after_forward=True
 //   checkpoint                  torch.distributed._composable.checkpoint(m)
+//   selective checkpoint        the same with a selective policy (torch.utils.checkpoint's
+//                               create_selective_checkpoint_contexts): GEMM and attention outputs
+//                               saved, everything else recomputed (torchtitan's "selective op")
 //   mixed precision             MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)
 //
 // Module paths: operators map to modules by a name mapping, rules of a regular expression over the

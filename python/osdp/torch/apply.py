@@ -8,7 +8,9 @@ The export lists, per operator, its modules (``paths``: one, or several that sha
 - the mesh: ``world`` (1-D over every rank), ``node`` (HSDP: a 2-D mesh, replicated across nodes,
   sharded within the node) or ``replicate`` (osdp's REPLICATE: a 2-D mesh whose shard dimension is 1,
   so FSDP2 keeps whole copies and all-reduces the gradients);
-- checkpointing (``torch.distributed._composable.checkpoint``, on each of the operator's modules);
+- checkpointing (``torch.distributed._composable.checkpoint``, on each of the operator's modules):
+  ``recompute`` ``full``, or ``selective`` with :func:`selective_context` (the outputs of GEMMs and
+  of fused attention saved, everything else recomputed: torchtitan's "selective op");
 - splitting into n slices: every ``nn.Linear`` and transformers ``Conv1D`` of the modules (a module
   that is one itself included) becomes a :class:`SlicedLinear`, every ``nn.Embedding`` a
   :class:`SlicedEmbedding`, whose slices are sharded on their own, the first k of each resharded after
@@ -351,6 +353,28 @@ def check_plan(model: nn.Module, plan: Mapping[str, Any] | str | os.PathLike) ->
                                      f"which {n} does not divide")
 
 
+# The ops whose outputs selective checkpointing keeps (osdp's selective form: GEMM outputs and the
+# attention's output and log-sum-exp); the rest (norms, rotary, activations, residuals) is recomputed.
+def _saved_ops() -> set:
+    aten = torch.ops.aten
+    names = ["mm", "addmm", "bmm", "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+             "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu"]
+    return {getattr(aten, n).default for n in names if hasattr(aten, n)}
+
+
+def selective_context():
+    """The ``context_fn`` of selective checkpointing: GEMM and fused-attention outputs must be saved,
+    everything else is recomputed before the backward."""
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    saved = _saved_ops()
+
+    def policy(ctx, op, *args, **kwargs):
+        return CheckpointPolicy.MUST_SAVE if op in saved else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return create_selective_checkpoint_contexts(policy)
+
+
 def apply_plan(model: nn.Module, plan: Mapping[str, Any] | str | os.PathLike,
                mesh: Mapping[str, Any] | None = None, *, device_type: str | None = None) -> nn.Module:
     """Applies an exported plan to ``model`` in place (and returns it): the checks of
@@ -385,9 +409,15 @@ def apply_plan(model: nn.Module, plan: Mapping[str, Any] | str | os.PathLike,
                     fully_shard(unit if len(unit) > 1 else unit[0], mesh=m,
                                 reshard_after_forward=j < split["resharded"], mp_policy=mp)
         modules = [model.get_submodule(path) for path in paths]  # after the split: a cut leaf is its drop-in
-        if entry.get("checkpoint"):
+        recompute = entry.get("recompute", "full" if entry.get("checkpoint") else "none")
+        if recompute == "full":
             for module in modules:
                 checkpoint(module)
+        elif recompute == "selective":
+            for module in modules:
+                checkpoint(module, context_fn=selective_context)
+        elif recompute != "none":
+            raise ValueError(f"operator {entry['operator']!r}: recompute {recompute!r} is not none, full or selective")
         fully_shard(modules if len(modules) > 1 else modules[0], mesh=m,
                     reshard_after_forward=entry["reshard_after_forward"], mp_policy=mp)
     fully_shard(model, mesh=meshes["world"], reshard_after_forward=False, mp_policy=mp)
