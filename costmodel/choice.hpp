@@ -34,6 +34,10 @@ struct Choice {
   Recompute recompute() const {
     return checkpoint ? Recompute::kFull : selective ? Recompute::kSelective : Recompute::kNone;
   }
+  void set_recompute(Recompute r) {
+    checkpoint = r == Recompute::kFull;
+    selective = r == Recompute::kSelective;
+  }
   // "DP", "ZDP", "REPLICATE", "split4:1zdp"; "/node" for a node group, "/2lvl" for two-level
   // collectives; "+ckpt" when checkpointed, "+sel" when selectively.
   std::string label() const;

@@ -59,7 +59,8 @@ nlohmann::json check_reference(const costmodel::Plan& plan, const std::string& d
       {"tokens_file", tokens_file},
       {"seq", seq},
       {"vocab", vocab},
-      {"adam", {{"lr", xo.adam.lr}, {"beta1", xo.adam.beta1}, {"beta2", xo.adam.beta2}, {"eps", xo.adam.eps}}}};
+      {"adam",
+       {{"lr", xo.adam.lr}, {"beta1", xo.adam.beta1}, {"beta2", xo.adam.beta2}, {"eps", xo.adam.eps}}}};
   if (!executor_step) return check;
   const ReferenceStep ref = unsharded_step(plan.model, plan.cluster, batch, validate::GemmMath::kFp32);
   std::vector<float> blob;

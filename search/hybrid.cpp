@@ -253,18 +253,10 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
             for (int t = 1; t <= cost.node_size(); t *= 2) {
               if (!cost.valid(pp, t)) continue;
               if (!opts.tp.empty() && std::find(opts.tp.begin(), opts.tp.end(), t) == opts.tp.end()) continue;
-              // Uniform recompute: none, full or selective (each where the policy allows it).
-              for (const Choice variant : {Choice{true, 1, 0}, Choice{true, 1, 0, true},
-                                           Choice{true, 1, 0, false, false, false, true}}) {
-                const auto r = variant.recompute();
-                const auto p = opts.space.checkpoint;
-                if (r == costmodel::Recompute::kFull &&
-                    (p == CheckpointPolicy::kOff || p == CheckpointPolicy::kSelective))
-                  continue;
-                if (r == costmodel::Recompute::kNone && p == CheckpointPolicy::kOn) continue;
-                if (r == costmodel::Recompute::kSelective &&
-                    (!opts.space.selective || (p != CheckpointPolicy::kAuto && p != CheckpointPolicy::kSelective)))
-                  continue;
+              // Uniform recompute: each kind the policy offers (none, full, selective).
+              for (const costmodel::Recompute r : recompute_policy(opts.space)) {
+                Choice variant{true, 1, 0};
+                variant.set_recompute(r);
                 Plan plan = empty_plan(hw, layout);
                 plan.stage_first_unit = starts;
                 for (std::size_t u = 0; u < hw.units.size(); ++u) {
@@ -276,8 +268,7 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
                   for (int oi : hw.units[u].ops) {
                     const auto& op = hw.operators[static_cast<std::size_t>(oi)];
                     Choice c{true, 1, 0};
-                    c.checkpoint = op.recompute(variant) == costmodel::Recompute::kFull;
-                    c.selective = op.recompute(variant) == costmodel::Recompute::kSelective;
+                    c.set_recompute(op.recompute(variant));
                     plan.choices[static_cast<std::size_t>(oi)] = c;
                   }
                 }

@@ -1,5 +1,6 @@
 #include "search/space.hpp"
 
+#include <algorithm>
 #include <map>
 
 namespace osdp::search {
@@ -20,24 +21,39 @@ const char* to_string(CheckpointPolicy p) {
   return "?";
 }
 
+std::vector<costmodel::Recompute> recompute_policy(const SpaceOptions& space) {
+  using costmodel::Recompute;
+  switch (space.checkpoint) {
+    case CheckpointPolicy::kOff:
+      return {Recompute::kNone};
+    case CheckpointPolicy::kOn:
+      return {Recompute::kFull};
+    case CheckpointPolicy::kSelective:
+      return {space.selective ? Recompute::kSelective : Recompute::kNone};
+    case CheckpointPolicy::kAuto:
+      break;
+  }
+  if (space.selective) return {Recompute::kNone, Recompute::kFull, Recompute::kSelective};
+  return {Recompute::kNone, Recompute::kFull};
+}
+
 std::vector<costmodel::Recompute> recompute_options(const costmodel::Operator& op,
                                                     const SpaceOptions& space) {
   using costmodel::Recompute;
-  const CheckpointPolicy p = space.checkpoint;
-  const bool selective = space.selective && op.selectable();
-  if (!op.checkpointable || p == CheckpointPolicy::kOff) return {Recompute::kNone};
-  if (p == CheckpointPolicy::kOn) return {Recompute::kFull};
-  if (p == CheckpointPolicy::kSelective) return {selective ? Recompute::kSelective : Recompute::kNone};
-  if (selective) return {Recompute::kNone, Recompute::kFull, Recompute::kSelective};
-  return {Recompute::kNone, Recompute::kFull};
+  if (!op.checkpointable) return {Recompute::kNone};
+  std::vector<Recompute> out;
+  for (Recompute r : recompute_policy(space)) {
+    if (r == Recompute::kSelective && !op.selectable()) r = Recompute::kNone;
+    if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
+  }
+  return out;
 }
 
 std::vector<Choice> choices_for(const costmodel::Operator& op, const SpaceOptions& space) {
   std::vector<Choice> out;
   for (const costmodel::Recompute r : recompute_options(op, space)) {
     auto add = [&](Choice c) {
-      c.checkpoint = r == costmodel::Recompute::kFull;
-      c.selective = r == costmodel::Recompute::kSelective;
+      c.set_recompute(r);
       out.push_back(c);
     };
     for (int n : op.splits(space.split_max)) {

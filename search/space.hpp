@@ -31,7 +31,9 @@ struct SpaceOptions {
   bool groups = false;
 };
 
-// The recompute kinds the space offers an operator (its checkpoint policy and `selective`).
+// The recompute kinds the space's checkpoint policy (and `selective`) offers an operator that has
+// every form, and those it offers `op` (selective becomes none where op has no selective form).
+std::vector<costmodel::Recompute> recompute_policy(const SpaceOptions& space);
 std::vector<costmodel::Recompute> recompute_options(const costmodel::Operator& op, const SpaceOptions& space);
 
 // Every choice of one operator within the space: REPLICATE, and for each split n every k in 0..n

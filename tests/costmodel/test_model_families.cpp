@@ -226,10 +226,15 @@ TEST_CASE("hf config: the model_type travels with the model through its JSON for
   CHECK(back.hf_model_type == "gpt2");
   CHECK(to_json(back) == j);
   // osdp's own files have none, and name only the types osdp reads.
-  json own = to_json(read_model(
-      {{"schema_version", 1}, {"name", "m"}, {"seq", 8}, {"vocab", 10}, {"layers", 1},
-       {"hidden", 8}, {"heads", 2}, {"ffn", 32}},
-      "m.json"));
+  json own = to_json(read_model({{"schema_version", 1},
+                                 {"name", "m"},
+                                 {"seq", 8},
+                                 {"vocab", 10},
+                                 {"layers", 1},
+                                 {"hidden", 8},
+                                 {"heads", 2},
+                                 {"ffn", 32}},
+                                "m.json"));
   CHECK_FALSE(own.contains("hf_model_type"));
   own["hf_model_type"] = "mixtral";
   try {
