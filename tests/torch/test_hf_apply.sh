@@ -21,21 +21,8 @@ source "$ROOT/tests/cli/harness.sh"
 cd "$TMP" || exit 1
 export OMP_NUM_THREADS=1
 export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"  # this tree's osdp.torch
+cp "$ROOT"/tests/torch/hf/tiny-{llama,qwen2,gpt2}.json .  # small configs of each model_type
 
-cat >tiny-llama.json <<'JSON'
-{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
- "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 256, "max_position_embeddings": 32,
- "tie_word_embeddings": false, "torch_dtype": "float32"}
-JSON
-cat >tiny-qwen2.json <<'JSON'
-{"model_type": "qwen2", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
- "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 256, "max_position_embeddings": 32,
- "tie_word_embeddings": true, "torch_dtype": "float32"}
-JSON
-cat >tiny-gpt2.json <<'JSON'
-{"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 32,
- "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
-JSON
 # choices NAME: rewrites NAME-fsdp.json's operators into NAME-mix.json (osdp export checks them again).
 choices() {
   python3 - "$1" <<'PY'

@@ -18,17 +18,8 @@ trap 'rm -rf "$TMP"' EXIT
 source "$ROOT/tests/cli/harness.sh"
 cd "$TMP" || exit 1
 export OSDP_PYTHON="$VENV/bin/python"
+cp "$ROOT"/tests/torch/hf/tiny-{llama,qwen2}.json .  # small configs (test_hf_apply.sh uses them too)
 
-cat >tiny-llama.json <<'JSON'
-{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
- "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 256, "max_position_embeddings": 32,
- "tie_word_embeddings": false, "torch_dtype": "float32"}
-JSON
-cat >tiny-qwen2.json <<'JSON'
-{"model_type": "qwen2", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
- "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 256, "max_position_embeddings": 32,
- "tie_word_embeddings": true, "torch_dtype": "float32"}
-JSON
 for name in llama qwen2; do
   run "plan-$name" "$OSDP" plan --model "tiny-$name.json" --cluster cpu-2 --strategy fsdp --batch 2 --out "$name-fsdp.json"
   expect_rc "osdp plan --strategy fsdp of tiny-$name" "plan-$name" 0
