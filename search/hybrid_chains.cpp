@@ -12,16 +12,27 @@ using costmodel::Plan;
 
 namespace {
 
+// The buffers of step_unit and pareto_sum, kept from unit to unit of a chain.
+struct StepScratch {
+  SumScratch sum;
+  Staircases from, parents;
+  std::vector<SumRow> rows;
+  std::vector<std::size_t> order, takes, most;
+  std::vector<double> prices;
+  std::vector<int> cur, grown;
+};
+
 // One unit's step of a chain: every degree t of unit u, the re-layout between it and the neighbour
 // already in the label (`relayout(label degree, t)`), then its operators' items whose transient is at
-// most `cap`; labels that do not fit in the stage are dropped, and those `keep` refuses. `cut` is asked
-// of every label before the filter sorts them, and refuses only labels keep refuses. Returns the
-// Pareto labels. `current` holds each degree's labels together, each in the filter's order.
+// most `cap`; labels that do not fit in the stage are dropped, and those `keep` refuses. Each is one
+// pareto_sum over the labels of the step before. `cut` is asked of every child pareto_sum forms, and
+// refuses only labels keep refuses. Returns the Pareto labels. `current` holds each degree's labels
+// together, each in the filter's order.
 template <class Relayout, class Keep>
 std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vector<int>& current, int u, int f,
-                           double budget, double cap, Relayout relayout, Keep keep, const Cut& cut) {
+                           double budget, double cap, Relayout relayout, Keep keep, const Cut& cut,
+                           StepScratch& sc) {
   std::vector<int> next;
-  Grown grown;
   const auto& ops = ctx.workload().units[static_cast<std::size_t>(u)].ops;
   // rest[k]: the least the unit's operators from the k-th on add at degree t, each coordinate apart
   // (no item of theirs adds less time, persistent bytes or transient). A label partway through the
@@ -43,10 +54,17 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
     const Label o = owed(n);
     return o.persistent + o.transient <= budget && keep(o, u);
   };
-  const auto pre_u = [&](const Label& n) {
+  // Whether a label fits with the rest of the unit owed (refusing, with one, every label of more bytes
+  // and the same transient), and whether the cut takes it.
+  const auto fits_u = [&](const Label& n) {
     const Label o = owed(n);
-    return o.persistent + o.transient <= budget && cut.pass(o);
+    return o.persistent + o.transient <= budget;
   };
+  const auto cut_u = [&](const Label& n) { return cut.pass(owed(n)); };
+  auto& rows = sc.rows;
+  auto& cur = sc.cur;
+  sc.from.assign(ch.arena, current);
+  const Staircases& from = sc.from;
   for (int t : ctx.allowed(u)) {
     bool possible = true;
     for (std::size_t k = ops.size(); k-- > 0;) {
@@ -63,24 +81,17 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
     }
     if (!possible) continue;
     // The labels re-laid into t, filtered before any item is added: those that came from other
-    // degrees are often beaten once they pay the re-layout. One run per degree they came from (a
-    // constant added to each label's time keeps its run in order).
+    // degrees are often beaten once they pay the re-layout. One row per staircase of them (each of
+    // one degree: a constant added to its labels' times).
     shift = &rest[0];
-    grown.clear();
-    for (std::size_t p = 0; p < current.size(); ++p) {
-      Label n = ch.arena[static_cast<std::size_t>(current[p])];
-      if (p > 0 && n.t != ch.arena[static_cast<std::size_t>(current[p - 1])].t) grown.end_run();
-      n.time += relayout(n.t, t);
-      n.parent = current[p];
-      n.op = -1;
-      n.item = -1;
-      n.t = t;
-      if (!pre_u(n)) continue;
-      grown.labels.push_back(n);
-      grown.rank.push_back(static_cast<std::int64_t>(p));
+    rows.clear();
+    for (std::size_t g = 0; g < from.size(); ++g) {
+      SumRow r;
+      r.stair = g;
+      r.time = relayout(from.at[from.first[g]].t, t);
+      rows.push_back(r);
     }
-    grown.end_run();
-    std::vector<int> cur = pareto(ch.arena, grown, budget, keep_u);
+    pareto_sum(ch.arena, from, rows, nullptr, t, budget, fits_u, cut_u, keep_u, sc.sum, cur);
     for (std::size_t o = 0; o < ops.size(); ++o) {
       const int oi = ops[o];
       const auto& items = ctx.items(oi, t);
@@ -92,8 +103,10 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
       // it fails the line. Each item goes through the parents whose slack is over its price, in
       // their order: most pairs are never formed. Without the line (or where a child may pass by the
       // empty end) every parent takes every item.
-      std::vector<std::size_t> order;
-      std::vector<double> prices;
+      auto& order = sc.order;
+      auto& prices = sc.prices;
+      order.clear();
+      prices.clear();
       for (std::size_t k = 0; k < items.size(); ++k)
         if (items[k].cost.transient_bytes <= cap) order.push_back(k);
       const Cut::Line* line = cut.primary();
@@ -107,7 +120,8 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
         for (std::size_t k : order) least_item = std::min(least_item, items[k].time_s);
         if (least_parent + least_item + shift->time < cut.empty()) line = nullptr;
       }
-      std::vector<std::size_t> takes(cur.size(), order.size());
+      auto& takes = sc.takes;
+      takes.assign(cur.size(), order.size());
       if (line) {
         std::sort(order.begin(), order.end(),
                   [&](std::size_t a, std::size_t b) { return price(a) < price(b); });
@@ -122,32 +136,38 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
                                               prices.begin());
         }
       }
-      std::vector<std::size_t> live;
-      for (std::size_t p = 0; p < cur.size(); ++p)
-        if (takes[p] > 0) live.push_back(p);
-      grown.clear();
-      for (std::size_t q = 0; q < order.size() && !live.empty(); ++q) {
+      // One row per item and staircase of parents, those of the staircase that take the item (the
+      // most any takes: no row past it).
+      sc.parents.assign(ch.arena, cur);
+      const Staircases& parents = sc.parents;
+      auto& most = sc.most;
+      most.assign(parents.size(), 0);
+      for (std::size_t g = 0; g < parents.size(); ++g)
+        for (std::size_t p = parents.first[g]; p < parents.first[g + 1]; ++p)
+          most[g] = std::max(most[g], takes[p]);
+      rows.clear();
+      for (std::size_t q = 0; q < order.size(); ++q) {
         const std::size_t k = order[q];
         const auto& c = items[k].cost;
-        for (std::size_t p : live) {
-          const Label& l = ch.arena[static_cast<std::size_t>(cur[p])];
-          Label n;
-          n.persistent = l.persistent + c.states_bytes + f * c.act_bytes;
-          n.transient = std::max(l.transient, c.transient_bytes);
-          n.time = l.time + items[k].time_s;
-          if (n.persistent + n.transient > budget || !pre_u(n)) continue;
-          n.parent = cur[p];
-          n.op = oi;
-          n.item = static_cast<int>(k);
-          n.t = t;
-          grown.labels.push_back(n);
-          grown.rank.push_back(static_cast<std::int64_t>(p) * n_items + static_cast<std::int64_t>(k));
+        for (std::size_t g = 0; g < parents.size(); ++g) {
+          if (most[g] <= q) continue;
+          SumRow r;
+          r.stair = g;
+          r.states = c.states_bytes;
+          r.act = c.act_bytes;
+          r.f = f;
+          r.transient = c.transient_bytes;
+          r.time = items[k].time_s;
+          r.op = oi;
+          r.item = static_cast<int>(k);
+          r.rank_scale = n_items;
+          r.rank_offset = static_cast<std::int64_t>(k);
+          r.q = q;
+          rows.push_back(r);
         }
-        grown.end_run();
-        live.erase(std::remove_if(live.begin(), live.end(), [&](std::size_t p) { return takes[p] <= q + 1; }),
-                   live.end());
       }
-      cur = pareto(ch.arena, grown, budget, keep_u);
+      pareto_sum(ch.arena, parents, rows, &takes, t, budget, fits_u, cut_u, keep_u, sc.sum, sc.grown);
+      cur.swap(sc.grown);
     }
     next.insert(next.end(), cur.begin(), cur.end());
   }
@@ -218,6 +238,7 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
   ch.best_label.assign(ch.best.size(), -1);
   ch.arena.push_back(Label{0, 0, 0, -1, -1, -1, s == 0 ? -1 : 1});
   std::vector<int> current{0};
+  StepScratch scratch;
   const auto relayout = [&](int u) {
     return [&ctx, u](int from, int t) { return ctx.relayout_into(u, from, t); };
   };
@@ -259,7 +280,7 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
                           j > u + 1 ? suffix[static_cast<std::size_t>(j)] : nullptr, u + 1});
     }
     const Cut cut(ch, current, cut_ends, budget, bound);
-    current = step_unit(ctx, ch, current, u, f, budget, kInf, relayout(u), keep, cut);
+    current = step_unit(ctx, ch, current, u, f, budget, kInf, relayout(u), keep, cut, scratch);
     ctx.check(static_cast<double>(ch.arena.capacity() * sizeof(Label)));
     if (labels) *labels += static_cast<std::int64_t>(current.size());
     for (int li : current) {
@@ -285,6 +306,7 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
   ch.best_label.assign(ch.best.size(), -1);
   ch.arena.push_back(Label{0, floor, 0, -1, -1, -1, -1});
   std::vector<int> current{0};
+  StepScratch scratch;
   const SuffixBound* before = nullptr;  // units 0..u-1, set per unit
   // With a pipeline, per start i: the entry into unit i (from degree 1) at each of its degrees, and
   // the least of them.
@@ -336,7 +358,7 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
       }
     }
     const Cut cut(ch, current, cut_ends, budget, bound);
-    current = step_unit(ctx, ch, current, u, f, budget, cap, relayout, keep, cut);
+    current = step_unit(ctx, ch, current, u, f, budget, cap, relayout, keep, cut, scratch);
     ctx.check(static_cast<double>(ch.arena.capacity() * sizeof(Label)));
     if (beam > 0 && pp == 1 && current.size() > beam) {
       // A heuristic's chain: only the `beam` labels of least time plus the LP of the units left.

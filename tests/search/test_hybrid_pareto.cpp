@@ -1,8 +1,12 @@
 // The exact hybrid search's Pareto filter (search/internal/hybrid_pareto.hpp) against brute force: on random
 // labels in runs, it keeps exactly the labels that fit and that no label of the same degree before it
 // (in the order transient, persistent, time, rank) is no worse than in all three, in that order, and
-// asks `keep` only of those.
+// asks `keep` only of those. pareto_sum, which grows the labels from their parents as it filters them,
+// against growing every child and filtering them so.
 #include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -16,6 +20,9 @@ namespace {
 
 using search::detail::Grown;
 using search::detail::Label;
+using search::detail::Staircases;
+using search::detail::SumRow;
+using search::detail::SumScratch;
 
 // The labels brute force keeps, in the filter's order, as indices into grown.labels.
 std::vector<int> brute_force(const Grown& grown, double budget) {
@@ -108,6 +115,144 @@ TEST_CASE("the hybrid Pareto filter keeps what brute force keeps and in its orde
   // The trials exercise both: labels kept and labels `keep` refused.
   CHECK(kept_total > 100);
   CHECK(refused_total > 100);
+}
+
+// What a label is, for comparing two runs: its values, parent and choice.
+auto fields(const Label& l) {
+  return std::tie(l.persistent, l.transient, l.time, l.parent, l.op, l.item, l.t);
+}
+
+// pareto_sum against growing every child of its rows (those that fit, pass `fits` and `admit`, of the
+// parents that take the row's item) and filtering them with pareto (held to brute force above): the
+// same labels kept in the same order, and `keep` asked of the same labels in the same order. Parents in any order (cut into staircases), few distinct values (ties
+// and equal labels), rows of a re-layout (one per staircase) or of a unit's items (one per item and
+// staircase, parents taking a prefix of the items), a cut that refuses some children, a budget that
+// stops rows; in some trials, parents whose bytes rise by less than the sum's rounding may take
+// (pareto's path).
+TEST_CASE("pareto_sum keeps what growing every child and filtering keeps, in its order", "[hybrid][brute]") {
+  std::mt19937 rng(20261128);
+  int kept_total = 0, merged = 0, unordered = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    const int values = 2 + static_cast<int>(rng() % 5);
+    auto pick = [&] { return static_cast<double>(rng() % static_cast<unsigned>(values)); };
+    // Parents' bytes 2^60 apart by 256 (ulp 256 there): rises under the rounding check.
+    const bool huge = trial % 10 == 9;
+    const double base = huge ? std::ldexp(1.0, 60) : 0.0, step = huge ? 256.0 : 1.0;
+    std::vector<Label> arena;
+    std::vector<int> parents;
+    const int n_parents = static_cast<int>(rng() % 16);
+    for (int k = 0; k < n_parents; ++k) {
+      Label l;
+      l.t = 1 << (rng() % 2);
+      l.transient = pick();
+      l.persistent = base + step * pick();
+      l.time = pick();
+      arena.push_back(l);
+      parents.push_back(k);
+    }
+    if (rng() % 2 == 0)  // as a step's labels are: each degree and transient a staircase
+      std::sort(parents.begin(), parents.end(), [&](int a, int b) {
+        const Label &x = arena[static_cast<std::size_t>(a)], &y = arena[static_cast<std::size_t>(b)];
+        return std::tie(x.t, x.transient, x.persistent, x.time) <
+               std::tie(y.t, y.transient, y.persistent, y.time);
+      });
+    const Staircases ps(arena, parents);
+    const int t = 2;
+    std::vector<SumRow> rows;
+    std::vector<std::size_t> takes;
+    const bool items = rng() % 3 != 0;
+    if (!items) {  // a re-layout: each staircase's labels plus the time from their degree
+      for (std::size_t g = 0; g < ps.size(); ++g) {
+        SumRow r;
+        r.stair = g;
+        r.time = ps.at[ps.first[g]].t == t ? 0.0 : pick();
+        rows.push_back(r);
+      }
+    } else {
+      const int n_items = 1 + static_cast<int>(rng() % 5), f = 1 + static_cast<int>(rng() % 2);
+      std::vector<std::size_t> order(static_cast<std::size_t>(n_items));
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), rng);
+      for (std::size_t p = 0; p < ps.at.size(); ++p)
+        takes.push_back(rng() % static_cast<unsigned>(n_items + 1));
+      std::vector<SumRow> item(static_cast<std::size_t>(n_items));
+      for (int k = 0; k < n_items; ++k) {
+        SumRow& r = item[static_cast<std::size_t>(k)];
+        r.states = step * pick();
+        r.act = step * pick();
+        r.f = f;
+        r.transient = pick();
+        r.time = pick();
+        r.op = 7;
+        r.item = k;
+        r.rank_scale = n_items;
+        r.rank_offset = k;
+      }
+      for (std::size_t q = 0; q < order.size(); ++q)
+        for (std::size_t g = 0; g < ps.size(); ++g) {
+          SumRow r = item[order[q]];
+          r.stair = g;
+          r.q = q;
+          rows.push_back(r);
+        }
+    }
+    const double budget = base + step * (values - 1) * (1.5 + rng() % 3);
+    const double owed_p = step * pick(), owed_x = pick();
+    const auto fits = [&](const Label& l) {
+      return l.persistent + owed_p + std::max(l.transient, owed_x) <= budget;
+    };
+    const auto admit = [&](const Label& l) {
+      return static_cast<long long>(l.time * 7 + l.transient * 3 + (l.persistent - base) / step) % 5 != 0;
+    };
+    std::vector<Label> asked, asked_ref;
+    const auto keeper = [](std::vector<Label>& log) {
+      return [&log](const Label& l) {
+        log.push_back(l);
+        return static_cast<long long>(l.time + l.transient) % 3 != 0;
+      };
+    };
+    const std::vector<std::size_t>* takes_of = items ? &takes : nullptr;
+
+    // Every child grown, then filtered.
+    std::vector<Label> arena_ref = arena;
+    Grown grown;
+    for (const SumRow& r : rows) {
+      for (std::size_t p = ps.first[r.stair]; p < ps.first[r.stair + 1]; ++p) {
+        if (takes_of && takes[p] <= r.q) continue;
+        const auto& a = ps.at[p];
+        Label n;
+        n.persistent = search::detail::grown_persistent(a.persistent, r.states, r.f, r.act);
+        n.transient = std::max(a.transient, r.transient);
+        n.time = a.time + r.time;
+        n.parent = a.index;
+        n.op = r.op;
+        n.item = r.item;
+        n.t = t;
+        if (!(n.persistent + n.transient <= budget) || !fits(n) || !admit(n)) continue;
+        grown.labels.push_back(n);
+        grown.rank.push_back(static_cast<std::int64_t>(p) * r.rank_scale + r.rank_offset);
+      }
+      grown.end_run();
+    }
+    const std::vector<int> want = search::detail::pareto(arena_ref, grown, budget, keeper(asked_ref));
+
+    SumScratch scratch;
+    std::vector<int> got;
+    const bool ordered =
+        search::detail::pareto_sum(arena, ps, rows, takes_of, t, budget, fits, admit, keeper(asked), scratch, got);
+    INFO("trial " << trial);
+    REQUIRE(got.size() == want.size());
+    for (std::size_t k = 0; k < got.size(); ++k)
+      CHECK(fields(arena[static_cast<std::size_t>(got[k])]) ==
+            fields(arena_ref[static_cast<std::size_t>(want[k])]));
+    REQUIRE(asked.size() == asked_ref.size());
+    for (std::size_t k = 0; k < asked.size(); ++k) CHECK(fields(asked[k]) == fields(asked_ref[k]));
+    ++(ordered ? merged : unordered);
+    kept_total += static_cast<int>(got.size());
+  }
+  CHECK(kept_total > 500);
+  CHECK(merged > 400);
+  CHECK(unordered > 10);
 }
 
 }  // namespace
