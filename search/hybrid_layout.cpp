@@ -103,6 +103,7 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
   // One LP structure per stage end and micro-batches in flight
   // (a stage's own chain uses its own micro-batches in flight; the other stages' bound the fewest).
   const int f_min = ctx.in_flight(pp - 1);
+  SuffixPool pool;  // their positions: equal ones (identical layers) kept once
   std::map<std::pair<int, int>, std::unique_ptr<SuffixBound>> suffix;
   // Units 0..j-1 only (least(0, ...)): the cheaper tables of position 0 alone, of the items whose
   // transient is at most cap.
@@ -119,7 +120,7 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
     if (f < 0) f = f_min;
     auto& p = suffix[{f, j}];
     if (!p) {
-      p = std::make_unique<SuffixBound>(ctx, f, j);
+      p = std::make_unique<SuffixBound>(ctx, f, j, false, kInf, &pool);
       ctx.hold(p->bytes());
     }
     return *p;

@@ -7,7 +7,11 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <deque>
 #include <functional>
+#include <map>
+#include <memory>
+#include <tuple>
 #include <vector>
 
 #include "search/internal/hybrid_context.hpp"
@@ -43,6 +47,64 @@ struct ClassHulls {
   }
 };
 
+// The positions of SuffixBound's tables (below), shared by the tables of one layout. A position's
+// figures depend only on the units from it to its table's end (their hulls, in order) and on the order
+// of the classes' increments (ClassHulls): a layout's tables over identical layers hold many equal
+// positions, and each is built once, by the same sums as alone (so to the same bits).
+class SuffixPool {
+ public:
+  struct Position {
+    double base_p = 0, base_t = 0, min_x = 0;
+    std::vector<double> count;  // units of each class from the position to the end
+    std::vector<double> cum_p{0.0}, cum_t{0.0};
+  };
+  // The position of no units for `classes`, and the one of a unit of class c before `next`.
+  const Position* empty(const ClassHulls& classes) {
+    const std::size_t sig = signature(classes);
+    auto& slot = made_[{sig, kNoClass, nullptr}];
+    if (!slot) {
+      Position& p = positions_.emplace_back();
+      p.count.assign(classes.hulls.size(), 0.0);
+      slot = &p;
+    }
+    return slot;
+  }
+  const Position* before(const ClassHulls& classes, std::size_t c, const Position* next) {
+    auto& slot = made_[{signature(classes), c, next}];
+    if (slot) return slot;
+    Position& p = positions_.emplace_back();
+    const UnitHull& g = *classes.hulls[c];
+    const auto& h = g.points;
+    p.base_p = next->base_p + (h.empty() ? kInf : h.front().first);
+    p.base_t = next->base_t + (h.empty() ? 0.0 : h.front().second);
+    p.min_x = std::max(next->min_x, g.least_transient);
+    p.count = next->count;
+    p.count[c] += 1;
+    for (const auto& e : classes.incs) {
+      const double n = p.count[e.c];
+      if (n == 0) continue;
+      p.cum_p.push_back(p.cum_p.back() + n * e.dp);
+      p.cum_t.push_back(p.cum_t.back() + n * e.dt);
+    }
+    slot = &p;
+    return slot;
+  }
+
+ private:
+  static constexpr std::size_t kNoClass = static_cast<std::size_t>(-1);
+  // Tables whose classes have the same hulls in the same order have the same increments in the same
+  // order: the hulls name them.
+  std::size_t signature(const ClassHulls& classes) {
+    const auto it = std::find(signatures_.begin(), signatures_.end(), classes.hulls);
+    if (it != signatures_.end()) return static_cast<std::size_t>(it - signatures_.begin());
+    signatures_.push_back(classes.hulls);
+    return signatures_.size() - 1;
+  }
+  std::vector<std::vector<const UnitHull*>> signatures_;
+  std::map<std::tuple<std::size_t, std::size_t, const Position*>, const Position*> made_;
+  std::deque<Position> positions_;
+};
+
 // The LP relaxation of a stage's remaining operators (the flat exact's bound, solvers.hpp): every
 // operator of the units before `end_unit` one group, its items over every degree its unit allows
 // (the degrees' coupling, re-layouts and transients relaxed), persistent bytes with f micro-batches
@@ -54,65 +116,66 @@ class SuffixBound {
   // first_only: the bound from position 0 only (least(0, ...), conjugate(0, ...), slope(0, ...)),
   // without the other positions' tables.
   // cap: only the items whose transient is at most cap.
-  SuffixBound(const LayoutContext& ctx, int f, int end_unit, bool first_only = false, double cap = kInf) {
+  // pool: where the positions are kept, shared with the layout's other tables (else its own).
+  SuffixBound(const LayoutContext& ctx, int f, int end_unit, bool first_only = false, double cap = kInf,
+              SuffixPool* pool = nullptr) {
     const ClassHulls classes(ctx, f, end_unit, cap);
     const std::size_t K = static_cast<std::size_t>(end_unit);
     end_ = end_unit;
-    // first_only: position 0's figures alone (a prefix of U units is asked for every U: linear each,
-    // not quadratic in all).
-    const std::size_t stored = first_only ? 1 : K + 1;
-    base_p_.assign(stored, 0.0);
-    base_t_.assign(stored, 0.0);
-    min_x_.assign(stored, 0.0);
-    cum_p_.assign(first_only ? 1 : K + 1, std::vector<double>{0.0});
-    cum_t_.assign(cum_p_.size(), std::vector<double>{0.0});
-    std::vector<double> count(classes.hulls.size(), 0.0);  // of units k..K-1
-    double bp = 0, bt = 0, mx = 0;                         // base_p_, base_t_, min_x_ at k
-    for (std::size_t k = K; k-- > 0;) {
-      const UnitHull& g = *classes.hulls[classes.class_of[k]];
-      const auto& h = g.points;
-      bp += h.empty() ? kInf : h.front().first;
-      bt += h.empty() ? 0.0 : h.front().second;
-      mx = std::max(mx, g.least_transient);
-      count[classes.class_of[k]] += 1;
-      if (first_only && k != 0) continue;
-      base_p_[k] = bp;
-      base_t_[k] = bt;
-      min_x_[k] = mx;
-      auto& cp = cum_p_[k];
-      auto& ct = cum_t_[k];
-      for (const auto& e : classes.incs) {
-        const double n = count[e.c];
-        if (n == 0) continue;
-        cp.push_back(cp.back() + n * e.dp);
-        ct.push_back(ct.back() + n * e.dt);
-      }
+    if (!pool) {
+      own_ = std::make_unique<SuffixPool>();
+      pool = own_.get();
     }
+    // first_only: position 0's figures alone (a prefix of U units is asked for every U: linear each,
+    // not quadratic in all): the sums of every unit, the increments once.
+    if (first_only) {
+      SuffixPool::Position p;
+      p.count.assign(classes.hulls.size(), 0.0);
+      for (std::size_t k = K; k-- > 0;) {
+        const UnitHull& g = *classes.hulls[classes.class_of[k]];
+        const auto& h = g.points;
+        p.base_p += h.empty() ? kInf : h.front().first;
+        p.base_t += h.empty() ? 0.0 : h.front().second;
+        p.min_x = std::max(p.min_x, g.least_transient);
+        p.count[classes.class_of[k]] += 1;
+      }
+      for (const auto& e : classes.incs) {
+        const double n = p.count[e.c];
+        if (n == 0) continue;
+        p.cum_p.push_back(p.cum_p.back() + n * e.dp);
+        p.cum_t.push_back(p.cum_t.back() + n * e.dt);
+      }
+      first_ = std::make_unique<SuffixPool::Position>(std::move(p));
+      pos_.assign(1, first_.get());
+      return;
+    }
+    pos_.assign(K + 1, nullptr);
+    pos_[K] = pool->empty(classes);
+    for (std::size_t k = K; k-- > 0;) pos_[k] = pool->before(classes, classes.class_of[k], pos_[k + 1]);
   }
   int end() const { return end_; }
-  // What it holds, about (for the memory budget).
+  // What it holds, about (for the memory budget): its positions as if it had them alone.
   double bytes() const {
-    double n = 3.0 * static_cast<double>(base_p_.size());
-    for (std::size_t k = 0; k < cum_p_.size(); ++k)
-      n += static_cast<double>(cum_p_[k].size() + cum_t_[k].size());
+    double n = 3.0 * static_cast<double>(pos_.size());
+    for (const SuffixPool::Position* p : pos_) n += static_cast<double>(p->cum_p.size() + p->cum_t.size());
     return 8 * n;
   }
   // `budget` is what the persistent bytes so far leave, `transient` the largest transient so far: the
   // operators from k on may use budget - max(transient, the least largest transient they force).
   double least(int k, double budget, double transient) const {
-    return least_within(k, budget - std::max(transient, min_x_[static_cast<std::size_t>(k)]));
+    return least_within(k, budget - std::max(transient, at(k).min_x));
   }
   // The least transient the operators from k on force.
-  double least_transient(int k) const { return min_x_[static_cast<std::size_t>(k)]; }
+  double least_transient(int k) const { return at(k).min_x; }
   // least_within(k, .) is convex in the budget R: for every lambda >= 0 it is at least
   // conjugate(k, lambda) - lambda R, where conjugate(k, lambda) = min over R of least_within(k, R) +
   // lambda R (infinity when nothing fits). The least is at the first end of an increment that saves
   // less than lambda per byte.
   double conjugate(int k, double lambda) const {
-    const auto kk = static_cast<std::size_t>(k);
-    if (base_p_[kk] == kInf) return kInf;
-    const auto& cp = cum_p_[kk];
-    const auto& ct = cum_t_[kk];
+    const SuffixPool::Position& p = at(k);
+    if (p.base_p == kInf) return kInf;
+    const auto& cp = p.cum_p;
+    const auto& ct = p.cum_t;
     std::size_t lo = 0, hi = cp.size() - 1;  // the least of ct[n] + lambda cp[n] is at some n in lo..hi
     while (lo < hi) {
       const std::size_t mid = lo + (hi - lo) / 2;
@@ -121,38 +184,39 @@ class SuffixBound {
       else
         lo = mid + 1;
     }
-    return base_t_[kk] + ct[lo] + lambda * (base_p_[kk] + cp[lo]);
+    return p.base_t + ct[lo] + lambda * (p.base_p + cp[lo]);
   }
   // The slope of least_within(k, .) at `budget` (time per byte, at most 0; 0 where nothing fits).
   double slope(int k, double budget) const {
-    const auto kk = static_cast<std::size_t>(k);
-    if (budget < base_p_[kk]) return 0;
-    const auto& cp = cum_p_[kk];
-    const auto& ct = cum_t_[kk];
+    const SuffixPool::Position& p = at(k);
+    if (budget < p.base_p) return 0;
+    const auto& cp = p.cum_p;
+    const auto& ct = p.cum_t;
     const std::size_t n =
-        static_cast<std::size_t>(std::upper_bound(cp.begin(), cp.end(), budget - base_p_[kk]) - cp.begin()) -
-        1;
+        static_cast<std::size_t>(std::upper_bound(cp.begin(), cp.end(), budget - p.base_p) - cp.begin()) - 1;
     return n + 1 < cp.size() ? (ct[n + 1] - ct[n]) / (cp[n + 1] - cp[n]) : 0.0;
   }
   // The same within `budget` persistent bytes, transients left out: for operators spread over several
   // stages, each of which holds its own transient.
   double least_within(int k, double budget) const {
-    const auto kk = static_cast<std::size_t>(k);
-    if (budget < base_p_[kk]) return kInf;
-    const double r = budget - base_p_[kk];
-    const auto& cp = cum_p_[kk];
-    const auto& ct = cum_t_[kk];
+    const SuffixPool::Position& p = at(k);
+    if (budget < p.base_p) return kInf;
+    const double r = budget - p.base_p;
+    const auto& cp = p.cum_p;
+    const auto& ct = p.cum_t;
     const std::size_t n =
         static_cast<std::size_t>(std::upper_bound(cp.begin(), cp.end(), r) - cp.begin()) - 1;
     double gain = ct[n];
     if (n + 1 < cp.size()) gain += (ct[n + 1] - ct[n]) * (r - cp[n]) / (cp[n + 1] - cp[n]);
-    return base_t_[kk] + gain;
+    return p.base_t + gain;
   }
 
  private:
+  const SuffixPool::Position& at(int k) const { return *pos_[static_cast<std::size_t>(k)]; }
   int end_ = 0;
-  std::vector<double> base_p_, base_t_, min_x_;
-  std::vector<std::vector<double>> cum_p_, cum_t_;
+  std::vector<const SuffixPool::Position*> pos_;
+  std::unique_ptr<SuffixPool> own_;
+  std::unique_ptr<SuffixPool::Position> first_;
 };
 
 // SuffixBound's LP of units i..j-1 (position i of the table ending at j) for any range, without the

@@ -2,8 +2,8 @@
 // it refuses only labels for which every end of the stage fails, own = tau + fixed + LP >= need, and
 // with one end it is exact at the parents' budgets. Also the pieces it is made of: the LP's conjugate
 // and slope (SuffixBound) against the LP on a fine grid, and step_need against step_bound; and the
-// LP of a range of units (SuffixBound's tables and RangeLp, both by unit classes) against the LP
-// written out unit by unit.
+// LP of a range of units (SuffixBound's tables, alone or sharing their positions, and RangeLp, both by
+// unit classes) against the LP written out unit by unit.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -145,10 +145,13 @@ TEST_CASE("the LP of a range of units, by suffix tables and by unit classes, is 
   Fixture fx;
   const int U = fx.units();
   int finite = 0, infinite = 0;
+  search::detail::SuffixPool pool;  // the tables' positions shared: the same figures, bit for bit
   for (const int f : {1, 2}) {
     const search::detail::RangeLp range(fx.ctx, f, U);
     for (int j = 1; j <= U; ++j) {
       const SuffixBound table(fx.ctx, f, j);
+      const SuffixBound shared(fx.ctx, f, j, false, kInf, &pool);
+      CHECK(shared.bytes() == table.bytes());
       for (int i = 0; i < j; ++i) {
         const auto [lo, hi] = fx.range(i, f);  // of units i..U-1: covers i..j-1's range and beyond
         for (const double x : {0.0, 0.05 * hi})
@@ -156,6 +159,8 @@ TEST_CASE("the LP of a range of units, by suffix tables and by unit classes, is 
             const double budget = 0.8 * lo * (j - i) / (U - i) + 1.2 * hi * g / 20;
             const double want = unit_by_unit(fx.ctx, f, i, j, budget, x);
             INFO("f " << f << " units " << i << ".." << j - 1 << " budget " << budget << " transient " << x);
+            CHECK(shared.least(i, budget, x) == table.least(i, budget, x));
+            CHECK(shared.conjugate(i, 1e-9 * g) == table.conjugate(i, 1e-9 * g));
             if (want == kInf) {
               CHECK(table.least(i, budget, x) == kInf);
               CHECK(range.least(i, j, budget, x) == kInf);
