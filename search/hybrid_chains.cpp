@@ -1,6 +1,8 @@
 // The chains of the exact hybrid search (hybrid_chains.hpp).
 #include "search/internal/hybrid_chains.hpp"
 
+#include "search/internal/hybrid_memo.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -20,18 +22,21 @@ struct StepScratch {
   std::vector<std::size_t> order, takes, most;
   std::vector<double> prices;
   std::vector<int> cur, grown;
+  std::vector<double> key;
+  std::vector<SumChild> record;
 };
 
 // One unit's step of a chain: every degree t of unit u, the re-layout between it and the neighbour
 // already in the label (`relayout(label degree, t)`), then its operators' items whose transient is at
 // most `cap`; labels that do not fit in the stage are dropped, and those `keep` refuses. Each is one
 // pareto_sum over the labels of the step before. `cut` is asked of every child pareto_sum forms, and
-// refuses only labels keep refuses. Returns the Pareto labels. `current` holds each degree's labels
+// refuses only labels keep refuses. With `memo`, the steps another chain took are taken from it (the
+// cut must then take every label). Returns the Pareto labels. `current` holds each degree's labels
 // together, each in the filter's order.
 template <class Relayout, class Keep>
 std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vector<int>& current, int u, int f,
                            double budget, double cap, Relayout relayout, Keep keep, const Cut& cut,
-                           StepScratch& sc) {
+                           StepScratch& sc, SumMemo* memo) {
   std::vector<int> next;
   const auto& ops = ctx.workload().units[static_cast<std::size_t>(u)].ops;
   // rest[k]: the least the unit's operators from the k-th on add at degree t, each coordinate apart
@@ -63,6 +68,36 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
   const auto cut_u = [&](const Label& n) { return cut.pass(owed(n)); };
   auto& rows = sc.rows;
   auto& cur = sc.cur;
+  // One Pareto step of `rows` over `ps` into `out`; with the memo, its children taken from a chain
+  // that took the same step (else grown without the cut, all those no other beats, and recorded).
+  const auto sum = [&](const Staircases& ps, const std::vector<std::size_t>* takes, int t,
+                       std::vector<int>& out) {
+    if (!memo) {
+      pareto_sum(ch.arena, ps, rows, takes, t, budget, fits_u, cut_u, keep_u, sc.sum, out);
+      return;
+    }
+    SumMemo::key_of(ps, rows, t, budget, shift->persistent, shift->transient, sc.key);
+    if (const SumMemo::Found found = memo->find(sc.key); found.found) {
+      out.clear();
+      for (const SumChild* c = found.first; c != found.last; ++c) {
+        Label n;
+        n.persistent = c->persistent;
+        n.transient = c->transient;
+        n.time = c->time;
+        n.parent = ps.at[c->p].index;
+        n.op = rows[c->row].op;
+        n.item = rows[c->row].item;
+        n.t = t;
+        if (!keep_u(n)) continue;
+        ch.arena.push_back(n);
+        out.push_back(static_cast<int>(ch.arena.size()) - 1);
+      }
+      return;
+    }
+    const auto all = [](const Label&) { return true; };
+    if (pareto_sum(ch.arena, ps, rows, nullptr, t, budget, fits_u, all, keep_u, sc.sum, out, &sc.record))
+      memo->insert(sc.key, sc.record);
+  };
   sc.from.assign(ch.arena, current);
   const Staircases& from = sc.from;
   for (int t : ctx.allowed(u)) {
@@ -91,7 +126,7 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
       r.time = relayout(from.at[from.first[g]].t, t);
       rows.push_back(r);
     }
-    pareto_sum(ch.arena, from, rows, nullptr, t, budget, fits_u, cut_u, keep_u, sc.sum, cur);
+    sum(from, nullptr, t, cur);
     for (std::size_t o = 0; o < ops.size(); ++o) {
       const int oi = ops[o];
       const auto& items = ctx.items(oi, t);
@@ -166,7 +201,7 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
           rows.push_back(r);
         }
       }
-      pareto_sum(ch.arena, parents, rows, &takes, t, budget, fits_u, cut_u, keep_u, sc.sum, sc.grown);
+      sum(parents, &takes, t, sc.grown);
       cur.swap(sc.grown);
     }
     next.insert(next.end(), cur.begin(), cur.end());
@@ -230,7 +265,7 @@ Cut::Cut(const Chain& ch, const std::vector<int>& current, const std::vector<End
 }
 
 Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double bound, std::int64_t* labels,
-                  const PipelineBounds& pb) {
+                  const PipelineBounds& pb, SumMemo* memo) {
   const int pp = ctx.layout().pp, m = ctx.layout().m, f = ctx.in_flight(s);
   const double budget = ctx.capacity() - ctx.fixed();
   Chain ch;
@@ -279,8 +314,9 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
       cut_ends.push_back({step_need(before, after, s, m, pp, bound), exits[static_cast<std::size_t>(j)].least,
                           j > u + 1 ? suffix[static_cast<std::size_t>(j)] : nullptr, u + 1});
     }
-    const Cut cut(ch, current, cut_ends, budget, bound);
-    current = step_unit(ctx, ch, current, u, f, budget, kInf, relayout(u), keep, cut, scratch);
+    // With the memo, no cut: the steps it records must hold every child no other beats.
+    const Cut cut = memo ? Cut() : Cut(ch, current, cut_ends, budget, bound);
+    current = step_unit(ctx, ch, current, u, f, budget, kInf, relayout(u), keep, cut, scratch, memo);
     ctx.check(static_cast<double>(ch.arena.capacity() * sizeof(Label)));
     if (labels) *labels += static_cast<std::int64_t>(current.size());
     for (int li : current) {
@@ -358,7 +394,7 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
       }
     }
     const Cut cut(ch, current, cut_ends, budget, bound);
-    current = step_unit(ctx, ch, current, u, f, budget, cap, relayout, keep, cut, scratch);
+    current = step_unit(ctx, ch, current, u, f, budget, cap, relayout, keep, cut, scratch, nullptr);
     ctx.check(static_cast<double>(ch.arena.capacity() * sizeof(Label)));
     if (beam > 0 && pp == 1 && current.size() > beam) {
       // A heuristic's chain: only the `beam` labels of least time plus the LP of the units left.

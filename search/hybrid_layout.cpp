@@ -13,6 +13,7 @@
 
 #include "search/internal/hybrid_bounds.hpp"
 #include "search/internal/hybrid_chains.hpp"
+#include "search/internal/hybrid_memo.hpp"
 
 namespace osdp::search {
 
@@ -22,6 +23,9 @@ using costmodel::Workload;
 
 namespace detail {
 namespace {
+
+// What one layout's memo of chain steps may hold (hybrid_memo.hpp): past it, steps are not added.
+constexpr double kMemoBytes = 64.0 * 1024 * 1024;
 
 // Whether some split has every stage within its own memory in the relaxation: each unit at its
 // least persistent bytes (with its stage's micro-batches in flight) and least transient. Memory
@@ -301,12 +305,17 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
   const std::function<const SuffixBound&(int)> prefix = [&](int u) -> const SuffixBound& {
     return prefix_to(u);
   };
-  // The chain of stage s from its start i (forward) or from the model's end (the last stage).
+  // The chain of stage s from its start i (forward) or from the model's end (the last stage). The
+  // forward chains of a pipeline of three or more stages whose forward stages hold the same
+  // micro-batches in flight share their steps (hybrid_memo.hpp): on identical layers most grow the
+  // same labels as one before them, at another start or in another stage.
+  std::optional<SumMemo> memo;
+  if (pricing.share_steps && pp >= 3 && ctx.in_flight(0) == ctx.in_flight(pp - 2)) memo.emplace(kMemoBytes);
   auto chain = [&](int s, int i, std::int64_t* count) {
     if (s + 1 == pp)
       return run_backward(ctx, even ? starts[static_cast<std::size_t>(s)] : s, bound, count, prefix, &pb);
     const int j_max = even ? starts[static_cast<std::size_t>(s + 1)] : U - (pp - 1 - s);
-    return run_forward(ctx, s, i, j_max, bound, count, pb);
+    return run_forward(ctx, s, i, j_max, bound, count, pb, memo ? &*memo : nullptr);
   };
   // What each priced stage chose, read off its chain's best label when the chain is run: the chains
   // are not run again for the plan.

@@ -50,6 +50,7 @@ class Cut {
     const SuffixBound* lp;  // none: the empty end
     int k;                  // the LP's first position
   };
+  Cut() = default;  // takes every label
   Cut(const Chain& ch, const std::vector<int>& current, const std::vector<End>& ends, double budget,
       double bound);
   struct Line {
@@ -85,8 +86,11 @@ class Cut {
 //   after unit j - 1 (the label's own for j = u + 1, else the least over that unit's degrees),
 // or when no end fits. Partway through unit u, the label counts the unit's other operators at the
 // least each adds at its degree.
+// With `memo` (search/internal/hybrid_memo.hpp), without the cut: its steps taken from chains that
+// took them before, and its own recorded for those after.
+class SumMemo;
 Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double bound, std::int64_t* labels,
-                  const PipelineBounds& pb);
+                  const PipelineBounds& pb, SumMemo* memo = nullptr);
 
 // The chain of the last stage from the model's end backward, recording c*(pp - 1, i, U) for every
 // i >= i_min (the re-layout from 1 into unit i added there when pp > 1). A label in unit u (units

@@ -138,6 +138,9 @@ struct Pricing {
   // One stage: the labels per unit of the heuristic chain whose plan is the first incumbent of the
   // transient bands (0: none).
   std::size_t beam = 16;
+  // Forward chains share the steps they have in common (search/internal/hybrid_memo.hpp) where a
+  // pipeline's forward stages hold the same micro-batches in flight; no label or plan changes.
+  bool share_steps = true;
 };
 
 // The best plan of one layout under `rules` (even: the stages of even_stage_starts only) whose step

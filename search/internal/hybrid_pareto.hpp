@@ -201,6 +201,13 @@ struct SumRow {
   std::size_t q = 0;
 };
 
+// A child that pareto_sum's filter keeps (before `keep` is asked): its values, its parent's place
+// among the parents and its row.
+struct SumChild {
+  double persistent, transient, time;
+  std::uint32_t p, row;
+};
+
 // pareto_sum's buffers, kept from call to call (a chain makes millions of children in thousands of
 // calls).
 struct SumScratch {
@@ -218,8 +225,9 @@ struct SumScratch {
 // The same as growing every child of the rows (those that fit the budget, pass `fits` and `admit`)
 // and filtering them with pareto, without forming most of those it would drop; the labels kept go to
 // `out`. `fits` must refuse every child with more persistent bytes than one it refuses at the same
-// transient (a budget does); `admit` is any test (the chains' cut). Returns false when it grew every
-// child and filtered them with pareto (rows whose order rounding could upset).
+// transient (a budget does); `admit` is any test (the chains' cut). With `record`, the children the
+// filter keeps, before `keep` is asked, go there in order; returns false when it could not record
+// them (rows whose order rounding could upset: pareto filtered them).
 //
 // A row's children, in its parents' order, rise strictly in persistent bytes (checked: each parents'
 // rise must outlast the rounding of the sum; else every child is grown and filtered by pareto) and
@@ -232,8 +240,9 @@ struct SumScratch {
 template <class Fits, class Admit, class Keep>
 bool pareto_sum(std::vector<Label>& arena, const Staircases& ps, const std::vector<SumRow>& rows,
                 const std::vector<std::size_t>* takes, int t, double budget, Fits fits, Admit admit,
-                Keep keep, SumScratch& sc, std::vector<int>& out) {
+                Keep keep, SumScratch& sc, std::vector<int>& out, std::vector<SumChild>* record = nullptr) {
   out.clear();
+  if (record) record->clear();
   const auto child = [&](const SumRow& r, std::size_t p) {
     const Staircases::Parent& a = ps.at[p];
     Label n;
@@ -405,6 +414,7 @@ bool pareto_sum(std::vector<Label>& arena, const Staircases& ps, const std::vect
         group_least = least = h.time;
         group.emplace_back(h.persistent, h.time);
         const Label n = child(rows[h.row], h.p);
+        if (record) record->push_back({n.persistent, n.transient, n.time, h.p, h.row});
         if (keep(n)) {
           arena.push_back(n);
           out.push_back(static_cast<int>(arena.size()) - 1);

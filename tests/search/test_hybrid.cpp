@@ -386,6 +386,48 @@ TEST_CASE("one stage's heuristic incumbent leaves the optimum as it is", "[hybri
   CHECK(compared >= 30);
 }
 
+// The forward chains of a pipeline share the steps they have in common (search/internal/hybrid_memo.hpp):
+// on identical layers, at every start of every stage. Nothing changes but the work: the same labels,
+// the same plan, with and without, at memories from tight to loose, with the forward stages' micro-batches
+// in flight equal (1F1B with one or two, GPipe) or not (1F1B with four: nothing shared).
+TEST_CASE("the chains' shared steps leave every label and plan as they are", "[hybrid]") {
+  const ModelSpec model = small_gpt(24, 128, 4, 32, 512);
+  ClusterSpec cluster = synthetic_cluster(1, 8);
+  PlanCostModel hybrid(cluster, nullptr, model.precision, CostOptions{});
+  search::HybridSearchOptions so;
+  so.space.checkpoint = search::CheckpointPolicy::kAuto;
+  so.space.split_max = 2;
+  int compared = 0, found = 0;
+  for (const int pp : {4, 8})
+    for (const auto& [m, schedule] :
+         {std::pair{1, PipelineSchedule::k1F1B}, std::pair{2, PipelineSchedule::k1F1B},
+          std::pair{4, PipelineSchedule::kGpipe}, std::pair{4, PipelineSchedule::k1F1B}})
+      for (const double mib : {10.0, 11.0, 12.0, 14.0, 16.0, 20.0}) {
+        hybrid.set_capacity(mib * 1024 * 1024);
+        const auto hw = costmodel::lower(model, pp);
+        const search::HybridLayout layout{pp, m, 1, schedule, false};
+        using search::detail::Pricing;
+        std::int64_t labels_with = 0, labels_without = 0;
+        Pricing with, without;
+        without.share_steps = false;
+        const auto a = search::detail::solve_layout(hybrid, hw, layout, so, {}, false, HUGE_VAL, &labels_with,
+                                                    nullptr, nullptr, with);
+        const auto b = search::detail::solve_layout(hybrid, hw, layout, so, {}, false, HUGE_VAL,
+                                                    &labels_without, nullptr, nullptr, without);
+        INFO("pp " << pp << ", m " << m << ", " << mib << " MiB");
+        CHECK(labels_with == labels_without);
+        REQUIRE(bool(a) == bool(b));
+        ++compared;
+        if (!a) continue;
+        CHECK(a->stage_first_unit == b->stage_first_unit);
+        CHECK(a->unit_tp == b->unit_tp);
+        CHECK(a->choices == b->choices);
+        ++found;
+      }
+  CHECK(compared == 48);
+  CHECK(found >= 36);
+}
+
 // The search over layouts (best first over bounds, each group's b0 in one range split in two when it
 // comes first) finds what solving every layout one by one finds: the ranges' and layouts' bounds
 // never drop the best.

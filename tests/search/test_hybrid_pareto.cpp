@@ -2,7 +2,8 @@
 // labels in runs, it keeps exactly the labels that fit and that no label of the same degree before it
 // (in the order transient, persistent, time, rank) is no worse than in all three, in that order, and
 // asks `keep` only of those. pareto_sum, which grows the labels from their parents as it filters them,
-// against growing every child and filtering them so.
+// against growing every child and filtering them so; and the memo of its steps
+// (search/internal/hybrid_memo.hpp).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -13,6 +14,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "search/internal/hybrid_memo.hpp"
 #include "search/internal/hybrid_pareto.hpp"
 
 namespace osdp {
@@ -21,6 +23,8 @@ namespace {
 using search::detail::Grown;
 using search::detail::Label;
 using search::detail::Staircases;
+using search::detail::SumChild;
+using search::detail::SumMemo;
 using search::detail::SumRow;
 using search::detail::SumScratch;
 
@@ -124,14 +128,15 @@ auto fields(const Label& l) {
 
 // pareto_sum against growing every child of its rows (those that fit, pass `fits` and `admit`, of the
 // parents that take the row's item) and filtering them with pareto (held to brute force above): the
-// same labels kept in the same order, and `keep` asked of the same labels in the same order. Parents in any order (cut into staircases), few distinct values (ties
+// same labels kept in the same order, `keep` asked of the same labels in the same order, and the
+// children it records are those. Parents in any order (cut into staircases), few distinct values (ties
 // and equal labels), rows of a re-layout (one per staircase) or of a unit's items (one per item and
 // staircase, parents taking a prefix of the items), a cut that refuses some children, a budget that
 // stops rows; in some trials, parents whose bytes rise by less than the sum's rounding may take
 // (pareto's path).
 TEST_CASE("pareto_sum keeps what growing every child and filtering keeps, in its order", "[hybrid][brute]") {
   std::mt19937 rng(20261128);
-  int kept_total = 0, merged = 0, unordered = 0;
+  int kept_total = 0, recorded = 0, unordered = 0;
   for (int trial = 0; trial < 600; ++trial) {
     const int values = 2 + static_cast<int>(rng() % 5);
     auto pick = [&] { return static_cast<double>(rng() % static_cast<unsigned>(values)); };
@@ -238,8 +243,9 @@ TEST_CASE("pareto_sum keeps what growing every child and filtering keeps, in its
 
     SumScratch scratch;
     std::vector<int> got;
-    const bool ordered =
-        search::detail::pareto_sum(arena, ps, rows, takes_of, t, budget, fits, admit, keeper(asked), scratch, got);
+    std::vector<SumChild> record;
+    const bool ordered = search::detail::pareto_sum(arena, ps, rows, takes_of, t, budget, fits, admit,
+                                                    keeper(asked), scratch, got, &record);
     INFO("trial " << trial);
     REQUIRE(got.size() == want.size());
     for (std::size_t k = 0; k < got.size(); ++k)
@@ -247,12 +253,73 @@ TEST_CASE("pareto_sum keeps what growing every child and filtering keeps, in its
             fields(arena_ref[static_cast<std::size_t>(want[k])]));
     REQUIRE(asked.size() == asked_ref.size());
     for (std::size_t k = 0; k < asked.size(); ++k) CHECK(fields(asked[k]) == fields(asked_ref[k]));
-    ++(ordered ? merged : unordered);
+    if (ordered) {
+      // The children recorded are those `keep` was asked of: a memo's replay is the same step.
+      REQUIRE(record.size() == asked.size());
+      for (std::size_t k = 0; k < record.size(); ++k) {
+        const SumChild& c = record[k];
+        Label l;
+        l.persistent = c.persistent;
+        l.transient = c.transient;
+        l.time = c.time;
+        l.parent = ps.at[c.p].index;
+        l.op = rows[c.row].op;
+        l.item = rows[c.row].item;
+        l.t = t;
+        CHECK(fields(l) == fields(asked[k]));
+      }
+      ++recorded;
+    } else {
+      ++unordered;
+    }
     kept_total += static_cast<int>(got.size());
   }
   CHECK(kept_total > 500);
-  CHECK(merged > 400);
+  CHECK(recorded > 400);
   CHECK(unordered > 10);
+}
+
+TEST_CASE("the memo of Pareto steps finds a step by every value it depends on, bit for bit", "[hybrid]") {
+  std::vector<Label> arena(3);
+  for (int k = 0; k < 3; ++k) {
+    arena[static_cast<std::size_t>(k)].persistent = 10.0 - k;
+    arena[static_cast<std::size_t>(k)].time = k;
+    arena[static_cast<std::size_t>(k)].t = 1;
+  }
+  const Staircases ps(arena, {2, 1, 0});
+  std::vector<SumRow> rows(1);
+  rows[0].stair = 0;
+  rows[0].time = 0.5;
+  std::vector<double> key, other;
+  SumMemo::key_of(ps, rows, 2, 100.0, 1.0, 2.0, key);
+  SumMemo memo(1e6);
+  CHECK(!memo.find(key).found);
+  memo.insert(key, {{1, 2, 3, 0, 0}});
+  const SumMemo::Found found = memo.find(key);
+  REQUIRE(found.found);
+  CHECK(found.last - found.first == 1);
+  CHECK(found.first->time == 3);
+  std::vector<double> none;  // a step with no child is a step found
+  SumMemo::key_of(ps, {}, 2, 100.0, 1.0, 2.0, none);
+  memo.insert(none, {});
+  CHECK(memo.find(none).found);
+  // The same step over other parents, another degree, budget or row: not found.
+  SumMemo::key_of(ps, rows, 1, 100.0, 1.0, 2.0, other);
+  CHECK(!memo.find(other).found);
+  SumMemo::key_of(ps, rows, 2, std::nextafter(100.0, 200.0), 1.0, 2.0, other);
+  CHECK(!memo.find(other).found);
+  rows[0].time = std::nextafter(0.5, 1.0);
+  SumMemo::key_of(ps, rows, 2, 100.0, 1.0, 2.0, other);
+  CHECK(!memo.find(other).found);
+  arena[0].time = -0.0;
+  const Staircases moved(arena, {2, 1, 0});
+  rows[0].time = 0.5;
+  SumMemo::key_of(moved, rows, 2, 100.0, 1.0, 2.0, other);
+  CHECK(!memo.find(other).found);  // 0.0 and -0.0: not the same bits
+  // Past its bytes, a memo adds no more steps.
+  SumMemo small(8.0 * static_cast<double>(key.size()));
+  small.insert(key, {{1, 2, 3, 0, 0}});
+  CHECK(!small.find(key).found);
 }
 
 }  // namespace
