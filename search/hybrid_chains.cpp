@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 namespace osdp::search::detail {
@@ -321,7 +322,7 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
     if (labels) *labels += static_cast<std::int64_t>(current.size());
     for (int li : current) {
       const Label& l = ch.arena[static_cast<std::size_t>(li)];
-      const double c = l.time + ctx.stage_end(s, u, l.t);
+      const double c = l.time + exits[static_cast<std::size_t>(u + 1)].at[static_cast<std::size_t>(l.t)];
       if (c < ch.best[static_cast<std::size_t>(u + 1)]) {
         ch.best[static_cast<std::size_t>(u + 1)] = c;
         ch.best_label[static_cast<std::size_t>(u + 1)] = li;
@@ -352,26 +353,42 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
   // Checked after every operator, the rest of unit u counted at its least (step_unit). Without a pipeline the
   // units before are this stage's own: within its memory (its largest transient set aside once), at weight m.
   // With one, for every start i <= u of the stage: own = tau + the LP of units i..u-1 within what the stage
-  // has left, and before[s][i].
+  // has left, and before[s][i]. start_at says whether a start at i passes (true), fails (false) or fails
+  // with every earlier start (none: the LP of its units does not fit); `within` is the LP of the units
+  // before u.
+  const SuffixBound* within = nullptr;
+  const auto start_at = [&](const Label& l, int u, int i) -> std::optional<bool> {
+    // The LP of the stage's rest only where a start at i could still pass without it. The entry
+    // into unit u is the label's own; into an earlier unit, the least over its degrees.
+    const double earlier = pb->before_at(s, i);
+    double own = l.time + (i < u ? entries[static_cast<std::size_t>(i)].least
+                                 : entries[static_cast<std::size_t>(u)].at[static_cast<std::size_t>(l.t)]);
+    if (earlier == kInf || step_bound(own, earlier, 0.0, s, m, pp) >= bound) return false;
+    if (i < u) {
+      const double x = within->least(i, budget - l.persistent, l.transient);
+      if (x == kInf) return std::nullopt;  // a longer stage fits no better
+      own += x;
+    }
+    return step_bound(own, earlier, 0.0, s, m, pp) < bound;
+  };
+  // Some start passes or none does, whatever the order they are tried in (each is tried alone, and
+  // one whose LP does not fit leaves every earlier one unfit): the one that passed last is tried
+  // first, as neighbouring labels mostly pass at the same start.
+  int passed = -1;
   const auto keep = [&](const Label& l, int u) {
     if (pp == 1) {
       const double rest = u == 0 ? 0.0 : before->least(0, budget - l.persistent, l.transient);
       if (rest == kInf) return false;
       return m * (l.time + rest) < bound;
     }
+    if (passed >= i_min && passed <= u && start_at(l, u, passed).value_or(false)) return true;
     for (int i = u; i >= i_min; --i) {
-      // The LP of the stage's rest only where a start at i could still pass without it. The entry
-      // into unit u is the label's own; into an earlier unit, the least over its degrees.
-      const double earlier = pb->before_at(s, i);
-      double own = l.time + (i < u ? entries[static_cast<std::size_t>(i)].least
-                                   : entries[static_cast<std::size_t>(u)].at[static_cast<std::size_t>(l.t)]);
-      if (earlier == kInf || step_bound(own, earlier, 0.0, s, m, pp) >= bound) continue;
-      if (i < u) {
-        const double x = pb->suffix(u, f).least(i, budget - l.persistent, l.transient);
-        if (x == kInf) break;  // a longer stage fits no better
-        own += x;
+      const std::optional<bool> pass = start_at(l, u, i);
+      if (!pass) break;
+      if (*pass) {
+        passed = i;
+        return true;
       }
-      if (step_bound(own, earlier, 0.0, s, m, pp) < bound) return true;
     }
     return false;
   };
@@ -381,6 +398,7 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
       return next_t < 0 ? ctx.stage_end(s, u, t) : ctx.relayout_into(u + 1, t, next_t);
     };
     if (pp == 1 && u > 0) before = &prefix(u);
+    if (pp > 1) within = &pb->suffix(u, f);
     std::vector<Cut::End> cut_ends;
     if (pp == 1) {
       cut_ends.push_back({bound / m, 0.0, u > 0 ? before : nullptr, 0});
@@ -413,7 +431,8 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
     if (labels) *labels += static_cast<std::int64_t>(current.size());
     for (int li : current) {
       const Label& l = ch.arena[static_cast<std::size_t>(li)];
-      const double c = l.time + (s > 0 ? ctx.relayout_into(u, 1, l.t) : 0.0);
+      const double c =
+          l.time + (s > 0 ? entries[static_cast<std::size_t>(u)].at[static_cast<std::size_t>(l.t)] : 0.0);
       if (c < ch.best[static_cast<std::size_t>(u)]) {
         ch.best[static_cast<std::size_t>(u)] = c;
         ch.best_label[static_cast<std::size_t>(u)] = li;
