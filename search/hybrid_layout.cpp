@@ -369,6 +369,11 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
       // chains prune with. Where this stage is not the slowest it weighs 1 in T, and its slack under
       // the LP's bound is m times wider than the slowest stage's.
       for (const auto& [i, j] : ends) {
+        // Every plan is at least its stage's LP bound with the priced stages around it: one whose
+        // bound is past the incumbent already held (by more than rounding) makes no shorter one.
+        if (step_bound(at(lp, s, i, j), pb.before_at(s, i), pb.after_at(s + 1, j), s, m, pp) >
+            incumbent_t * (1 + 1e-9))
+          continue;
         Plan p = empty_plan(hw, layout);
         if (!priced_around(ctx, c, pb, picks, s, i, j, p)) continue;
         for (int t = 1; t <= model.node_size(); t *= 2) {
