@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing (Debian packages), then configures and builds osdp into build/.
-# Usage: bash .ci/setup.sh [--sanitize]   (--sanitize: a Debug build at -O1 with ASan+UBSan in build-asan/)
+# Usage: bash .ci/setup.sh [--sanitize]
+#   --sanitize: build-asan/, a clang Debug build at -O1 with ASan+UBSan whose libraries are also
+#   instrumented for libFuzzer, so that the fuzz harnesses (tests/fuzz/run.sh --build build-asan) link
+#   the same objects the sanitized suite ran: one build for both. No CUDA there: CI has no GPU, and
+#   the plain build compiles the CUDA code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,8 +18,9 @@ bash .ci/setup-python.sh
 
 jobs=$(nproc 2>/dev/null || echo 2)
 if [ "${1:-}" = "--sanitize" ]; then
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DOSDP_SANITIZE=ON -DOSDP_BUILD_BENCHMARKS=OFF \
-    -DOSDP_VENV="$PWD/build/venv" >/dev/null
+  bash .ci/install-packages.sh setup clang libclang-rt-dev
+  CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DOSDP_SANITIZE=ON -DOSDP_BUILD_FUZZERS=ON \
+    -DOSDP_ENABLE_CUDA=OFF -DOSDP_BUILD_BENCHMARKS=OFF -DOSDP_VENV="$PWD/build/venv" >/dev/null
   cmake --build build-asan -j"$jobs"
 else
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -7,7 +7,8 @@
 #   code it uses) keep their symbols local (--exclude-libs), so nothing in it can interpose on the
 #   program's copy or the other way round.
 # - Every symbol must resolve when it is linked (--no-undefined): a module that would fail in dlopen
-#   fails the build instead.
+#   fails the build instead. Not in a clang sanitizer build: clang links the sanitizers' runtime into
+#   the program alone, and a module finds it there when it is loaded (the plain build checks).
 # - The program checks the module's build key (OSDP_BACKEND_ABI, top-level CMakeLists.txt: version,
 #   compiler, sanitizers, the interface headers' hash) before it calls anything else in it.
 # - Installed modules keep the library directories they were linked against (the CUDA toolkit's) in
@@ -27,5 +28,8 @@ function(osdp_add_backend_module target)
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR})
   target_compile_definitions(${target} PRIVATE OSDP_BACKEND_ABI="${OSDP_BACKEND_ABI}")
   target_link_libraries(${target} PRIVATE ${ARG_LIBRARIES} osdp::warnings osdp::sanitizers)
-  target_link_options(${target} PRIVATE LINKER:--exclude-libs,ALL LINKER:--no-undefined)
+  target_link_options(${target} PRIVATE LINKER:--exclude-libs,ALL)
+  if(NOT (CMAKE_CXX_COMPILER_ID STREQUAL "Clang" AND (OSDP_SANITIZE OR OSDP_BUILD_FUZZERS)))
+    target_link_options(${target} PRIVATE LINKER:--no-undefined)
+  endif()
 endfunction()

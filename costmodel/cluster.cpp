@@ -1,6 +1,5 @@
 #include "costmodel/cluster.hpp"
 
-#include <limits>
 
 #include <fmt/format.h>
 
@@ -9,8 +8,6 @@
 
 namespace osdp::costmodel {
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 LinkSpec read_link(JsonReader r) {
   LinkSpec l;

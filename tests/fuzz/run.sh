@@ -8,6 +8,9 @@
 #
 # --seconds: per harness (5 of them), default 12: about a minute in all, as CI runs it. Longer runs
 # are the same command: --seconds 600. The corpora grow in DIR/corpus/<kind>/ between runs.
+# --build: a folder configured here the first time (clang, RelWithDebInfo, the harnesses alone), or
+# one already configured with OSDP_BUILD_FUZZERS=ON, used as it is: CI passes build-asan, the
+# sanitizer build of .ci/setup.sh --sanitize, whose libraries are instrumented for both.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=12
@@ -26,9 +29,15 @@ case "$seconds" in ''|*[!0-9]*) echo "tests/fuzz/run.sh: --seconds wants a whole
 bash .ci/install-packages.sh fuzz clang libclang-rt-dev
 
 kinds=(model cluster calibration plan experiment)
-CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOSDP_BUILD_FUZZERS=ON \
-  -DOSDP_BUILD_TESTS=OFF -DOSDP_BUILD_BENCHMARKS=OFF -DOSDP_ENABLE_MPI=OFF -DOSDP_ENABLE_CUDA=OFF \
-  -DOSDP_WARNINGS_AS_ERRORS=OFF >/dev/null
+if [ -f "$build/CMakeCache.txt" ] && ! grep -q '^OSDP_BUILD_FUZZERS:BOOL=ON$' "$build/CMakeCache.txt"; then
+  echo "tests/fuzz/run.sh: $build is a build without OSDP_BUILD_FUZZERS=ON: pass another --build" >&2
+  exit 2
+fi
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOSDP_BUILD_FUZZERS=ON \
+    -DOSDP_BUILD_TESTS=OFF -DOSDP_BUILD_BENCHMARKS=OFF -DOSDP_ENABLE_MPI=OFF -DOSDP_ENABLE_CUDA=OFF \
+    -DOSDP_WARNINGS_AS_ERRORS=OFF >/dev/null
+fi
 targets=()
 for k in "${kinds[@]}"; do targets+=("fuzz_$k"); done
 cmake --build "$build" -j"$(nproc 2>/dev/null || echo 2)" --target "${targets[@]}"

@@ -4,11 +4,15 @@
 #include "validate/cpu/cpu_device.hpp"
 
 // GCC 12 reports false maybe-uninitialized warnings inside its own AVX-512 intrinsics when Eigen is
-// built with -march=native (GCC bug 105593, fixed in GCC 13).
+// built with -march=native (GCC bug 105593, fixed in GCC 13). Clang has no such warning.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <Eigen/Core>
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 #include <algorithm>
 #include <cassert>
