@@ -8,6 +8,7 @@
 // how far an experiment expands are in experiments/experiment.hpp.
 #pragma once
 
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -16,6 +17,9 @@
 
 namespace osdp::costmodel {
 
+// No bound at all: "unlimited", and the least of an empty set.
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
 struct Bound {
   double min;
   double max;
@@ -23,6 +27,8 @@ struct Bound {
 };
 
 namespace bounds {
+// The largest size of one dimension a model file may give (a hidden size, a head count, a sequence).
+inline constexpr std::int64_t kMaxDim = 1 << 20;
 inline constexpr double kKiB = 1024.0, kMiB = kKiB * 1024, kGiB = kMiB * 1024, kPiB = kGiB * 1024 * 1024;
 
 // A device's memory: 1 MiB to 1 PiB.

@@ -1,15 +1,13 @@
 #include "costmodel/calibration.hpp"
 
-#include <limits>
 
 #include <fmt/format.h>
 
+#include "costmodel/bounds.hpp"
 #include "costmodel/json_reader.hpp"
 
 namespace osdp::costmodel {
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 std::vector<Segment> read_segments(JsonReader& parent, std::string_view key) {
   std::vector<Segment> out;

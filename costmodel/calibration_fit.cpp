@@ -20,13 +20,13 @@
 #include <fmt/format.h>
 #include <Eigen/Core>
 
+#include "costmodel/bounds.hpp"
 #include "costmodel/error.hpp"
 
 namespace osdp::costmodel {
 namespace {
 
 using costmodel::Collective;
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // The least-squares systems live on the stack (at most kMaxRows points per fit): no Eigen heap
 // allocation here. cpu_device.cpp is built with -march=native, and Eigen's allocator is an inline

@@ -4,12 +4,13 @@
 
 #include <fmt/format.h>
 
+#include "costmodel/bounds.hpp"
 #include "costmodel/error.hpp"
 
 namespace osdp::costmodel {
 namespace {
 
-constexpr std::int64_t kMaxDim = 1 << 20;
+using bounds::kMaxDim;
 
 class HfReader {
  public:

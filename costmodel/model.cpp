@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "costmodel/bounds.hpp"
 #include "costmodel/hf_config.hpp"
 #include "costmodel/json_reader.hpp"
 
@@ -117,7 +118,7 @@ int ModelSpec::total_layers() const {
 
 namespace {
 
-constexpr std::int64_t kMaxDim = 1 << 20;
+using bounds::kMaxDim;
 
 StageSpec read_stage(JsonReader& r) {
   StageSpec s;

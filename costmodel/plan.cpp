@@ -1,10 +1,10 @@
 #include "costmodel/plan.hpp"
 
 #include <algorithm>
-#include <limits>
 
 #include <fmt/format.h>
 
+#include "costmodel/bounds.hpp"
 #include "costmodel/error.hpp"
 #include "costmodel/json_reader.hpp"
 #include "costmodel/plan_cost.hpp"
@@ -12,8 +12,6 @@
 
 namespace osdp::costmodel {
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 bool power_of_two(int x) {
   return x >= 1 && (x & (x - 1)) == 0;

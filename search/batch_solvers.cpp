@@ -1,10 +1,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <limits>
 
 #include <fmt/format.h>
 
+#include "costmodel/bounds.hpp"
 #include "costmodel/error.hpp"
 #include "search/batch_solver.hpp"
 #include "search/solvers.hpp"
@@ -13,7 +13,7 @@ namespace osdp::search {
 namespace {
 
 using costmodel::Choice;
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using costmodel::kInf;
 
 SolverOutcome outcome_from(const BatchCosts& costs, Instance inst, Solution sol,
                            const std::vector<std::vector<int>>& item_to_choice) {

@@ -7,13 +7,14 @@
 #include <map>
 #include <numeric>
 
+#include "costmodel/bounds.hpp"
 #include "search/internal/hull.hpp"
 #include "search/solvers.hpp"
 
 namespace osdp::search {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using costmodel::kInf;
 // Relative slack when comparing a bound with the incumbent: ties and rounding noise are not
 // improvements worth keeping a state for.
 constexpr double kRel = 1e-12;

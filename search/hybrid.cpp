@@ -4,11 +4,11 @@
 #include <chrono>
 #include <deque>
 #include <map>
-#include <limits>
 #include <queue>
 
 #include <fmt/format.h>
 
+#include "costmodel/bounds.hpp"
 #include "costmodel/error.hpp"
 #include "search/internal/hybrid_layout.hpp"
 
@@ -24,7 +24,7 @@ using detail::ItemRules;
 using detail::solve_layout;
 
 namespace {
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using costmodel::kInf;
 }  // namespace
 
 HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostModel& cost, LayoutSearch search,

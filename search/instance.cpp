@@ -5,6 +5,8 @@
 #include <cassert>
 #include <map>
 
+#include "costmodel/bounds.hpp"
+
 namespace osdp::search {
 
 Solution evaluate(const Instance& inst, const std::vector<int>& chosen) {
@@ -42,7 +44,7 @@ double min_peak_bytes(const Instance& inst) {
   // For each threshold T on the largest transient, take each group's smallest persistent item
   // among those with transient <= T; the best over all T is exact. Identical groups count once,
   // times their number.
-  constexpr double kInf = std::numeric_limits<double>::infinity();
+  using costmodel::kInf;
   const std::vector<int> cls = group_classes(inst);
   std::vector<int> count, rep;
   for (std::size_t g = 0; g < cls.size(); ++g) {

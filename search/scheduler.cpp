@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
 #include <map>
 #include <memory>
 #include <queue>
@@ -11,12 +10,13 @@
 
 #include <fmt/format.h>
 
+#include "costmodel/bounds.hpp"
 #include "costmodel/error.hpp"
 
 namespace osdp::search {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using costmodel::kInf;
 // Batch sizes bounded one by one before the rest are taken as a range. Measured on the bundled
 // and audited cases (tests/bench/bench_search_versus.sh): with every batch size in one range the
 // models whose largest batch is under 20 searched up to 1.6x slower (more bounds on ranges than

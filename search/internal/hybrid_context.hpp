@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "costmodel/bounds.hpp"
 #include "costmodel/plan_cost.hpp"
 #include "search/internal/hull.hpp"
 #include "search/internal/hybrid_layout.hpp"
@@ -28,7 +29,7 @@ using costmodel::Operator;
 using costmodel::PlanCostModel;
 using costmodel::Workload;
 
-inline constexpr double kInf = std::numeric_limits<double>::infinity();
+using costmodel::kInf;
 inline constexpr double kMiB = 1024.0 * 1024.0;
 
 struct Item {

@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "costmodel/bounds.hpp"
 #include "costmodel/catalog.hpp"
 #include "costmodel/choice.hpp"
 #include "costmodel/cluster.hpp"
@@ -22,7 +23,7 @@ namespace osdp::costmodel::cost_fixtures {
 inline constexpr double kRel = 1e-12;  // relative tolerance: the same formula summed in a different order
 inline constexpr double kAlpha = 10e-6;
 inline constexpr double kBandwidth = 10e9;  // 10 GB/s, beta = 1e-10 s/B
-inline constexpr double kInf = std::numeric_limits<double>::infinity();
+using costmodel::kInf;
 
 // 8 ranks on one node, 10 us per ring step, 10 GB/s; 10 TFLOP/s fp32 (100 bf16), half of peak on
 // large GEMMs, halved again at 64 along the smallest dimension, 500 GB/s memory, 5 us per kernel;

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "costmodel/bounds.hpp"
 #include "costmodel/calibration.hpp"
 #include "costmodel/cluster.hpp"
 #include "costmodel/error.hpp"
@@ -22,7 +23,7 @@
 
 namespace osdp::costmodel::json_fixtures {
 
-inline constexpr double kInf = std::numeric_limits<double>::infinity();
+using costmodel::kInf;
 inline constexpr double kMi = 1048576.0;
 inline constexpr double kGi = 1073741824.0;
 

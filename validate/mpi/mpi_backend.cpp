@@ -317,14 +317,14 @@ bool injected_hang(const std::optional<FaultSpec>& fault, int rank, const std::s
 }
 
 bool mpi_wait(MPI_Request& request, double timeout_s, std::string_view what, int rank) {
-  using Clock = std::chrono::steady_clock;
-  const auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  using WaitClock = std::chrono::steady_clock;
+  const auto deadline = WaitClock::now() + std::chrono::duration_cast<WaitClock::duration>(
+                                               std::chrono::duration<double>(timeout_s));
   for (;;) {
     int done = 0;
     check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", what, rank);
     if (done != 0) return true;
-    if (Clock::now() >= deadline) return false;
+    if (WaitClock::now() >= deadline) return false;
     sched_yield();
   }
 }
