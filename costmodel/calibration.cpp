@@ -1,6 +1,5 @@
 #include "costmodel/calibration.hpp"
 
-
 #include <fmt/format.h>
 
 #include "costmodel/bounds.hpp"

@@ -1,6 +1,5 @@
 #include "costmodel/cluster.hpp"
 
-
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"

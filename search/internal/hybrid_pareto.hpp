@@ -39,6 +39,20 @@ struct Grown {
   void end_run() { runs.push_back(labels.size()); }
 };
 
+// Joins the labels a transient kept (`group`, persistent ascending) to the staircase of the
+// transients before it (`stair`): merged by persistent bytes, each kept when it takes less time than
+// every one before it. `group` is left empty; `joined` is scratch.
+inline void join_staircase(std::vector<std::pair<double, double>>& stair,
+                           std::vector<std::pair<double, double>>& group,
+                           std::vector<std::pair<double, double>>& joined) {
+  joined.clear();
+  std::merge(stair.begin(), stair.end(), group.begin(), group.end(), std::back_inserter(joined));
+  stair.clear();
+  for (const auto& q : joined)
+    if (stair.empty() || q.second < stair.back().second) stair.push_back(q);
+  group.clear();
+}
+
 // Keeps the labels no other label of the same degree beats in persistent bytes, largest transient
 // and time, that still fit and that `keep` accepts; appends them to the arena and returns their
 // indices. `keep` is asked only of the labels no other beats: it must refuse every label worse in all
@@ -95,14 +109,7 @@ std::vector<int> pareto(std::vector<Label>& arena, const Grown& grown, double bu
   // the order), takes no more time. The transient's kept labels join the staircase when it ends.
   std::vector<int> out;
   std::vector<std::pair<double, double>> stair, joined, group;  // (persistent, time)
-  const auto flush = [&] {
-    joined.clear();
-    std::merge(stair.begin(), stair.end(), group.begin(), group.end(), std::back_inserter(joined));
-    stair.clear();
-    for (const auto& q : joined)
-      if (stair.empty() || q.second < stair.back().second) stair.push_back(q);
-    group.clear();
-  };
+  const auto flush = [&] { join_staircase(stair, group, joined); };
   constexpr double kNone = std::numeric_limits<double>::infinity();
   std::size_t at = 0;
   double group_least = kNone;
@@ -201,6 +208,19 @@ struct SumRow {
   std::size_t q = 0;
 };
 
+// The child of parent `a` in row `r` at degree `t`, as SumRow says.
+inline Label grown_child(const Staircases::Parent& a, const SumRow& r, int t) {
+  Label n;
+  n.persistent = grown_persistent(a.persistent, r.states, r.f, r.act);
+  n.transient = std::max(a.transient, r.transient);
+  n.time = a.time + r.time;
+  n.parent = a.index;
+  n.op = r.op;
+  n.item = r.item;
+  n.t = t;
+  return n;
+}
+
 // A child that pareto_sum's filter keeps (before `keep` is asked): its values, its parent's place
 // among the parents and its row.
 struct SumChild {
@@ -243,18 +263,7 @@ bool pareto_sum(std::vector<Label>& arena, const Staircases& ps, const std::vect
                 Keep keep, SumScratch& sc, std::vector<int>& out, std::vector<SumChild>* record = nullptr) {
   out.clear();
   if (record) record->clear();
-  const auto child = [&](const SumRow& r, std::size_t p) {
-    const Staircases::Parent& a = ps.at[p];
-    Label n;
-    n.persistent = grown_persistent(a.persistent, r.states, r.f, r.act);
-    n.transient = std::max(a.transient, r.transient);
-    n.time = a.time + r.time;
-    n.parent = a.index;
-    n.op = r.op;
-    n.item = r.item;
-    n.t = t;
-    return n;
-  };
+  const auto child = [&](const SumRow& r, std::size_t p) { return grown_child(ps.at[p], r, t); };
   const auto live = [&](const SumRow& r, std::size_t p) { return !takes || (*takes)[p] > r.q; };
   const auto rank = [](const SumRow& r, std::size_t p) {
     return static_cast<std::int64_t>(p) * r.rank_scale + r.rank_offset;
@@ -426,13 +435,7 @@ bool pareto_sum(std::vector<Label>& arena, const Staircases& ps, const std::vect
       }
       if (!heap.empty()) sift_down(0);
     }
-    auto& joined = sc.joined;
-    joined.clear();
-    std::merge(stair.begin(), stair.end(), group.begin(), group.end(), std::back_inserter(joined));
-    stair.clear();
-    for (const auto& q : joined)
-      if (stair.empty() || q.second < stair.back().second) stair.push_back(q);
-    group.clear();
+    join_staircase(stair, group, sc.joined);
     b = e;
   }
   return true;

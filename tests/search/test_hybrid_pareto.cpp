@@ -224,15 +224,7 @@ TEST_CASE("pareto_sum keeps what growing every child and filtering keeps, in its
     for (const SumRow& r : rows) {
       for (std::size_t p = ps.first[r.stair]; p < ps.first[r.stair + 1]; ++p) {
         if (takes_of && takes[p] <= r.q) continue;
-        const auto& a = ps.at[p];
-        Label n;
-        n.persistent = search::detail::grown_persistent(a.persistent, r.states, r.f, r.act);
-        n.transient = std::max(a.transient, r.transient);
-        n.time = a.time + r.time;
-        n.parent = a.index;
-        n.op = r.op;
-        n.item = r.item;
-        n.t = t;
+        const Label n = search::detail::grown_child(ps.at[p], r, t);
         if (!(n.persistent + n.transient <= budget) || !fits(n) || !admit(n)) continue;
         grown.labels.push_back(n);
         grown.rank.push_back(static_cast<std::int64_t>(p) * r.rank_scale + r.rank_offset);
