@@ -77,6 +77,9 @@ int launch_or_run(const std::string& command, int np, const std::vector<std::str
                                 : "nothing was written");
       return 128 + sig;
     }
+    // A job that ended normally may carry the ranks' answer (a validation's verdict), which they
+    // exited 0 for so that mpirun printed no abort banner over it.
+    if (rc == 0) return validate::job_answer(statuses);
     // osdp's own codes pass through (a failing rank aborts the job with 4 and its message); anything
     // else means a rank ended without osdp's word (a signal, an exit from a library): say so.
     if (rc <= 6) return rc;
@@ -92,6 +95,9 @@ int launch_or_run(const std::string& command, int np, const std::vector<std::str
   }
   const int rc = ranks();
   validate::job_status_finished();
+  // Under osdp's launcher the answer goes through the rank's status file and the rank exits 0: a
+  // non-zero exit would have mpirun end the job as aborted, with its banner, after osdp's summary.
+  if (rc != 0 && validate::job_status_answer(rc)) return 0;
   return rc;
 #else
   (void)command, (void)np, (void)child_args, (void)mpirun_args, (void)ranks;

@@ -23,8 +23,10 @@ namespace osdp::validate {
 
 namespace {
 
-// The file's layout: the state byte at 0, the context and the operation as NUL-terminated text.
+// The file's layout: the state byte at 0, the answer byte at 1, the context and the operation as
+// NUL-terminated text.
 constexpr std::size_t kStateAt = 0;
+constexpr std::size_t kAnswerAt = 1;
 constexpr std::size_t kContextAt = 64;
 constexpr std::size_t kContextBytes = 448;
 constexpr std::size_t kOperationAt = 512;
@@ -105,6 +107,14 @@ void job_status_finished() {
   if (char* map = g_map.load(std::memory_order_relaxed); map != nullptr) map[kStateAt] = kFinished;
 }
 
+bool job_status_answer(int code) {
+  char* map = g_map.load(std::memory_order_relaxed);
+  if (map == nullptr || code < 1 || code > 127) return false;
+  map[kAnswerAt] = static_cast<char>(code);
+  map[kStateAt] = kFinished;
+  return true;
+}
+
 std::string make_job_status_dir() {
   const char* env = std::getenv("TMPDIR");
   const std::string tmp = env != nullptr && *env != '\0' ? env : "/tmp";
@@ -139,6 +149,7 @@ std::vector<RankStatus> read_job_status(const std::string& dir, int np) {
         s.state = data[kStateAt] == kFinished  ? RankState::kFinished
                   : data[kStateAt] == kStopped ? RankState::kStopped
                                                : RankState::kRunning;
+        s.answer = static_cast<unsigned char>(data[kAnswerAt]);
         s.context = field(data.data() + kContextAt, kContextBytes);
         s.operation = field(data.data() + kOperationAt, kOperationBytes);
       }
@@ -151,6 +162,12 @@ std::vector<RankStatus> read_job_status(const std::string& dir, int np) {
 void remove_job_status_dir(const std::string& dir) {
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);
+}
+
+int job_answer(const std::vector<RankStatus>& statuses) {
+  int answer = 0;
+  for (const auto& s : statuses) answer = std::max(answer, s.answer);
+  return answer;
 }
 
 std::string describe_job_end(const std::vector<RankStatus>& statuses) {

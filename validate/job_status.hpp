@@ -32,6 +32,11 @@ void job_status_context(std::string_view context);
 void job_status_operation(std::string_view verb, std::string_view operation);
 // The rank's work is done (a later exit is not an abnormal end).
 void job_status_finished();
+// The rank's answer, osdp's exit status for the job (a validation's verdict: over tolerance,
+// inconclusive), passed to the launcher in the file. True when it was (the launcher's job): the
+// rank then exits 0, so that mpirun ends the job normally and prints no abort banner for what is
+// osdp's answer, not a failure. False outside the launcher (a job started by mpirun directly).
+bool job_status_answer(int code);
 
 // ---- the launcher's side ----------------------------------------------------------------------
 
@@ -40,6 +45,7 @@ enum class RankState { kMissing, kRunning, kStopped, kFinished };
 struct RankStatus {
   int rank = 0;
   RankState state = RankState::kMissing;  // kMissing: no file (the rank never reached MPI)
+  int answer = 0;                          // job_status_answer's code (0: none)
   std::string context, operation;
 };
 
@@ -50,6 +56,8 @@ std::string make_job_status_dir();
 std::vector<RankStatus> read_job_status(const std::string& dir, int np);
 // Removes the directory and its files (errors ignored).
 void remove_job_status_dir(const std::string& dir);
+// The job's answer: the largest code the ranks gave job_status_answer (0: none).
+int job_answer(const std::vector<RankStatus>& statuses);
 
 // One sentence on how the job ended, from the statuses: the rank(s) that ended first (neither stopped
 // by mpirun nor finished), with their operation and context, then the ranks mpirun stopped after

@@ -85,6 +85,18 @@ run SP "$OSDP" validate speedup.json -np 2 --out SP --quiet
 expect_rc "a speedup outside a zero tolerance fails" SP 5
 contains "the speedup failure is listed" SP.err "over tolerance: speedup of dp over fsdp"
 jcheck "summary.json says fail" SP/summary.json 'assert j["verdict"] == "fail", j["verdict"]' 
+# A verdict is osdp's answer, not a crash: the job ends normally, with osdp's summary last and none
+# of Open MPI's abort banner ("Primary job terminated normally, but 1 process returned a non-zero
+# exit code ... the job has been aborted").
+for name in S SP; do
+  if grep -qi -e "primary job" -e "has been aborted" -e "non-zero exit code" "$name.out" "$name.err"; then
+    not_ok "verdict $name: mpirun's abort banner printed" "$(cat "$name.err")"
+  elif [[ $(tail -n 1 "$name.err") == "osdp validate: "* ]]; then
+    ok "verdict $name: no abort banner; osdp's own verdict ends the output"
+  else
+    not_ok "verdict $name: the last line is not osdp's" "$(tail -n 3 "$name.err")"
+  fi
+done
 
 # --resume keeps the finished rows: nothing runs again.
 run R "$OSDP" validate loose.json -np 2 --out A --resume
