@@ -45,8 +45,8 @@ enum class RankState { kMissing, kRunning, kStopped, kFinished };
 struct RankStatus {
   int rank = 0;
   RankState state = RankState::kMissing;  // kMissing: no file (the rank never reached MPI)
-  int answer = 0;                          // job_status_answer's code (0: none)
   std::string context, operation;
+  int answer = 0;  // job_status_answer's code (0: none)
 };
 
 // Makes a fresh directory for a job's status files, $TMPDIR/osdp-job-<this pid>-XXXXXX (else under

@@ -121,6 +121,7 @@ TEST_CASE("a rank's status file says where it was, and whether mpirun stopped it
   // Each rank is a child process that records its place. Rank 0 then dies of SIGKILL, as a rank killed
   // from outside would; rank 1 is stopped by SIGTERM, as mpirun stops the ranks that outlive a dead
   // one; rank 2 finishes; rank 3 never starts.
+  // Rank 2 gives the job's answer (a validation's verdict, 5) and exits 0.
   auto child = [](int rank, int sig, bool finish) {
     const pid_t pid = fork();
     if (pid == 0) {
@@ -129,7 +130,7 @@ TEST_CASE("a rank's status file says where it was, and whether mpirun stopped it
       job_status_operation("in ", fmt::format("backward reduce-scatter of layer {}", rank));
       if (finish) {
         job_status_finished();
-        _exit(0);
+        _exit(job_status_answer(5) ? 0 : 98);
       }
       raise(sig);
       _exit(99);
@@ -140,8 +141,10 @@ TEST_CASE("a rank's status file says where it was, and whether mpirun stopped it
   };
   const int killed = child(0, SIGKILL, false);
   const int stopped = child(1, SIGTERM, false);
-  child(2, 0, true);
+  const int answered = child(2, 0, true);
   unsetenv(kJobStatusEnv);
+  CHECK((WIFEXITED(answered) && WEXITSTATUS(answered) == 0));  // the answer went into the file
+  CHECK_FALSE(job_status_answer(5));  // no file in this process: the caller exits with the code itself
   CHECK((WIFSIGNALED(killed) && WTERMSIG(killed) == SIGKILL));
   CHECK((WIFSIGNALED(stopped) && WTERMSIG(stopped) == SIGTERM));  // the marker does not save it
 
@@ -152,6 +155,10 @@ TEST_CASE("a rank's status file says where it was, and whether mpirun stopped it
   CHECK(s[0].context == "plan 2 of 4 (exact), timed step 1 of 5");
   CHECK(s[1].state == RankState::kStopped);
   CHECK(s[2].state == RankState::kFinished);
+  CHECK(s[2].answer == 5);
+  CHECK((s[0].answer == 0 && s[1].answer == 0 && s[3].answer == 0));
+  CHECK(job_answer(s) == 5);
+  CHECK(job_answer({}) == 0);
   CHECK(s[3].state == RankState::kMissing);
   CHECK(describe_job_end(s) ==
         "rank 0 ended in backward reduce-scatter of layer 0 (plan 2 of 4 (exact), timed step 1 of 5); "
@@ -160,11 +167,11 @@ TEST_CASE("a rank's status file says where it was, and whether mpirun stopped it
   CHECK_FALSE(fs::exists(dir));
 
   // Nothing to say when every rank finished or none wrote a file.
-  CHECK(describe_job_end({RankStatus{0, RankState::kFinished, "", ""}}).empty());
-  CHECK(describe_job_end({RankStatus{0, RankState::kMissing, "", ""}}).empty());
+  CHECK(describe_job_end({RankStatus{0, RankState::kFinished, "", "", 0}}).empty());
+  CHECK(describe_job_end({RankStatus{0, RankState::kMissing, "", "", 0}}).empty());
   CHECK(describe_job_end(
-            {RankStatus{0, RankState::kRunning, "", ""}, RankStatus{1, RankState::kRunning, "", ""},
-             RankStatus{2, RankState::kStopped, "", ""}, RankStatus{3, RankState::kStopped, "", ""}}) ==
+            {RankStatus{0, RankState::kRunning, "", "", 0}, RankStatus{1, RankState::kRunning, "", "", 0},
+             RankStatus{2, RankState::kStopped, "", "", 0}, RankStatus{3, RankState::kStopped, "", "", 0}}) ==
         "rank 0 ended before its first collective; rank 1 ended before its first collective; mpirun then "
         "stopped ranks 2 and 3");
 }
