@@ -44,6 +44,21 @@ const char* to_string(Tier t) {
   return t == Tier::kPaper ? "paper" : "extended";
 }
 
+namespace {
+// The GEMM roofline: t = overhead + max(flops / (peak eff), bytes / memory bandwidth), eff = efficiency
+// d / (d + d_half), d the smallest of m, n and k.
+double roofline(const ComputeSpec& c, Precision precision, const GemmPrice::Shape& s, double density) {
+  const double m = static_cast<double>(s[0]), n = static_cast<double>(s[1]), kk = static_cast<double>(s[2]);
+  const double count = static_cast<double>(s[3]);
+  const double d = std::min({m, n, kk});
+  const double eff = c.gemm_efficiency * d / (d + c.gemm_half_efficiency_dim);
+  const double flop_s = 2.0 * m * n * kk * count * density / (c.peak_flops(precision) * eff);
+  const int elem = precision == Precision::kFp32 ? 4 : 2;
+  const double bytes = count * (m * kk + kk * n + m * n) * elem * density;
+  return c.kernel_overhead_s + std::max(flop_s, bytes / c.memory_bandwidth_bytes_per_s);
+}
+}  // namespace
+
 CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration, Precision precision,
                      CostOptions options)
     : world_(cluster.world_size()),
@@ -59,8 +74,10 @@ CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration,
                                                              : cluster.overlap.interference),
       overlap_(cluster.overlap.enabled),
       options_(options) {
-  if (calibration)
-    for (const GemmTime& t : calibration->gemm_times) gemm_times_[{t.m, t.n, t.k, t.count}] = t.seconds;
+  if (calibration && !calibration->gemm_times.empty())
+    gemm_ = GemmPrice([compute = compute_, precision = precision_](const GemmPrice::Shape& s) {
+      return roofline(compute, precision, s, 1.0);
+    }, calibration->gemm_times);
 }
 
 double CostModel::collective_s(Collective c, double bytes) const {
@@ -112,24 +129,21 @@ CostModel::ShardComm CostModel::shard_comm_s(const Choice& ch, double weight_byt
   return sc;
 }
 
+double CostModel::roofline_s(const GemmPrice::Shape& s, double density) const {
+  return roofline(compute_, precision_, s, density);
+}
+
+namespace {
+GemmPrice::Shape shape_of(const Kernel& k, int batch) {
+  return {k.dim(Dim::kM, batch), k.dim(Dim::kN, batch), k.dim(Dim::kK, batch), k.dim(Dim::kCount, batch)};
+}
+}  // namespace
+
 double CostModel::kernel_s(const Kernel& k, int batch) const {
   if (k.kind == KernelKind::kElementwise)
     return compute_.kernel_overhead_s + k.bytes_per_sample * batch / compute_.memory_bandwidth_bytes_per_s;
-  const double m = static_cast<double>(k.dim(Dim::kM, batch));
-  const double n = static_cast<double>(k.dim(Dim::kN, batch));
-  const double kk = static_cast<double>(k.dim(Dim::kK, batch));
-  const double count = static_cast<double>(k.dim(Dim::kCount, batch));
-  if (!gemm_times_.empty()) {
-    const auto it = gemm_times_.find(
-        {k.dim(Dim::kM, batch), k.dim(Dim::kN, batch), k.dim(Dim::kK, batch), k.dim(Dim::kCount, batch)});
-    if (it != gemm_times_.end()) return it->second * k.density;
-  }
-  const double d = std::min({m, n, kk});
-  const double eff = compute_.gemm_efficiency * d / (d + compute_.gemm_half_efficiency_dim);
-  const double flop_s = k.flops(batch) / (compute_.peak_flops(precision_) * eff);
-  const int elem = precision_ == Precision::kFp32 ? 4 : 2;
-  const double bytes = count * (m * kk + kk * n + m * n) * elem * k.density;
-  return compute_.kernel_overhead_s + std::max(flop_s, bytes / compute_.memory_bandwidth_bytes_per_s);
+  if (!gemm_.empty()) return gemm_.seconds(shape_of(k, batch)) * k.density;
+  return roofline_s(shape_of(k, batch), k.density);
 }
 
 double CostModel::kernels_s(const std::vector<Kernel>& kernels, int batch, int splits) const {
@@ -137,7 +151,14 @@ double CostModel::kernels_s(const std::vector<Kernel>& kernels, int batch, int s
   for (const Kernel& k : kernels) {
     // A slice that accumulates (Y = sum_j X_j W_j) does it in place (C += A B): no extra pass.
     if (splits > 1 && k.split_dim != Dim::kNone) {
-      t += splits * kernel_s(k.slice(splits), batch);
+      const Kernel piece = k.slice(splits);
+      double sliced = splits * kernel_s(piece, batch);
+      // The same work in slices is never cheaper than whole unless the calibration measured both so
+      // (a slice whose operands stay in a cache the whole GEMM's do not): a search that took a gap
+      // between two corrections for a gain would pick splits for it.
+      if (!gemm_.measured(shape_of(piece, batch)) || !gemm_.measured(shape_of(k, batch)))
+        sliced = std::max(sliced, kernel_s(k, batch));
+      t += sliced;
     } else {
       t += kernel_s(k, batch);
     }

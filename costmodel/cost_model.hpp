@@ -27,9 +27,10 @@
 //   paper:    t = comm + b * gamma, gamma the operator's compute per sample (its kernels at b = 1),
 //             so DP gives 2(N-1)alpha + 2(N-1)/N S beta + b gamma and ZDP 3(...) + b gamma
 //             (the seed paper's t_d and t_z, S = w P).
-//   extended: per-kernel compute at batch b (ComputeSpec; a GEMM shape the calibration measured
-//             takes its measured time), slices run one after another and their
-//             outputs are summed; with prefetch >= 1 forward and backward each overlap their
+//   extended: per-kernel compute at batch b (ComputeSpec's roofline; with a calibration's measured
+//             shapes, GemmPrice: the roofline corrected towards them, a measured shape at its time),
+//             slices run one after another and their outputs are summed, never priced below the
+//             whole GEMM unless the calibration measured both so; with prefetch >= 1 forward and backward each overlap their
 //             communication with their compute (prefetch 0: their sum): ov(x, c) = c if c >= i x, else x + c
 //             (1 - 1/i) (i the interference: compute slows by i while a collective runs; i = 1 gives max(x,
 //             c)); plus the Adam step over the shard.
@@ -62,6 +63,7 @@
 #include "costmodel/choice.hpp"
 #include "costmodel/cluster.hpp"
 #include "costmodel/collective.hpp"
+#include "costmodel/gemm_price.hpp"
 #include "costmodel/workload.hpp"
 
 namespace osdp::costmodel {
@@ -180,7 +182,9 @@ class CostModel {
   double interference_;
   bool overlap_;
   CostOptions options_;
-  std::map<std::array<std::int64_t, 4>, double> gemm_times_;  // measured shapes (m, n, k, count)
+  // The GEMMs' one price (gemm_price.hpp) when the calibration measured shapes; else the roofline.
+  GemmPrice gemm_;
+  double roofline_s(const GemmPrice::Shape& s, double density) const;
 };
 
 }  // namespace osdp::costmodel

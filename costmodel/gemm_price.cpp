@@ -1,0 +1,64 @@
+// GemmPrice (gemm_price.hpp): the roofline corrected by the measured shapes near the one priced.
+#include "costmodel/gemm_price.hpp"
+
+#include <cmath>
+#include <utility>
+
+#include "costmodel/calibration.hpp"
+
+namespace osdp::costmodel {
+
+namespace {
+std::array<double, 4> log_shape(const GemmPrice::Shape& s) {
+  return {std::log2(static_cast<double>(s[0])), std::log2(static_cast<double>(s[1])),
+          std::log2(static_cast<double>(s[2])), std::log2(static_cast<double>(s[3]))};
+}
+}  // namespace
+
+std::size_t GemmPrice::ShapeHash::operator()(const Shape& s) const {
+  std::size_t h = 0;
+  for (const std::int64_t x : s) h = h * 1000003u ^ std::hash<std::int64_t>{}(x);
+  return h;
+}
+
+GemmPrice::GemmPrice(Roofline roofline, const std::vector<GemmTime>& measured)
+    : roofline_(std::move(roofline)) {
+  for (const GemmTime& t : measured) {
+    const Shape s{t.m, t.n, t.k, t.count};
+    if (t.m < 1 || t.n < 1 || t.k < 1 || t.count < 1 || !(t.seconds > 0)) continue;
+    // A shape measured twice keeps its last time, as the calibration file's order gives them.
+    measured_[s] = t.seconds;
+  }
+  for (const auto& [s, seconds] : measured_) points_.push_back({log_shape(s), std::log(seconds / roofline_(s))});
+}
+
+bool GemmPrice::measured(const Shape& s) const {
+  return measured_.count(s) > 0;
+}
+
+double GemmPrice::seconds(const Shape& s) const {
+  if (const auto it = measured_.find(s); it != measured_.end()) return it->second;
+  const double roof = roofline_(s);
+  if (points_.empty()) return roof;
+  {
+    std::lock_guard<std::mutex> lock(memo_->mutex);
+    if (const auto it = memo_->seconds.find(s); it != memo_->seconds.end()) return it->second;
+  }
+  const std::array<double, 4> at = log_shape(s);
+  double weights = 1.0, sum = 0.0;  // the roofline's own weight, at log ratio 0
+  for (const Point& p : points_) {
+    double d2 = 0;
+    for (std::size_t i = 0; i < 4; ++i) d2 += (at[i] - p.at[i]) * (at[i] - p.at[i]);
+    const double d = std::sqrt(d2);
+    if (d >= kReach) continue;
+    const double w = (kReach - d) / (kReach * d);
+    weights += w * w;
+    sum += w * w * p.log_ratio;
+  }
+  const double price = roof * std::exp(sum / weights);
+  std::lock_guard<std::mutex> lock(memo_->mutex);
+  memo_->seconds.emplace(s, price);
+  return price;
+}
+
+}  // namespace osdp::costmodel
