@@ -332,6 +332,7 @@ int run_torch(const CalibrateArgs& a, int np) {
   p["backend_version"] = fmt::format("torch {}", out.value("torch", "?"));
   p["device"] = fmt::format("{} ({} thread{} per rank)", out.value("device", "?"), out.value("threads", 0),
                             out.value("threads", 0) == 1 ? "" : "s");
+  if (out.contains("gemm_operands")) p["gemm_operands"] = out["gemm_operands"];
   p["python"] = t.python;
   p["world_size"] = np;
   p["tool_version"] = o.tool_version;

@@ -154,6 +154,13 @@ void sweep_collectives(Sweeper& sw, Communicator& comm, costmodel::RingLevel lev
   }
 }
 
+// The bytes that timed kernels rotate their operands over where a step leaves them cold (Adam's
+// moments, every GEMM's operands): twice the device's last-level cache (CpuDevice: /sys's largest
+// data cache; CudaDevice: the L2), at least kColdBytes where the device does not say.
+double cold_pool_bytes(const Device& dev) {
+  return std::max(kColdBytes, 2.0 * static_cast<double>(dev.cache_bytes()));
+}
+
 void sweep_kernels(Sweeper& sw, std::vector<costmodel::Measurement>& out) {
   Device& dev = sw.dev_;
   Stream& s = dev.compute_stream();
@@ -174,7 +181,7 @@ void sweep_kernels(Sweeper& sw, std::vector<costmodel::Measurement>& out) {
   // in a training step at 15-16 GB/s.)
   const std::vector<double> adam = kernel_sizes(sw.o_, costmodel::kAdamBytesPerParam);
   const auto max_n = static_cast<std::size_t>(adam.back() / costmodel::kAdamBytesPerParam);
-  const double cold = std::max(kColdBytes, 2.0 * static_cast<double>(dev.cache_bytes()));
+  const double cold = cold_pool_bytes(dev);
   const std::size_t pool_n =
       std::max(max_n, static_cast<std::size_t>(std::ceil(cold / (4.0 * sizeof(float)))));
   Buffer w(dev, pool_n, "calibrate: adam w"), g(dev, pool_n, "calibrate: adam g"),
@@ -253,10 +260,16 @@ void sweep_gemms(Sweeper& sw, const std::vector<GemmShape>& shapes,
                  std::vector<costmodel::Measurement>& out) {
   Device& dev = sw.dev_;
   Stream& s = dev.compute_stream();
+  // Each call takes the next of as many copies of its operands as fill the cold pool: in a step a
+  // GEMM's weights and activations were last touched many kernels earlier. (16 copies of at most
+  // 64 MiB in all left a 1 MiB GEMM's operands in a 50 MB L2; in a step the halves of a split took
+  // 13-22% longer than they had timed.)
+  const double cold = cold_pool_bytes(dev);
   std::vector<GemmCall> calls;
-  for (const GemmShape& sh : shapes)
-    calls.emplace_back(sh, sw.o_.gemm_math,
-                       cold_slots(costmodel::GemmPoint{sh.m, sh.n, sh.k, sh.count, 0}.bytes(), 16, 1));
+  for (const GemmShape& sh : shapes) {
+    const double bytes = std::max(1.0, costmodel::GemmPoint{sh.m, sh.n, sh.k, sh.count, 0}.bytes());
+    calls.emplace_back(sh, sw.o_.gemm_math, static_cast<std::size_t>(std::ceil(cold / bytes)));
+  }
   GemmPool pool(dev, calls);
   std::vector<Sweeper::Op> ops;
   for (GemmCall& call : calls) {
@@ -400,6 +413,10 @@ costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, co
   if (!o.tool_version.empty()) p["tool_version"] = o.tool_version;
   p["options"] = o.to_json();
   p["wall_s"] = run.wall_s;
+  p["gemm_operands"] = {{"rotation_bytes", cold_pool_bytes(device)},
+                        {"last_level_cache_bytes", device.cache_bytes()},
+                        {"rule", "every timed GEMM call takes the next copy of its operands in a pool of "
+                                 "twice the last-level cache (at least 64 MiB)"}};
   p["interference"] = overlap       ? "measured"
                       : comm_thread ? "not measured: one rank"
                                     : "not measured: no separate comm stream";

@@ -457,18 +457,62 @@ def _calibrate(job: dict, device: torch.device, status: Callable[[str], None]) -
     asizes = _sizes(job["elementwise_min_bytes"], job["elementwise_max_bytes"], job["steps_per_doubling"], 28.0)
     measurements += sweep.run("adam", [({"bytes": s}, adam(int(s // 28))) for s in asizes])
 
-    def gemm(m: int, n: int, k: int, count: int) -> Callable[[int], None]:
-        if count == 1:
-            a, b, c = torch.rand(m, k, **f32), torch.rand(k, n, **f32), torch.empty(m, n, **f32)
-            return lambda call: torch.mm(a, b, out=c)
-        a, b, c = torch.rand(count, m, k, **f32), torch.rand(count, k, n, **f32), torch.empty(count, m, n, **f32)
-        return lambda call: torch.bmm(a, b, out=c)
-
+    # Every call of a GEMM takes the next copy of its operands, as many copies as fill a pool of twice
+    # the last-level cache (at least 64 MiB): in a step its weights and activations were last touched
+    # many kernels earlier. One pool per operand serves every shape.
     shapes = [tuple(s) for s in job["gemm_shapes"]]
+    cache = _last_level_cache_bytes(device)
+    cold = max(64 << 20, 2 * cache)
+
+    def copies(m: int, n: int, k: int, count: int) -> int:
+        return max(1, -(-cold // (4 * count * (m * k + k * n + m * n))))
+
+    pool = {name: max((copies(*sh) * sh[3] * size(*sh[:3]) for sh in shapes), default=1)
+            for name, size in (("a", lambda m, n, k: m * k), ("b", lambda m, n, k: k * n),
+                               ("c", lambda m, n, k: m * n))}
+    pa, pb, pc = (torch.full((pool[x],), 0.01, **f32) for x in ("a", "b", "c"))
+
+    def gemm(m: int, n: int, k: int, count: int) -> Callable[[int], None]:
+        r = copies(m, n, k, count)
+        a = pa[:r * count * m * k].view(r, count, m, k)
+        b = pb[:r * count * k * n].view(r, count, k, n)
+        c = pc[:r * count * m * n].view(r, count, m, n)
+        if count == 1:
+            return lambda call: torch.mm(a[call % r, 0], b[call % r, 0], out=c[call % r, 0])
+        return lambda call: torch.bmm(a[call % r], b[call % r], out=c[call % r])
+
     measurements += sweep.run("gemm", [({"m": m, "n": n, "k": k, "count": c,
                                          "bytes": 4.0 * c * (m * k + k * n + m * n)}, gemm(m, n, k, c))
                                         for m, n, k, c in shapes])
-    return {"measurements": measurements}
+    return {"measurements": measurements,
+            "gemm_operands": {"rotation_bytes": cold, "last_level_cache_bytes": cache,
+                              "rule": "every timed GEMM call takes the next copy of its operands in a pool "
+                                      "of twice the last-level cache (at least 64 MiB)"}}
+
+
+def _last_level_cache_bytes(device: torch.device) -> int:
+    """The device's last-level cache: a GPU's L2, else the largest data cache /sys lists for cpu0 (0 where
+    neither says)."""
+    if device.type == "cuda":
+        return int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0))
+    largest = 0
+    for i in range(16):
+        d = f"/sys/devices/system/cpu/cpu0/cache/index{i}/"
+        try:
+            with open(d + "type") as f:
+                kind = f.read().strip()
+            with open(d + "size") as f:
+                size = f.read().strip()
+        except OSError:
+            continue
+        if kind == "Instruction" or not size:
+            continue
+        unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1], 1)
+        try:
+            largest = max(largest, int(size.rstrip("KMG")) * unit)
+        except ValueError:
+            continue
+    return largest
 
 
 # ---- the job -----------------------------------------------------------------------------------------
