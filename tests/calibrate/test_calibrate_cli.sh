@@ -69,6 +69,16 @@ for k in ("host", "date", "backend", "backend_version", "world_size", "compiler"
     assert k in p, f"provenance lacks {k}: {sorted(p)}"
 assert p["backend"] == "mpi" and p["world_size"] == 2, (p["backend"], p["world_size"])
 assert p["options"]["quick"] is True
+# GEMM calls rotate over twice the last-level cache (at least 64 MiB): the largest data cache /sys
+# lists for cpu0, read here on its own.
+import glob
+llc = 0
+for d in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/"):
+    kind, size = open(d + "type").read().strip(), open(d + "size").read().strip()
+    if kind != "Instruction":
+        llc = max(llc, int(size.rstrip("KMG")) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1], 1))
+g = p["gemm_operands"]
+assert g["last_level_cache_bytes"] == llc and g["rotation_bytes"] == max(64 << 20, 2 * llc), (g, llc)
 for c in ("allgather", "reducescatter", "allreduce"):
     segs = j["collectives"][c]
     assert 1 <= len(segs) <= 6, (c, len(segs))

@@ -116,7 +116,9 @@ for k in ("allgather", "reducescatter", "allreduce"):
     assert len(j["collectives"][k]) >= 1, k
 p = j["provenance"]
 assert p["backend"] == "torch (gloo)" and p["backend_version"].startswith("torch "), p
-assert j["compute"]["fp32_flops"] > 0'
+assert j["compute"]["fp32_flops"] > 0
+g = p["gemm_operands"]  # GEMM calls rotate over twice the last-level cache, at least 64 MiB
+assert g["rotation_bytes"] == max(64 << 20, 2 * g["last_level_cache_bytes"]), g'
 if [[ -s cal/torch.measurements.csv ]] && grep -q "^all-gather," cal/torch.measurements.csv; then
   ok "the raw points beside it"; else not_ok "the raw points beside it" "$(ls cal)"; fi
 run plan "$OSDP" plan --model val-nd-8x256 --cluster cpu-2 --data-parallel --calibration cal/torch.json
