@@ -75,9 +75,9 @@ CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration,
       overlap_(cluster.overlap.enabled),
       options_(options) {
   if (calibration && !calibration->gemm_times.empty())
-    gemm_ = GemmPrice([compute = compute_, precision = precision_](const GemmPrice::Shape& s) {
-      return roofline(compute, precision, s, 1.0);
-    }, calibration->gemm_times);
+    gemm_ = GemmPrice([compute = compute_, precision = precision_](
+                          const GemmPrice::Shape& s) { return roofline(compute, precision, s, 1.0); },
+                      calibration->gemm_times);
 }
 
 double CostModel::collective_s(Collective c, double bytes) const {

@@ -30,10 +30,10 @@
 //   extended: per-kernel compute at batch b (ComputeSpec's roofline; with a calibration's measured
 //             shapes, GemmPrice: the roofline corrected towards them, a measured shape at its time),
 //             slices run one after another and their outputs are summed, never priced below the
-//             whole GEMM unless the calibration measured both so; with prefetch >= 1 forward and backward each overlap their
-//             communication with their compute (prefetch 0: their sum): ov(x, c) = c if c >= i x, else x + c
-//             (1 - 1/i) (i the interference: compute slows by i while a collective runs; i = 1 gives max(x,
-//             c)); plus the Adam step over the shard.
+//             whole GEMM unless the calibration measured both so; with prefetch >= 1 forward and
+//             backward each overlap their communication with their compute (prefetch 0: their sum):
+//             ov(x, c) = c if c >= i x, else x + c (1 - 1/i) (i the interference: compute slows by i
+//             while a collective runs; i = 1 gives max(x, c)); plus the Adam step over the shard.
 // Memory (both tiers):
 //   persistent = (w+g+o) ceil(P/N) [REPLICATE: (w+g+o) P; node group: (w+g+o) ceil(P/G)]
 //              + (n-k) w Ps                       (DP slices keep their gathered weights)

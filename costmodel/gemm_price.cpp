@@ -29,7 +29,8 @@ GemmPrice::GemmPrice(Roofline roofline, const std::vector<GemmTime>& measured)
     // A shape measured twice keeps its last time, as the calibration file's order gives them.
     measured_[s] = t.seconds;
   }
-  for (const auto& [s, seconds] : measured_) points_.push_back({log_shape(s), std::log(seconds / roofline_(s))});
+  for (const auto& [s, seconds] : measured_)
+    points_.push_back({log_shape(s), std::log(seconds / roofline_(s))});
 }
 
 bool GemmPrice::measured(const Shape& s) const {

@@ -38,7 +38,8 @@ Calibration measuring(const std::vector<GemmTime>& times) {
 
 }  // namespace
 
-TEST_CASE("a measured GEMM shape is priced at its time, one beyond the reach at the roofline", "[cost][gemm]") {
+TEST_CASE("a measured GEMM shape is priced at its time, one beyond the reach at the roofline",
+          "[cost][gemm]") {
   const ClusterSpec cluster = synthetic_cluster();
   const CostModel roof(cluster, nullptr, Precision::kFp32, CostOptions{});
   const double t = 3 * roof.kernel_s(gemm(512, 512, 512), 1);  // measured 3x slower than the roofline
@@ -54,7 +55,8 @@ TEST_CASE("a measured GEMM shape is priced at its time, one beyond the reach at 
   CHECK(model.kernel_s(gemm(2048, 512, 512), 1) == roof.kernel_s(gemm(2048, 512, 512), 1));
 }
 
-TEST_CASE("near measured shapes the correction is the Franke-Little mean of their log ratios", "[cost][gemm]") {
+TEST_CASE("near measured shapes the correction is the Franke-Little mean of their log ratios",
+          "[cost][gemm]") {
   const ClusterSpec cluster = synthetic_cluster();
   const CostModel roof(cluster, nullptr, Precision::kFp32, CostOptions{});
   const double r = std::log(2.0);  // measured twice the roofline
@@ -77,7 +79,8 @@ TEST_CASE("near measured shapes the correction is the Franke-Little mean of thei
   const Calibration two = measuring({{256, 512, 512, 1, 2 * roof.kernel_s(gemm(256, 512, 512), 1)},
                                      {1024, 512, 512, 1, 0.5 * roof.kernel_s(gemm(1024, 512, 512), 1)}});
   const CostModel both(cluster, &two, Precision::kFp32, CostOptions{});
-  CHECK(both.kernel_s(gemm(512, 512, 512), 1) == Approx(roof.kernel_s(gemm(512, 512, 512), 1)).epsilon(1e-12));
+  CHECK(both.kernel_s(gemm(512, 512, 512), 1) ==
+        Approx(roof.kernel_s(gemm(512, 512, 512), 1)).epsilon(1e-12));
 }
 
 // What the search took for a gain on one H100: the whole GEMM priced one way, its slices another.

@@ -415,8 +415,9 @@ costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, co
   p["wall_s"] = run.wall_s;
   p["gemm_operands"] = {{"rotation_bytes", cold_pool_bytes(device)},
                         {"last_level_cache_bytes", device.cache_bytes()},
-                        {"rule", "every timed GEMM call takes the next copy of its operands in a pool of "
-                                 "twice the last-level cache (at least 64 MiB)"}};
+                        {"rule",
+                         "every timed GEMM call takes the next copy of its operands in a pool of "
+                         "twice the last-level cache (at least 64 MiB)"}};
   p["interference"] = overlap       ? "measured"
                       : comm_thread ? "not measured: one rank"
                                     : "not measured: no separate comm stream";
