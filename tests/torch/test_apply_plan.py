@@ -8,7 +8,6 @@ reshard_after_forward, checkpointing and splitting. Asserted:
   weights after them (fp32 tolerance: 1e-5);
 - each parameter's local shard is what the plan's memory at rest means: 1/world of dimension 0 on the
   world mesh (rounded up, as FSDP2 pads), 1/per_node on a node mesh (HSDP), whole under REPLICATE.
-Then the torch calibration's in-place timing of FSDP2's gradient all-reduce (all_reduce_in_place).
 """
 from __future__ import annotations
 
@@ -105,38 +104,6 @@ def run(config: GPTConfig, offset: int) -> None:
               f"{worst:.1e}, weights within {diff:.1e} of the unsharded model", flush=True)
 
 
-def all_reduce_in_place() -> None:
-    """The torch calibration's all-reduce point times FSDP2's own gradient all-reduce where it runs
-    (osdp.torch.measure._AllReduceTimes): on a (world x 1) mesh, one call per backward, of the
-    parameter's whole gradient, each call's time within its step's; the wrapper is removed after."""
-    import time
-
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
-    from osdp.torch.measure import _AllReduceTimes, _Flat
-
-    n = 1 << 16
-    mesh = init_device_mesh("cpu", (dist.get_world_size(), 1), mesh_dim_names=("replicate", "shard"))
-    module = fully_shard(_Flat(n, torch.device("cpu")), mesh=mesh, reshard_after_forward=True)
-    real = dist.all_reduce
-    steps = []
-    with _AllReduceTimes() as timer:
-        for _ in range(3):
-            t0 = time.perf_counter()
-            module().backward()
-            steps.append(time.perf_counter() - t0)
-            module.zero_grad(set_to_none=True)
-        seconds = timer.seconds()
-    assert dist.all_reduce is real, "the wrapper outlived its block"
-    assert len(seconds) == 3 and timer.sizes == [4 * n] * 3, (seconds, timer.sizes)
-    assert all(0 < t <= s for t, s in zip(seconds, steps)), (seconds, steps)
-    if dist.get_rank() == 0:
-        print(f"ok - the calibration times FSDP2's gradient all-reduce in place: one call of {4 * n} bytes per "
-              f"backward, {1e3 * min(seconds):.2f}-{1e3 * max(seconds):.2f} ms within steps of "
-              f"{1e3 * min(steps):.2f}-{1e3 * max(steps):.2f} ms", flush=True)
-
-
 def main() -> int:
     dist.init_process_group("gloo")
     assert dist.get_world_size() == 4, "run with torchrun --nproc_per_node 4"
@@ -144,7 +111,6 @@ def main() -> int:
                   dropout=0.0, name="untied-2-stages"), 0)
     run(GPTConfig(vocab=64, seq=16, stages=[Stage(3, 32, 4)], tied_embeddings=True, dropout=0.0,
                   name="tied-split-embedding"), 4)
-    all_reduce_in_place()
     dist.destroy_process_group()
     return 0
 

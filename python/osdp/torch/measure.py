@@ -376,78 +376,15 @@ class _Flat(torch.nn.Module):
         return self.p.sum()
 
 
-class _AllReduceTimes:
-    """Times FSDP2's own gradient all-reduce where it runs: while active, `torch.distributed.all_reduce`
-    (which FSDP2's foreach_reduce calls through the module) is wrapped so that each call's own time is
-    recorded: on a GPU by events on the stream FSDP2 issues it on, on the CPU (gloo: a blocking call)
-    by the clock around it. `seconds()` gives the calls' times since the last `clear()`."""
-
-    def __init__(self) -> None:
-        self._real = dist.all_reduce
-        self._cpu: list[float] = []
-        self._events: list[tuple] = []
-        self.sizes: list[int] = []
-
-    def __enter__(self) -> "_AllReduceTimes":
-        real = self._real
-
-        def timed(tensor, *args, **kwargs):
-            self.sizes.append(tensor.numel() * tensor.element_size())
-            if tensor.is_cuda:
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                out = real(tensor, *args, **kwargs)
-                end.record()
-                self._events.append((start, end))
-                return out
-            t0 = time.perf_counter()
-            out = real(tensor, *args, **kwargs)
-            self._cpu.append(time.perf_counter() - t0)
-            return out
-
-        dist.all_reduce = timed
-        return self
-
-    def __exit__(self, *exc) -> None:
-        dist.all_reduce = self._real
-
-    def clear(self) -> None:
-        self._cpu, self._events, self.sizes = [], [], []
-
-    def seconds(self) -> list[float]:
-        if self._events:
-            torch.cuda.synchronize()
-        return self._cpu + [s.elapsed_time(e) / 1e3 for s, e in self._events]
-
-
-def _fsdp2_all_reduce(module: torch.nn.Module, count: int, repeats: int, device: torch.device) -> list[float]:
-    """FSDP2's gradient all-reduce of a module on a (world x 1) mesh, timed in place (_AllReduceTimes)
-    over `repeats` passes of `count` forward + backward each: per pass the mean of its calls, the
-    slowest rank's."""
-    means = []
-    for _ in range(repeats):
-        _sync(device)
-        dist.barrier()
-        with _AllReduceTimes() as timer:
-            for _ in range(count):
-                module().backward()
-                module.zero_grad(set_to_none=True)
-            t = timer.seconds()
-        if len(t) != count:
-            raise RuntimeError(f"FSDP2 ran {len(t)} gradient all-reduces in {count} steps on the (world x 1) mesh")
-        means.append(statistics.fmean(t))
-    return [_max_over_ranks(x) for x in means]
-
-
 def _fsdp2_collectives(sweep: _Sweep, sizes: list[float], device: torch.device) -> list[dict]:
     """The collectives as FSDP2 runs them for a module whose parameters are S bytes, with its copies
     into and out of the communication buffers and its gradient division:
       all-gather      unshard() + reshard() (world mesh);
       reduce-scatter  forward + backward (all-gather, then the post-backward reduce-scatter), less the
                       all-gather above and the same forward + backward of an unsharded module;
-      all-reduce      FSDP2's own all_reduce call in the forward + backward of the module on a
-                      (world x 1) mesh (whole copies: the gradient all-reduced), timed where it runs.
-    The reduce-scatter's time is the difference of the medians (the passes interleave the points, so a slow
+      all-reduce      forward + backward on a (world x 1) mesh (whole copies: the gradient all-reduced),
+                      less the unsharded module's.
+    A derived point's time is the difference of the medians (the passes interleave the points, so a slow
     spell touches every term alike)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
@@ -455,11 +392,11 @@ def _fsdp2_collectives(sweep: _Sweep, sizes: list[float], device: torch.device) 
     world = dist.get_world_size()
     world_mesh = init_device_mesh(device.type, (world,), mesh_dim_names=("shard",))
     replicate_mesh = init_device_mesh(device.type, (world, 1), mesh_dim_names=("replicate", "shard"))
-    ops, fields, wholes = [], [], []
+    ops, fields = [], []
     for s in sizes:
         n = int(s // 4)
         gather = reduce = fully_shard(_Flat(n, device), mesh=world_mesh, reshard_after_forward=True)
-        wholes.append(fully_shard(_Flat(n, device), mesh=replicate_mesh, reshard_after_forward=True))
+        whole = fully_shard(_Flat(n, device), mesh=replicate_mesh, reshard_after_forward=True)
         local = _Flat(n, device)
 
         def unshard(call: int, m=gather) -> None:
@@ -470,27 +407,23 @@ def _fsdp2_collectives(sweep: _Sweep, sizes: list[float], device: torch.device) 
             m().backward()
             m.zero_grad(set_to_none=True)
 
-        ops += [unshard, lambda c, m=reduce: fwd_bwd(c, m), lambda c, m=local: fwd_bwd(c, m)]
+        ops += [unshard, lambda c, m=reduce: fwd_bwd(c, m), lambda c, m=whole: fwd_bwd(c, m),
+                lambda c, m=local: fwd_bwd(c, m)]
         fields.append({"bytes": s})
     times = sweep.times("fsdp2 collectives", ops)
     counts = sweep.counts
-    batch = [counts[3 * i] for i in range(len(sizes))]
-    out = sweep.rows("all-gather", fields, [times[3 * i] for i in range(len(sizes))], batch)
-    for i, f in enumerate(fields):
-        t = [times[3 * i + k] for k in (1, 0, 2)]
-        passes = min(len(x) for x in t)
-        # The difference of the medians (each robust to a slow pass); min and max over the passes.
-        seconds = statistics.median(t[0]) - sum(statistics.median(x) for x in t[1:])
-        per_pass = [t[0][j] - sum(x[j] for x in t[1:]) for j in range(passes)]
-        out.append({"sweep": "reduce-scatter", "bytes": f["bytes"], "m": 0, "n": 0, "k": 0, "count": 0,
-                    "batch": batch[i], "repeats": passes, "seconds": max(seconds, 1e-7), "min_s": min(per_pass),
-                    "max_s": max(per_pass)})
-    # The all-reduce, as many calls per pass and passes as the reduce-scatter's point took.
-    sweep.status("fsdp2 all-reduce: timed in place")
-    for i, (f, whole) in enumerate(zip(fields, wholes)):
-        fwd_bwd(0, whole)  # untimed: the first call's set-up
-        t = _fsdp2_all_reduce(whole, counts[3 * i + 1], len(times[3 * i + 1]), device)
-        out += sweep.rows("all-reduce", [f], [t], [counts[3 * i + 1]])
+    batch = [counts[4 * i] for i in range(len(sizes))]
+    out = sweep.rows("all-gather", fields, [times[4 * i] for i in range(len(sizes))], batch)
+    for name, terms in (("reduce-scatter", (1, 0, 3)), ("all-reduce", (2, 3))):
+        for i, f in enumerate(fields):
+            t = [times[4 * i + k] for k in terms]
+            passes = min(len(x) for x in t)
+            # The difference of the medians (each robust to a slow pass); min and max over the passes.
+            seconds = statistics.median(t[0]) - sum(statistics.median(x) for x in t[1:])
+            per_pass = [t[0][j] - sum(x[j] for x in t[1:]) for j in range(passes)]
+            out.append({"sweep": name, "bytes": f["bytes"], "m": 0, "n": 0, "k": 0, "count": 0, "batch": batch[i],
+                        "repeats": passes, "seconds": max(seconds, 1e-7), "min_s": min(per_pass),
+                        "max_s": max(per_pass)})
     return out
 
 
