@@ -1,6 +1,6 @@
 #include <algorithm>
-#include <chrono>
 #include <cassert>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <functional>

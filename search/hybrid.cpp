@@ -15,8 +15,8 @@
 namespace osdp::search {
 
 using costmodel::Choice;
-using costmodel::PlanCostModel;
 using costmodel::Plan;
+using costmodel::PlanCostModel;
 using costmodel::Workload;
 using detail::empty_plan;
 using detail::even_stage_starts;
@@ -143,205 +143,206 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
   // A budget that runs out stops the search where it is (detail::BudgetStop): the best plan so far is
   // the result, not proved optimal.
   try {
-  for (int pp : pps) {
-    // The exact search's stage tables grow as pp U^2: a degree whose tables alone would pass the
-    // memory budget is passed over before its workload is even lowered (a 100,000-layer model's is
-    // hundreds of MB), and the result is incomplete. U: the one-stage workload's units, plus the
-    // pipeline's untied head at most.
-    if (pp > 1 && !megatron && !galvatron) {
-      if (!lowered[false]) lowered[false] = std::make_shared<const Workload>(costmodel::lower(model, 1));
-      const int units = static_cast<int>(lowered[false]->units.size()) + 1;
-      const double bytes = 2 * detail::StageTable::max_bytes(pp, units);
-      if (bytes > opts.memory_budget_bytes) {
-        res.complete = false;
-        res.skipped.push_back(fmt::format(
-            "pipeline degree {}: its stage tables over {} units would take {:.1f} GB, more than the search's "
-            "memory budget ({:.0f} MiB)",
-            pp, units, bytes / 1e9, opts.memory_budget_bytes / 1048576.0));
-        continue;
-      }
-    }
-    std::shared_ptr<const Workload>& shared = lowered[pp > 1];
-    if (!shared) shared = std::make_shared<const Workload>(costmodel::lower(model, pp));
-    const Workload& hw = *shared;
-    detail::PartsCache& cache = caches.emplace_back();
-    workloads.push_back(shared);
-    const int workload_index = static_cast<int>(workloads.size()) - 1;
-    const int U = static_cast<int>(hw.units.size());
-    if (U < pp) continue;
-    // A unit none of whose operators' weights split to any degree asked for (an untied embedding's
-    // table, a projection) leaves the layout no plan: say so rather than search for none. Megatron's
-    // grid keeps such a unit at TP 1 by its own rule.
-    if (!opts.tp.empty() && !megatron) {
-      std::string blocked;
-      for (const auto& unit : hw.units) {
-        bool any = false;
-        for (const int t : opts.tp) {
-          bool ok = true;
-          for (const int oi : unit.ops)
-            ok = ok && costmodel::tp_allowed(hw.operators[static_cast<std::size_t>(oi)], t);
-          any = any || ok;
-        }
-        if (!any) {
-          blocked = unit.name;
-          break;
-        }
-      }
-      if (!blocked.empty()) {
-        res.skipped.push_back(fmt::format(
-            "pipeline degree {}: unit {} can take none of the TP degrees {} (its weights do not split that "
-            "way); allow TP 1 with --tp 1 ...",
-            pp, blocked, fmt::join(opts.tp, ", ")));
-        continue;
-      }
-    }
-    for (auto schedule : opts.schedules) {
-      std::vector<int> ms;
-      if (opts.micro_batches)
-        ms = {*opts.micro_batches};
-      else
-        for (int m = 1; m <= opts.max_micro_batches; ++m) ms.push_back(m);
-      if (galvatron) {
-        // Global batch sizes in steps of 8; micro-batches by its heuristic.
-        for (int B = 8;; B += 8) {
-          if (opts.global_batch && B != *opts.global_batch) {
-            if (B > *opts.global_batch) break;
-            continue;
-          }
-          const int dp = N / pp;
-          const int m = pp == 1 ? 1 : std::min(8, std::max(pp, (B / dp + 3) / 4));
-          if (B % (dp * m) != 0) {
-            if (B / (dp * m) > opts.max_b0) break;
-            continue;
-          }
-          HybridLayout layout{pp, m, B / (dp * m), schedule, opts.sequence_parallel};
-          detail::check_deadline(opts);
-          if (layout.b0 > opts.max_b0 || (opts.b0 && layout.b0 > *opts.b0)) break;
-          if (opts.b0 && layout.b0 != *opts.b0) continue;
-          ++res.layouts;
-          std::optional<Plan> plan;
-          try {
-            plan = solve_layout(cost, hw, layout, opts, rules, true, kInf, &res.labels, &cache);
-          } catch (const detail::BudgetStop& stop) {
-            if (!stop.memory) throw;
-            res.complete = false;
-            break;
-          }
-          if (!plan) break;
-          consider(shared, *plan);
-        }
-        continue;
-      }
-      for (int m : ms) {
-        if (!megatron) {
-          add_group(pp, schedule, m, workload_index);
+    for (int pp : pps) {
+      // The exact search's stage tables grow as pp U^2: a degree whose tables alone would pass the
+      // memory budget is passed over before its workload is even lowered (a 100,000-layer model's is
+      // hundreds of MB), and the result is incomplete. U: the one-stage workload's units, plus the
+      // pipeline's untied head at most.
+      if (pp > 1 && !megatron && !galvatron) {
+        if (!lowered[false]) lowered[false] = std::make_shared<const Workload>(costmodel::lower(model, 1));
+        const int units = static_cast<int>(lowered[false]->units.size()) + 1;
+        const double bytes = 2 * detail::StageTable::max_bytes(pp, units);
+        if (bytes > opts.memory_budget_bytes) {
+          res.complete = false;
+          res.skipped.push_back(
+              fmt::format("pipeline degree {}: its stage tables over {} units would take {:.1f} GB, more "
+                          "than the search's "
+                          "memory budget ({:.0f} MiB)",
+                          pp, units, bytes / 1e9, opts.memory_budget_bytes / 1048576.0));
           continue;
         }
-        for (int b0 = opts.b0.value_or(1); b0 <= opts.b0.value_or(opts.max_b0); ++b0) {
-          if (opts.global_batch) {
-            const int B = b0 * m * N / pp;
-            if (B < *opts.global_batch) continue;
-            if (B > *opts.global_batch) break;
-          }
-          const HybridLayout layout{pp, m, b0, schedule, opts.sequence_parallel};
-          detail::check_deadline(opts);
-          ++res.layouts;
+      }
+      std::shared_ptr<const Workload>& shared = lowered[pp > 1];
+      if (!shared) shared = std::make_shared<const Workload>(costmodel::lower(model, pp));
+      const Workload& hw = *shared;
+      detail::PartsCache& cache = caches.emplace_back();
+      workloads.push_back(shared);
+      const int workload_index = static_cast<int>(workloads.size()) - 1;
+      const int U = static_cast<int>(hw.units.size());
+      if (U < pp) continue;
+      // A unit none of whose operators' weights split to any degree asked for (an untied embedding's
+      // table, a projection) leaves the layout no plan: say so rather than search for none. Megatron's
+      // grid keeps such a unit at TP 1 by its own rule.
+      if (!opts.tp.empty() && !megatron) {
+        std::string blocked;
+        for (const auto& unit : hw.units) {
           bool any = false;
-          if (megatron) {
-            const auto starts = even_stage_starts(hw, pp);
-            if (starts.empty()) break;
-            for (int t = 1; t <= cost.node_size(); t *= 2) {
-              if (!cost.valid(pp, t)) continue;
-              if (!opts.tp.empty() && std::find(opts.tp.begin(), opts.tp.end(), t) == opts.tp.end()) continue;
-              // Uniform recompute: each kind the policy offers (none, full, selective).
-              for (const costmodel::Recompute r : recompute_policy(opts.space)) {
-                Choice variant{true, 1, 0};
-                variant.set_recompute(r);
-                Plan plan = empty_plan(hw, layout);
-                plan.stage_first_unit = starts;
-                for (std::size_t u = 0; u < hw.units.size(); ++u) {
-                  int tu = t;
-                  for (int oi : hw.units[u].ops)
-                    if (!costmodel::tp_allowed(hw.operators[static_cast<std::size_t>(oi)], tu))
-                      tu = 1;
-                  plan.unit_tp[u] = tu;
-                  for (int oi : hw.units[u].ops) {
-                    const auto& op = hw.operators[static_cast<std::size_t>(oi)];
-                    Choice c{true, 1, 0};
-                    c.set_recompute(op.recompute(variant));
-                    plan.choices[static_cast<std::size_t>(oi)] = c;
-                  }
-                }
-                if (consider(shared, plan)) any = true;
-              }
-            }
+          for (const int t : opts.tp) {
+            bool ok = true;
+            for (const int oi : unit.ops)
+              ok = ok && costmodel::tp_allowed(hw.operators[static_cast<std::size_t>(oi)], t);
+            any = any || ok;
           }
-          if (!any && !opts.global_batch) break;  // a larger b0 fits no better
+          if (!any) {
+            blocked = unit.name;
+            break;
+          }
+        }
+        if (!blocked.empty()) {
+          res.skipped.push_back(fmt::format(
+              "pipeline degree {}: unit {} can take none of the TP degrees {} (its weights do not split that "
+              "way); allow TP 1 with --tp 1 ...",
+              pp, blocked, fmt::join(opts.tp, ", ")));
+          continue;
         }
       }
+      for (auto schedule : opts.schedules) {
+        std::vector<int> ms;
+        if (opts.micro_batches)
+          ms = {*opts.micro_batches};
+        else
+          for (int m = 1; m <= opts.max_micro_batches; ++m) ms.push_back(m);
+        if (galvatron) {
+          // Global batch sizes in steps of 8; micro-batches by its heuristic.
+          for (int B = 8;; B += 8) {
+            if (opts.global_batch && B != *opts.global_batch) {
+              if (B > *opts.global_batch) break;
+              continue;
+            }
+            const int dp = N / pp;
+            const int m = pp == 1 ? 1 : std::min(8, std::max(pp, (B / dp + 3) / 4));
+            if (B % (dp * m) != 0) {
+              if (B / (dp * m) > opts.max_b0) break;
+              continue;
+            }
+            HybridLayout layout{pp, m, B / (dp * m), schedule, opts.sequence_parallel};
+            detail::check_deadline(opts);
+            if (layout.b0 > opts.max_b0 || (opts.b0 && layout.b0 > *opts.b0)) break;
+            if (opts.b0 && layout.b0 != *opts.b0) continue;
+            ++res.layouts;
+            std::optional<Plan> plan;
+            try {
+              plan = solve_layout(cost, hw, layout, opts, rules, true, kInf, &res.labels, &cache);
+            } catch (const detail::BudgetStop& stop) {
+              if (!stop.memory) throw;
+              res.complete = false;
+              break;
+            }
+            if (!plan) break;
+            consider(shared, *plan);
+          }
+          continue;
+        }
+        for (int m : ms) {
+          if (!megatron) {
+            add_group(pp, schedule, m, workload_index);
+            continue;
+          }
+          for (int b0 = opts.b0.value_or(1); b0 <= opts.b0.value_or(opts.max_b0); ++b0) {
+            if (opts.global_batch) {
+              const int B = b0 * m * N / pp;
+              if (B < *opts.global_batch) continue;
+              if (B > *opts.global_batch) break;
+            }
+            const HybridLayout layout{pp, m, b0, schedule, opts.sequence_parallel};
+            detail::check_deadline(opts);
+            ++res.layouts;
+            bool any = false;
+            if (megatron) {
+              const auto starts = even_stage_starts(hw, pp);
+              if (starts.empty()) break;
+              for (int t = 1; t <= cost.node_size(); t *= 2) {
+                if (!cost.valid(pp, t)) continue;
+                if (!opts.tp.empty() && std::find(opts.tp.begin(), opts.tp.end(), t) == opts.tp.end())
+                  continue;
+                // Uniform recompute: each kind the policy offers (none, full, selective).
+                for (const costmodel::Recompute r : recompute_policy(opts.space)) {
+                  Choice variant{true, 1, 0};
+                  variant.set_recompute(r);
+                  Plan plan = empty_plan(hw, layout);
+                  plan.stage_first_unit = starts;
+                  for (std::size_t u = 0; u < hw.units.size(); ++u) {
+                    int tu = t;
+                    for (int oi : hw.units[u].ops)
+                      if (!costmodel::tp_allowed(hw.operators[static_cast<std::size_t>(oi)], tu)) tu = 1;
+                    plan.unit_tp[u] = tu;
+                    for (int oi : hw.units[u].ops) {
+                      const auto& op = hw.operators[static_cast<std::size_t>(oi)];
+                      Choice c{true, 1, 0};
+                      c.set_recompute(op.recompute(variant));
+                      plan.choices[static_cast<std::size_t>(oi)] = c;
+                    }
+                  }
+                  if (consider(shared, plan)) any = true;
+                }
+              }
+            }
+            if (!any && !opts.global_batch) break;  // a larger b0 fits no better
+          }
+        }
+      }
+      if (opts.progress && (megatron || galvatron))
+        opts.progress(pp, best_thr, res.layouts,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
-    if (opts.progress && (megatron || galvatron))
-      opts.progress(pp, best_thr, res.layouts,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  // Exact: the layouts in the order of the throughput their bound allows, highest first (ties in the
-  // order enumerated), each solved only while that bound beats the best plan so far; the rest cannot.
-  // A range of b0 that comes first is split in two, each half bounded again; a single b0's first
-  // bound is the cheap one of layout_lower_bound, and when it comes first solve_layout tightens it
-  // (the best split of its stages' own LP bounds) and it goes back in line with that.
-  while (!queue.empty()) {
-    const Entry e = queue.top();
-    queue.pop();
-    if (e.upper <= best_thr) break;
-    if (e.lo < e.hi) {
-      const int mid = e.lo + (e.hi - e.lo) / 2;
-      for (const auto& [lo, hi] : {std::pair{e.lo, mid}, std::pair{mid + 1, e.hi}})
-        if (auto half = bound_range(e.group, lo, hi)) queue.push(*half);
-      continue;
-    }
-    const LayoutGroup& gr = groups[e.group];
-    const HybridLayout layout{gr.pp, gr.m, e.lo, gr.schedule, opts.sequence_parallel};
-    const std::shared_ptr<const Workload>& shared = workloads[static_cast<std::size_t>(gr.workload)];
-    const Workload& hw = *shared;
-    detail::PartsCache& cache = caches[static_cast<std::size_t>(gr.workload)];
-    const double B = static_cast<double>(layout.b0) * layout.m * N / layout.pp;
-    if (!e.tight) {
-      double lower = kInf;
-      try {
-        solve_layout(cost, hw, layout, opts, rules, false, 0.0, nullptr, &cache, &lower);
-      } catch (const detail::BudgetStop& stop) {
-        if (!stop.memory) throw;
-        res.complete = false;  // a layout too large for the memory budget is passed over
+    // Exact: the layouts in the order of the throughput their bound allows, highest first (ties in the
+    // order enumerated), each solved only while that bound beats the best plan so far; the rest cannot.
+    // A range of b0 that comes first is split in two, each half bounded again; a single b0's first
+    // bound is the cheap one of layout_lower_bound, and when it comes first solve_layout tightens it
+    // (the best split of its stages' own LP bounds) and it goes back in line with that.
+    while (!queue.empty()) {
+      const Entry e = queue.top();
+      queue.pop();
+      if (e.upper <= best_thr) break;
+      if (e.lo < e.hi) {
+        const int mid = e.lo + (e.hi - e.lo) / 2;
+        for (const auto& [lo, hi] : {std::pair{e.lo, mid}, std::pair{mid + 1, e.hi}})
+          if (auto half = bound_range(e.group, lo, hi)) queue.push(*half);
         continue;
       }
-      if (lower < kInf) queue.push({B / lower, e.group, e.lo, e.hi, true, lower});
-      continue;
-    }
-    // Only a step faster than B / (the best throughput so far) can win. The layout is first solved
-    // for a step within 0.2% of its lower bound (the fewer labels the closer): solve_layout finds the
-    // best plan faster than the bound it is given, so a plan found then is the layout's optimum; when
-    // none is, the bound is widened to 1%, 5%, then the full one. An incumbent under the full bound
-    // and within the widening of the bound (a solve under either costs about the same) is taken as
-    // the bound at once (Pricing::stretch).
-    const double full = best_thr > 0 ? B / best_thr : kInf;
-    ++res.solved;
-    std::optional<Plan> plan;
-    try {
-      for (const double widen : {2e-3, 1e-2, 5e-2, kInf}) {
-        const double bound = std::min(full, e.lower * (1 + widen));
-        plan = solve_layout(cost, hw, layout, opts, rules, false, bound, &res.labels, &cache, nullptr,
-                            {detail::Pricing::Order::kAuto, true, full, widen});
-        if (plan || bound >= full) break;
+      const LayoutGroup& gr = groups[e.group];
+      const HybridLayout layout{gr.pp, gr.m, e.lo, gr.schedule, opts.sequence_parallel};
+      const std::shared_ptr<const Workload>& shared = workloads[static_cast<std::size_t>(gr.workload)];
+      const Workload& hw = *shared;
+      detail::PartsCache& cache = caches[static_cast<std::size_t>(gr.workload)];
+      const double B = static_cast<double>(layout.b0) * layout.m * N / layout.pp;
+      if (!e.tight) {
+        double lower = kInf;
+        try {
+          solve_layout(cost, hw, layout, opts, rules, false, 0.0, nullptr, &cache, &lower);
+        } catch (const detail::BudgetStop& stop) {
+          if (!stop.memory) throw;
+          res.complete = false;  // a layout too large for the memory budget is passed over
+          continue;
+        }
+        if (lower < kInf) queue.push({B / lower, e.group, e.lo, e.hi, true, lower});
+        continue;
       }
-    } catch (const detail::BudgetStop& stop) {
-      if (!stop.memory) throw;
-      res.complete = false;  // its labels would pass the memory budget: passed over
+      // Only a step faster than B / (the best throughput so far) can win. The layout is first solved
+      // for a step within 0.2% of its lower bound (the fewer labels the closer): solve_layout finds the
+      // best plan faster than the bound it is given, so a plan found then is the layout's optimum; when
+      // none is, the bound is widened to 1%, 5%, then the full one. An incumbent under the full bound
+      // and within the widening of the bound (a solve under either costs about the same) is taken as
+      // the bound at once (Pricing::stretch).
+      const double full = best_thr > 0 ? B / best_thr : kInf;
+      ++res.solved;
+      std::optional<Plan> plan;
+      try {
+        for (const double widen : {2e-3, 1e-2, 5e-2, kInf}) {
+          const double bound = std::min(full, e.lower * (1 + widen));
+          plan = solve_layout(cost, hw, layout, opts, rules, false, bound, &res.labels, &cache, nullptr,
+                              {detail::Pricing::Order::kAuto, true, full, widen});
+          if (plan || bound >= full) break;
+        }
+      } catch (const detail::BudgetStop& stop) {
+        if (!stop.memory) throw;
+        res.complete = false;  // its labels would pass the memory budget: passed over
+      }
+      if (plan) consider(shared, *plan);
+      if (opts.progress)
+        opts.progress(layout.pp, best_thr, res.solved,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
-    if (plan) consider(shared, *plan);
-    if (opts.progress)
-      opts.progress(layout.pp, best_thr, res.solved,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
   } catch (const detail::BudgetStop&) {
     res.complete = false;
   }
