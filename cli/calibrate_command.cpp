@@ -332,7 +332,9 @@ int run_torch(const CalibrateArgs& a, int np) {
   p["backend_version"] = fmt::format("torch {}", out.value("torch", "?"));
   p["device"] = fmt::format("{} ({} thread{} per rank)", out.value("device", "?"), out.value("threads", 0),
                             out.value("threads", 0) == 1 ? "" : "s");
-  if (out.contains("gemm_operands")) p["gemm_operands"] = out["gemm_operands"];
+  if (const auto g = out.find("gemm_operands"); g != out.end())
+    p["gemm_operands"] = validate::gemm_operands_provenance(g->value("rotation_bytes", 0.0),
+                                                            g->value("last_level_cache_bytes", 0.0));
   p["python"] = t.python;
   p["world_size"] = np;
   p["tool_version"] = o.tool_version;

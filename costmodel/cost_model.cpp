@@ -129,10 +129,6 @@ CostModel::ShardComm CostModel::shard_comm_s(const Choice& ch, double weight_byt
   return sc;
 }
 
-double CostModel::roofline_s(const GemmPrice::Shape& s, double density) const {
-  return roofline(compute_, precision_, s, density);
-}
-
 namespace {
 GemmPrice::Shape shape_of(const Kernel& k, int batch) {
   return {k.dim(Dim::kM, batch), k.dim(Dim::kN, batch), k.dim(Dim::kK, batch), k.dim(Dim::kCount, batch)};
@@ -143,7 +139,7 @@ double CostModel::kernel_s(const Kernel& k, int batch) const {
   if (k.kind == KernelKind::kElementwise)
     return compute_.kernel_overhead_s + k.bytes_per_sample * batch / compute_.memory_bandwidth_bytes_per_s;
   if (!gemm_.empty()) return gemm_.seconds(shape_of(k, batch)) * k.density;
-  return roofline_s(shape_of(k, batch), k.density);
+  return roofline(compute_, precision_, shape_of(k, batch), k.density);
 }
 
 double CostModel::kernels_s(const std::vector<Kernel>& kernels, int batch, int splits) const {

@@ -184,7 +184,6 @@ class CostModel {
   CostOptions options_;
   // The GEMMs' one price (gemm_price.hpp) when the calibration measured shapes; else the roofline.
   GemmPrice gemm_;
-  double roofline_s(const GemmPrice::Shape& s, double density) const;
 };
 
 }  // namespace osdp::costmodel

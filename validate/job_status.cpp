@@ -111,7 +111,6 @@ bool job_status_answer(int code) {
   char* map = g_map.load(std::memory_order_relaxed);
   if (map == nullptr || code < 1 || code > 127) return false;
   map[kAnswerAt] = static_cast<char>(code);
-  map[kStateAt] = kFinished;
   return true;
 }
 

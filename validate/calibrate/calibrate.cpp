@@ -413,11 +413,8 @@ costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, co
   if (!o.tool_version.empty()) p["tool_version"] = o.tool_version;
   p["options"] = o.to_json();
   p["wall_s"] = run.wall_s;
-  p["gemm_operands"] = {{"rotation_bytes", cold_pool_bytes(device)},
-                        {"last_level_cache_bytes", device.cache_bytes()},
-                        {"rule",
-                         "every timed GEMM call takes the next copy of its operands in a pool of "
-                         "twice the last-level cache (at least 64 MiB)"}};
+  p["gemm_operands"] =
+      gemm_operands_provenance(cold_pool_bytes(device), static_cast<double>(device.cache_bytes()));
   p["interference"] = overlap       ? "measured"
                       : comm_thread ? "not measured: one rank"
                                     : "not measured: no separate comm stream";

@@ -37,6 +37,10 @@ struct GemmShape {
 
 // A generic range: squares 32 .. 2048 (quick: .. 256) and skinny [1024 x 1024 x k] (quick: 256).
 std::vector<GemmShape> generic_gemm_shapes(bool quick);
+
+// The provenance's "gemm_operands": how the timed GEMM calls rotated their operands (over a pool of
+// rotation_bytes, twice the last-level cache and at least 64 MiB), written alike for every backend.
+nlohmann::json gemm_operands_provenance(double rotation_bytes, double last_level_cache_bytes);
 // The distinct GEMM kernels of the models' IR (forward and backward) at the given micro-batch sizes, at
 // most `max_flops` each (osdp calibrate: 8 GFLOP on CPU ranks, where larger ones take seconds; 1 TFLOP
 // on GPUs).

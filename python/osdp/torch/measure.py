@@ -467,10 +467,8 @@ def _calibrate(job: dict, device: torch.device, status: Callable[[str], None]) -
     def copies(m: int, n: int, k: int, count: int) -> int:
         return max(1, -(-cold // (4 * count * (m * k + k * n + m * n))))
 
-    pool = {name: max((copies(*sh) * sh[3] * size(*sh[:3]) for sh in shapes), default=1)
-            for name, size in (("a", lambda m, n, k: m * k), ("b", lambda m, n, k: k * n),
-                               ("c", lambda m, n, k: m * n))}
-    pa, pb, pc = (torch.full((pool[x],), 0.01, **f32) for x in ("a", "b", "c"))
+    extents = [[copies(m, n, k, c) * c * e for e in (m * k, k * n, m * n)] for m, n, k, c in shapes]
+    pa, pb, pc = (torch.full((max((x[j] for x in extents), default=1),), 0.01, **f32) for j in range(3))
 
     def gemm(m: int, n: int, k: int, count: int) -> Callable[[int], None]:
         r = copies(m, n, k, count)
@@ -485,9 +483,7 @@ def _calibrate(job: dict, device: torch.device, status: Callable[[str], None]) -
                                          "bytes": 4.0 * c * (m * k + k * n + m * n)}, gemm(m, n, k, c))
                                         for m, n, k, c in shapes])
     return {"measurements": measurements,
-            "gemm_operands": {"rotation_bytes": cold, "last_level_cache_bytes": cache,
-                              "rule": "every timed GEMM call takes the next copy of its operands in a pool "
-                                      "of twice the last-level cache (at least 64 MiB)"}}
+            "gemm_operands": {"rotation_bytes": cold, "last_level_cache_bytes": cache}}
 
 
 def _last_level_cache_bytes(device: torch.device) -> int:
