@@ -60,8 +60,9 @@ std::vector<GemmShape> model_gemm_shapes(const std::vector<costmodel::ModelSpec>
 nlohmann::json gemm_operands_provenance(double rotation_bytes, double last_level_cache_bytes) {
   return {{"rotation_bytes", rotation_bytes},
           {"last_level_cache_bytes", last_level_cache_bytes},
-          {"rule", "every timed GEMM call takes the next copy of its operands in a pool of twice the "
-                   "last-level cache (at least 64 MiB)"}};
+          {"rule",
+           "every timed GEMM call takes the next copy of its operands in a pool of twice the "
+           "last-level cache (at least 64 MiB)"}};
 }
 
 nlohmann::json CalibrateOptions::to_json() const {
