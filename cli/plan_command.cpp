@@ -98,6 +98,28 @@ std::string search_line(const search::PlanOutcome& o) {
                                   "best found, not proved optimal");
 }
 
+// " (90%: 11.80-12.90)" for a known interval, else nothing.
+std::string interval_text(const costmodel::Interval& i, int decimals = 2) {
+  if (!i.known()) return {};
+  return fmt::format(" ({:.0f}%: {:.{}f}-{:.{}f})", 100 * costmodel::kIntervalLevel, i.low, decimals, i.high,
+                     decimals);
+}
+
+std::string time_interval_text(const costmodel::Interval& i) {
+  if (!i.known()) return {};
+  return fmt::format(" ({:.0f}%: {} to {})", 100 * costmodel::kIntervalLevel, format_seconds(i.low),
+                     format_seconds(i.high));
+}
+
+// Why a plan has no interval, or empty when it has one.
+std::string no_interval_reason(const search::PreparedSearch& p, const search::PlanOutcome& o) {
+  if (!o.drawn_time_s.empty()) return {};
+  if (p.draws == 0) return "none (--draws 0)";
+  if (!p.ctx.calibration)
+    return "none: no calibration (the cluster's figures record no error); `osdp calibrate` measures one";
+  return "none: the calibration records no fit residuals";
+}
+
 void print_outcome(const search::PreparedSearch& p, const search::PlanOutcome& o) {
   const costmodel::Plan& plan = o.plan;
   const costmodel::Evaluation& ev = o.evaluation;
@@ -105,8 +127,10 @@ void print_outcome(const search::PreparedSearch& p, const search::PlanOutcome& o
   std::cout << fmt::format("  layout         {}\n", plan.layout_summary())
             << fmt::format("  batch size     {} per device{} (global batch {})\n", plan.batch_size,
                            plan.micro_batches > 1 || plan.pp > 1 ? " per micro-batch" : "", ev.global_batch)
-            << fmt::format("  throughput     {:.2f} samples/s\n", ev.throughput)
-            << fmt::format("  step time      {}{}\n", format_seconds(ev.time_s),
+            << fmt::format("  throughput     {:.2f} samples/s{}\n", ev.throughput,
+                           interval_text(search::throughput_interval(o)))
+            << fmt::format("  step time      {}{}{}\n", format_seconds(ev.time_s),
+                           time_interval_text(search::time_interval(o)),
                            plan.pp > 1 ? fmt::format(" (bubble {:.1f}%)", 100 * ev.bubble_fraction) : "")
             << fmt::format("  peak memory    {} of {} ({} reserve included)\n", format_bytes(ev.peak_bytes),
                            format_bytes(o.memory_limit_bytes), format_bytes(p.ctx.cluster.reserve_bytes));
@@ -223,15 +247,26 @@ int run_plan(const PlanArgs& args) {
     if (o.layouts)
       for (const auto& line : o.layouts->skipped) std::cout << "  skipped        " << line << "\n";
     std::cout << "  search         " << search_line(o) << "\n";
+    if (o.feasible && !no_interval_reason(p, o).empty())
+      std::cout << "  intervals      " << no_interval_reason(p, o) << "\n";
     for (const search::PlanOutcome& b : report.baselines) {
-      if (b.feasible)
+      if (b.feasible) {
+        const costmodel::Interval speedup = search::speedup_interval(o, b);
+        std::string versus;
+        if (o.feasible) {
+          versus = fmt::format(" -> {} is {:.3f}x{}", o.strategy,
+                               o.evaluation.throughput / b.evaluation.throughput, interval_text(speedup, 3));
+          if (search::within_error(speedup) && o.evaluation.throughput > b.evaluation.throughput)
+            versus += fmt::format(
+                "\n                 the gain is within the calibration's error: {} does as well as far as "
+                "osdp can tell",
+                b.strategy);
+        }
         std::cout << fmt::format("  {:<14} batch {}, {:.2f} samples/s, step {}, peak {}{}\n", b.strategy,
                                  b.plan.batch_size, b.evaluation.throughput,
                                  format_seconds(b.evaluation.time_s), format_bytes(b.evaluation.peak_bytes),
-                                 o.feasible ? fmt::format(" -> {} is {:.3f}x", o.strategy,
-                                                          o.evaluation.throughput / b.evaluation.throughput)
-                                            : std::string());
-      else
+                                 versus);
+      } else
         std::cout << fmt::format("  {:<14} does not fit (needs {})\n", b.strategy,
                                  format_bytes(b.min_fit_bytes));
     }
@@ -369,6 +404,13 @@ Action add_plan_command(CLI::App& app) {
   app.add_option("--time-budget", a->req.time_budget_s,
                  "Seconds the search may take: it then stops with the best plan found, not proved optimal")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option(
+         "--draws", a->req.draws,
+         "Draws of the calibration's uncertainty each plan is priced under for its 90% intervals (step "
+         "time, throughput, speedups; 0: none). Needs a calibration: a cluster's datasheet figures "
+         "record no error")
+      ->check(CLI::Range(0, 100000))
       ->capture_default_str();
   app.add_option("--out", a->out, "Write the plan file here");
   app.add_option("--emit-costs", a->emit_costs,

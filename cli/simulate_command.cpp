@@ -14,6 +14,7 @@
 #include "costmodel/files.hpp"
 #include "costmodel/json_reader.hpp"
 #include "costmodel/provenance.hpp"
+#include "costmodel/uncertainty.hpp"
 #include "costmodel/units.hpp"
 #include "search/report.hpp"
 #include "sim/network.hpp"
@@ -29,6 +30,7 @@ using costmodel::format_seconds;
 struct SimulateArgs {
   std::string plan, trace, memory_csv, ranks = "all";
   int prefetch = -1;  // -1: the plan's
+  int draws = costmodel::kDefaultDraws;
   std::vector<std::string> stragglers;
   bool json = false;
 };
@@ -64,6 +66,18 @@ std::vector<double> parse_stragglers(const std::vector<std::string>& specs, int 
 
 double relative(double simulated, double analytic) {
   return analytic > 0 ? (simulated - analytic) / analytic : 0.0;
+}
+
+// The step time's 90% intervals, analytic and simulated, as a row of the table (empty without).
+std::string interval_row(const nlohmann::json& j) {
+  const auto text = [](const nlohmann::json& i) {
+    return fmt::format("{} to {}", format_seconds(i[0].get<double>()), format_seconds(i[1].get<double>()));
+  };
+  if (!j["iteration_time_interval_s"].is_array()) return {};
+  return fmt::format("  {:<15}analytic {}, simulated {} ({} draws of the calibration's error)\n",
+                     fmt::format("{:.0f}% interval", 100 * costmodel::kIntervalLevel),
+                     text(j["analytic"]["iteration_time_interval_s"]), text(j["iteration_time_interval_s"]),
+                     j["draws"].get<int>());
 }
 
 int run_simulate(const SimulateArgs& a) {
@@ -111,7 +125,8 @@ int run_simulate(const SimulateArgs& a) {
   // The analytic figures: the plan's prediction, or the cost model's when the plan has none or the
   // prefetch depth was changed.
   const bool repriced = overridden || plan.predicted_iteration_time_s <= 0;
-  const nlohmann::json j = sim::simulation_json(plan, run, a.plan, a.ranks, a.stragglers, repriced);
+  nlohmann::json j = sim::simulation_json(plan, run, a.plan, a.ranks, a.stragglers, repriced);
+  sim::add_intervals(j, plan, a.draws, options);
   if (a.json) {
     std::cout << j.dump(2) << "\n";
     return kExitOk;
@@ -136,6 +151,7 @@ int run_simulate(const SimulateArgs& a) {
                            "simulated", "difference")
             << fmt::format("  {:<15}{:>14}{:>14}{:>+11.2f}%\n", "step time", format_seconds(an_time),
                            format_seconds(time), 100 * relative(time, an_time))
+            << interval_row(j)
             << fmt::format("  {:<15}{:>14}{:>14}{:>+11.2f}%\n", "peak memory", format_bytes(an_peak),
                            format_bytes(peak), 100 * relative(peak, an_peak))
             << fmt::format("  {:<15}{:>14.2f}{:>14.2f}{:>+11.2f}%   samples/s\n", "throughput",
@@ -298,6 +314,11 @@ Action add_simulate_command(CLI::App& app) {
       ->check(CLI::Range(0, 64));
   app.add_option("--straggler", a->stragglers,
                  "RANK:FACTOR: rank RANK computes FACTOR times slower (1.2: 20% slower); repeatable");
+  app.add_option("--draws", a->draws,
+                 "Draws of the plan's calibration's uncertainty, each simulated and priced, for the step "
+                 "time's 90% intervals (0: none; nothing to draw without a calibration)")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
   app.add_flag("--json", a->json, "Print one JSON object instead of the summary");
   return [a]() { return run_simulate(*a); };
 }

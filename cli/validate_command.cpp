@@ -19,6 +19,7 @@
 #include "costmodel/json_reader.hpp"
 #include "costmodel/plan.hpp"
 #include "costmodel/provenance.hpp"
+#include "costmodel/uncertainty.hpp"
 #include "costmodel/workload.hpp"
 #include "experiments/measured.hpp"
 #include "experiments/results_dir.hpp"
@@ -132,9 +133,15 @@ int report(const ValidateArgs& a, const experiments::MeasuredJob& job,
   for (const auto& x : s.speedups)
     std::cout << fmt::format("  speedup {} over {}: predicted {:.3f}x, measured {:.3f}x ({:+.1f}%)\n",
                              x.faster, x.than, x.predicted, x.measured, 100 * x.error);
+  if (s.with_interval > 0)
+    std::cout << fmt::format(
+        "  coverage: {} of {} measured step times inside their predicted {:.0f}% intervals ({:.0f}%)\n",
+        s.covered, s.with_interval, 100 * costmodel::kIntervalLevel, 100 * s.coverage());
+  else
+    std::cout << "  coverage: no intervals (the calibration records no fit residuals)\n";
   std::cout << fmt::format(
-      "  order: {} of {} pairs of plans predicted further apart than their steps spread measure in the "
-      "predicted order ({} pairs in all)\n",
+      "  order: {} of {} pairs of plans predicted apart (90% intervals apart; without intervals, further "
+      "apart than their steps spread) measure in the predicted order ({} pairs in all)\n",
       std::count_if(s.orders.begin(), s.orders.end(), [](const auto& x) { return x.ok; }), s.orders.size(),
       s.order_pairs);
   std::cout << fmt::format("  results in {0}/validation.csv, {0}/summary.json{1}\n", o.out_dir,

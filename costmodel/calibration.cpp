@@ -25,7 +25,7 @@ std::vector<Segment> read_segments(JsonReader& parent, std::string_view key) {
       s.fail("up_to", "segments must be sorted by increasing \"up_to\"");
     seg.alpha_s = s.quantity("alpha", UnitKind::kSeconds, bounds::kLatency);
     seg.beta_s_per_byte = 1.0 / s.quantity("bandwidth", UnitKind::kBytesPerSecond, bounds::kLinkBandwidth);
-    s.raw("residual_rms");  // fit quality, informational
+    seg.residual = s.number_or("residual_rms", 0.0, 10.0, 0.0);  // the fit's; prices the intervals
     s.finish();
     out.push_back(seg);
   }
@@ -38,6 +38,7 @@ nlohmann::json segments_json(const std::vector<Segment>& segs) {
   for (const auto& s : segs) {
     nlohmann::json j{{"alpha", s.alpha_s}, {"bandwidth", 1.0 / s.beta_s_per_byte}};
     if (s.up_to_bytes != kInf) j["up_to"] = s.up_to_bytes;
+    j["residual_rms"] = s.residual;
     a.push_back(j);
   }
   return a;

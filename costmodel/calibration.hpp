@@ -21,6 +21,7 @@ struct Segment {
   double up_to_bytes;  // this segment covers sizes <= up_to_bytes (the last one: infinity)
   double alpha_s;
   double beta_s_per_byte;
+  double residual = 0;  // the fit's relative RMS residual over its points (0: not recorded)
 };
 
 // A measured GEMM: C[m x n] = A[m x k] B[k x n], `count` of them, took `seconds`. The cost model
@@ -52,6 +53,9 @@ struct Calibration {
   std::optional<ComputeSpec> compute;  // overrides (fields not given keep the cluster's)
   std::optional<double> interference;
   std::vector<GemmTime> gemm_times;
+  // Set on a copy to price one draw of the calibration's uncertainty (costmodel/uncertainty.hpp):
+  // every fitted price is scaled by its error in that draw. Never written to a file.
+  std::optional<std::uint64_t> draw;
 
   const std::vector<Segment>& segments(Collective c) const;
   std::vector<Segment>& segments(Collective c);

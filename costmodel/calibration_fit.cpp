@@ -236,7 +236,8 @@ std::vector<FitSegment> fit_collective(Collective c, int world, std::vector<Size
 
 std::vector<costmodel::Segment> to_segments(const std::vector<FitSegment>& fit) {
   std::vector<costmodel::Segment> out;
-  for (const FitSegment& f : fit) out.push_back({f.up_to_bytes, f.alpha_s, f.beta_s_per_byte});
+  for (const FitSegment& f : fit)
+    out.push_back({f.up_to_bytes, f.alpha_s, f.beta_s_per_byte, f.residual_rms});
   return out;
 }
 

@@ -179,7 +179,7 @@ inline constexpr double kNoisyResidual = 0.15;
 // summary prints them (collective segments, elementwise, adam, the GEMM formula).
 std::vector<std::string> noisy_fits(const CalibrationRun& run, double threshold = kNoisyResidual);
 
-// The calibration file (costmodel::to_json plus each segment's "residual_rms"), and the raw points as
+// The calibration file (costmodel::to_json: its segments carry their "residual_rms"), and the raw points as
 // CSV (one header line, then one line per Measurement).
 nlohmann::json calibration_file_json(const CalibrationRun& run);
 std::string measurements_csv(const CalibrationRun& run);

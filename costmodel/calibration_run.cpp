@@ -127,27 +127,7 @@ void fit_measurements(CalibrationRun& run, const std::string& name, const Segmen
 }
 
 nlohmann::json calibration_file_json(const CalibrationRun& run) {
-  nlohmann::json j = costmodel::to_json(run.calibration);
-  for (const CollectiveKind& k : kCollectives) {
-    const auto& segs = run.collectives[static_cast<std::size_t>(k.kind)];
-    const char* key = k.key;
-    if (segs.empty() || !j["collectives"].contains(key)) continue;
-    auto& arr = j["collectives"][key];
-    for (std::size_t i = 0; i < segs.size() && i < arr.size(); ++i)
-      arr[i]["residual_rms"] = segs[i].residual_rms;
-  }
-  for (int l = 0; l < 2; ++l) {
-    const char* level = to_string(kRingLevels[l]);
-    if (!j.contains("levels") || !j["levels"].contains(level)) continue;
-    for (const CollectiveKind& k : kCollectives) {
-      const auto& segs = run.levels[l][static_cast<std::size_t>(k.kind)];
-      if (segs.empty() || !j["levels"][level].contains(k.key)) continue;
-      auto& arr = j["levels"][level][k.key];
-      for (std::size_t i = 0; i < segs.size() && i < arr.size(); ++i)
-        arr[i]["residual_rms"] = segs[i].residual_rms;
-    }
-  }
-  return j;
+  return costmodel::to_json(run.calibration);  // the segments carry their fits' residuals
 }
 
 std::string measurements_csv(const CalibrationRun& run) {

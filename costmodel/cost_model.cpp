@@ -57,6 +57,12 @@ double roofline(const ComputeSpec& c, Precision precision, const GemmPrice::Shap
   const double bytes = count * (m * kk + kk * n + m * n) * elem * density;
   return c.kernel_overhead_s + std::max(flop_s, bytes / c.memory_bandwidth_bytes_per_s);
 }
+
+// The points of a draw (uncertainty.hpp): what each factor's key starts with.
+enum : std::int64_t { kInterferencePoint = 1, kSegmentPoint, kElementwisePoint, kGemmPoint, kOptimizerPoint };
+std::int64_t octave(double bytes) {
+  return bytes > 1 ? static_cast<std::int64_t>(std::floor(std::log2(bytes))) : 0;
+}
 }  // namespace
 
 CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration, Precision precision,
@@ -78,14 +84,33 @@ CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration,
     gemm_ = GemmPrice([compute = compute_, precision = precision_](
                           const GemmPrice::Shape& s) { return roofline(compute, precision, s, 1.0); },
                       calibration->gemm_times);
+  if (calibration && calibration->draw) {
+    draw_ = *calibration->draw;
+    const FitErrors e = fit_errors(*calibration);
+    gemm_error_ = gemm_.empty() ? e.gemm_formula : gemm_.leave_one_out_error();
+    elementwise_error_ = e.elementwise;
+    optimizer_error_ = e.optimizer;
+    interference_ = std::max(1.0, interference_ * draw_factor(draw_, e.interference, {kInterferencePoint}));
+  }
+}
+
+double CostModel::segment_s(const Segment& s, int index, Collective c, RingLevel level,
+                            const CollectiveOp& op) const {
+  const double t = op.ring_s(s.alpha_s, s.beta_s_per_byte);
+  if (!draw_) return t;
+  return t * draw_factor(draw_, s.residual,
+                         {kSegmentPoint, static_cast<std::int64_t>(level), static_cast<std::int64_t>(c),
+                          index, octave(op.bytes)});
 }
 
 double CostModel::collective_s(Collective c, double bytes) const {
   if (world_ <= 1 || bytes <= 0) return 0.0;
   const CollectiveOp op{c, bytes, world_};
   if (calibration_) {
-    for (const Segment& s : calibration_->segments(c))
-      if (bytes <= s.up_to_bytes) return op.ring_s(s.alpha_s, s.beta_s_per_byte);
+    const auto& segs = calibration_->segments(c);
+    for (std::size_t j = 0; j < segs.size(); ++j)
+      if (bytes <= segs[j].up_to_bytes)
+        return segment_s(segs[j], static_cast<int>(j), c, RingLevel::kWorld, op);
   }
   double slowest = 0.0;
   for (const LinkSpec& l : ring_links_)
@@ -99,8 +124,9 @@ double CostModel::collective_s(Collective c, double bytes, RingLevel level) cons
   const bool intra = level == RingLevel::kIntra;
   const CollectiveOp op{c, bytes, intra ? node_size_ : nodes_};
   if (calibration_) {
-    for (const Segment& s : (intra ? calibration_->intra : calibration_->inter).segments(c))
-      if (bytes <= s.up_to_bytes) return op.ring_s(s.alpha_s, s.beta_s_per_byte);
+    const auto& segs = (intra ? calibration_->intra : calibration_->inter).segments(c);
+    for (std::size_t j = 0; j < segs.size(); ++j)
+      if (bytes <= segs[j].up_to_bytes) return segment_s(segs[j], static_cast<int>(j), c, level, op);
   }
   const LinkSpec& l = intra ? intra_ : *inter_;
   return op.ring_s(l.alpha_s, l.beta_s_per_byte());
@@ -136,10 +162,15 @@ GemmPrice::Shape shape_of(const Kernel& k, int batch) {
 }  // namespace
 
 double CostModel::kernel_s(const Kernel& k, int batch) const {
-  if (k.kind == KernelKind::kElementwise)
-    return compute_.kernel_overhead_s + k.bytes_per_sample * batch / compute_.memory_bandwidth_bytes_per_s;
-  if (!gemm_.empty()) return gemm_.seconds(shape_of(k, batch)) * k.density;
-  return roofline(compute_, precision_, shape_of(k, batch), k.density);
+  if (k.kind == KernelKind::kElementwise) {
+    const double bytes = k.bytes_per_sample * batch;
+    const double t = compute_.kernel_overhead_s + bytes / compute_.memory_bandwidth_bytes_per_s;
+    return draw_ ? t * draw_factor(draw_, elementwise_error_, {kElementwisePoint, octave(bytes)}) : t;
+  }
+  const GemmPrice::Shape s = shape_of(k, batch);
+  const double t =
+      gemm_.empty() ? roofline(compute_, precision_, s, k.density) : gemm_.seconds(s) * k.density;
+  return draw_ ? t * draw_factor(draw_, gemm_error_, {kGemmPoint, s[0], s[1], s[2], s[3]}) : t;
 }
 
 double CostModel::kernels_s(const std::vector<Kernel>& kernels, int batch, int splits) const {
@@ -176,7 +207,8 @@ double CostModel::optimizer_s(double elements, const PrecisionBytes& b) const {
                                : 2.0 * (b.shard_weight + b.optimizer) + b.shard_gradient;
   const double bw = compute_.optimizer_bandwidth_bytes_per_s > 0 ? compute_.optimizer_bandwidth_bytes_per_s
                                                                  : compute_.memory_bandwidth_bytes_per_s;
-  return compute_.kernel_overhead_s + elements * per_param / bw;
+  const double t = compute_.kernel_overhead_s + elements * per_param / bw;
+  return draw_ ? t * draw_factor(draw_, optimizer_error_, {kOptimizerPoint}) : t;
 }
 
 double CostModel::overlapped_s(double x, double c, double i) {

@@ -64,6 +64,7 @@
 #include "costmodel/cluster.hpp"
 #include "costmodel/collective.hpp"
 #include "costmodel/gemm_price.hpp"
+#include "costmodel/uncertainty.hpp"
 #include "costmodel/workload.hpp"
 
 namespace osdp::costmodel {
@@ -184,6 +185,11 @@ class CostModel {
   CostOptions options_;
   // The GEMMs' one price (gemm_price.hpp) when the calibration measured shapes; else the roofline.
   GemmPrice gemm_;
+  // A draw of the calibration's uncertainty (uncertainty.hpp; 0: none) and the errors it scales by.
+  std::uint64_t draw_ = 0;
+  double gemm_error_ = 0, elementwise_error_ = 0, optimizer_error_ = 0;
+  // A calibrated segment's price in the draw (its residual, per octave of the buffer).
+  double segment_s(const Segment& s, int index, Collective c, RingLevel level, const CollectiveOp& op) const;
 };
 
 }  // namespace osdp::costmodel

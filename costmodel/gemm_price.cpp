@@ -37,6 +37,35 @@ bool GemmPrice::measured(const Shape& s) const {
   return measured_.count(s) > 0;
 }
 
+namespace {
+// The correction at `at` from the points other than `skip` (the roofline's weight 1 at ratio 0).
+template <typename Points>
+double correction(const std::array<double, 4>& at, const Points& points, std::size_t skip, double reach) {
+  double weights = 1.0, sum = 0.0;
+  for (std::size_t j = 0; j < points.size(); ++j) {
+    if (j == skip) continue;
+    double d2 = 0;
+    for (std::size_t i = 0; i < 4; ++i) d2 += (at[i] - points[j].at[i]) * (at[i] - points[j].at[i]);
+    const double d = std::sqrt(d2);
+    if (d >= reach) continue;
+    const double w = (reach - d) / (reach * d);
+    weights += w * w;
+    sum += w * w * points[j].log_ratio;
+  }
+  return sum / weights;
+}
+}  // namespace
+
+double GemmPrice::leave_one_out_error() const {
+  if (points_.size() < 2) return 0.0;
+  double sse = 0;
+  for (std::size_t i = 0; i < points_.size(); ++i) {
+    const double e = points_[i].log_ratio - correction(points_[i].at, points_, i, kReach);
+    sse += e * e;
+  }
+  return std::sqrt(sse / static_cast<double>(points_.size()));
+}
+
 double GemmPrice::seconds(const Shape& s) const {
   if (const auto it = measured_.find(s); it != measured_.end()) return it->second;
   const double roof = roofline_(s);
@@ -45,18 +74,7 @@ double GemmPrice::seconds(const Shape& s) const {
     std::lock_guard<std::mutex> lock(memo_->mutex);
     if (const auto it = memo_->seconds.find(s); it != memo_->seconds.end()) return it->second;
   }
-  const std::array<double, 4> at = log_shape(s);
-  double weights = 1.0, sum = 0.0;  // the roofline's own weight, at log ratio 0
-  for (const Point& p : points_) {
-    double d2 = 0;
-    for (std::size_t i = 0; i < 4; ++i) d2 += (at[i] - p.at[i]) * (at[i] - p.at[i]);
-    const double d = std::sqrt(d2);
-    if (d >= kReach) continue;
-    const double w = (kReach - d) / (kReach * d);
-    weights += w * w;
-    sum += w * w * p.log_ratio;
-  }
-  const double price = roof * std::exp(sum / weights);
+  const double price = roof * std::exp(correction(log_shape(s), points_, points_.size(), kReach));
   std::lock_guard<std::mutex> lock(memo_->mutex);
   memo_->seconds.emplace(s, price);
   return price;

@@ -36,6 +36,9 @@ class GemmPrice {
   // Whether the calibration measured this very shape.
   bool measured(const Shape& s) const;
   bool empty() const { return points_.empty(); }
+  // The RMS of ln(measured / priced) with each measured shape priced from the others alone
+  // (leave-one-out): how far a shape's time is from what the shapes near it say. 0 with fewer than two.
+  double leave_one_out_error() const;
 
  private:
   struct Point {

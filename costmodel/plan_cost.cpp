@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"
+#include "costmodel/uncertainty.hpp"
 
 namespace osdp::costmodel {
 namespace {
@@ -264,6 +265,32 @@ Evaluation PlanCostModel::evaluate(const Workload& w, const Plan& plan) const {
   ev.throughput = ev.time_s > 0 ? ev.global_batch / ev.time_s : 0;
   ev.bubble_fraction = ev.time_s > 0 ? 1.0 - m * sum / pp / ev.time_s : 0;
   return ev;
+}
+
+PlanCostModel plan_cost_model(const Plan& plan) {
+  CostOptions cost_options = plan.cost_options;
+  cost_options.prefetch = plan.prefetch;
+  const Calibration* cal = plan.calibration ? &*plan.calibration : nullptr;
+  PlanCostModel model(plan.cluster, cal, plan.model.precision, cost_options);
+  model.set_capacity(plan.memory_limit_bytes > 0 ? plan.memory_limit_bytes : plan.cluster.memory_bytes);
+  return model;
+}
+
+std::vector<double> drawn_predictions(const Plan& plan, int draws,
+                                      const std::function<double(const Plan&)>& predict) {
+  std::vector<double> out;
+  if (draws <= 0 || !plan.calibration || !has_uncertainty(*plan.calibration)) return out;
+  Plan p = plan;
+  for (int d = 1; d <= draws; ++d) {
+    p.calibration->draw = static_cast<std::uint64_t>(d);
+    out.push_back(predict(p));
+  }
+  return out;
+}
+
+std::vector<double> drawn_step_times(const Workload& w, const Plan& plan, int draws) {
+  return drawn_predictions(plan, draws,
+                           [&w](const Plan& p) { return plan_cost_model(p).evaluate(w, p).time_s; });
 }
 
 }  // namespace osdp::costmodel

@@ -46,6 +46,7 @@
 // micro-batches in flight: GPipe m, 1F1B min(pp - s, m).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -175,5 +176,17 @@ class PlanCostModel {
   mutable std::map<std::pair<int, int>, std::unique_ptr<CostModel>> dp_models_;
   mutable std::map<std::pair<int, int>, std::unique_ptr<Calibration>> dp_calibrations_;
 };
+
+// The plan cost model of a plan file: its cluster, calibration and cost options, the prefetch depth
+// from the plan, its memory limit as the capacity.
+PlanCostModel plan_cost_model(const Plan& plan);
+
+// What a prediction of a plan gives under each of draws 1..`draws` of its calibration's uncertainty
+// (uncertainty.hpp): `predict` run on the plan with its calibration drawn. Empty when the plan has
+// no calibration, it records no error, or draws is 0.
+std::vector<double> drawn_predictions(const Plan& plan, int draws,
+                                      const std::function<double(const Plan&)>& predict);
+// The analytic step time of each draw.
+std::vector<double> drawn_step_times(const Workload& w, const Plan& plan, int draws);
 
 }  // namespace osdp::costmodel

@@ -23,6 +23,7 @@
 
 #include "costmodel/calibration.hpp"
 #include "costmodel/plan.hpp"
+#include "costmodel/uncertainty.hpp"
 #include "experiments/experiment.hpp"
 #include "experiments/run.hpp"
 #include "validate/executor/backend.hpp"
@@ -66,12 +67,14 @@ struct SpeedupResult {
   bool ok = false;
 };
 
-// Two plans of one configuration whose predicted step times differ by more than either plan's
-// measured spread ((max - min) / median of its timed steps): the measured order must be the
-// predicted one.
+// Two plans of one configuration predicted apart: their predicted 90% intervals do not overlap (or,
+// without intervals, their predicted step times differ by more than either plan's measured spread,
+// (max - min) / median of its timed steps). The measured order must be the predicted one: a reversal
+// fails the validation.
 struct OrderResult {
   std::string group, a, b;                // strategy labels; a predicted faster
   double predicted_gap = 0, spread = 0;   // predicted b / a - 1; the larger measured spread
+  bool by_interval = false;               // checked because the intervals are apart
   double measured_a = 0, measured_b = 0;  // median step times
   bool ok = false;                        // measured_a < measured_b
 };
@@ -83,6 +86,10 @@ struct ValidationSummary {
   int order_pairs = 0;                // pairs of plans within a configuration
   std::vector<OrderResult> orders;    // the pairs whose predicted gap exceeds the measured spread
   std::vector<std::string> failures;  // what passed a tolerance
+  // Coverage: the plans whose prediction has a 90% interval, and those measured inside it (target:
+  // about 90%; far fewer, the intervals are too narrow; nearly all, too wide to tell plans apart).
+  int with_interval = 0, covered = 0;
+  double coverage() const { return with_interval > 0 ? static_cast<double>(covered) / with_interval : 0.0; }
   bool memory_failed = false;         // a peak-memory error passed its tolerance (timing noise aside)
   // The torch backend's numerics check (Measurement::check_*): plans checked, the largest of each
   // difference, and whether one passed its tolerance (kCheck*; noise does not excuse it either).
@@ -144,6 +151,9 @@ struct ValidationOptions {
   bool tasks = false;  // OUT/tasks/UNIT.csv: every task's predicted and measured time (rank 0, last step)
   validate::GemmMath gemm_math = validate::GemmMath::kFp32;  // see ExecutorOptions::gemm_math
   Progress progress;                                         // called on rank 0
+  // Draws of the calibration's uncertainty each plan's prediction is replayed under for its 90%
+  // interval (rank 0; 0: none).
+  int draws = costmodel::kDefaultDraws;
   // A plan that is not data-parallel first runs one step against the unsharded step
   // (experiments/numerics_check.hpp).
   bool check = true;

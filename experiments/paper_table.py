@@ -297,6 +297,9 @@ class Results:
             r["throughput"] = _float(r.get("throughput_samples_per_s")) if r["feasible_b"] else None
             if r["throughput"] is None:
                 r["feasible_b"] = False
+            # The throughput's 90% interval (results.csv written with a calibration; None otherwise).
+            low, high = _float(r.get("throughput_low")), _float(r.get("throughput_high"))
+            r["throughput_interval"] = (low, high) if r["feasible_b"] and low and high else None
             r["family"] = family_of(r["model"])
             r["memory"] = _float(r.get("memory_limit_bytes")) or 0.0
         if not quiet:

@@ -129,8 +129,11 @@ def throughput_figures(res, evaluator, out_dir):
                         x = m - 0.4 + width * (s + 0.5)
                         r = hit[0]
                         if r["feasible_b"]:
+                            interval = r.get("throughput_interval")  # 90%, drawn where the rows have it
                             ax.bar(x, r["throughput"], width, color=color_of(label, s),
-                                   label=label if m == 0 else None)
+                                   label=label if m == 0 else None,
+                                   yerr=[[r["throughput"] - interval[0]], [interval[1] - r["throughput"]]]
+                                   if interval else None, capsize=2, error_kw={"lw": 0.8})
                         else:
                             ax.bar(x, 0, width, color=color_of(label, s), label=label if m == 0 else None)
                             ax.text(x, top * 0.02 if top else 0.02, "OOM", rotation=90, ha="center", va="bottom",

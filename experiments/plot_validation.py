@@ -38,6 +38,13 @@ def nice_ticks(lo, hi, min_gap):
     return sorted(ticks)
 
 
+def coverage_text(summary):
+    c = summary.get("coverage") or {}
+    if not c.get("plans"):
+        return ""
+    return f"; {c['inside']} of {c['plans']} inside their {100 * c['level']:.0f}% intervals"
+
+
 def main(argv):
     if len(argv) != 3:
         sys.exit(__doc__)
@@ -50,8 +57,10 @@ def main(argv):
     fig, ax = plt.subplots(figsize=(7.6, 5.6))
     pred = [1e3 * r["predicted_time_s"] for r in rows]
     meas = [1e3 * r["measured_time_s"] for r in rows]
-    lows = [1e3 * r["measured_min_s"] for r in rows]
-    highs = [1e3 * r["measured_max_s"] for r in rows]
+    lows = [1e3 * r["measured_min_s"] for r in rows] + [1e3 * r["predicted_interval_s"][0] for r in rows
+                                                         if r.get("predicted_interval_s")]
+    highs = [1e3 * r["measured_max_s"] for r in rows] + [1e3 * r["predicted_interval_s"][1] for r in rows
+                                                          if r.get("predicted_interval_s")]
     lo, hi = 0.9 * min(pred + lows), 1.1 * max(pred + highs)
     xs = [lo, hi]
     ax.plot(xs, xs, color="black", lw=1, label="y = x")
@@ -65,7 +74,11 @@ def main(argv):
         si, mi = strategies.index(r["strategy"]), models.index(r["model"])
         lo_err = 1e3 * (r["measured_time_s"] - r["measured_min_s"])
         hi_err = 1e3 * (r["measured_max_s"] - r["measured_time_s"])
-        ax.errorbar(1e3 * r["predicted_time_s"], 1e3 * r["measured_time_s"], yerr=[[lo_err], [hi_err]],
+        xerr = None  # the prediction's 90% interval, where the calibration gave one
+        if r.get("predicted_interval_s"):
+            p_lo, p_hi = r["predicted_interval_s"]
+            xerr = [[1e3 * (r["predicted_time_s"] - p_lo)], [1e3 * (p_hi - r["predicted_time_s"])]]
+        ax.errorbar(1e3 * r["predicted_time_s"], 1e3 * r["measured_time_s"], yerr=[[lo_err], [hi_err]], xerr=xerr,
                     fmt=markers[mi % len(markers)], color=cmap(si % 10), ms=6, capsize=2, alpha=0.8,
                     markeredgecolor="white", markeredgewidth=0.5)
     handles = ax.get_legend_handles_labels()[0]
@@ -86,13 +99,14 @@ def main(argv):
         axis.set_minor_formatter(NullFormatter())
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
-    ax.set_xlabel("predicted step time (ms, simulator)")
+    ax.set_xlabel("predicted step time (ms, simulator; bars: 90% interval)")
     ax.set_ylabel("measured step time (ms, median; bars: min-max)")
     name = summary["experiment"].get("name", "")
     one_model = f" ({models[0]})" if len(models) == 1 else ""
     ax.set_title(f"{name}{one_model}: median |error| "
                  f"{100 * summary['median_abs_time_error']:.1f}%, max {100 * summary['max_abs_time_error']:.1f}%\n"
-                 f"peak memory max |error| {100 * summary['max_abs_memory_error']:.2f}%", fontsize=10)
+                 f"peak memory max |error| {100 * summary['max_abs_memory_error']:.2f}%"
+                 + coverage_text(summary), fontsize=10)
     ax.legend(handles, names, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     ax.grid(True, which="major", alpha=0.3)
     fig.tight_layout()

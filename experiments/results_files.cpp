@@ -62,7 +62,8 @@ std::string results_csv(std::vector<UnitResult> rows, int strategies, int baseli
   std::string out =
       "index,model,cluster,world_size,memory_limit_bytes,strategy,evaluator,feasible,batch_size,"
       "throughput_samples_per_s,iteration_time_s,peak_memory_bytes,min_fit_memory_bytes,plan_summary,"
-      "speedup_over_baseline,micro_batches,pp,global_batch\n";
+      "speedup_over_baseline,micro_batches,pp,global_batch,iteration_time_low_s,iteration_time_high_s,"
+      "throughput_low,throughput_high\n";
   for (const auto& r : rows) {
     const UnitResult* base = nullptr;
     if (baseline >= 0 && strategies > 0) {
@@ -75,15 +76,21 @@ std::string results_csv(std::vector<UnitResult> rows, int strategies, int baseli
         for (const auto& x : base->evaluations)
           if (x.evaluator == ev.evaluator) b = &x;
       const bool speedup = ev.feasible && b && b->feasible && b->throughput > 0;
-      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.index, csv_field(r.model),
-                         csv_field(r.cluster), r.world_size, whole(r.memory_limit_bytes),
-                         csv_field(r.strategy), to_string(ev.evaluator), ev.feasible ? "true" : "false",
-                         ev.feasible ? std::to_string(r.batch_size) : "",
-                         ev.feasible ? number(ev.throughput) : "", ev.feasible ? number(ev.time_s) : "",
-                         ev.feasible ? whole(ev.peak_bytes) : "", r.feasible ? "" : whole(r.min_fit_bytes),
-                         csv_field(r.plan_summary), speedup ? number(ev.throughput / b->throughput) : "",
-                         ev.feasible ? std::to_string(r.micro_batches) : "", ev.feasible ? std::to_string(r.pp) : "",
-                         ev.feasible ? std::to_string(r.global_batch) : "");
+      // The 90% interval of the step time, and of the throughput (the global batch over its ends).
+      const bool interval = ev.feasible && ev.interval.known();
+      const double gb = ev.throughput * ev.time_s;
+      out += fmt::format(
+          "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.index, csv_field(r.model),
+          csv_field(r.cluster), r.world_size, whole(r.memory_limit_bytes), csv_field(r.strategy),
+          to_string(ev.evaluator), ev.feasible ? "true" : "false",
+          ev.feasible ? std::to_string(r.batch_size) : "", ev.feasible ? number(ev.throughput) : "",
+          ev.feasible ? number(ev.time_s) : "", ev.feasible ? whole(ev.peak_bytes) : "",
+          r.feasible ? "" : whole(r.min_fit_bytes), csv_field(r.plan_summary),
+          speedup ? number(ev.throughput / b->throughput) : "",
+          ev.feasible ? std::to_string(r.micro_batches) : "", ev.feasible ? std::to_string(r.pp) : "",
+          ev.feasible ? std::to_string(r.global_batch) : "", interval ? number(ev.interval.low) : "",
+          interval ? number(ev.interval.high) : "", interval ? number(gb / ev.interval.high) : "",
+          interval ? number(gb / ev.interval.low) : "");
     }
   }
   return out;

@@ -106,6 +106,7 @@ UnitResult run_unit(const Unit& u, const Experiment& e) {
       x.throughput = o.evaluation.throughput;
       x.time_s = o.evaluation.time_s;
       x.peak_bytes = o.evaluation.peak_bytes;
+      x.interval = search::time_interval(o);
     } else if (o.feasible) {
       sim::SimOptions opt;
       opt.symmetric = o.plan.data_parallel();  // exact on the bundled homogeneous clusters
@@ -114,6 +115,8 @@ UnitResult run_unit(const Unit& u, const Experiment& e) {
       x.time_s = sim::to_seconds(replay.result.iteration);
       x.peak_bytes = replay.result.peak_rank().peak_bytes;
       x.throughput = o.evaluation.global_batch / x.time_s;
+      x.interval = costmodel::central_interval(
+          sim::simulated_step_times(o.plan, *o.workload, static_cast<int>(o.drawn_time_s.size()), opt));
     }
     out.evaluations.push_back(x);
   }
@@ -133,6 +136,7 @@ nlohmann::json to_json(const UnitResult& r) {
                    {"feasible", e.feasible},
                    {"throughput_samples_per_s", e.throughput},
                    {"iteration_time_s", e.time_s},
+                   {"iteration_time_interval_s", costmodel::to_json(e.interval)},
                    {"peak_memory_bytes", e.peak_bytes}});
   nlohmann::json cands = nlohmann::json::array();
   for (const auto& c : r.candidates)
@@ -199,11 +203,18 @@ UnitResult unit_result_from_json(const nlohmann::json& j) {
   r.min_fit_bytes = j.at("min_fit_memory_bytes").get<double>();
   r.plan_summary = j.at("plan_summary").get<std::string>();
   if (const auto it = j.find("units"); it != j.end()) r.units = *it;
-  for (const auto& e : j.at("evaluations"))
+  for (const auto& e : j.at("evaluations")) {
     r.evaluations.push_back({evaluator_named(e.at("evaluator").get<std::string>()).value(),
-                             e.at("feasible").get<bool>(), e.at("throughput_samples_per_s").get<double>(),
+                             e.at("feasible").get<bool>(),
+                             e.at("throughput_samples_per_s").get<double>(),
                              e.at("iteration_time_s").get<double>(),
-                             e.at("peak_memory_bytes").get<double>()});
+                             e.at("peak_memory_bytes").get<double>(),
+                             {}});
+    // Rows written before intervals have none.
+    if (const auto it = e.find("iteration_time_interval_s");
+        it != e.end() && it->is_array() && it->size() == 2)
+      r.evaluations.back().interval = {(*it)[0].get<double>(), (*it)[1].get<double>()};
+  }
   for (const auto& c : j.at("candidates"))
     r.candidates.push_back({c.at("batch_size").get<int>(), c.at("iteration_time_s").get<double>(),
                             c.at("peak_memory_bytes").get<double>(),

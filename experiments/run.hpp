@@ -14,6 +14,7 @@
 
 #include "costmodel/cluster.hpp"
 #include "costmodel/plan.hpp"
+#include "costmodel/uncertainty.hpp"
 #include "experiments/evaluator.hpp"
 #include "experiments/experiment.hpp"
 #include "search/request.hpp"
@@ -27,6 +28,8 @@ struct Evaluation {
   double throughput = 0;  // samples/s over all ranks
   double time_s = 0;
   double peak_bytes = 0;
+  // The step time's 90% interval over draws of the calibration's uncertainty (unknown without one).
+  costmodel::Interval interval;
 };
 
 struct Candidate {  // the best plan of one batch size (analytic)

@@ -114,6 +114,12 @@ nlohmann::json outcome_json(const PlanOutcome& o) {
     j["choices"] = summarize_choices(*o.workload, p.choices);
     j["stages"] = stage_degrees(*o.workload, p);
     j["plan"] = to_json(p, &o.evaluation);
+    if (!o.drawn_time_s.empty()) {
+      j["iteration_time_interval_s"] = costmodel::to_json(time_interval(o));
+      j["throughput_interval"] = costmodel::to_json(throughput_interval(o));
+      j["interval_level"] = costmodel::kIntervalLevel;
+      j["draws"] = o.drawn_time_s.size();
+    }
   } else {
     j["batch_size"] = nullptr;
     j["throughput_samples_per_s"] = 0.0;
@@ -149,6 +155,29 @@ nlohmann::json outcome_json(const PlanOutcome& o) {
                     {"labels", o.layouts->labels},
                     {"skipped", o.layouts->skipped}};
   return j;
+}
+
+costmodel::Interval time_interval(const PlanOutcome& o) {
+  return costmodel::central_interval(o.drawn_time_s);
+}
+
+costmodel::Interval throughput_interval(const PlanOutcome& o) {
+  std::vector<double> thr;
+  for (double t : o.drawn_time_s) thr.push_back(t > 0 ? o.evaluation.global_batch / t : 0.0);
+  return costmodel::central_interval(std::move(thr));
+}
+
+costmodel::Interval speedup_interval(const PlanOutcome& a, const PlanOutcome& b) {
+  if (a.drawn_time_s.size() != b.drawn_time_s.size()) return {};
+  std::vector<double> ratio;
+  for (std::size_t d = 0; d < a.drawn_time_s.size(); ++d)
+    ratio.push_back((a.evaluation.global_batch / a.drawn_time_s[d]) /
+                    (b.evaluation.global_batch / b.drawn_time_s[d]));
+  return costmodel::central_interval(std::move(ratio));
+}
+
+bool within_error(const costmodel::Interval& speedup) {
+  return speedup.known() && speedup.low <= 1.0 && speedup.high >= 1.0;
 }
 
 }  // namespace osdp::search

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodel/plan.hpp"
+#include "costmodel/uncertainty.hpp"
 #include "costmodel/workload.hpp"
 
 namespace osdp::search {
@@ -42,7 +43,16 @@ costmodel::Plan make_plan(const PlanContext& ctx, const costmodel::Workload& w, 
 //  device per micro-batch), micro_batches, pp, global_batch, throughput_samples_per_s,
 //  iteration_time_s, peak_memory_bytes, bubble_fraction, choices, stages, plan; else
 //  min_fit_memory_bytes; candidates and skipped_ranges (data-parallel strategies), layouts
-//  (the others)}
+//  (the others); with draws (PlanOutcome::drawn_time_s) iteration_time_interval_s and
+//  throughput_interval, each [low, high] at interval_level, and draws}
 nlohmann::json outcome_json(const PlanOutcome& o);
+
+// An outcome's 90% intervals (costmodel/uncertainty.hpp) from its draws; unknown without them.
+costmodel::Interval time_interval(const PlanOutcome& o);
+costmodel::Interval throughput_interval(const PlanOutcome& o);
+// The speedup of `a` over `b` (throughput over throughput) in each draw, both priced on the same draw.
+costmodel::Interval speedup_interval(const PlanOutcome& a, const PlanOutcome& b);
+// Whether a speedup's interval reaches 1: the gain (or loss) is within the calibration's error.
+bool within_error(const costmodel::Interval& speedup);
 
 }  // namespace osdp::search

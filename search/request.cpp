@@ -105,6 +105,7 @@ PlanRequest read_plan_request(const nlohmann::json& j, const std::string& origin
   q.galvatron_overlap = r.number_or("galvatron_overlap", 0, 10, q.galvatron_overlap);
   q.dfs_budget = r.integer_or("dfs_budget", 1, std::int64_t{1} << 40, q.dfs_budget);
   q.time_budget_s = r.number_or("time_budget_s", 0.001, 1e6, q.time_budget_s);
+  q.draws = static_cast<int>(r.integer_or("draws", 0, 100000, q.draws));
   r.finish();
   return q;
 }
@@ -202,6 +203,8 @@ std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a) {
     throw UsageError(fmt::format("--time-budget: expected a positive number of seconds, got {}", a.time_budget_s));
   lo.time_budget_s = a.time_budget_s;
   p->time_budget_s = a.time_budget_s;
+  if (a.draws < 0) throw UsageError(fmt::format("--draws: expected 0 or more, got {}", a.draws));
+  p->draws = a.draws;
   // The request's time budget runs from its start (the model's lowering counts): the strategy's
   // search stops by 80% of it when baselines follow (95% without), the baselines by 95%, each with the
   // best plan it has. The last 5% are for pricing the plans found and writing them out on the largest
@@ -268,8 +271,10 @@ nlohmann::json report_json(const PlanReport& r) {
   for (const PlanOutcome& b : r.baselines) {
     nlohmann::json bj = outcome_json(b);
     for (const char* k : {"plan", "candidates", "skipped_ranges"}) bj.erase(k);
-    if (r.outcome.feasible && b.feasible)
+    if (r.outcome.feasible && b.feasible) {
       bj["speedup_over_baseline"] = r.outcome.evaluation.throughput / b.evaluation.throughput;
+      bj["speedup_interval"] = costmodel::to_json(speedup_interval(r.outcome, b));
+    }
     baselines.push_back(std::move(bj));
   }
   j["baselines"] = std::move(baselines);

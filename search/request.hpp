@@ -22,6 +22,7 @@
 
 #include "costmodel/cost_model.hpp"
 #include "costmodel/plan_cost.hpp"
+#include "costmodel/uncertainty.hpp"
 #include "costmodel/workload.hpp"
 #include "search/report.hpp"
 #include "search/scheduler.hpp"
@@ -57,6 +58,9 @@ struct PlanRequest {
   double galvatron_overlap = 0;  // galvatron only: its overlap coefficient (0: osdp's times)
   std::int64_t dfs_budget = 2'000'000;
   double time_budget_s = 60;  // every search stops by then with the best plan found, "not proved optimal"
+  // Draws of the calibration's uncertainty each plan found is priced under, for its 90% intervals
+  // (costmodel/uncertainty.hpp; 0: no intervals).
+  int draws = costmodel::kDefaultDraws;
   // Progress of long searches (about once a second): a line for a terminal.
   std::function<void(const std::string&)> progress;
 };
@@ -78,6 +82,7 @@ struct PreparedSearch {
   const Strategy* strategy = nullptr;
   std::vector<const Strategy*> baselines;  // those asked for, less the strategy itself
   double time_budget_s = 60;
+  int draws = costmodel::kDefaultDraws;  // PlanRequest::draws
   // When the baselines' searches stop (options.deadline and layouts.deadline: the strategy's).
   std::chrono::steady_clock::time_point baselines_deadline = std::chrono::steady_clock::time_point::max();
 };

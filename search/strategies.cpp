@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"
+#include "costmodel/plan_cost.hpp"
 #include "search/report.hpp"
 #include "search/request.hpp"
 #include "search/strategy.hpp"
@@ -262,7 +263,9 @@ StrategyRegistry default_strategies(const SolverLimits& limits) {
 }
 
 PlanOutcome run_strategy(const PreparedSearch& p, const Strategy& s) {
-  return s.search(p);
+  PlanOutcome o = s.search(p);
+  if (o.feasible) o.drawn_time_s = costmodel::drawn_step_times(*o.workload, o.plan, p.draws);
+  return o;
 }
 
 }  // namespace osdp::search

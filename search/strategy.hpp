@@ -50,6 +50,9 @@ struct PlanOutcome {
   // is hundreds of MB)
   std::shared_ptr<const costmodel::Workload> workload;
   costmodel::Evaluation evaluation;  // the plan cost model's figures
+  // The step time under each draw of the calibration's uncertainty (costmodel::drawn_step_times;
+  // empty: no intervals), for the intervals of report.hpp.
+  std::vector<double> drawn_time_s;
   double memory_limit_bytes = 0;
   double min_fit_bytes = 0;  // when nothing fits and the strategy can say: the least memory that would
   double search_seconds = 0;

@@ -17,13 +17,11 @@ Replay replay_plan(const costmodel::Plan& plan, SimOptions options) {
   return replay_plan(plan, costmodel::lower(plan.model, plan.pp), options);
 }
 
-costmodel::PlanCostModel plan_cost_model(const costmodel::Plan& plan) {
-  costmodel::CostOptions cost_options = plan.cost_options;
-  cost_options.prefetch = plan.prefetch;
-  const costmodel::Calibration* cal = plan.calibration ? &*plan.calibration : nullptr;
-  costmodel::PlanCostModel model(plan.cluster, cal, plan.model.precision, cost_options);
-  model.set_capacity(plan.memory_limit_bytes > 0 ? plan.memory_limit_bytes : plan.cluster.memory_bytes);
-  return model;
+std::vector<double> simulated_step_times(const costmodel::Plan& plan, const costmodel::Workload& w, int draws,
+                                         const SimOptions& options) {
+  return costmodel::drawn_predictions(plan, draws, [&](const costmodel::Plan& p) {
+    return to_seconds(replay_plan(p, w, options).result.iteration);
+  });
 }
 
 namespace {

@@ -24,9 +24,12 @@ struct Replay {
   double analytic_throughput = 0;
 };
 
-// The plan cost model of a plan file: its cluster, calibration and cost options, the prefetch depth
-// from the plan, its memory limit as the capacity.
-costmodel::PlanCostModel plan_cost_model(const costmodel::Plan& plan);
+using costmodel::plan_cost_model;  // costmodel/plan_cost.hpp
+
+// The simulated step time under each of draws 1..draws of the plan's calibration's uncertainty
+// (costmodel::drawn_predictions: empty without one), each draw replayed with `options`.
+std::vector<double> simulated_step_times(const costmodel::Plan& plan, const costmodel::Workload& w, int draws,
+                                         const SimOptions& options);
 
 // The plan's choices priced by this osdp's cost model (Replay's analytic figures), without building
 // or simulating its schedule.

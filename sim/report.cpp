@@ -8,6 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "costmodel/uncertainty.hpp"
+#include "costmodel/workload.hpp"
+
 namespace osdp::sim {
 namespace {
 
@@ -229,6 +232,19 @@ std::string memory_csv(const Schedule& schedule, const SimResult& r) {
                        to_string(b.category()), format_number(e.delta), format_number(e.total));
   }
   return out;
+}
+
+void add_intervals(nlohmann::json& j, const costmodel::Plan& plan, int draws, SimOptions options) {
+  options.record_tasks = false;
+  options.progress = nullptr;
+  options.memory_rank = SimOptions::kNoRanks;
+  const costmodel::Workload w = costmodel::lower(plan.model, plan.pp);
+  const std::vector<double> simulated = simulated_step_times(plan, w, draws, options);
+  j["iteration_time_interval_s"] = costmodel::to_json(costmodel::central_interval(simulated));
+  j["analytic"]["iteration_time_interval_s"] =
+      costmodel::to_json(costmodel::central_interval(costmodel::drawn_step_times(w, plan, draws)));
+  j["interval_level"] = costmodel::kIntervalLevel;
+  j["draws"] = simulated.size();
 }
 
 nlohmann::json simulation_json(const costmodel::Plan& plan, const Replay& run, const std::string& source,

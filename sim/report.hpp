@@ -47,6 +47,13 @@ nlohmann::json simulation_json(const costmodel::Plan& plan, const Replay& run, c
                                const std::string& ranks_mode, const std::vector<std::string>& stragglers,
                                bool repriced);
 
+// Adds the 90% intervals of a simulation_json object over `draws` draws of the plan's calibration's
+// uncertainty (costmodel/uncertainty.hpp): "iteration_time_interval_s" (each draw simulated with
+// `options`, its trace and progress off) and "analytic"/"iteration_time_interval_s" (each draw
+// priced by the cost model), with "interval_level" and "draws"; null intervals without a calibration
+// that records errors.
+void add_intervals(nlohmann::json& j, const costmodel::Plan& plan, int draws, SimOptions options);
+
 // Seconds of `t` ticks written exactly ("0.000012345678"), for text outputs.
 std::string format_tick_seconds(Tick t);
 

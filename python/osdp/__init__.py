@@ -100,7 +100,7 @@ def plan(model: PathLike, cluster: PathLike, *, memory: str | int | float | None
          pp: int | Sequence[int] | None = None, tp: int | Sequence[int] | None = None,
          micro_batches: int | None = None, max_micro_batches: int = 8, global_batch: int | None = None,
          schedule: str = "1f1b", sequence_parallel: bool = False, world_size: int | None = None,
-         time_budget_s: float = 60.0) -> dict:
+         time_budget_s: float = 60.0, draws: int = 100) -> dict:
     """Search the best plan, as ``osdp plan --json`` does (the same C++ code builds the dict).
 
     Arguments mirror the program's options (``memory="8GiB"`` or a number of bytes; ``batch`` the
@@ -115,7 +115,9 @@ def plan(model: PathLike, cluster: PathLike, *, memory: str | int | float | None
     bounded out) or ``layouts`` (the others), ``baselines`` (each baseline's plan and the speedup over
     it) and, when a plan fits, ``plan``: the plan file's content (``save_plan`` writes it). When nothing
     fits, ``feasible`` is False and ``min_fit_memory_bytes``
-    says what memory would.
+    says what memory would. With a calibration, each plan is also priced under ``draws`` draws of the
+    calibration's uncertainty: ``iteration_time_interval_s`` and ``throughput_interval`` are the 90%
+    intervals ([low, high]) and each baseline has a ``speedup_interval``; without one they are absent.
     """
     request: dict[str, Any] = {
         "model": os.fspath(model), "cluster": os.fspath(cluster), "strategy": strategy, "batch": str(batch),
@@ -123,7 +125,7 @@ def plan(model: PathLike, cluster: PathLike, *, memory: str | int | float | None
         "groups": groups if isinstance(groups, str) else ("on" if groups else "off"), "prefetch": int(prefetch),
         "tier": tier, "checkpoint_regather": bool(checkpoint_regather), "dfs_budget": int(dfs_budget),
         "max_micro_batches": int(max_micro_batches), "schedule": schedule,
-        "sequence_parallel": bool(sequence_parallel), "time_budget_s": float(time_budget_s)}
+        "sequence_parallel": bool(sequence_parallel), "time_budget_s": float(time_budget_s), "draws": int(draws)}
     if memory is not None:
         request["memory"] = str(memory)
     if baseline is not None:
@@ -165,13 +167,15 @@ def save_plan(p: Mapping[str, Any], path: PathLike) -> None:
     os.replace(tmp, path)
 
 
-def simulate(p: Mapping[str, Any] | PathLike, *, symmetric: bool = False) -> dict:
+def simulate(p: Mapping[str, Any] | PathLike, *, symmetric: bool = False, draws: int = 100) -> dict:
     """Replay a plan (a dict from ``plan()``, a plan dict, or a plan file) in the discrete-event simulator,
     as ``osdp simulate --json``: simulated step time and peak memory, per-stream busy times, and the
     plan's analytic figures with the relative difference. ``symmetric``: simulate one period of ranks
-    (the same result on homogeneous clusters, faster at large world sizes)."""
+    (the same result on homogeneous clusters, faster at large world sizes). With a calibration in the
+    plan, ``iteration_time_interval_s`` (simulated) and ``analytic.iteration_time_interval_s`` are the
+    step time's 90% intervals over ``draws`` draws of its uncertainty (null without one)."""
     text, origin = _plan_document(p)
-    return json.loads(_native().simulate(text, origin, symmetric))
+    return json.loads(_native().simulate(text, origin, symmetric, int(draws)))
 
 
 def _number(text: str) -> Any:

@@ -81,16 +81,17 @@ std::string read_plan(const std::string& plan_json, const std::string& origin) {
 }
 
 // A plan file's JSON -> what `osdp simulate --json` prints (sim::simulation_json).
-std::string simulate(const std::string& plan_json, const std::string& origin, bool symmetric) {
+std::string simulate(const std::string& plan_json, const std::string& origin, bool symmetric, int draws) {
   using namespace osdp;
   const costmodel::Plan p = costmodel::read_plan(costmodel::parse_json_text(plan_json, origin), origin);
   sim::SimOptions options;
   options.symmetric = symmetric;
   nb::gil_scoped_release release;
   const sim::Replay run = sim::replay_plan(p, options);
-  return sim::simulation_json(p, run, origin, symmetric ? "symmetric" : "all", {},
-                              p.predicted_iteration_time_s <= 0)
-      .dump();
+  nlohmann::json j = sim::simulation_json(p, run, origin, symmetric ? "symmetric" : "all", {},
+                                          p.predicted_iteration_time_s <= 0);
+  sim::add_intervals(j, p, draws, options);
+  return j.dump();
 }
 
 }  // namespace
@@ -120,5 +121,6 @@ NB_MODULE(_osdp, m) {
   m.def("read_plan", &read_plan, nb::arg("plan_json"), nb::arg("origin"),
         "Read and check a plan file's JSON; returns it as this osdp writes it");
   m.def("simulate", &simulate, nb::arg("plan_json"), nb::arg("origin"), nb::arg("symmetric") = false,
+        nb::arg("draws") = osdp::costmodel::kDefaultDraws,
         "Simulate a plan; returns osdp simulate --json's object as JSON text");
 }

@@ -99,7 +99,8 @@ pycheck "results.csv: the header, one line per unit and evaluator in index order
 rows = list(csv.reader(open("A/results.csv")))
 want = ("index,model,cluster,world_size,memory_limit_bytes,strategy,evaluator,feasible,batch_size,"
         "throughput_samples_per_s,iteration_time_s,peak_memory_bytes,min_fit_memory_bytes,plan_summary,"
-        "speedup_over_baseline,micro_batches,pp,global_batch").split(",")
+        "speedup_over_baseline,micro_batches,pp,global_batch,iteration_time_low_s,iteration_time_high_s,"
+        "throughput_low,throughput_high").split(",")
 assert rows[0] == want, rows[0]
 d = [dict(zip(want, r)) for r in rows[1:]]
 assert len(d) == 16, len(d)

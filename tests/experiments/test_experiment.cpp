@@ -79,7 +79,7 @@ std::vector<std::string> lines_of(const std::string& text) {
 // global_batch).
 std::string speedup_field(const std::string& line) {
   std::string rest = line;
-  for (int i = 0; i < 3; ++i) rest = rest.substr(0, rest.rfind(','));
+  for (int i = 0; i < 7; ++i) rest = rest.substr(0, rest.rfind(','));
   return rest.substr(rest.rfind(',') + 1);
 }
 
@@ -421,22 +421,29 @@ TEST_CASE("results.csv: sorted lines, quoting, speedup over the baseline per con
       result(2, "fsdp", {ev("analytic", false, 0), ev("sim", false, 0)}),
       result(1, "exact", {ev("analytic", true, 12.5), ev("sim", true, 30)}, "mlp: DP x 2"),
   };
+  // Unit 0's analytic step (0.8 s) has a 90% interval of 0.64-1 s: the throughput's is 8 / 1 to 8 / 0.64.
+  rows[1].evaluations[0].interval = {0.64, 1.0};
   const auto lines = lines_of(results_csv(rows, 2, 0));
   REQUIRE(lines.size() == 1 + 8);
   CHECK(lines[0] ==
         "index,model,cluster,world_size,memory_limit_bytes,strategy,evaluator,feasible,batch_size,"
         "throughput_samples_per_s,iteration_time_s,peak_memory_bytes,min_fit_memory_bytes,plan_summary,"
-        "speedup_over_baseline,micro_batches,pp,global_batch");
+        "speedup_over_baseline,micro_batches,pp,global_batch,iteration_time_low_s,iteration_time_high_s,"
+        "throughput_low,throughput_high");
   // Unit 0, analytic: 8 / 10 = 0.8 s per step; the plan summary quoted with its quotes doubled; one
   // micro-batch, one stage, 4 samples on each of the 8 devices.
-  CHECK(lines[1] == "0,m,c,8,8000000000,fsdp,analytic,true,4,10,0.8,1000000000,,\"all \"\"ZDP\"\"\",1,1,1,32");
-  CHECK(lines[2] == "0,m,c,8,8000000000,fsdp,sim,true,4,20,0.4,1000000000,,\"all \"\"ZDP\"\"\",1,1,1,32");
-  CHECK(lines[3] == "1,m,c,8,8000000000,exact,analytic,true,4,12.5,0.64,1000000000,,mlp: DP x 2,1.25,1,1,32");
+  CHECK(lines[1] ==
+        "0,m,c,8,8000000000,fsdp,analytic,true,4,10,0.8,1000000000,,\"all "
+        "\"\"ZDP\"\"\",1,1,1,32,0.64,1,8,12.5");
+  CHECK(lines[2] == "0,m,c,8,8000000000,fsdp,sim,true,4,20,0.4,1000000000,,\"all \"\"ZDP\"\"\",1,1,1,32,,,,");
+  CHECK(lines[3] ==
+        "1,m,c,8,8000000000,exact,analytic,true,4,12.5,0.64,1000000000,,mlp: DP x 2,1.25,1,1,32,,,,");
   CHECK(speedup_field(lines[4]) == "1.5");
   // Unit 2 does not fit: empty batch, throughput, time, peak, speedup and layout; the memory that would fit.
-  CHECK(lines[5] == "2,m,c,8,8000000000,fsdp,analytic,false,,,,,9500000000,,,,,");
+  CHECK(lines[5] == "2,m,c,8,8000000000,fsdp,analytic,false,,,,,9500000000,,,,,,,,,");
   CHECK(lines[7] ==
-        "3,m,c,8,8000000000,exact,analytic,true,4,40,0.2,1000000000,,\"attention: DP x 2, ZDP x 2\",,1,1,32");
+        "3,m,c,8,8000000000,exact,analytic,true,4,40,0.2,1000000000,,\"attention: DP x 2, ZDP x "
+        "2\",,1,1,32,,,,");
 
   // Without a baseline the column is there but empty.
   for (const auto& line : lines_of(results_csv(rows, 2, -1)))
@@ -451,9 +458,13 @@ TEST_CASE("results.csv is the same after a round trip through rows.jsonl's JSON"
       result(0, "fsdp", {ev("analytic", true, 1.0 / 3.0), ev("sim", true, 2.0 / 7.0)}),
       result(1, "exact", {ev("analytic", true, 0.1 + 0.2), ev("sim", true, 1e-7 / 3)})};
   rows[0].candidates = {{1, 0.1 / 3, 123456789.5, 7.0 / 9.0}};
+  rows[1].evaluations[1].interval = {1e-7 / 7, 1e-7 / 2.9};  // an interval survives the trip too
   std::vector<UnitResult> back;
   for (const auto& r : rows) back.push_back(unit_result_from_json(json::parse(to_json(r).dump())));
   CHECK(results_csv(rows, 2, 0) == results_csv(back, 2, 0));
+  CHECK(back[1].evaluations[1].interval.low == rows[1].evaluations[1].interval.low);
+  CHECK(back[1].evaluations[1].interval.high == rows[1].evaluations[1].interval.high);
+  CHECK(!back[0].evaluations[0].interval.known());
   CHECK(candidates_csv(rows) == candidates_csv(back));
   CHECK(lines_of(candidates_csv(rows)).size() == 2);
 }

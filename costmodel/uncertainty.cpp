@@ -1,0 +1,106 @@
+// Calibration uncertainty and intervals (uncertainty.hpp).
+#include "costmodel/uncertainty.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "costmodel/calibration.hpp"
+
+namespace osdp::costmodel {
+
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+double residual_of(const nlohmann::json& fit, const char* key) {
+  if (!fit.contains(key) || !fit[key].is_object()) return 0;
+  const auto& r = fit[key].value("residual_rms", nlohmann::json(0.0));
+  return r.is_number() && r.get<double>() > 0 ? r.get<double>() : 0.0;
+}
+
+bool any_segment_error(const std::vector<Segment>& segs) {
+  return std::any_of(segs.begin(), segs.end(), [](const Segment& s) { return s.residual > 0; });
+}
+
+}  // namespace
+
+FitErrors fit_errors(const Calibration& cal) {
+  FitErrors e;
+  if (!cal.provenance.is_object() || !cal.provenance.contains("fit") || !cal.provenance["fit"].is_object())
+    return e;
+  const nlohmann::json& fit = cal.provenance["fit"];
+  e.gemm_formula = residual_of(fit, "gemm");
+  e.elementwise = residual_of(fit, "elementwise");
+  e.optimizer = residual_of(fit, "adam");
+  if (fit.contains("interference_samples") && fit["interference_samples"].is_array()) {
+    std::vector<double> logs;
+    for (const auto& v : fit["interference_samples"])
+      if (v.is_number() && v.get<double>() > 0) logs.push_back(std::log(v.get<double>()));
+    if (logs.size() >= 2) {
+      double mean = 0, var = 0;
+      for (double x : logs) mean += x / static_cast<double>(logs.size());
+      for (double x : logs) var += (x - mean) * (x - mean) / static_cast<double>(logs.size() - 1);
+      e.interference = std::sqrt(var);
+    }
+  }
+  return e;
+}
+
+bool has_uncertainty(const Calibration& cal) {
+  const FitErrors e = fit_errors(cal);
+  if (e.gemm_formula > 0 || e.elementwise > 0 || e.optimizer > 0 || e.interference > 0) return true;
+  if (cal.gemm_times.size() >= 2) return true;
+  for (const auto* level : {&cal.intra, &cal.inter})
+    if (any_segment_error(level->allgather) || any_segment_error(level->reducescatter) ||
+        any_segment_error(level->allreduce))
+      return true;
+  return any_segment_error(cal.allgather) || any_segment_error(cal.reducescatter) ||
+         any_segment_error(cal.allreduce);
+}
+
+double standard_normal(std::uint64_t draw, std::initializer_list<std::int64_t> key) {
+  std::uint64_t h = splitmix64(draw);
+  for (const std::int64_t k : key) h = splitmix64(h ^ static_cast<std::uint64_t>(k));
+  const std::uint64_t a = splitmix64(h), b = splitmix64(h ^ 0x5851f42d4c957f2dull);
+  // Box-Muller on two uniforms in (0, 1].
+  const double u1 = (static_cast<double>(a >> 11) + 1.0) / 9007199254740992.0;
+  const double u2 = static_cast<double>(b >> 11) / 9007199254740992.0;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+double draw_factor(std::uint64_t draw, double sigma, std::initializer_list<std::int64_t> key) {
+  if (!(sigma > 0)) return 1.0;
+  return std::exp(sigma * standard_normal(draw, key));
+}
+
+Interval central_interval(std::vector<double> samples, double level) {
+  if (samples.size() < 2) return {};
+  std::sort(samples.begin(), samples.end());
+  const auto quantile = [&](double q) {
+    const double pos = q * static_cast<double>(samples.size() - 1);
+    const auto i = static_cast<std::size_t>(std::floor(pos));
+    const double f = pos - static_cast<double>(i);
+    return i + 1 < samples.size() ? samples[i] * (1 - f) + samples[i + 1] * f : samples[i];
+  };
+  const double tail = (1.0 - level) / 2.0;
+  return {quantile(tail), quantile(1.0 - tail)};
+}
+
+nlohmann::json to_json(const Interval& i) {
+  if (!i.known()) return nullptr;
+  return nlohmann::json::array({i.low, i.high});
+}
+
+Calibration drawn(const Calibration& cal, std::uint64_t d) {
+  Calibration c = cal;
+  c.draw = d;
+  return c;
+}
+
+}  // namespace osdp::costmodel

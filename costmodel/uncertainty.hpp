@@ -1,0 +1,61 @@
+// How sure a calibration is of what it prices, and intervals on predictions drawn from it.
+//
+// Every price a calibration fits carries a relative error, read from the calibration itself:
+//   a collective on segment j of a level:  its fit's relative RMS residual (the segment's "residual_rms")
+//   a GEMM:                                 with measured shapes, the leave-one-out error of GemmPrice's
+//                                           correction (each measured shape priced from the others:
+//                                           how far a shape's time is from what its neighbours say);
+//                                           without, the GEMM formula fit's residual
+//   an elementwise kernel, the optimizer:   their fits' residuals (provenance "fit")
+//   the overlap interference i:             the spread of ln of its samples
+// A draw d scales each price by exp(sigma z), z standard normal, drawn independently per fitted
+// point: per GEMM shape, per collective segment and octave of buffer size, per octave of elementwise
+// bytes (a fit's residuals are errors of single points, so the same point, wherever a plan prices it,
+// has the same error in a draw; the optimizer and the interference are one point each). Prices the
+// calibration does not give (the cluster's links, a datasheet's compute) have no error here.
+// A plan's interval is the central 90% of its predictions over draws 1..D, every draw pricing the
+// whole step (the analytic model, or the simulator) as it prices the nominal one; a speedup's interval
+// is the same quantiles of the ratio in each draw (both plans priced on the same draw).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace osdp::costmodel {
+
+struct Calibration;
+
+inline constexpr double kIntervalLevel = 0.90;
+inline constexpr int kDefaultDraws = 100;
+
+// The relative errors of a calibration's single-point fits (0 where not recorded).
+struct FitErrors {
+  double gemm_formula = 0, elementwise = 0, optimizer = 0, interference = 0;
+};
+// Read from the calibration's provenance ("fit": gemm, elementwise, adam, interference_samples).
+FitErrors fit_errors(const Calibration& cal);
+// Whether the calibration records any error an interval could be drawn from.
+bool has_uncertainty(const Calibration& cal);
+
+// A standard normal variate for draw `draw` of the point named by `key` (deterministic).
+double standard_normal(std::uint64_t draw, std::initializer_list<std::int64_t> key);
+// exp(sigma z) for that variate; 1 when sigma is 0.
+double draw_factor(std::uint64_t draw, double sigma, std::initializer_list<std::int64_t> key);
+
+struct Interval {
+  double low = 0, high = 0;
+  bool known() const { return high > 0; }
+  bool contains(double x) const { return known() && x >= low && x <= high; }
+};
+// The central `level` interval of the samples (linear interpolation between order statistics);
+// unknown for fewer than two samples.
+Interval central_interval(std::vector<double> samples, double level = kIntervalLevel);
+nlohmann::json to_json(const Interval& i);
+
+// The calibration with draw `d` set (d >= 1): priced, every fitted price scaled by its error.
+Calibration drawn(const Calibration& cal, std::uint64_t d);
+
+}  // namespace osdp::costmodel

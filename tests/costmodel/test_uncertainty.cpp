@@ -1,0 +1,166 @@
+// A calibration's uncertainty and the intervals drawn from it (costmodel/uncertainty.hpp): the
+// quantiles, the variates, which prices share a draw's error and which do not, the GEMMs'
+// leave-one-out error written out, and a plan's draws.
+#include <cmath>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "cost_fixtures.hpp"
+#include "costmodel/calibration.hpp"
+#include "costmodel/cost_model.hpp"
+#include "costmodel/gemm_price.hpp"
+#include "costmodel/plan.hpp"
+#include "costmodel/plan_cost.hpp"
+#include "costmodel/uncertainty.hpp"
+
+using namespace osdp::costmodel;
+using namespace osdp::costmodel::cost_fixtures;
+
+namespace {
+
+// Pearson's correlation of two samples.
+double correlation(const std::vector<double>& x, const std::vector<double>& y) {
+  const double n = static_cast<double>(x.size());
+  double mx = 0, my = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) mx += x[i] / n, my += y[i] / n;
+  double sxy = 0, sxx = 0, syy = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+    syy += (y[i] - my) * (y[i] - my);
+  }
+  return sxy / std::sqrt(sxx * syy);
+}
+
+double sd(const std::vector<double>& x) {
+  const double n = static_cast<double>(x.size());
+  double m = 0, v = 0;
+  for (double a : x) m += a / n;
+  for (double a : x) v += (a - m) * (a - m) / (n - 1);
+  return std::sqrt(v);
+}
+
+}  // namespace
+
+TEST_CASE("the central interval interpolates between order statistics", "[cost][uncertainty]") {
+  std::vector<double> hundred;
+  for (int i = 100; i >= 0; --i) hundred.push_back(i);  // 101 samples, given in reverse
+  const Interval a = central_interval(hundred, 0.9);
+  CHECK(a.low == Approx(5.0));
+  CHECK(a.high == Approx(95.0));
+  // 10 samples 0..9: the 5% quantile sits at position 0.05 x 9 = 0.45, the 95% at 8.55.
+  const Interval b = central_interval({9, 8, 7, 6, 5, 4, 3, 2, 1, 0}, 0.9);
+  CHECK(b.low == Approx(0.45));
+  CHECK(b.high == Approx(8.55));
+  CHECK(b.contains(0.45));
+  CHECK_FALSE(b.contains(8.56));
+  CHECK_FALSE(central_interval({1.0}).known());
+  CHECK(to_json(Interval{}).is_null());
+}
+
+TEST_CASE("the variates are standard normal, and the same for the same draw and point",
+          "[cost][uncertainty]") {
+  const int n = 20000;
+  double mean = 0, second = 0;
+  int inside = 0;
+  for (int d = 1; d <= n; ++d) {
+    const double z = standard_normal(static_cast<std::uint64_t>(d), {7, 3});
+    mean += z / n;
+    second += z * z / n;
+    inside += std::fabs(z) <= 1.6448536;
+  }
+  // Five standard errors: 1/sqrt(n) for the mean, sqrt(2/n) for the variance, sqrt(0.09/n) for the
+  // fraction within the 90% quantiles.
+  CHECK(std::fabs(mean) < 5 / std::sqrt(n));
+  CHECK(std::fabs(second - 1) < 5 * std::sqrt(2.0 / n));
+  CHECK(std::fabs(inside / double(n) - 0.9) < 5 * std::sqrt(0.09 / n));
+  CHECK(standard_normal(5, {1, 2}) == standard_normal(5, {1, 2}));
+  CHECK(standard_normal(5, {1, 2}) != standard_normal(5, {2, 1}));
+  CHECK(draw_factor(5, 0.0, {1}) == 1.0);
+}
+
+TEST_CASE("a collective segment's draw: its residual per octave of buffer size", "[cost][uncertainty]") {
+  const ClusterSpec cluster = synthetic_cluster();
+  Calibration cal;
+  cal.allgather = {{kInf, 20e-6, 1e-10, 0.2}};  // one segment, 20% residual
+  const CostModel nominal(cluster, &cal, Precision::kFp32, CostOptions{});
+  const double mib = 1048576.0;
+  std::vector<double> at1, at3, at35, at4;  // ln(drawn / nominal) at 1, 3, 3.5 and 4 MiB
+  for (int d = 1; d <= 4000; ++d) {
+    const Calibration c = drawn(cal, static_cast<std::uint64_t>(d));
+    const CostModel m(cluster, &c, Precision::kFp32, CostOptions{});
+    const auto ln = [&](double bytes) {
+      return std::log(m.collective_s(Collective::kAllGather, bytes) /
+                      nominal.collective_s(Collective::kAllGather, bytes));
+    };
+    at1.push_back(ln(1 * mib));
+    at3.push_back(ln(3 * mib));
+    at35.push_back(ln(3.5 * mib));
+    at4.push_back(ln(4 * mib));
+  }
+  CHECK(sd(at1) == Approx(0.2).epsilon(0.06));  // 5 standard errors of an sd over 4000: 0.2 x 5/sqrt(8000)
+  for (std::size_t d = 0; d < at3.size(); ++d)  // one octave, one point of the fit: one error
+    REQUIRE(at3[d] == Approx(at35[d]).margin(1e-12));
+  CHECK(std::fabs(correlation(at1, at4)) < 5 / std::sqrt(4000.0));  // other octaves: independent
+  // A segment without a residual, and a collective the calibration does not price, have no error.
+  Calibration exact = cal;
+  exact.allgather[0].residual = 0;
+  const Calibration e = drawn(exact, 3);
+  CHECK(CostModel(cluster, &e, Precision::kFp32, CostOptions{}).collective_s(Collective::kAllGather, mib) ==
+        nominal.collective_s(Collective::kAllGather, mib));
+  const Calibration c = drawn(cal, 3);
+  CHECK(
+      CostModel(cluster, &c, Precision::kFp32, CostOptions{}).collective_s(Collective::kReduceScatter, mib) ==
+      nominal.collective_s(Collective::kReduceScatter, mib));
+}
+
+TEST_CASE("the GEMMs' error is the leave-one-out error of the measured shapes", "[cost][uncertainty]") {
+  // A flat roofline of 1 ms, two shapes one octave apart measured 3 ms and 2 ms: log ratios ln 3 and
+  // ln 2. From the other alone (weight w = (2 - 1) / (2 x 1) = 1/2, squared 1/4, beside the roofline's
+  // 1): A is predicted (1/4) ln 2 / (5/4) = ln 2 / 5, B ln 3 / 5.
+  const GemmPrice price([](const GemmPrice::Shape&) { return 1e-3; },
+                        {{512, 512, 512, 1, 3e-3}, {1024, 512, 512, 1, 2e-3}});
+  const double ea = std::log(3.0) - std::log(2.0) / 5, eb = std::log(2.0) - std::log(3.0) / 5;
+  CHECK(price.leave_one_out_error() == Approx(std::sqrt((ea * ea + eb * eb) / 2)));
+  CHECK(GemmPrice([](const GemmPrice::Shape&) { return 1e-3; }, {{512, 512, 512, 1, 3e-3}})
+            .leave_one_out_error() == 0.0);
+}
+
+TEST_CASE("a calibration's fit errors come from its provenance", "[cost][uncertainty]") {
+  Calibration cal;
+  CHECK_FALSE(has_uncertainty(cal));
+  cal.provenance = {{"fit",
+                     {{"gemm", {{"residual_rms", 0.15}}},
+                      {"elementwise", {{"residual_rms", 0.05}}},
+                      {"adam", {{"residual_rms", 0.1}}},
+                      {"interference_samples", {1.1, 1.2, 1.3}}}}};
+  const FitErrors e = fit_errors(cal);
+  CHECK(e.gemm_formula == 0.15);
+  CHECK(e.elementwise == 0.05);
+  CHECK(e.optimizer == 0.1);
+  const double l1 = std::log(1.1), l2 = std::log(1.2), l3 = std::log(1.3), m = (l1 + l2 + l3) / 3;
+  CHECK(e.interference ==
+        Approx(std::sqrt(((l1 - m) * (l1 - m) + (l2 - m) * (l2 - m) + (l3 - m) * (l3 - m)) / 2)));
+  CHECK(has_uncertainty(cal));
+}
+
+TEST_CASE("a plan's draws: its calibration drawn once per draw", "[cost][uncertainty]") {
+  Plan plan;
+  plan.cluster = synthetic_cluster();
+  const auto optimizer_s = [](const Plan& p) {
+    const CostModel m(p.cluster, p.calibration ? &*p.calibration : nullptr, Precision::kFp32, CostOptions{});
+    return m.optimizer_s(1e6, precision_bytes(Precision::kFp32));
+  };
+  CHECK(drawn_predictions(plan, 100, optimizer_s).empty());  // no calibration
+  plan.calibration = Calibration{};
+  CHECK(drawn_predictions(plan, 100, optimizer_s).empty());  // one without errors
+  plan.calibration->provenance = {{"fit", {{"adam", {{"residual_rms", 0.1}}}}}};
+  CHECK(drawn_predictions(plan, 0, optimizer_s).empty());
+  // The optimizer is one point: its price in a draw is nominal x exp(0.1 z), so the 90% interval of
+  // 4000 draws is nominal x exp(-+0.1 x 1.645) (to the quantiles' sampling error, about 0.3% here).
+  const double nominal = optimizer_s(plan);
+  const Interval i = central_interval(drawn_predictions(plan, 4000, optimizer_s));
+  CHECK(i.low / nominal == Approx(std::exp(-0.1 * 1.6448536)).epsilon(0.01));
+  CHECK(i.high / nominal == Approx(std::exp(0.1 * 1.6448536)).epsilon(0.01));
+}
