@@ -124,6 +124,9 @@ double fit_interference(const std::vector<OverlapPoint>& points);
 
 // The median (the mean of the middle two for an even count); v must not be empty.
 double median(std::vector<double> v);
+// The expected range (max - min) of n standard normal samples, Tippett's d2 (2 / sqrt(pi) for 2,
+// 2.326 for 5, 2.704 for 7), by integrating 1 - Phi(x)^n - (1 - Phi(x))^n over x.
+double expected_normal_range(int n);
 
 // --- From measurements to a calibration file -------------------------------------------------------
 
@@ -175,6 +178,14 @@ void fit_measurements(CalibrationRun& run, const std::string& name, const Segmen
 // Fits whose relative residual exceeds this were made on a busy machine, or describe their sweep
 // badly; `osdp calibrate` warns about them.
 inline constexpr double kNoisyResidual = 0.15;
+// How much the machine moved between the repeats of one point, as the sigma of a relative normal
+// error: per point (max - min) / median / expected_normal_range(repeats), the median over the points;
+// {"compute": over the GEMM, elementwise and Adam points, "communication": over the collectives'}.
+// The repeats of a point are taken in passes over all points, so this is the machine's drift over the
+// calibration's minutes; it is in the provenance's "fit" as "repeat_spread" (costmodel/uncertainty.hpp
+// draws it as one factor shared by every price of its kind).
+nlohmann::json repeat_spread_json(const std::vector<Measurement>& measurements);
+
 // The fits of `run` over `threshold`, each as "all-gather from 1.00 MiB (23.0%)", in the order the
 // summary prints them (collective segments, elementwise, adam, the GEMM formula).
 std::vector<std::string> noisy_fits(const CalibrationRun& run, double threshold = kNoisyResidual);

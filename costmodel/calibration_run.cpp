@@ -6,6 +6,7 @@
 #include "costmodel/calibration_fit.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -123,7 +124,35 @@ void fit_measurements(CalibrationRun& run, const std::string& name, const Segmen
   nlohmann::json ratios = nlohmann::json::array();
   for (const auto& p : overlap) ratios.push_back(p.with_comm_s / p.alone_s);
   fit["interference_samples"] = ratios;
+  fit["repeat_spread"] = repeat_spread_json(run.measurements);
   cal.provenance["fit"] = fit;
+}
+
+double expected_normal_range(int n) {
+  if (n < 2) return 0.0;
+  const double step = 1e-3;
+  double sum = 0;
+  for (double x = -10; x <= 10; x += step) {
+    const double phi = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    sum += (1 - std::pow(phi, n) - std::pow(1 - phi, n)) * step;
+  }
+  return sum;
+}
+
+namespace {
+double repeat_sigma(const std::vector<Measurement>& ms, bool compute) {
+  std::vector<double> sigmas;
+  for (const Measurement& m : ms) {
+    const bool is_compute = m.sweep == "gemm" || m.sweep == "elementwise" || m.sweep == "adam";
+    if (is_compute != compute || m.sweep == "overlap" || m.repeats < 2 || !(m.seconds > 0)) continue;
+    sigmas.push_back((m.max_s - m.min_s) / m.seconds / expected_normal_range(m.repeats));
+  }
+  return sigmas.empty() ? 0.0 : costmodel::median(sigmas);
+}
+}  // namespace
+
+nlohmann::json repeat_spread_json(const std::vector<Measurement>& ms) {
+  return {{"compute", repeat_sigma(ms, true)}, {"communication", repeat_sigma(ms, false)}};
 }
 
 nlohmann::json calibration_file_json(const CalibrationRun& run) {

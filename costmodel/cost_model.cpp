@@ -59,7 +59,15 @@ double roofline(const ComputeSpec& c, Precision precision, const GemmPrice::Shap
 }
 
 // The points of a draw (uncertainty.hpp): what each factor's key starts with.
-enum : std::int64_t { kInterferencePoint = 1, kSegmentPoint, kElementwisePoint, kGemmPoint, kOptimizerPoint };
+enum : std::int64_t {
+  kInterferencePoint = 1,
+  kSegmentPoint,
+  kElementwisePoint,
+  kGemmPoint,
+  kOptimizerPoint,
+  kComputeDrift,
+  kCommunicationDrift
+};
 std::int64_t octave(double bytes) {
   return bytes > 1 ? static_cast<std::int64_t>(std::floor(std::log2(bytes))) : 0;
 }
@@ -90,6 +98,8 @@ CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration,
     gemm_error_ = gemm_.empty() ? e.gemm_formula : gemm_.leave_one_out_error();
     elementwise_error_ = e.elementwise;
     optimizer_error_ = e.optimizer;
+    compute_drift_ = draw_factor(draw_, e.compute_drift, {kComputeDrift});
+    communication_drift_ = draw_factor(draw_, e.communication_drift, {kCommunicationDrift});
     interference_ = std::max(1.0, interference_ * draw_factor(draw_, e.interference, {kInterferencePoint}));
   }
 }
@@ -98,9 +108,10 @@ double CostModel::segment_s(const Segment& s, int index, Collective c, RingLevel
                             const CollectiveOp& op) const {
   const double t = op.ring_s(s.alpha_s, s.beta_s_per_byte);
   if (!draw_) return t;
-  return t * draw_factor(draw_, s.residual,
-                         {kSegmentPoint, static_cast<std::int64_t>(level), static_cast<std::int64_t>(c),
-                          index, octave(op.bytes)});
+  return t * communication_drift_ *
+         draw_factor(draw_, s.residual,
+                     {kSegmentPoint, static_cast<std::int64_t>(level), static_cast<std::int64_t>(c), index,
+                      octave(op.bytes)});
 }
 
 double CostModel::collective_s(Collective c, double bytes) const {
@@ -165,12 +176,15 @@ double CostModel::kernel_s(const Kernel& k, int batch) const {
   if (k.kind == KernelKind::kElementwise) {
     const double bytes = k.bytes_per_sample * batch;
     const double t = compute_.kernel_overhead_s + bytes / compute_.memory_bandwidth_bytes_per_s;
-    return draw_ ? t * draw_factor(draw_, elementwise_error_, {kElementwisePoint, octave(bytes)}) : t;
+    return draw_ ? t * compute_drift_ *
+                       draw_factor(draw_, elementwise_error_, {kElementwisePoint, octave(bytes)})
+                 : t;
   }
   const GemmPrice::Shape s = shape_of(k, batch);
   const double t =
       gemm_.empty() ? roofline(compute_, precision_, s, k.density) : gemm_.seconds(s) * k.density;
-  return draw_ ? t * draw_factor(draw_, gemm_error_, {kGemmPoint, s[0], s[1], s[2], s[3]}) : t;
+  return draw_ ? t * compute_drift_ * draw_factor(draw_, gemm_error_, {kGemmPoint, s[0], s[1], s[2], s[3]})
+               : t;
 }
 
 double CostModel::kernels_s(const std::vector<Kernel>& kernels, int batch, int splits) const {
@@ -208,7 +222,7 @@ double CostModel::optimizer_s(double elements, const PrecisionBytes& b) const {
   const double bw = compute_.optimizer_bandwidth_bytes_per_s > 0 ? compute_.optimizer_bandwidth_bytes_per_s
                                                                  : compute_.memory_bandwidth_bytes_per_s;
   const double t = compute_.kernel_overhead_s + elements * per_param / bw;
-  return draw_ ? t * draw_factor(draw_, optimizer_error_, {kOptimizerPoint}) : t;
+  return draw_ ? t * compute_drift_ * draw_factor(draw_, optimizer_error_, {kOptimizerPoint}) : t;
 }
 
 double CostModel::overlapped_s(double x, double c, double i) {

@@ -188,6 +188,7 @@ class CostModel {
   // A draw of the calibration's uncertainty (uncertainty.hpp; 0: none) and the errors it scales by.
   std::uint64_t draw_ = 0;
   double gemm_error_ = 0, elementwise_error_ = 0, optimizer_error_ = 0;
+  double compute_drift_ = 1, communication_drift_ = 1;  // this draw's factors (1 without a draw)
   // A calibrated segment's price in the draw (its residual, per octave of the buffer).
   double segment_s(const Segment& s, int index, Collective c, RingLevel level, const CollectiveOp& op) const;
 };

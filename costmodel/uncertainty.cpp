@@ -38,6 +38,14 @@ FitErrors fit_errors(const Calibration& cal) {
   e.gemm_formula = residual_of(fit, "gemm");
   e.elementwise = residual_of(fit, "elementwise");
   e.optimizer = residual_of(fit, "adam");
+  if (fit.contains("repeat_spread") && fit["repeat_spread"].is_object()) {
+    const auto& r = fit["repeat_spread"];
+    const auto value = [&](const char* k) {
+      return r.contains(k) && r[k].is_number() && r[k].get<double>() > 0 ? r[k].get<double>() : 0.0;
+    };
+    e.compute_drift = value("compute");
+    e.communication_drift = value("communication");
+  }
   if (fit.contains("interference_samples") && fit["interference_samples"].is_array()) {
     std::vector<double> logs;
     for (const auto& v : fit["interference_samples"])
@@ -54,7 +62,9 @@ FitErrors fit_errors(const Calibration& cal) {
 
 bool has_uncertainty(const Calibration& cal) {
   const FitErrors e = fit_errors(cal);
-  if (e.gemm_formula > 0 || e.elementwise > 0 || e.optimizer > 0 || e.interference > 0) return true;
+  if (e.gemm_formula > 0 || e.elementwise > 0 || e.optimizer > 0 || e.interference > 0 ||
+      e.compute_drift > 0 || e.communication_drift > 0)
+    return true;
   if (cal.gemm_times.size() >= 2) return true;
   for (const auto* level : {&cal.intra, &cal.inter})
     if (any_segment_error(level->allgather) || any_segment_error(level->reducescatter) ||
@@ -76,7 +86,7 @@ double standard_normal(std::uint64_t draw, std::initializer_list<std::int64_t> k
 
 double draw_factor(std::uint64_t draw, double sigma, std::initializer_list<std::int64_t> key) {
   if (!(sigma > 0)) return 1.0;
-  return std::exp(sigma * standard_normal(draw, key));
+  return std::exp(sigma * standard_normal(draw, key) - sigma * sigma / 2);
 }
 
 Interval central_interval(std::vector<double> samples, double level) {

@@ -8,10 +8,17 @@
 //                                           without, the GEMM formula fit's residual
 //   an elementwise kernel, the optimizer:   their fits' residuals (provenance "fit")
 //   the overlap interference i:             the spread of ln of its samples
-// A draw d scales each price by exp(sigma z), z standard normal, drawn independently per fitted
+//   the machine's drift:                    the spread of the repeats of each point (the calibration
+//                                           times every point in passes over all of them), one factor
+//                                           for all compute, one for all calibrated collectives
+// A draw d scales each price by exp(sigma z - sigma^2 / 2), z standard normal (a factor of mean 1:
+// the fits minimize squared relative errors, so a fitted price is the mean of what it prices, and a
+// step's sum of many prices stays centred on the prediction), drawn independently per fitted
 // point: per GEMM shape, per collective segment and octave of buffer size, per octave of elementwise
 // bytes (a fit's residuals are errors of single points, so the same point, wherever a plan prices it,
-// has the same error in a draw; the optimizer and the interference are one point each). Prices the
+// has the same error in a draw; the optimizer and the interference are one point each); the drifts
+// are one factor each, common to the whole step and to every plan in a draw (a slower machine slows
+// every plan: step intervals widen, speedups hardly move). Prices the
 // calibration does not give (the cluster's links, a datasheet's compute) have no error here.
 // A plan's interval is the central 90% of its predictions over draws 1..D, every draw pricing the
 // whole step (the analytic model, or the simulator) as it prices the nominal one; a speedup's interval
@@ -34,6 +41,9 @@ inline constexpr int kDefaultDraws = 100;
 // The relative errors of a calibration's single-point fits (0 where not recorded).
 struct FitErrors {
   double gemm_formula = 0, elementwise = 0, optimizer = 0, interference = 0;
+  // The machine's drift between the repeats of a point (provenance "fit"/"repeat_spread"): one factor
+  // per draw shared by every compute price, one by every calibrated collective.
+  double compute_drift = 0, communication_drift = 0;
 };
 // Read from the calibration's provenance ("fit": gemm, elementwise, adam, interference_samples).
 FitErrors fit_errors(const Calibration& cal);
@@ -42,7 +52,7 @@ bool has_uncertainty(const Calibration& cal);
 
 // A standard normal variate for draw `draw` of the point named by `key` (deterministic).
 double standard_normal(std::uint64_t draw, std::initializer_list<std::int64_t> key);
-// exp(sigma z) for that variate; 1 when sigma is 0.
+// exp(sigma z - sigma^2 / 2) for that variate; 1 when sigma is 0.
 double draw_factor(std::uint64_t draw, double sigma, std::initializer_list<std::int64_t> key);
 
 struct Interval {

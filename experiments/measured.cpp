@@ -107,7 +107,7 @@ class Running {
       : item_(item), comm_(comm), o_(o), row_(std::move(prepared.row)) {
     measurement_.group = item.group;
     if (!prepared.plan) {
-      for (const auto& ev : evaluators()) row_.evaluations.push_back({ev.kind, false, 0, 0, 0, {}});
+      for (const auto& ev : evaluators()) row_.evaluations.push_back({ev.kind, false, 0, 0, 0, {}, {}});
       return;
     }
     plan_ = std::move(*prepared.plan);
@@ -124,16 +124,18 @@ class Running {
                                 global_batch / replay_.analytic_time_s,
                                 replay_.analytic_time_s,
                                 replay_.analytic_peak_bytes,
+                                {},
                                 {}});
-    row_.evaluations.push_back({EvaluatorKind::kSim, true, global_batch / sim_time, sim_time, sim_peak, {}});
+    row_.evaluations.push_back(
+        {EvaluatorKind::kSim, true, global_batch / sim_time, sim_time, sim_peak, {}, {}});
     if (comm.rank() == 0 && o.draws > 0) {  // rank 0 writes the rows
       row_.evaluations.end()[-2].interval =
           costmodel::central_interval(costmodel::drawn_step_times(workload_, plan_, o.draws));
       sim::SimOptions fast;
       fast.symmetric = plan_.data_parallel();
       fast.memory_rank = sim::SimOptions::kNoRanks;
-      row_.evaluations.back().interval =
-          costmodel::central_interval(sim::simulated_step_times(plan_, workload_, o.draws, fast));
+      row_.evaluations.back().drawn_s = sim::simulated_step_times(plan_, workload_, o.draws, fast);
+      row_.evaluations.back().interval = costmodel::central_interval(row_.evaluations.back().drawn_s);
     }
     measurement_.predicted_peak_bytes = sim_peak - replay_.result.reserve_bytes;
     if (o.run_group) {  // run elsewhere: memory is compared at rest
@@ -218,7 +220,7 @@ class Running {
     const double peak =
         o_.run_group ? sim.peak_bytes : m.peak_bytes + (sim.peak_bytes - m.predicted_peak_bytes);
     row_.evaluations.push_back(
-        {EvaluatorKind::kMeasured, true, sim.throughput * sim.time_s / time, time, peak, {}});
+        {EvaluatorKind::kMeasured, true, sim.throughput * sim.time_s / time, time, peak, {}, {}});
     row_.measurement = std::move(measurement_);
     return row_;
   }

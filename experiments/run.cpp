@@ -131,13 +131,15 @@ const Evaluation* UnitResult::evaluation(EvaluatorKind evaluator) const {
 
 nlohmann::json to_json(const UnitResult& r) {
   nlohmann::json evs = nlohmann::json::array();
-  for (const auto& e : r.evaluations)
+  for (const auto& e : r.evaluations) {
     evs.push_back({{"evaluator", to_string(e.evaluator)},
                    {"feasible", e.feasible},
                    {"throughput_samples_per_s", e.throughput},
                    {"iteration_time_s", e.time_s},
                    {"iteration_time_interval_s", costmodel::to_json(e.interval)},
                    {"peak_memory_bytes", e.peak_bytes}});
+    if (!e.drawn_s.empty()) evs.back()["drawn_time_s"] = e.drawn_s;
+  }
   nlohmann::json cands = nlohmann::json::array();
   for (const auto& c : r.candidates)
     cands.push_back({{"batch_size", c.batch},
@@ -209,11 +211,14 @@ UnitResult unit_result_from_json(const nlohmann::json& j) {
                              e.at("throughput_samples_per_s").get<double>(),
                              e.at("iteration_time_s").get<double>(),
                              e.at("peak_memory_bytes").get<double>(),
+                             {},
                              {}});
     // Rows written before intervals have none.
     if (const auto it = e.find("iteration_time_interval_s");
         it != e.end() && it->is_array() && it->size() == 2)
       r.evaluations.back().interval = {(*it)[0].get<double>(), (*it)[1].get<double>()};
+    if (const auto it = e.find("drawn_time_s"); it != e.end())
+      r.evaluations.back().drawn_s = it->get<std::vector<double>>();
   }
   for (const auto& c : j.at("candidates"))
     r.candidates.push_back({c.at("batch_size").get<int>(), c.at("iteration_time_s").get<double>(),

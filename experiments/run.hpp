@@ -30,6 +30,9 @@ struct Evaluation {
   double peak_bytes = 0;
   // The step time's 90% interval over draws of the calibration's uncertainty (unknown without one).
   costmodel::Interval interval;
+  // osdp validate's rows: the prediction in each draw (draw d at index d - 1), so that two plans are
+  // compared draw by draw (both priced on the same draw).
+  std::vector<double> drawn_s;
 };
 
 struct Candidate {  // the best plan of one batch size (analytic)

@@ -45,6 +45,17 @@ costmodel::Interval interval_of(const UnitResult& r) {
   return e ? e->interval : costmodel::Interval{};
 }
 
+// The 90% interval of b's predicted step over a's, draw by draw (unknown unless both rows have the
+// same draws).
+costmodel::Interval drawn_ratio(const UnitResult& a, const UnitResult& b) {
+  const Evaluation* ea = a.evaluation(EvaluatorKind::kSim);
+  const Evaluation* eb = b.evaluation(EvaluatorKind::kSim);
+  if (!ea || !eb || ea->drawn_s.empty() || ea->drawn_s.size() != eb->drawn_s.size()) return {};
+  std::vector<double> ratio;
+  for (std::size_t d = 0; d < ea->drawn_s.size(); ++d) ratio.push_back(eb->drawn_s[d] / ea->drawn_s[d]);
+  return costmodel::central_interval(std::move(ratio));
+}
+
 double time_of(const UnitResult& r, EvaluatorKind k) {
   const Evaluation* e = r.evaluation(k);
   if (e == nullptr)
@@ -195,8 +206,12 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
         o.predicted_gap = pb / pa - 1.0;
         o.spread = std::max(spread(*a->measurement), spread(*b->measurement));
         const costmodel::Interval ia = interval_of(*a), ib = interval_of(*b);
-        o.by_interval = ia.known() && ib.known();
-        if (o.by_interval ? !(ia.high < ib.low) : !(o.predicted_gap > o.spread)) continue;
+        const costmodel::Interval ratio = drawn_ratio(*a, *b);
+        o.by_interval = ratio.known() || (ia.known() && ib.known());
+        const bool apart = ratio.known()   ? ratio.low > 1.0
+                           : o.by_interval ? ia.high < ib.low
+                                           : o.predicted_gap > o.spread;
+        if (!apart) continue;
         o.measured_a = time_of(*a, EvaluatorKind::kMeasured);
         o.measured_b = time_of(*b, EvaluatorKind::kMeasured);
         o.ok = o.measured_a < o.measured_b;
@@ -205,9 +220,11 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
               "order: {} predicted {:.1f}% faster than {} ({}) but measured {:.1f} ms against {:.1f} ms at "
               "{}",
               o.a, 100 * o.predicted_gap, o.b,
-              o.by_interval ? fmt::format("90% intervals {:.1f}-{:.1f} and {:.1f}-{:.1f} ms apart",
-                                          1e3 * ia.low, 1e3 * ia.high, 1e3 * ib.low, 1e3 * ib.high)
-                            : fmt::format("measured spread {:.1f}%", 100 * o.spread),
+              ratio.known()
+                  ? fmt::format("{} / {} in 90% of draws {:.3f}-{:.3f}", o.b, o.a, ratio.low, ratio.high)
+              : o.by_interval ? fmt::format("90% intervals {:.1f}-{:.1f} and {:.1f}-{:.1f} ms apart",
+                                            1e3 * ia.low, 1e3 * ia.high, 1e3 * ib.low, 1e3 * ib.high)
+                              : fmt::format("measured spread {:.1f}%", 100 * o.spread),
               1e3 * o.measured_a, 1e3 * o.measured_b, group));
         s.orders.push_back(o);
       }

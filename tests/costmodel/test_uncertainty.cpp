@@ -8,6 +8,7 @@
 
 #include "cost_fixtures.hpp"
 #include "costmodel/calibration.hpp"
+#include "costmodel/calibration_fit.hpp"
 #include "costmodel/cost_model.hpp"
 #include "costmodel/gemm_price.hpp"
 #include "costmodel/plan.hpp"
@@ -155,12 +156,68 @@ TEST_CASE("a plan's draws: its calibration drawn once per draw", "[cost][uncerta
   CHECK(drawn_predictions(plan, 100, optimizer_s).empty());  // no calibration
   plan.calibration = Calibration{};
   CHECK(drawn_predictions(plan, 100, optimizer_s).empty());  // one without errors
-  plan.calibration->provenance = {{"fit", {{"adam", {{"residual_rms", 0.1}}}}}};
+  plan.calibration->provenance = {{"fit", {{"adam", {{"residual_rms", 0.3}}}}}};
   CHECK(drawn_predictions(plan, 0, optimizer_s).empty());
-  // The optimizer is one point: its price in a draw is nominal x exp(0.1 z), so the 90% interval of
-  // 4000 draws is nominal x exp(-+0.1 x 1.645) (to the quantiles' sampling error, about 0.3% here).
+  // The optimizer is one point: its price in a draw is nominal x exp(0.3 z - 0.3^2 / 2) (mean 1), so
+  // the 90% interval of 4000 draws is nominal x exp(-0.045 -+ 0.3 x 1.645) (to the quantiles'
+  // sampling error, about 1% here).
   const double nominal = optimizer_s(plan);
-  const Interval i = central_interval(drawn_predictions(plan, 4000, optimizer_s));
-  CHECK(i.low / nominal == Approx(std::exp(-0.1 * 1.6448536)).epsilon(0.01));
-  CHECK(i.high / nominal == Approx(std::exp(0.1 * 1.6448536)).epsilon(0.01));
+  const std::vector<double> draws = drawn_predictions(plan, 4000, optimizer_s);
+  const Interval i = central_interval(draws);
+  CHECK(i.low / nominal == Approx(std::exp(-0.045 - 0.3 * 1.6448536)).epsilon(0.03));
+  CHECK(i.high / nominal == Approx(std::exp(-0.045 + 0.3 * 1.6448536)).epsilon(0.03));
+  double mean = 0;
+  for (double t : draws) mean += t / nominal / 4000;
+  CHECK(mean == Approx(1.0).margin(5 * 0.31 / std::sqrt(4000.0)));  // mean 1 (sd 0.31), to 5 standard errors
+}
+
+TEST_CASE("the machine's drift: the spread of each point's repeats, one factor per kind in a draw",
+          "[cost][uncertainty]") {
+  // Tippett's d2: 2 / sqrt(pi) for two samples; 2.326 for five and 2.704 for seven (tabulated).
+  CHECK(expected_normal_range(2) == Approx(2 / std::sqrt(M_PI)).epsilon(1e-4));
+  CHECK(expected_normal_range(5) == Approx(2.3259).epsilon(1e-3));
+  CHECK(expected_normal_range(7) == Approx(2.7044).epsilon(1e-3));
+  // A GEMM point over 7 repeats spanning 20% of its median and an elementwise point over 5 spanning
+  // 40%: sigmas 0.2 / d2(7) and 0.4 / d2(5), the compute drift their median (the mean of the two);
+  // one all-gather point over 7 spanning 10%: the communication drift 0.1 / d2(7). Overlap points and
+  // single repeats do not count.
+  std::vector<Measurement> ms(5);
+  ms[0].sweep = "gemm", ms[0].seconds = 2, ms[0].min_s = 1.8, ms[0].max_s = 2.2, ms[0].repeats = 7;
+  ms[1].sweep = "elementwise", ms[1].seconds = 1, ms[1].min_s = 0.8, ms[1].max_s = 1.2, ms[1].repeats = 5;
+  ms[2].sweep = "all-gather", ms[2].seconds = 1, ms[2].min_s = 0.95, ms[2].max_s = 1.05, ms[2].repeats = 7;
+  ms[3].sweep = "overlap", ms[3].seconds = 1, ms[3].min_s = 0.1, ms[3].max_s = 9, ms[3].repeats = 7;
+  ms[4].sweep = "gemm", ms[4].seconds = 1, ms[4].min_s = 0.1, ms[4].max_s = 9, ms[4].repeats = 1;
+  const nlohmann::json spread = repeat_spread_json(ms);
+  const double d5 = expected_normal_range(5), d7 = expected_normal_range(7);
+  CHECK(spread["compute"].get<double>() == Approx((0.2 / d7 + 0.4 / d5) / 2));
+  CHECK(spread["communication"].get<double>() == Approx(0.1 / d7));
+
+  // In a draw every compute price moves by the same drift factor (no other error here), calibrated
+  // collectives by none (communication drift 0).
+  const ClusterSpec cluster = synthetic_cluster();
+  Calibration cal;
+  cal.allgather = {{kInf, 20e-6, 1e-10, 0.0}};
+  cal.provenance = {{"fit", {{"repeat_spread", {{"compute", 0.1}, {"communication", 0.0}}}}}};
+  CHECK(fit_errors(cal).compute_drift == 0.1);
+  CHECK(has_uncertainty(cal));
+  const CostModel nominal(cluster, &cal, Precision::kFp32, CostOptions{});
+  Kernel g;
+  g.kind = KernelKind::kGemm;
+  g.m = g.n = g.k = 256;
+  Kernel e;
+  e.kind = KernelKind::kElementwise;
+  e.bytes_per_sample = 1 << 20;
+  std::vector<double> ln;
+  for (int d = 1; d <= 4000; ++d) {
+    const Calibration c = drawn(cal, static_cast<std::uint64_t>(d));
+    const CostModel m(cluster, &c, Precision::kFp32, CostOptions{});
+    const double f = m.kernel_s(g, 1) / nominal.kernel_s(g, 1);
+    REQUIRE(m.kernel_s(e, 1) / nominal.kernel_s(e, 1) == Approx(f));
+    REQUIRE(m.optimizer_s(1e6, precision_bytes(Precision::kFp32)) /
+                nominal.optimizer_s(1e6, precision_bytes(Precision::kFp32)) ==
+            Approx(f));
+    REQUIRE(m.collective_s(Collective::kAllGather, 1e6) == nominal.collective_s(Collective::kAllGather, 1e6));
+    ln.push_back(std::log(f));
+  }
+  CHECK(sd(ln) == Approx(0.1).epsilon(0.06));
 }

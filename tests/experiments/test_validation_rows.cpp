@@ -164,6 +164,42 @@ TEST_CASE("with intervals: coverage, and the order checked where the intervals a
                            "1400.0-1600.0 ms apart)") != std::string::npos);
 }
 
+TEST_CASE("with draws: two plans are compared draw by draw", "[experiments][validate]") {
+  // Both plans priced on the same 100 draws of a machine that moves by up to +-30%: a's step 1.0 x f_d,
+  // b's 1.05 x f_d. Their own 90% intervals overlap widely, but in every draw b is 5% slower than a:
+  // predicted apart. Measured b faster than a: a reversal, a failure. c, drawn 1.01 x f_d on draws
+  // 1-50 and 0.99 x f_d on 51-100, is not apart from a, and is apart from b (b / c 1.040 or 1.061):
+  // measured faster than b, as predicted.
+  std::vector<UnitResult> rows{measured_row(0, "g", "a", 1.00, {1.10, 1.10, 1.10}),
+                               measured_row(1, "g", "b", 1.05, {1.08, 1.08, 1.08}),
+                               measured_row(2, "g", "c", 1.00, {1.00, 1.00, 1.00})};
+  const std::vector<double> scale{1.0, 1.05, 1.0};
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    for (auto& e : rows[i].evaluations) {
+      if (e.evaluator != EvaluatorKind::kSim) continue;
+      for (int d = 0; d < 100; ++d) {
+        const double f = 0.7 + 0.6 * d / 99.0;
+        e.drawn_s.push_back(scale[i] * f * (i == 2 ? (d < 50 ? 1.01 : 0.99) : 1.0));
+      }
+      e.interval = osdp::costmodel::central_interval(e.drawn_s);
+    }
+  ValidationSpec spec;
+  spec.time_max = 10;
+  spec.time_median = 10;
+  const ValidationSummary s = summarize(rows, spec);
+  REQUIRE(s.orders.size() == 2);
+  for (const auto& o : s.orders) {
+    CHECK(o.by_interval);
+    CHECK(o.b == "b");
+    CHECK(o.ok == (o.a == "c"));
+  }
+  REQUIRE(s.failures.size() == 1);
+  CHECK(s.failures[0].find("b / a in 90% of draws 1.050-1.050") != std::string::npos);
+  // The draws survive the row's JSON.
+  const UnitResult back = unit_result_from_json(nlohmann::json::parse(to_json(rows[1]).dump()));
+  CHECK(back.evaluation(EvaluatorKind::kSim)->drawn_s == rows[1].evaluation(EvaluatorKind::kSim)->drawn_s);
+}
+
 TEST_CASE("the states at rest the torch backend is held to, derived per operator",
           "[experiments][validate]") {
   // 2 nodes x 2 ranks: world shards hold ceil(P/4), node groups ceil(P/2), REPLICATE all P; each

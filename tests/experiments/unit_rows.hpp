@@ -13,7 +13,7 @@ namespace osdp::experiments::testing {
 // 8 samples / throughput.
 inline Evaluation ev(const std::string& name, bool feasible, double throughput) {
   return {evaluator_named(name).value(), feasible, throughput, feasible ? 8.0 / throughput : 0.0,
-          feasible ? 1e9 : 0.0,          {}};
+          feasible ? 1e9 : 0.0,          {},       {}};
 }
 
 // Unit `index` of strategy `strategy` (model "m", cluster "c", 8 ranks, 8 GB), feasible as its
