@@ -120,6 +120,22 @@ std::string no_interval_reason(const search::PreparedSearch& p, const search::Pl
   return "none: the calibration records no fit residuals";
 }
 
+// " -> exact is 1.013x (90%: 0.998-1.027)" after a simpler plan `b`, and where the gain is within the
+// interval a line naming b as as good as far as osdp can tell.
+std::string versus(const search::PlanOutcome& o, const search::PlanOutcome& b) {
+  if (!o.feasible) return {};
+  const costmodel::Interval speedup = search::speedup_interval(o, b);
+  std::string text =
+      fmt::format(" -> {} is {:.3f}x{}", o.strategy, o.evaluation.throughput / b.evaluation.throughput,
+                  interval_text(speedup, 3));
+  if (search::within_error(speedup) && o.evaluation.throughput > b.evaluation.throughput)
+    text += fmt::format(
+        "\n                 the gain is within the calibration's error: {} does as well as far as osdp can "
+        "tell",
+        b.strategy == "without splits" ? "the same plan without splits" : b.strategy);
+  return text;
+}
+
 void print_outcome(const search::PreparedSearch& p, const search::PlanOutcome& o) {
   const costmodel::Plan& plan = o.plan;
   const costmodel::Evaluation& ev = o.evaluation;
@@ -129,6 +145,12 @@ void print_outcome(const search::PreparedSearch& p, const search::PlanOutcome& o
                            plan.micro_batches > 1 || plan.pp > 1 ? " per micro-batch" : "", ev.global_batch)
             << fmt::format("  throughput     {:.2f} samples/s{}\n", ev.throughput,
                            interval_text(search::throughput_interval(o)))
+            << (o.robust_throughput > 0
+                    ? fmt::format(
+                          "  robust         {:.2f} samples/s with every fitted price at its 95th percentile "
+                          "(--objective robust maximized this)\n",
+                          o.robust_throughput)
+                    : std::string())
             << fmt::format("  step time      {}{}{}\n", format_seconds(ev.time_s),
                            time_interval_text(search::time_interval(o)),
                            plan.pp > 1 ? fmt::format(" (bubble {:.1f}%)", 100 * ev.bubble_fraction) : "")
@@ -249,26 +271,18 @@ int run_plan(const PlanArgs& args) {
     std::cout << "  search         " << search_line(o) << "\n";
     if (o.feasible && !no_interval_reason(p, o).empty())
       std::cout << "  intervals      " << no_interval_reason(p, o) << "\n";
-    for (const search::PlanOutcome& b : report.baselines) {
-      if (b.feasible) {
-        const costmodel::Interval speedup = search::speedup_interval(o, b);
-        std::string versus;
-        if (o.feasible) {
-          versus = fmt::format(" -> {} is {:.3f}x{}", o.strategy,
-                               o.evaluation.throughput / b.evaluation.throughput, interval_text(speedup, 3));
-          if (search::within_error(speedup) && o.evaluation.throughput > b.evaluation.throughput)
-            versus += fmt::format(
-                "\n                 the gain is within the calibration's error: {} does as well as far as "
-                "osdp can tell",
-                b.strategy);
-        }
-        std::cout << fmt::format("  {:<14} batch {}, {:.2f} samples/s, step {}, peak {}{}\n", b.strategy,
-                                 b.plan.batch_size, b.evaluation.throughput,
-                                 format_seconds(b.evaluation.time_s), format_bytes(b.evaluation.peak_bytes),
-                                 versus);
-      } else
-        std::cout << fmt::format("  {:<14} does not fit (needs {})\n", b.strategy,
-                                 format_bytes(b.min_fit_bytes));
+    std::vector<const search::PlanOutcome*> simpler;
+    for (const search::PlanOutcome& b : report.baselines) simpler.push_back(&b);
+    if (report.unsplit) simpler.push_back(&*report.unsplit);
+    for (const search::PlanOutcome* b : simpler) {
+      if (b->feasible)
+        std::cout << fmt::format("  {:<14} batch {}, {:.2f} samples/s, step {}, peak {}{}\n", b->strategy,
+                                 b->plan.batch_size, b->evaluation.throughput,
+                                 format_seconds(b->evaluation.time_s), format_bytes(b->evaluation.peak_bytes),
+                                 versus(o, *b));
+      else
+        std::cout << fmt::format("  {:<14} does not fit (needs {})\n", b->strategy,
+                                 format_bytes(b->min_fit_bytes));
     }
     if (simulated) {
       const double t = sim::to_seconds(simulated->result.iteration);
@@ -404,6 +418,12 @@ Action add_plan_command(CLI::App& app) {
   app.add_option("--time-budget", a->req.time_budget_s,
                  "Seconds the search may take: it then stops with the best plan found, not proved optimal")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--objective", a->req.objective,
+                 "throughput: the highest predicted throughput; robust: the highest throughput with every "
+                 "price the calibration fitted at its 95th percentile (needs a calibration; the plan is then "
+                 "shown at its predicted figures, beside the robust throughput)")
+      ->check(CLI::IsMember({"throughput", "robust"}))
       ->capture_default_str();
   app.add_option(
          "--draws", a->req.draws,

@@ -56,6 +56,9 @@ struct Calibration {
   // Set on a copy to price one draw of the calibration's uncertainty (costmodel/uncertainty.hpp):
   // every fitted price is scaled by its error in that draw. Never written to a file.
   std::optional<std::uint64_t> draw;
+  // Set on a copy to price every fitted price at one quantile of its error instead, z standard
+  // deviations (uncertainty.hpp's at_quantile: the robust objective's pessimistic prices).
+  std::optional<double> quantile_z;
 
   const std::vector<Segment>& segments(Collective c) const;
   std::vector<Segment>& segments(Collective c);

@@ -92,16 +92,22 @@ CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration,
     gemm_ = GemmPrice([compute = compute_, precision = precision_](
                           const GemmPrice::Shape& s) { return roofline(compute, precision, s, 1.0); },
                       calibration->gemm_times);
-  if (calibration && calibration->draw) {
-    draw_ = *calibration->draw;
+  if (calibration && (calibration->draw || calibration->quantile_z)) {
+    draw_ = calibration->draw ? *calibration->draw : 1;
+    if (calibration->quantile_z) fixed_z_ = *calibration->quantile_z;
     const FitErrors e = fit_errors(*calibration);
     gemm_error_ = gemm_.empty() ? e.gemm_formula : gemm_.leave_one_out_error();
     elementwise_error_ = e.elementwise;
     optimizer_error_ = e.optimizer;
-    compute_drift_ = draw_factor(draw_, e.compute_drift, {kComputeDrift});
-    communication_drift_ = draw_factor(draw_, e.communication_drift, {kCommunicationDrift});
-    interference_ = std::max(1.0, interference_ * draw_factor(draw_, e.interference, {kInterferencePoint}));
+    compute_drift_ = factor(e.compute_drift, {kComputeDrift});
+    communication_drift_ = factor(e.communication_drift, {kCommunicationDrift});
+    interference_ = std::max(1.0, interference_ * factor(e.interference, {kInterferencePoint}));
   }
+}
+
+double CostModel::factor(double sigma, std::initializer_list<std::int64_t> key) const {
+  if (fixed_z_) return sigma > 0 ? std::exp(sigma * *fixed_z_ - sigma * sigma / 2) : 1.0;
+  return draw_factor(draw_, sigma, key);
 }
 
 double CostModel::segment_s(const Segment& s, int index, Collective c, RingLevel level,
@@ -109,9 +115,8 @@ double CostModel::segment_s(const Segment& s, int index, Collective c, RingLevel
   const double t = op.ring_s(s.alpha_s, s.beta_s_per_byte);
   if (!draw_) return t;
   return t * communication_drift_ *
-         draw_factor(draw_, s.residual,
-                     {kSegmentPoint, static_cast<std::int64_t>(level), static_cast<std::int64_t>(c), index,
-                      octave(op.bytes)});
+         factor(s.residual, {kSegmentPoint, static_cast<std::int64_t>(level), static_cast<std::int64_t>(c),
+                             index, octave(op.bytes)});
 }
 
 double CostModel::collective_s(Collective c, double bytes) const {
@@ -176,15 +181,12 @@ double CostModel::kernel_s(const Kernel& k, int batch) const {
   if (k.kind == KernelKind::kElementwise) {
     const double bytes = k.bytes_per_sample * batch;
     const double t = compute_.kernel_overhead_s + bytes / compute_.memory_bandwidth_bytes_per_s;
-    return draw_ ? t * compute_drift_ *
-                       draw_factor(draw_, elementwise_error_, {kElementwisePoint, octave(bytes)})
-                 : t;
+    return draw_ ? t * compute_drift_ * factor(elementwise_error_, {kElementwisePoint, octave(bytes)}) : t;
   }
   const GemmPrice::Shape s = shape_of(k, batch);
   const double t =
       gemm_.empty() ? roofline(compute_, precision_, s, k.density) : gemm_.seconds(s) * k.density;
-  return draw_ ? t * compute_drift_ * draw_factor(draw_, gemm_error_, {kGemmPoint, s[0], s[1], s[2], s[3]})
-               : t;
+  return draw_ ? t * compute_drift_ * factor(gemm_error_, {kGemmPoint, s[0], s[1], s[2], s[3]}) : t;
 }
 
 double CostModel::kernels_s(const std::vector<Kernel>& kernels, int batch, int splits) const {
@@ -222,7 +224,7 @@ double CostModel::optimizer_s(double elements, const PrecisionBytes& b) const {
   const double bw = compute_.optimizer_bandwidth_bytes_per_s > 0 ? compute_.optimizer_bandwidth_bytes_per_s
                                                                  : compute_.memory_bandwidth_bytes_per_s;
   const double t = compute_.kernel_overhead_s + elements * per_param / bw;
-  return draw_ ? t * compute_drift_ * draw_factor(draw_, optimizer_error_, {kOptimizerPoint}) : t;
+  return draw_ ? t * compute_drift_ * factor(optimizer_error_, {kOptimizerPoint}) : t;
 }
 
 double CostModel::overlapped_s(double x, double c, double i) {

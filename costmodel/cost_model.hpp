@@ -55,6 +55,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <vector>
@@ -189,6 +190,9 @@ class CostModel {
   std::uint64_t draw_ = 0;
   double gemm_error_ = 0, elementwise_error_ = 0, optimizer_error_ = 0;
   double compute_drift_ = 1, communication_drift_ = 1;  // this draw's factors (1 without a draw)
+  std::optional<double> fixed_z_;  // Calibration::quantile_z: every factor at this quantile
+  // A price's factor in this draw (or at the fixed quantile) for an error of `sigma`.
+  double factor(double sigma, std::initializer_list<std::int64_t> key) const;
   // A calibrated segment's price in the draw (its residual, per octave of the buffer).
   double segment_s(const Segment& s, int index, Collective c, RingLevel level, const CollectiveOp& op) const;
 };

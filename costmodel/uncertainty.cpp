@@ -110,6 +110,14 @@ nlohmann::json to_json(const Interval& i) {
 Calibration drawn(const Calibration& cal, std::uint64_t d) {
   Calibration c = cal;
   c.draw = d;
+  c.quantile_z.reset();
+  return c;
+}
+
+Calibration at_quantile(const Calibration& cal, double z) {
+  Calibration c = cal;
+  c.draw.reset();
+  c.quantile_z = z;
   return c;
 }
 

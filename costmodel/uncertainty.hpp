@@ -67,5 +67,12 @@ nlohmann::json to_json(const Interval& i);
 
 // The calibration with draw `d` set (d >= 1): priced, every fitted price scaled by its error.
 Calibration drawn(const Calibration& cal, std::uint64_t d);
+// The calibration with every fitted price at the same quantile of its error: scaled by
+// exp(sigma z - sigma^2 / 2) for every error at once (every point, every drift). At z = kRobustZ
+// each price is at its 95th percentile: the step so priced is at least its 95th percentile when the
+// errors move together, beyond it when they do not (a comonotone bound). `osdp plan --objective
+// robust` searches under it.
+Calibration at_quantile(const Calibration& cal, double z);
+inline constexpr double kRobustZ = 1.6448536269514722;  // the standard normal's 95th percentile
 
 }  // namespace osdp::costmodel

@@ -114,6 +114,7 @@ nlohmann::json outcome_json(const PlanOutcome& o) {
     j["choices"] = summarize_choices(*o.workload, p.choices);
     j["stages"] = stage_degrees(*o.workload, p);
     j["plan"] = to_json(p, &o.evaluation);
+    if (o.robust_throughput > 0) j["robust_throughput_samples_per_s"] = o.robust_throughput;
     if (!o.drawn_time_s.empty()) {
       j["iteration_time_interval_s"] = costmodel::to_json(time_interval(o));
       j["throughput_interval"] = costmodel::to_json(throughput_interval(o));

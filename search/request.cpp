@@ -106,6 +106,7 @@ PlanRequest read_plan_request(const nlohmann::json& j, const std::string& origin
   q.dfs_budget = r.integer_or("dfs_budget", 1, std::int64_t{1} << 40, q.dfs_budget);
   q.time_budget_s = r.number_or("time_budget_s", 0.001, 1e6, q.time_budget_s);
   q.draws = static_cast<int>(r.integer_or("draws", 0, 100000, q.draws));
+  q.objective = r.string_or("objective", q.objective);
   r.finish();
   return q;
 }
@@ -122,6 +123,16 @@ std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a) {
   ctx.cluster = costmodel::resized(costmodel::load_cluster(a.cluster), a.world_size);
   const std::string cal_name = !a.calibration.empty() ? a.calibration : ctx.cluster.calibration;
   if (!cal_name.empty()) ctx.calibration = costmodel::load_calibration(cal_name, ctx.cluster.compute);
+  if (a.objective != "throughput" && a.objective != "robust")
+    throw UsageError(fmt::format("--objective: expected throughput or robust, got \"{}\"", a.objective));
+  if (a.objective == "robust") {
+    if (!ctx.calibration || !costmodel::has_uncertainty(*ctx.calibration))
+      throw UsageError(
+          "--objective robust: needs a calibration that records its errors (--calibration FILE from `osdp "
+          "calibrate`); a cluster's datasheet figures have none");
+    p->nominal_calibration = ctx.calibration;
+    ctx.calibration = costmodel::at_quantile(*ctx.calibration, costmodel::kRobustZ);
+  }
   if (a.tier != "extended" && a.tier != "paper")
     throw UsageError(fmt::format("--tier: expected extended or paper, got \"{}\"", a.tier));
   ctx.cost_options.tier = a.tier == "paper" ? costmodel::Tier::kPaper : costmodel::Tier::kExtended;
@@ -258,7 +269,32 @@ PlanReport run_request(const PlanRequest& r) {
   p.options.deadline = p.baselines_deadline;
   p.layouts.deadline = p.baselines_deadline;
   for (const Strategy* b : p.baselines) rep.baselines.push_back(run_strategy(p, *b));
+  if (rep.outcome.feasible) rep.unsplit = without_splits(p, rep.outcome);
   return rep;
+}
+
+std::optional<PlanOutcome> without_splits(const PreparedSearch& p, const PlanOutcome& o) {
+  if (!o.feasible) return std::nullopt;
+  PlanOutcome w = o;
+  bool split = false;
+  for (costmodel::Choice& c : w.plan.choices) {
+    if (c.split <= 1) continue;
+    split = true;
+    c.zdp_slices = c.zdp_slices > 0 ? 1 : 0;
+    c.split = 1;
+  }
+  if (!split) return std::nullopt;
+  w.strategy = "without splits";
+  w.batches.reset();
+  w.layouts.reset();
+  w.robust_throughput = 0;
+  w.evaluation = costmodel::plan_cost_model(w.plan).evaluate(*w.workload, w.plan);
+  if (!w.evaluation.fits) return std::nullopt;
+  w.plan.predicted_iteration_time_s = w.evaluation.time_s;
+  w.plan.predicted_peak_memory_bytes = w.evaluation.peak_bytes;
+  w.plan.predicted_throughput_samples_per_s = w.evaluation.throughput;
+  w.drawn_time_s = costmodel::drawn_step_times(*w.workload, w.plan, p.draws);
+  return w;
 }
 
 nlohmann::json report_json(const PlanReport& r) {
@@ -278,6 +314,15 @@ nlohmann::json report_json(const PlanReport& r) {
     baselines.push_back(std::move(bj));
   }
   j["baselines"] = std::move(baselines);
+  if (r.unsplit) {
+    nlohmann::json u = outcome_json(*r.unsplit);
+    for (const char* k : {"plan", "candidates", "skipped_ranges", "layouts"}) u.erase(k);
+    u["speedup_over_baseline"] = r.outcome.evaluation.throughput / r.unsplit->evaluation.throughput;
+    u["speedup_interval"] = costmodel::to_json(speedup_interval(r.outcome, *r.unsplit));
+    j["without_splits"] = std::move(u);
+  } else {
+    j["without_splits"] = nullptr;
+  }
   return j;
 }
 

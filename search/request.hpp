@@ -61,6 +61,10 @@ struct PlanRequest {
   // Draws of the calibration's uncertainty each plan found is priced under, for its 90% intervals
   // (costmodel/uncertainty.hpp; 0: no intervals).
   int draws = costmodel::kDefaultDraws;
+  // What the search maximizes: "throughput" (the predicted throughput) or "robust" (the throughput
+  // with every fitted price at its 95th percentile: costmodel::at_quantile(kRobustZ); needs a
+  // calibration that records errors).
+  std::string objective = "throughput";
   // Progress of long searches (about once a second): a line for a terminal.
   std::function<void(const std::string&)> progress;
 };
@@ -83,6 +87,9 @@ struct PreparedSearch {
   std::vector<const Strategy*> baselines;  // those asked for, less the strategy itself
   double time_budget_s = 60;
   int draws = costmodel::kDefaultDraws;  // PlanRequest::draws
+  // --objective robust: the calibration as loaded (ctx.calibration is then its 95th-percentile
+  // copy, which the searches price with); run_strategy prices the plans found with this one.
+  std::optional<costmodel::Calibration> nominal_calibration;
   // When the baselines' searches stop (options.deadline and layouts.deadline: the strategy's).
   std::chrono::steady_clock::time_point baselines_deadline = std::chrono::steady_clock::time_point::max();
 };
@@ -97,7 +104,15 @@ struct PlanReport {
   std::unique_ptr<PreparedSearch> prepared;
   PlanOutcome outcome;
   std::vector<PlanOutcome> baselines;
+  // The plan with every split operator whole (without_splits), when it has splits and that fits.
+  std::optional<PlanOutcome> unsplit;
 };
+
+// The simpler plan a gain from splitting is weighed against: the plan with every split operator
+// whole (ZDP where any of its slices was, else DP), the rest as it is, priced by the plan's cost
+// model and under the same draws; strategy "without splits". None when no operator is split or the
+// whole plan does not fit the memory limit.
+std::optional<PlanOutcome> without_splits(const PreparedSearch& p, const PlanOutcome& o);
 PlanReport run_request(const PlanRequest& r);
 
 // What `osdp plan --json` prints: the outcome (outcome_json) with the model, the cluster, the world

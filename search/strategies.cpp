@@ -264,6 +264,14 @@ StrategyRegistry default_strategies(const SolverLimits& limits) {
 
 PlanOutcome run_strategy(const PreparedSearch& p, const Strategy& s) {
   PlanOutcome o = s.search(p);
+  if (o.feasible && p.nominal_calibration) {  // found at the 95th percentile: priced as it is
+    o.robust_throughput = o.evaluation.throughput;
+    o.plan.calibration = p.nominal_calibration;
+    o.evaluation = costmodel::plan_cost_model(o.plan).evaluate(*o.workload, o.plan);
+    o.plan.predicted_iteration_time_s = o.evaluation.time_s;
+    o.plan.predicted_peak_memory_bytes = o.evaluation.peak_bytes;
+    o.plan.predicted_throughput_samples_per_s = o.evaluation.throughput;
+  }
   if (o.feasible) o.drawn_time_s = costmodel::drawn_step_times(*o.workload, o.plan, p.draws);
   return o;
 }

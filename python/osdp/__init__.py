@@ -100,7 +100,7 @@ def plan(model: PathLike, cluster: PathLike, *, memory: str | int | float | None
          pp: int | Sequence[int] | None = None, tp: int | Sequence[int] | None = None,
          micro_batches: int | None = None, max_micro_batches: int = 8, global_batch: int | None = None,
          schedule: str = "1f1b", sequence_parallel: bool = False, world_size: int | None = None,
-         time_budget_s: float = 60.0, draws: int = 100) -> dict:
+         time_budget_s: float = 60.0, draws: int = 100, objective: str = "throughput") -> dict:
     """Search the best plan, as ``osdp plan --json`` does (the same C++ code builds the dict).
 
     Arguments mirror the program's options (``memory="8GiB"`` or a number of bytes; ``batch`` the
@@ -118,6 +118,9 @@ def plan(model: PathLike, cluster: PathLike, *, memory: str | int | float | None
     says what memory would. With a calibration, each plan is also priced under ``draws`` draws of the
     calibration's uncertainty: ``iteration_time_interval_s`` and ``throughput_interval`` are the 90%
     intervals ([low, high]) and each baseline has a ``speedup_interval``; without one they are absent.
+    ``objective="robust"`` maximizes the throughput with every price the calibration fitted at its
+    95th percentile instead (``robust_throughput_samples_per_s``; the other figures stay the plan's
+    predictions).
     """
     request: dict[str, Any] = {
         "model": os.fspath(model), "cluster": os.fspath(cluster), "strategy": strategy, "batch": str(batch),
@@ -125,7 +128,8 @@ def plan(model: PathLike, cluster: PathLike, *, memory: str | int | float | None
         "groups": groups if isinstance(groups, str) else ("on" if groups else "off"), "prefetch": int(prefetch),
         "tier": tier, "checkpoint_regather": bool(checkpoint_regather), "dfs_budget": int(dfs_budget),
         "max_micro_batches": int(max_micro_batches), "schedule": schedule,
-        "sequence_parallel": bool(sequence_parallel), "time_budget_s": float(time_budget_s), "draws": int(draws)}
+        "sequence_parallel": bool(sequence_parallel), "time_budget_s": float(time_budget_s), "draws": int(draws),
+        "objective": objective}
     if memory is not None:
         request["memory"] = str(memory)
     if baseline is not None:
