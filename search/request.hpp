@@ -117,7 +117,8 @@ PlanReport run_request(const PlanRequest& r);
 
 // What `osdp plan --json` prints: the outcome (outcome_json) with the model, the cluster, the world
 // size and "baselines": each baseline's figures (outcome_json less its plan and per-candidate detail)
-// with speedup_over_baseline, the plan's throughput over the baseline's (when both fit).
+// with speedup_over_baseline, the plan's throughput over the baseline's (when both fit), and its
+// speedup_interval (null without draws); "without_splits": the same for PlanReport::unsplit, or null.
 nlohmann::json report_json(const PlanReport& r);
 
 // Bytes from an option's text ("16GiB"), within the physical bounds of a device's memory.
