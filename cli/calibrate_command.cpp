@@ -251,7 +251,7 @@ int run_ranks(const CalibrateArgs& a, int np) {
     fit_failed(e, path);
   }
   if (!root) return kExitOk;
-  costmodel::write_file_atomic(path, costmodel::calibration_file_json(run).dump(2) + "\n");
+  costmodel::write_file_atomic(path, costmodel::to_json(run.calibration).dump(2) + "\n");
   print_summary(run, path);
   return kExitOk;
 }
@@ -342,7 +342,7 @@ int run_torch(const CalibrateArgs& a, int np) {
   p["wall_s"] = run.wall_s;
   p["interference"] = "not measured: the torch backend runs each rank's collectives on its compute stream";
   p["measurements_file"] = std::filesystem::path(csv_path(path)).filename().string();
-  costmodel::write_file_atomic(path, costmodel::calibration_file_json(run).dump(2) + "\n");
+  costmodel::write_file_atomic(path, costmodel::to_json(run.calibration).dump(2) + "\n");
   print_summary(run, path);
   return kExitOk;
 }

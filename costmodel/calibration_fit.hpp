@@ -190,9 +190,8 @@ nlohmann::json repeat_spread_json(const std::vector<Measurement>& measurements);
 // summary prints them (collective segments, elementwise, adam, the GEMM formula).
 std::vector<std::string> noisy_fits(const CalibrationRun& run, double threshold = kNoisyResidual);
 
-// The calibration file (costmodel::to_json: its segments carry their "residual_rms"), and the raw points as
-// CSV (one header line, then one line per Measurement).
-nlohmann::json calibration_file_json(const CalibrationRun& run);
+// The raw points as CSV (one header line, then one line per Measurement). The calibration file is
+// costmodel::to_json(run.calibration): its segments carry their fits' "residual_rms".
 std::string measurements_csv(const CalibrationRun& run);
 
 }  // namespace osdp::costmodel

@@ -155,10 +155,6 @@ nlohmann::json repeat_spread_json(const std::vector<Measurement>& ms) {
   return {{"compute", repeat_sigma(ms, true)}, {"communication", repeat_sigma(ms, false)}};
 }
 
-nlohmann::json calibration_file_json(const CalibrationRun& run) {
-  return costmodel::to_json(run.calibration);  // the segments carry their fits' residuals
-}
-
 std::string measurements_csv(const CalibrationRun& run) {
   std::string out = "sweep,bytes,m,n,k,count,seconds,min_s,max_s,repeats,batch,with_comm_s\n";
   for (const auto& m : run.measurements)

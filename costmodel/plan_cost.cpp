@@ -282,7 +282,7 @@ std::vector<double> drawn_predictions(const Plan& plan, int draws,
   if (draws <= 0 || !plan.calibration || !has_uncertainty(*plan.calibration)) return out;
   Plan p = plan;
   for (int d = 1; d <= draws; ++d) {
-    p.calibration->draw = static_cast<std::uint64_t>(d);
+    p.calibration = drawn(*plan.calibration, static_cast<std::uint64_t>(d));
     out.push_back(predict(p));
   }
   return out;

@@ -102,6 +102,14 @@ Interval central_interval(std::vector<double> samples, double level) {
   return {quantile(tail), quantile(1.0 - tail)};
 }
 
+Interval ratio_interval(const std::vector<double>& numerator, const std::vector<double>& denominator,
+                        double scale, double level) {
+  if (numerator.size() != denominator.size()) return {};
+  std::vector<double> ratio;
+  for (std::size_t d = 0; d < numerator.size(); ++d) ratio.push_back(scale * numerator[d] / denominator[d]);
+  return central_interval(std::move(ratio), level);
+}
+
 nlohmann::json to_json(const Interval& i) {
   if (!i.known()) return nullptr;
   return nlohmann::json::array({i.low, i.high});

@@ -64,6 +64,11 @@ struct Interval {
 // unknown for fewer than two samples.
 Interval central_interval(std::vector<double> samples, double level = kIntervalLevel);
 nlohmann::json to_json(const Interval& i);
+// The central interval of numerator[d] / denominator[d] over the draws d, times `scale` (two
+// predictions priced on the same draws, compared draw by draw); unknown unless both have the same
+// number of draws, at least two.
+Interval ratio_interval(const std::vector<double>& numerator, const std::vector<double>& denominator,
+                        double scale = 1.0, double level = kIntervalLevel);
 
 // The calibration with draw `d` set (d >= 1): priced, every fitted price scaled by its error.
 Calibration drawn(const Calibration& cal, std::uint64_t d);

@@ -50,10 +50,8 @@ costmodel::Interval interval_of(const UnitResult& r) {
 costmodel::Interval drawn_ratio(const UnitResult& a, const UnitResult& b) {
   const Evaluation* ea = a.evaluation(EvaluatorKind::kSim);
   const Evaluation* eb = b.evaluation(EvaluatorKind::kSim);
-  if (!ea || !eb || ea->drawn_s.empty() || ea->drawn_s.size() != eb->drawn_s.size()) return {};
-  std::vector<double> ratio;
-  for (std::size_t d = 0; d < ea->drawn_s.size(); ++d) ratio.push_back(eb->drawn_s[d] / ea->drawn_s[d]);
-  return costmodel::central_interval(std::move(ratio));
+  if (!ea || !eb) return {};
+  return costmodel::ratio_interval(eb->drawn_s, ea->drawn_s);
 }
 
 double time_of(const UnitResult& r, EvaluatorKind k) {

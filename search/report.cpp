@@ -163,18 +163,15 @@ costmodel::Interval time_interval(const PlanOutcome& o) {
 }
 
 costmodel::Interval throughput_interval(const PlanOutcome& o) {
-  std::vector<double> thr;
-  for (double t : o.drawn_time_s) thr.push_back(t > 0 ? o.evaluation.global_batch / t : 0.0);
-  return costmodel::central_interval(std::move(thr));
+  const costmodel::Interval t = time_interval(o);  // the global batch over its ends
+  if (!t.known()) return {};
+  return {o.evaluation.global_batch / t.high, o.evaluation.global_batch / t.low};
 }
 
 costmodel::Interval speedup_interval(const PlanOutcome& a, const PlanOutcome& b) {
-  if (a.drawn_time_s.size() != b.drawn_time_s.size()) return {};
-  std::vector<double> ratio;
-  for (std::size_t d = 0; d < a.drawn_time_s.size(); ++d)
-    ratio.push_back((a.evaluation.global_batch / a.drawn_time_s[d]) /
-                    (b.evaluation.global_batch / b.drawn_time_s[d]));
-  return costmodel::central_interval(std::move(ratio));
+  // (G_a / t_a) / (G_b / t_b) in each draw
+  return costmodel::ratio_interval(b.drawn_time_s, a.drawn_time_s,
+                                   static_cast<double>(a.evaluation.global_batch) / b.evaluation.global_batch);
 }
 
 bool within_error(const costmodel::Interval& speedup) {

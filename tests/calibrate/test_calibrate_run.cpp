@@ -237,7 +237,7 @@ TEST_CASE("costmodel::fit_measurements recovers the coefficients into the calibr
   CHECK(cal.provenance.at("fit").at("allgather").size() == 2);
 
   // The file reads back as the same calibration, with each segment's residual beside it.
-  const nlohmann::json doc = costmodel::calibration_file_json(run);
+  const nlohmann::json doc = costmodel::to_json(run.calibration);
   CHECK(doc.at("collectives").at("allreduce").at(1).contains("residual_rms"));
   const osdp::costmodel::Calibration back = osdp::costmodel::read_calibration(doc, "synthetic.json", {});
   REQUIRE(back.allreduce.size() == 2);
@@ -290,7 +290,7 @@ TEST_CASE("costmodel::fit_measurements fits the rings within a node and across n
       CHECK(segs[0].alpha_s == Approx(alpha).epsilon(1e-9));
       CHECK(segs[0].beta_s_per_byte == Approx(1 / bandwidth).epsilon(1e-9));
     }
-  const nlohmann::json doc = costmodel::calibration_file_json(run);
+  const nlohmann::json doc = costmodel::to_json(run.calibration);
   CHECK(doc.at("levels").at("per_node") == 4);
   CHECK(doc.at("levels").at("inter").at("allreduce").at(0).contains("residual_rms"));
   const auto back = osdp::costmodel::read_calibration(doc, "levels.json", {});
@@ -315,7 +315,7 @@ TEST_CASE("a segment whose time does not grow with size is written as 1 PB/s", "
   REQUIRE(run.collectives[0].size() == 1);
   CHECK(run.collectives[0][0].alpha_s == Approx(3e-6).epsilon(1e-9));
   CHECK(run.calibration.allgather[0].beta_s_per_byte >= 1e-15);
-  const auto back = osdp::costmodel::read_calibration(costmodel::calibration_file_json(run), "flat.json", {});
+  const auto back = osdp::costmodel::read_calibration(costmodel::to_json(run.calibration), "flat.json", {});
   CHECK(1 / back.allgather[0].beta_s_per_byte <= 1e15 * (1 + 1e-12));
 }
 
