@@ -170,7 +170,8 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
       x.faster = check.faster;
       x.than = check.than;
       x.predicted = time_of(*t->second, EvaluatorKind::kSim) / time_of(*f->second, EvaluatorKind::kSim);
-      x.measured = time_of(*t->second, EvaluatorKind::kMeasured) / time_of(*f->second, EvaluatorKind::kMeasured);
+      x.measured =
+          time_of(*t->second, EvaluatorKind::kMeasured) / time_of(*f->second, EvaluatorKind::kMeasured);
       x.error = x.measured / x.predicted - 1.0;
       x.ok = std::fabs(x.error) <= check.tolerance;
       if (!x.ok)

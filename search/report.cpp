@@ -72,7 +72,8 @@ std::vector<std::string> stage_degrees(const costmodel::Workload& w, const costm
   return lines;
 }
 
-void stamp(costmodel::Plan& p, const PlanContext& ctx, const std::string& strategy, double memory_limit_bytes) {
+void stamp(costmodel::Plan& p, const PlanContext& ctx, const std::string& strategy,
+           double memory_limit_bytes) {
   p.tool_version = ctx.tool_version;
   p.strategy = strategy;
   p.model = ctx.model;
@@ -170,8 +171,9 @@ costmodel::Interval throughput_interval(const PlanOutcome& o) {
 
 costmodel::Interval speedup_interval(const PlanOutcome& a, const PlanOutcome& b) {
   // (G_a / t_a) / (G_b / t_b) in each draw
-  return costmodel::ratio_interval(b.drawn_time_s, a.drawn_time_s,
-                                   static_cast<double>(a.evaluation.global_batch) / b.evaluation.global_batch);
+  return costmodel::ratio_interval(
+      b.drawn_time_s, a.drawn_time_s,
+      static_cast<double>(a.evaluation.global_batch) / b.evaluation.global_batch);
 }
 
 bool within_error(const costmodel::Interval& speedup) {

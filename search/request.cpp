@@ -113,7 +113,8 @@ PlanRequest read_plan_request(const nlohmann::json& j, const std::string& origin
 
 std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a) {
   if (a.world_size < 0 || a.world_size > (1 << 20))
-    throw UsageError(fmt::format("world size: expected 0 (the cluster's) to {}, got {}", 1 << 20, a.world_size));
+    throw UsageError(
+        fmt::format("world size: expected 0 (the cluster's) to {}, got {}", 1 << 20, a.world_size));
   const auto start = std::chrono::steady_clock::now();
   auto p = std::make_unique<PreparedSearch>();
   PlanContext& ctx = p->ctx;
@@ -152,10 +153,11 @@ std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a) {
   if (a.groups != "auto" && a.groups != "on" && a.groups != "off")
     throw UsageError(fmt::format("--groups: expected auto, on or off, got \"{}\"", a.groups));
   if (a.groups == "on" && !p->model->two_levels())
-    throw UsageError(fmt::format(
-        "--groups: node groups and two-level collectives need a cluster of several nodes with several devices "
-        "each; {} has {} node(s) of {}",
-        ctx.cluster.name, ctx.cluster.nodes, ctx.cluster.devices_per_node));
+    throw UsageError(
+        fmt::format("--groups: node groups and two-level collectives need a cluster of several nodes with "
+                    "several devices "
+                    "each; {} has {} node(s) of {}",
+                    ctx.cluster.name, ctx.cluster.nodes, ctx.cluster.devices_per_node));
   opt.space.groups = a.groups == "on" || (a.groups == "auto" && p->model->two_levels());
   if (a.checkpoint != "auto" && a.checkpoint != "on" && a.checkpoint != "off" && a.checkpoint != "selective")
     throw UsageError(
@@ -192,11 +194,12 @@ std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a) {
   if (opt.batch) {  // beyond data parallelism: the global batch of that data-parallel plan
     const long long global = static_cast<long long>(*opt.batch) * ctx.cluster.world_size();
     if (global > (1 << 24))
-      throw UsageError(fmt::format("--batch {}: the global batch {} x {} devices is over {}", *opt.batch, *opt.batch,
-                                   ctx.cluster.world_size(), 1 << 24));
+      throw UsageError(fmt::format("--batch {}: the global batch {} x {} devices is over {}", *opt.batch,
+                                   *opt.batch, ctx.cluster.world_size(), 1 << 24));
     if (a.global_batch > 0 && a.global_batch != global)
-      throw UsageError(fmt::format("--batch {} means a global batch of {} on {} devices; --global-batch asks for {}",
-                                   *opt.batch, global, ctx.cluster.world_size(), a.global_batch));
+      throw UsageError(
+          fmt::format("--batch {} means a global batch of {} on {} devices; --global-batch asks for {}",
+                      *opt.batch, global, ctx.cluster.world_size(), a.global_batch));
     lo.global_batch = static_cast<int>(global);
   } else if (a.global_batch > 0 && a.global_batch % ctx.cluster.world_size() == 0) {
     opt.batch = a.global_batch / ctx.cluster.world_size();  // data-parallel plans of that global batch
@@ -211,7 +214,8 @@ std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a) {
   else
     throw UsageError(fmt::format("--schedule: expected 1f1b, gpipe or both, got \"{}\"", a.schedule));
   if (!(a.time_budget_s > 0))
-    throw UsageError(fmt::format("--time-budget: expected a positive number of seconds, got {}", a.time_budget_s));
+    throw UsageError(
+        fmt::format("--time-budget: expected a positive number of seconds, got {}", a.time_budget_s));
   lo.time_budget_s = a.time_budget_s;
   p->time_budget_s = a.time_budget_s;
   if (a.draws < 0) throw UsageError(fmt::format("--draws: expected 0 or more, got {}", a.draws));
@@ -225,31 +229,38 @@ std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a) {
                        std::chrono::duration<double>(share * a.time_budget_s));
   };
   p->baselines_deadline = at(0.95);
-  const bool baselines = std::any_of(a.baselines.begin(), a.baselines.end(),
-                                     [&](const std::string& b) { return !b.empty() && b != "none" && b != a.strategy; });
+  const bool baselines = std::any_of(a.baselines.begin(), a.baselines.end(), [&](const std::string& b) {
+    return !b.empty() && b != "none" && b != a.strategy;
+  });
   opt.deadline = baselines ? at(0.8) : at(0.95);
   lo.deadline = opt.deadline;
   if (a.progress)
     lo.progress = [report = a.progress, last = 0.0](int pp, double thr, std::int64_t layouts,
-                                                   double seconds) mutable {
+                                                    double seconds) mutable {
       if (seconds - last < 1.0) return;  // a line a second at most
       last = seconds;
-      report(fmt::format("{} layouts in {:.1f} s (the last at pipeline degree {}); best {}", layouts, seconds, pp,
-                         thr > 0 ? fmt::format("{:.2f} samples/s", thr) : "none fits yet"));
+      report(fmt::format("{} layouts in {:.1f} s (the last at pipeline degree {}); best {}", layouts, seconds,
+                         pp, thr > 0 ? fmt::format("{:.2f} samples/s", thr) : "none fits yet"));
     };
 
   p->registry = default_strategies({a.dfs_budget});
   p->strategy = &p->registry.get(a.strategy);
   if (p->strategy->info().data_parallel) {  // options beyond data parallelism are not for it
-    const auto beyond = [](const std::vector<int>& v) { return std::any_of(v.begin(), v.end(), [](int d) { return d != 1; }); };
-    const char* option = beyond(a.pp) ? "--pp" : beyond(a.tp) ? "--tp" : a.micro_batches > 1 ? "--micro-batches" : nullptr;
+    const auto beyond = [](const std::vector<int>& v) {
+      return std::any_of(v.begin(), v.end(), [](int d) { return d != 1; });
+    };
+    const char* option = beyond(a.pp)          ? "--pp"
+                         : beyond(a.tp)        ? "--tp"
+                         : a.micro_batches > 1 ? "--micro-batches"
+                                               : nullptr;
     if (option != nullptr) {
       std::vector<std::string> layout;
       for (const Strategy* s : p->registry.all())
         if (!s->info().data_parallel) layout.push_back(s->name());
-      throw UsageError(fmt::format("{}: strategy {} searches data parallelism only (one stage, one micro-batch, "
-                                   "TP 1); the strategies of the whole space: {}",
-                                   option, a.strategy, fmt::join(layout, ", ")));
+      throw UsageError(
+          fmt::format("{}: strategy {} searches data parallelism only (one stage, one micro-batch, "
+                      "TP 1); the strategies of the whole space: {}",
+                      option, a.strategy, fmt::join(layout, ", ")));
     }
   }
   for (const std::string& b : a.baselines) {

@@ -53,9 +53,10 @@ PlanOutcome data_parallel_outcome(const PreparedSearch& p, SearchResult r, const
 
 PlanOutcome run_scheduler(const PreparedSearch& p, const BatchSolver& solver, const std::string& strategy) {
   if (p.layouts.global_batch && !p.options.batch)
-    throw UsageError(fmt::format("strategy {} plans data parallelism: a global batch of {} is not a whole number "
-                                 "of samples on each of the {} devices",
-                                 strategy, *p.layouts.global_batch, p.ctx.cluster.world_size()));
+    throw UsageError(
+        fmt::format("strategy {} plans data parallelism: a global batch of {} is not a whole number "
+                    "of samples on each of the {} devices",
+                    strategy, *p.layouts.global_batch, p.ctx.cluster.world_size()));
   PlanOutcome o = data_parallel_outcome(p, run_search(*p.workload, *p.model, solver, p.options), strategy);
   o.solver = solver.name();
   return o;
@@ -189,10 +190,11 @@ class ExactStrategy : public Strategy {
   }
 
  private:
-  StrategyInfo info_{"exact",
-                     "the optimum of the analytic model over the whole space: pipeline stages, micro-batches, "
-                     "a TP degree per unit, per operator DP/ZDP/REPLICATE, splits, checkpointing, node groups",
-                     false};
+  StrategyInfo info_{
+      "exact",
+      "the optimum of the analytic model over the whole space: pipeline stages, micro-batches, "
+      "a TP degree per unit, per operator DP/ZDP/REPLICATE, splits, checkpointing, node groups",
+      false};
 };
 
 class DpOnlyStrategy : public Strategy {
@@ -250,14 +252,16 @@ StrategyRegistry default_strategies(const SolverLimits& limits) {
   r.add(std::make_unique<DpOnlyStrategy>());
   const SolverRegistry solvers = default_solvers(limits);
   for (const std::string& name : solvers.names())
-    if (name != "exact") r.add(std::make_unique<DataParallelStrategy>(name, solvers.get(name).summary(), limits));
+    if (name != "exact")
+      r.add(std::make_unique<DataParallelStrategy>(name, solvers.get(name).summary(), limits));
+  r.add(std::make_unique<LayoutStrategy>("galvatron",
+                                         "Galvatron's search as its released code does it: even stages, per "
+                                         "layer a TP degree with DDP or ZeRO-3, "
+                                         "its micro-batch heuristic, global batches in steps of 8",
+                                         LayoutSearch::kGalvatron));
   r.add(std::make_unique<LayoutStrategy>(
-      "galvatron",
-      "Galvatron's search as its released code does it: even stages, per layer a TP degree with DDP or ZeRO-3, "
-      "its micro-batch heuristic, global batches in steps of 8",
-      LayoutSearch::kGalvatron));
-  r.add(std::make_unique<LayoutStrategy>(
-      "megatron-3d", "one TP degree for every unit, even stages, DDP everywhere: a grid over tp, pp, m and b0",
+      "megatron-3d",
+      "one TP degree for every unit, even stages, DDP everywhere: a grid over tp, pp, m and b0",
       LayoutSearch::kMegatron3d));
   return r;
 }

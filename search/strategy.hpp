@@ -45,7 +45,7 @@ struct StrategyInfo {
 struct PlanOutcome {
   std::string strategy;
   bool feasible = false;
-  costmodel::Plan plan;              // when feasible: the whole plan, its provenance and predictions
+  costmodel::Plan plan;  // when feasible: the whole plan, its provenance and predictions
   // lower(model, plan.pp), shared with the request and the other outcomes (a 100,000-layer model's
   // is hundreds of MB)
   std::shared_ptr<const costmodel::Workload> workload;

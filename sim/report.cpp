@@ -121,8 +121,9 @@ nlohmann::json summary_json(const Schedule& schedule, const SimResult& r) {
                       {"peak_memory_bytes", rs.peak_bytes}});
   }
   j["stages"] = stages;
-  j["bubble_fraction"] =
-      r.iteration > 0 && static_cast<int>(stages.size()) == schedule.pp ? 1.0 - busy / (schedule.pp * to_seconds(r.iteration)) : 0.0;
+  j["bubble_fraction"] = r.iteration > 0 && static_cast<int>(stages.size()) == schedule.pp
+                             ? 1.0 - busy / (schedule.pp * to_seconds(r.iteration))
+                             : 0.0;
   j["events"] = r.events;
   j["queue_events"] = r.queue_events;
   j["wall_time_s"] = r.wall_seconds;
@@ -134,13 +135,10 @@ nlohmann::json chrome_trace(const Schedule& schedule, const SimResult& r) {
   nlohmann::json events = nlohmann::json::array();
   const int per_stage = schedule.world_size / std::max(1, schedule.pp);
   for (int rank = 0; rank < r.ranks_simulated; ++rank) {
-    const std::string name =
-        schedule.pp > 1 ? fmt::format("rank {} (stage {})", rank, rank / per_stage) : fmt::format("rank {}", rank);
-    events.push_back({{"ph", "M"},
-                      {"name", "process_name"},
-                      {"pid", rank},
-                      {"tid", 0},
-                      {"args", {{"name", name}}}});
+    const std::string name = schedule.pp > 1 ? fmt::format("rank {} (stage {})", rank, rank / per_stage)
+                                             : fmt::format("rank {}", rank);
+    events.push_back(
+        {{"ph", "M"}, {"name", "process_name"}, {"pid", rank}, {"tid", 0}, {"args", {{"name", name}}}});
     events.push_back({{"ph", "M"},
                       {"name", "process_sort_index"},
                       {"pid", rank},
@@ -271,7 +269,8 @@ nlohmann::json simulation_json(const costmodel::Plan& plan, const Replay& run, c
                    {"peak_memory_bytes", an_peak},
                    {"throughput_samples_per_s", an_time > 0 ? samples / an_time : 0.0},
                    {"source", repriced ? "cost model" : "plan"}};
-  j["relative_difference"] = {{"iteration_time", relative(time, an_time)}, {"peak_memory", relative(peak, an_peak)}};
+  j["relative_difference"] = {{"iteration_time", relative(time, an_time)},
+                              {"peak_memory", relative(peak, an_peak)}};
   return j;
 }
 

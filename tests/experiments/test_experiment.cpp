@@ -381,7 +381,8 @@ TEST_CASE("resize: whole nodes of a multi-node cluster, one flat node otherwise"
   CHECK(four.devices_per_node == 8);
   CHECK(four.world_size() == 32);
   CHECK(four.name == "two-nodes@32");
-  CHECK_THROWS_AS(osdp::costmodel::resized(multi, 12), osdp::UsageError);  // 12 is not a whole number of 8-device nodes
+  CHECK_THROWS_AS(osdp::costmodel::resized(multi, 12),
+                  osdp::UsageError);  // 12 is not a whole number of 8-device nodes
   CHECK_THROWS_WITH(osdp::costmodel::resized(multi, 12), Contains("12") && Contains("8-device"));
 
   const auto same = osdp::costmodel::resized(multi, 16);  // its own size (or 0): unchanged, name included
@@ -503,7 +504,8 @@ TEST_CASE("read_rows keeps matching rows and drops torn, stale and repeated line
     CHECK(stored.rows.size() == 1);
     CHECK(stored.rows.count(1) == 1);
     CHECK(stored.dropped == 5);
-    CHECK(read_rows(path, keys, {EvaluatorKind::kAnalytic, EvaluatorKind::kSim}).rows.empty());  // evaluators changed: all run again
+    CHECK(read_rows(path, keys, {EvaluatorKind::kAnalytic, EvaluatorKind::kSim})
+              .rows.empty());  // evaluators changed: all run again
   }
   std::remove(path.c_str());
 }

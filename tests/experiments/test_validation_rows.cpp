@@ -216,7 +216,7 @@ TEST_CASE("the states at rest the torch backend is held to, derived per operator
   double all_world = 0;
   for (const auto& op : w.operators) all_world += 16 * share(op.parameters(), 4);
   CHECK(states_at_rest_bytes(plan, w) == all_world);  // DP (the default choice): world shards
-  plan.choices[0].zdp_slices = 1;            // ZDP: the same at rest
+  plan.choices[0].zdp_slices = 1;                     // ZDP: the same at rest
   CHECK(states_at_rest_bytes(plan, w) == all_world);
   plan.choices[1].replicate = true;
   plan.choices[2].node_group = true;
