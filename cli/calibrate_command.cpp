@@ -169,6 +169,18 @@ void print_summary(const costmodel::CalibrationRun& run, const std::string& path
                    format_bandwidth(run.adam.bandwidth_bytes_per_s), format_seconds(run.adam.overhead_s),
                    pct(run.adam.residual_rms),
                    run.adam.bandwidth_bytes_per_s / cs.memory_bandwidth_bytes_per_s);
+  if (run.accumulate.points == 0)
+    std::cout << "  accumulate     not measured (no shape of a split's partial sums): priced at the "
+                 "elementwise bandwidth\n";
+  else if (run.accumulate.bandwidth_bytes_per_s >= costmodel::kMaxBandwidth)
+    std::cout << fmt::format(
+        "  accumulate     no cost found: adding into C was as fast as writing it ({} "
+        "points)\n",
+        run.accumulate.points);
+  else
+    std::cout << fmt::format("  accumulate     {} read of C per partial sum (residual {}, {} points)\n",
+                             format_bandwidth(run.accumulate.bandwidth_bytes_per_s),
+                             pct(run.accumulate.residual_rms), run.accumulate.points);
   if (run.interference)
     std::cout << fmt::format(
         "  overlap        interference {:.2f} (compute slowdown while all-gathers run)\n", *run.interference);

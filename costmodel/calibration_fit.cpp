@@ -259,6 +259,37 @@ ElementwiseFit fit_elementwise(const std::vector<SizePoint>& points) {
   return out;
 }
 
+AccumulateFit fit_accumulate(const std::vector<AccumulatePoint>& points) {
+  AccumulateFit out;
+  double xx = 0, xd = 0;
+  for (const AccumulatePoint& p : points) {
+    if (!(p.c_bytes > 0) || !(p.written_s > 0) || !(p.accumulated_s > 0))
+      throw Error(
+          fmt::format("accumulate fit: a point of {} B timed {} s written and {} s added is not a "
+                      "positive measurement",
+                      p.c_bytes, p.written_s, p.accumulated_s));
+    const double w = 1.0 / p.accumulated_s;
+    xx += p.c_bytes * p.c_bytes * w * w;
+    xd += p.c_bytes * (p.accumulated_s - p.written_s) * w * w;
+    ++out.points;
+  }
+  if (out.points == 0) return out;
+  const double s_per_byte = xd / xx;
+  if (!(s_per_byte > 1.0 / kMaxBandwidth)) {
+    out.bandwidth_bytes_per_s = kMaxBandwidth;
+    return out;
+  }
+  out.bandwidth_bytes_per_s = 1.0 / s_per_byte;
+  double sse = 0;
+  for (const AccumulatePoint& p : points) {
+    const double fitted = p.c_bytes * s_per_byte;
+    const double e = (p.accumulated_s - p.written_s - fitted) / fitted;
+    sse += e * e;
+  }
+  out.residual_rms = std::min(1.0, std::sqrt(sse / out.points));
+  return out;
+}
+
 double GemmPoint::flops() const {
   return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
          static_cast<double>(count);

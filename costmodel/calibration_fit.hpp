@@ -112,6 +112,25 @@ struct GemmFit {
 GemmFit fit_gemm(const std::vector<GemmPoint>& points, double overhead_s,
                  double memory_bandwidth_bytes_per_s);
 
+// One GEMM shape timed writing its output (C = A B) and adding into it (C += A B, as a split's partial
+// sums do), with C of c_bytes.
+struct AccumulatePoint {
+  double c_bytes = 0;
+  double written_s = 0, accumulated_s = 0;
+};
+
+struct AccumulateFit {
+  double bandwidth_bytes_per_s = 0;  // 0: nothing measured; kMaxBandwidth: no cost found
+  double residual_rms = 0;           // relative to the fitted cost, at most 1
+  int points = 0;
+};
+
+// accumulated - written = c_bytes / bandwidth, least squares through the origin weighted by
+// 1/accumulated (each point's difference relative to its GEMM's time). A fitted cost of 0 or less
+// (adding in place no slower than writing) is kMaxBandwidth. The residual is the RMS of each point's
+// error over its fitted cost, at most 1. No points: an empty fit.
+AccumulateFit fit_accumulate(const std::vector<AccumulatePoint>& points);
+
 // Compute timed alone and while a collective runs on the other stream.
 struct OverlapPoint {
   double alone_s = 0;
@@ -139,7 +158,8 @@ constexpr double kMaxBandwidth = 1e15;
 
 // One measured point, as the sibling CSV lists it.
 struct Measurement {
-  // A collective's name (costmodel::name_of: "all-gather", ...), "elementwise", "adam", "gemm" or "overlap"
+  // A collective's name (costmodel::name_of: "all-gather", ...), "elementwise", "adam", "gemm",
+  // "gemm-accumulate" (the same shapes adding into C) or "overlap"
   std::string sweep;
   double bytes = 0;  // collectives: S; elementwise and adam: bytes moved; gemm: the model's bytes
   std::int64_t m = 0, n = 0, k = 0, count = 0;  // GEMMs (overlap: the GEMM timed)
@@ -164,6 +184,7 @@ struct CalibrationRun {
   std::array<std::array<std::vector<FitSegment>, kCollectives.size()>, 2> levels;
   ElementwiseFit elementwise, adam;
   GemmFit gemm;
+  AccumulateFit accumulate;            // the "gemm-accumulate" sweep against the "gemm" sweep's same shapes
   std::optional<double> interference;  // none without a separate comm stream
   int world = 1;
   double wall_s = 0;

@@ -1,8 +1,9 @@
 // fit_measurements applies the fits of calibration_fit.cpp to a run's measurements (grouped by sweep)
 // and builds the costmodel::Calibration: segments per collective (and per ring level), ComputeSpec
 // (the elementwise overhead and bandwidth, the GEMM peak and d_half, gemm_efficiency 1, bf16 = fp32
-// since the CPU kernels are fp32) and the interference; the fit diagnostics go to the provenance under
-// "fit". Also the calibration file, the measurements' CSV and the list of noisy fits.
+// since the CPU kernels are fp32, the partial sums' accumulate bandwidth) and the interference; the fit
+// diagnostics go to the provenance under "fit". Also the calibration file, the measurements' CSV and the list
+// of noisy fits.
 #include "costmodel/calibration_fit.hpp"
 
 #include <algorithm>
@@ -102,6 +103,18 @@ void fit_measurements(CalibrationRun& run, const std::string& name, const Segmen
   cs.kernel_overhead_s = run.elementwise.overhead_s;
   if (run.adam.points > 0)
     cs.optimizer_bandwidth_bytes_per_s = std::min(run.adam.bandwidth_bytes_per_s, kMaxBandwidth);
+  // Each shape timed adding into C against the same shape writing it.
+  std::vector<AccumulatePoint> accumulated;
+  for (const auto& m : run.measurements) {
+    if (m.sweep != "gemm-accumulate") continue;
+    for (const auto& g : gemms)
+      if (g.m == m.m && g.n == m.n && g.k == m.k && g.count == m.count) {
+        accumulated.push_back({4.0 * static_cast<double>(m.m * m.n * m.count), g.seconds, m.seconds});
+        break;
+      }
+  }
+  run.accumulate = fit_accumulate(accumulated);
+  if (run.accumulate.points > 0) cs.accumulate_bandwidth_bytes_per_s = run.accumulate.bandwidth_bytes_per_s;
   cal.compute = cs;
   // Every GEMM shape measured keeps its time: the cost model prices those shapes by it.
   for (const auto& g : gemms) cal.gemm_times.push_back({g.m, g.n, g.k, g.count, g.seconds});
@@ -116,6 +129,10 @@ void fit_measurements(CalibrationRun& run, const std::string& name, const Segmen
                  {"memory_bound_left_out", run.gemm.points_memory_bound},
                  {"overhead_s", run.gemm.overhead_s},
                  {"residual_rms", run.gemm.residual_rms}};
+  if (run.accumulate.points > 0)
+    fit["accumulate"] = {{"points", run.accumulate.points},
+                         {"residual_rms", run.accumulate.residual_rms},
+                         {"bandwidth_bytes_per_s", run.accumulate.bandwidth_bytes_per_s}};
   fit["adam"] = {{"points", run.adam.points},
                  {"residual_rms", run.adam.residual_rms},
                  {"overhead_s", run.adam.overhead_s},
@@ -143,7 +160,8 @@ namespace {
 double repeat_sigma(const std::vector<Measurement>& ms, bool compute) {
   std::vector<double> sigmas;
   for (const Measurement& m : ms) {
-    const bool is_compute = m.sweep == "gemm" || m.sweep == "elementwise" || m.sweep == "adam";
+    const bool is_compute =
+        m.sweep == "gemm" || m.sweep == "gemm-accumulate" || m.sweep == "elementwise" || m.sweep == "adam";
     if (is_compute != compute || m.sweep == "overlap" || m.repeats < 2 || !(m.seconds > 0)) continue;
     sigmas.push_back((m.max_s - m.min_s) / m.seconds / expected_normal_range(m.repeats));
   }
@@ -180,6 +198,8 @@ std::vector<std::string> noisy_fits(const CalibrationRun& run, double threshold)
   if (run.elementwise.residual_rms > threshold)
     out.push_back(fmt::format("elementwise ({})", pct(run.elementwise.residual_rms)));
   if (run.adam.residual_rms > threshold) out.push_back(fmt::format("adam ({})", pct(run.adam.residual_rms)));
+  if (run.accumulate.residual_rms > threshold)
+    out.push_back(fmt::format("the partial sums' accumulation ({})", pct(run.accumulate.residual_rms)));
   if (run.gemm.residual_rms > threshold)
     out.push_back(fmt::format("the GEMM formula ({}; the --model shapes are priced by their measured times)",
                               pct(run.gemm.residual_rms)));

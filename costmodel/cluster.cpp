@@ -37,6 +37,9 @@ ComputeSpec read_compute_fields(JsonReader& r, const ComputeSpec& base) {
   c.optimizer_bandwidth_bytes_per_s =
       r.quantity_or("optimizer_bandwidth", UnitKind::kBytesPerSecond, bounds::kMemoryBandwidth,
                     c.optimizer_bandwidth_bytes_per_s);
+  c.accumulate_bandwidth_bytes_per_s =
+      r.quantity_or("accumulate_bandwidth", UnitKind::kBytesPerSecond, bounds::kMemoryBandwidth,
+                    c.accumulate_bandwidth_bytes_per_s);
   return c;
 }
 
@@ -48,6 +51,7 @@ nlohmann::json compute_json(const ComputeSpec& c) {
                       {"memory_bandwidth", c.memory_bandwidth_bytes_per_s},
                       {"kernel_overhead", c.kernel_overhead_s}};
   if (c.optimizer_bandwidth_bytes_per_s > 0) j["optimizer_bandwidth"] = c.optimizer_bandwidth_bytes_per_s;
+  if (c.accumulate_bandwidth_bytes_per_s > 0) j["accumulate_bandwidth"] = c.accumulate_bandwidth_bytes_per_s;
   return j;
 }
 

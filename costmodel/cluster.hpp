@@ -30,6 +30,10 @@ struct ComputeSpec {
   double memory_bandwidth_bytes_per_s = 1e11;
   double kernel_overhead_s = 0.0;                // launch and setup per kernel
   double optimizer_bandwidth_bytes_per_s = 0.0;  // the optimizer step's streaming rate (0: memory_bandwidth)
+  // The rate at which a GEMM that adds into its output (C += A B, a split's partial sums) reads C beyond
+  // one that writes it: each slice after the first of a split along the reduction dimension pays
+  // bytes(C) / this (0: memory_bandwidth). Calibrations measure it (the "gemm-accumulate" sweep).
+  double accumulate_bandwidth_bytes_per_s = 0.0;
   double peak_flops(Precision p) const { return p == Precision::kFp32 ? fp32_flops_per_s : bf16_flops_per_s; }
 };
 

@@ -66,7 +66,8 @@ enum : std::int64_t {
   kGemmPoint,
   kOptimizerPoint,
   kComputeDrift,
-  kCommunicationDrift
+  kCommunicationDrift,
+  kAccumulatePoint
 };
 std::int64_t octave(double bytes) {
   return bytes > 1 ? static_cast<std::int64_t>(std::floor(std::log2(bytes))) : 0;
@@ -99,6 +100,7 @@ CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration,
     gemm_error_ = gemm_.empty() ? e.gemm_formula : gemm_.leave_one_out_error();
     elementwise_error_ = e.elementwise;
     optimizer_error_ = e.optimizer;
+    accumulate_error_ = e.accumulate;
     compute_drift_ = factor(e.compute_drift, {kComputeDrift});
     communication_drift_ = factor(e.communication_drift, {kCommunicationDrift});
     interference_ = std::max(1.0, interference_ * factor(e.interference, {kInterferencePoint}));
@@ -189,10 +191,20 @@ double CostModel::kernel_s(const Kernel& k, int batch) const {
   return draw_ ? t * compute_drift_ * factor(gemm_error_, {kGemmPoint, s[0], s[1], s[2], s[3]}) : t;
 }
 
+double CostModel::accumulate_s(const Kernel& piece, int batch) const {
+  const int elem = precision_ == Precision::kFp32 ? 4 : 2;
+  const double bytes = static_cast<double>(piece.dim(Dim::kM, batch)) *
+                       static_cast<double>(piece.dim(Dim::kN, batch)) *
+                       static_cast<double>(piece.dim(Dim::kCount, batch)) * elem * piece.density;
+  const double bw = compute_.accumulate_bandwidth_bytes_per_s > 0 ? compute_.accumulate_bandwidth_bytes_per_s
+                                                                  : compute_.memory_bandwidth_bytes_per_s;
+  const double t = bytes / bw;
+  return draw_ ? t * compute_drift_ * factor(accumulate_error_, {kAccumulatePoint}) : t;
+}
+
 double CostModel::kernels_s(const std::vector<Kernel>& kernels, int batch, int splits) const {
   double t = 0;
   for (const Kernel& k : kernels) {
-    // A slice that accumulates (Y = sum_j X_j W_j) does it in place (C += A B): no extra pass.
     if (splits > 1 && k.split_dim != Dim::kNone) {
       const Kernel piece = k.slice(splits);
       double sliced = splits * kernel_s(piece, batch);
@@ -201,12 +213,24 @@ double CostModel::kernels_s(const std::vector<Kernel>& kernels, int batch, int s
       // between two corrections for a gain would pick splits for it.
       if (!gemm_.measured(shape_of(piece, batch)) || !gemm_.measured(shape_of(k, batch)))
         sliced = std::max(sliced, kernel_s(k, batch));
+      // Slices cut along the reduction dimension make partial sums: every slice after the first adds
+      // into the output (C += A B), reading C once more than a GEMM that writes it.
+      if (k.split_dim == Dim::kK) sliced += (splits - 1) * accumulate_s(piece, batch);
       t += sliced;
+    } else if (splits > 1 && k.tp_sliced) {
+      // An elementwise kernel over heads, ffn columns or the vocabulary runs once per slice on its
+      // share of the bytes: the same bytes, splits launches.
+      t += kernel_s(k, batch) + (splits - 1) * launch_s();
     } else {
       t += kernel_s(k, batch);
     }
   }
   return t;
+}
+
+double CostModel::launch_s() const {
+  const double t = compute_.kernel_overhead_s;
+  return draw_ ? t * compute_drift_ * factor(elementwise_error_, {kElementwisePoint, -1}) : t;
 }
 
 double CostModel::phase_s(const std::vector<Kernel>& kernels, int batch, int splits) const {

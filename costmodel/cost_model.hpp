@@ -161,8 +161,15 @@ class CostModel {
   bool two_levels() const { return nodes_ > 1 && node_size_ > 1 && inter_.has_value(); }
   int node_size() const { return node_size_; }
   double kernel_s(const Kernel& k, int batch) const;
-  // The kernels run with every splittable kernel cut into `splits` slices (accumulating in place).
+  // The kernels run with every splittable kernel cut into `splits` slices: each slice's GEMMs, the
+  // partial sums' accumulation (accumulate_s per slice after the first of a GEMM cut along k), and a
+  // launch (the kernel overhead) per slice of every elementwise kernel a slice runs a share of.
   double kernels_s(const std::vector<Kernel>& kernels, int batch, int splits) const;
+  // What adding a slice's product into the output costs beyond writing it: bytes(C) over the
+  // accumulate bandwidth (ComputeSpec).
+  double accumulate_s(const Kernel& piece, int batch) const;
+  // One more launch of an elementwise kernel: the kernel overhead.
+  double launch_s() const;
   // Compute time of a list of kernels at batch b as the tier prices it: the extended tier runs the
   // kernels at batch b, the paper tier takes b times their time at batch 1 (b gamma).
   double phase_s(const std::vector<Kernel>& kernels, int batch, int splits) const;
@@ -188,7 +195,7 @@ class CostModel {
   GemmPrice gemm_;
   // A draw of the calibration's uncertainty (uncertainty.hpp; 0: none) and the errors it scales by.
   std::uint64_t draw_ = 0;
-  double gemm_error_ = 0, elementwise_error_ = 0, optimizer_error_ = 0;
+  double gemm_error_ = 0, elementwise_error_ = 0, optimizer_error_ = 0, accumulate_error_ = 0;
   double compute_drift_ = 1, communication_drift_ = 1;  // this draw's factors (1 without a draw)
   std::optional<double> fixed_z_;  // Calibration::quantile_z: every factor at this quantile
   // A price's factor in this draw (or at the fixed quantile) for an error of `sigma`.

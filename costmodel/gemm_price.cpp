@@ -1,7 +1,9 @@
 // GemmPrice (gemm_price.hpp): the roofline corrected by the measured shapes near the one priced.
 #include "costmodel/gemm_price.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "costmodel/calibration.hpp"
@@ -74,7 +76,18 @@ double GemmPrice::seconds(const Shape& s) const {
     std::lock_guard<std::mutex> lock(memo_->mutex);
     if (const auto it = memo_->seconds.find(s); it != memo_->seconds.end()) return it->second;
   }
-  const double price = roof * std::exp(correction(log_shape(s), points_, points_.size(), kReach));
+  double price = roof * std::exp(correction(log_shape(s), points_, points_.size(), kReach));
+  // Monotone against what was measured: never below a measured shape it contains (no larger in any of
+  // m, n, k, count), never above one that contains it; where the measurements themselves disagree
+  // (a contained shape measured slower than a containing one), the slower bound.
+  double low = 0, high = std::numeric_limits<double>::infinity();
+  for (const auto& [at, t] : measured_) {
+    const bool below = at[0] <= s[0] && at[1] <= s[1] && at[2] <= s[2] && at[3] <= s[3];
+    const bool above = at[0] >= s[0] && at[1] >= s[1] && at[2] >= s[2] && at[3] >= s[3];
+    if (below) low = std::max(low, t);
+    if (above) high = std::min(high, t);
+  }
+  price = std::max(low, std::min(price, high));
   std::lock_guard<std::mutex> lock(memo_->mutex);
   memo_->seconds.emplace(s, price);
   return price;

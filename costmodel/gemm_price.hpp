@@ -9,6 +9,9 @@
 // kReach octaves, w_0 = 1 (the roofline's own weight). At a measured shape (d = 0) the price is its
 // measured time; the correction fades with distance and is none beyond R octaves of every measured
 // shape, where the roofline alone prices (Franke and Little's local inverse-distance weighting).
+// A shape not measured is then held between the measured shapes it contains and those containing it
+// (each of m, n, k, count no larger, or no smaller): monotone in each size wherever a measurement
+// says so, the slower bound where two measurements disagree.
 #pragma once
 
 #include <array>

@@ -6,7 +6,9 @@
 //                                           correction (each measured shape priced from the others:
 //                                           how far a shape's time is from what its neighbours say);
 //                                           without, the GEMM formula fit's residual
-//   an elementwise kernel, the optimizer:   their fits' residuals (provenance "fit")
+//   an elementwise kernel, the optimizer,
+//   a partial sum's accumulation:           their fits' residuals (provenance "fit"); an extra launch of
+//                                           a sliced elementwise kernel shares the elementwise error
 //   the overlap interference i:             the spread of ln of its samples
 //   the machine's drift:                    the spread of the repeats of each point (the calibration
 //                                           times every point in passes over all of them), one factor
@@ -40,12 +42,12 @@ inline constexpr int kDefaultDraws = 100;
 
 // The relative errors of a calibration's single-point fits (0 where not recorded).
 struct FitErrors {
-  double gemm_formula = 0, elementwise = 0, optimizer = 0, interference = 0;
+  double gemm_formula = 0, elementwise = 0, optimizer = 0, interference = 0, accumulate = 0;
   // The machine's drift between the repeats of a point (provenance "fit"/"repeat_spread"): one factor
   // per draw shared by every compute price, one by every calibrated collective.
   double compute_drift = 0, communication_drift = 0;
 };
-// Read from the calibration's provenance ("fit": gemm, elementwise, adam, interference_samples).
+// Read from the calibration's provenance ("fit": gemm, elementwise, adam, accumulate, interference_samples).
 FitErrors fit_errors(const Calibration& cal);
 // Whether the calibration records any error an interval could be drawn from.
 bool has_uncertainty(const Calibration& cal);

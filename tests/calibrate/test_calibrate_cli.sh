@@ -96,18 +96,23 @@ jcheck "the raw points: cal2.measurements.csv, one line per point, every sweep t
 import csv
 rows = list(csv.DictReader(open("cal2.measurements.csv")))
 sweeps = {r["sweep"] for r in rows}
-want = {"all-gather", "reduce-scatter", "all-reduce", "elementwise", "adam", "gemm", "overlap"}
+want = {"all-gather", "reduce-scatter", "all-reduce", "elementwise", "adam", "gemm", "gemm-accumulate", "overlap"}
 assert sweeps == want, sweeps
+# --quick: one generic shape timed adding into C too, fitted against its "gemm" point.
+added = [r for r in rows if r["sweep"] == "gemm-accumulate"]
+assert [(r["m"], r["n"], r["k"]) for r in added] == [("256", "256", "32")], added
+assert j["provenance"]["fit"]["accumulate"]["points"] == 1
+assert j["compute"].get("accumulate_bandwidth", 1e15) > 0
 ag = [float(r["bytes"]) for r in rows if r["sweep"] == "all-gather"]
 assert ag[0] == 1024 and ag[-1] == 1048576 and len(ag) == 11, ag  # --quick: 1 KiB .. 1 MiB, powers of 2
 assert all(float(r["seconds"]) > 0 for r in rows)
 assert sum(s["points"] for s in j["provenance"]["fit"]["allgather"]) == len(ag)'
 # Points are timed in passes (one repetition of each a pass): a line per point as its last
 # repetition is timed, and a line at the end of each pass before the last (--quick: 3 repetitions,
-# so two such lines for each of the 6 interleaved sweeps).
+# so two such lines for each of the 7 interleaved sweeps).
 if grep -qE '^calibrate: all-gather 1\.0 KiB \[1/[0-9]+\] ' quick.err &&
   [[ $(grep '^calibrate: ' quick.err | grep -vc ' pass [0-9]* of ') -eq $(($(wc -l <cal2.measurements.csv) - 1)) ]] &&
-  [[ $(grep -cE '^calibrate: [a-z-]+ pass [12] of 3 over [0-9]+ points ' quick.err) -eq 12 ]]; then
+  [[ $(grep -cE '^calibrate: [a-z-]+ pass [12] of 3 over [0-9]+ points ' quick.err) -eq 14 ]]; then
   ok "progress: one line per point and one per pass on stderr, with a counter"
 else
   not_ok "progress: one line per point and one per pass on stderr, with a counter" "$(head -n 5 quick.err)"

@@ -64,7 +64,7 @@ CalibrateOptions small_options() {
   o.gemm_shapes = {{32, 32, 32, 1, "square"},
                    {64, 64, 64, 1, "square"},
                    {128, 128, 128, 1, "square"},
-                   {64, 64, 16, 4, "batched"}};
+                   {64, 64, 16, 4, "batched", true}};  // also timed adding into C
   o.overlap_shapes = {{64, 64, 64, 1, "square"}};
   o.overlap_bytes = 64 * 1024;
   return o;
@@ -79,22 +79,22 @@ TEST_CASE("run_calibration measures every point once, in order, and frees its me
   const costmodel::CalibrationRun run = run_calibration(
       device, comm, small_options(), [&](const CalibrationProgress& p) { seen.push_back(p); });
 
-  // 3 x 7 collective sizes + 5 touches + 5 Adam sizes + 4 GEMMs + 1 overlap shape.
-  REQUIRE(run.measurements.size() == 36);
+  // 3 x 7 collective sizes + 5 touches + 5 Adam sizes + 4 GEMMs + 1 adding into C + 1 overlap shape.
+  REQUIRE(run.measurements.size() == 37);
   std::vector<CalibrationProgress> points, passes;
   for (const auto& p : seen) (p.pass == 0 ? points : passes).push_back(p);
-  REQUIRE(points.size() == 36);
+  REQUIRE(points.size() == 37);
   for (std::size_t i = 0; i < points.size(); ++i) {
     CHECK(points[i].index == static_cast<int>(i) + 1);
-    CHECK(points[i].total == 36);
+    CHECK(points[i].total == 37);
     CHECK(points[i].sweep == run.measurements[i].sweep);
   }
-  // Each of the 6 interleaved sweeps (three collectives, elementwise, Adam, GEMM) reports the end
-  // of every pass but its last (quick options: 3 repetitions, so passes 1 and 2 of 3), before any
-  // of its points.
+  // Each of the 7 interleaved sweeps (three collectives, elementwise, Adam, GEMM, adding into C) reports the
+  // end of every pass but its last (quick options: 3 repetitions, so passes 1 and 2 of 3), before any of its
+  // points.
   const int reps = small_options().repeats;
   REQUIRE(reps == 3);
-  REQUIRE(passes.size() == static_cast<std::size_t>(6 * (reps - 1)));
+  REQUIRE(passes.size() == static_cast<std::size_t>(7 * (reps - 1)));
   for (std::size_t i = 0; i < passes.size(); ++i) {
     const int pass = static_cast<int>(i) % (reps - 1) + 1;
     CHECK(passes[i].pass == pass);
@@ -116,6 +116,11 @@ TEST_CASE("run_calibration measures every point once, in order, and frees its me
   }
   CHECK(ag == std::vector<double>{1024, 2048, 4096, 8192, 16384, 32768, 65536});
   CHECK(run.measurements.back().sweep == "overlap");
+  const auto& added = run.measurements[run.measurements.size() - 2];
+  CHECK(added.sweep == "gemm-accumulate");
+  CHECK((added.m == 64 && added.n == 64 && added.k == 16 && added.count == 4));
+  CHECK(run.accumulate.points == 1);
+  CHECK(run.calibration.compute->accumulate_bandwidth_bytes_per_s > 0);
   CHECK(run.measurements.back().with_comm_s > 0);
   CHECK(comm.collectives > 0);
   CHECK(device.memory().current_bytes == 0);
@@ -159,7 +164,7 @@ TEST_CASE("without a separate comm stream there is no overlap sweep", "[calibrat
   CpuDevice device(one);
   TwinCommunicator comm;
   const costmodel::CalibrationRun run = run_calibration(device, comm, small_options());
-  CHECK(run.measurements.size() == 35);
+  CHECK(run.measurements.size() == 36);
   CHECK_FALSE(run.interference.has_value());
   CHECK_FALSE(run.calibration.interference.has_value());
 }
@@ -169,7 +174,8 @@ namespace {
 // Measurements of a machine with known coefficients, as run_calibration records them:
 // collectives on 2 ranks from 1 KiB to 256 MiB, alpha 5 us and 2 GB/s up to 64 KiB, then 40 us and
 // 4 GB/s; touches with overhead 2 us at 20 GB/s; Adam at 10 GB/s; GEMMs at 80 GFLOP/s, d_half 24;
-// GEMMs 1.5x slower beside all-gathers.
+// GEMMs 1.5x slower beside all-gathers; those from 256 up also timed adding into C, 4 d^2 B at 5 GB/s
+// more.
 std::vector<costmodel::Measurement> synthetic_measurements() {
   std::vector<costmodel::Measurement> ms;
   auto add = [&](const char* sweep, double bytes, double t) {
@@ -195,6 +201,12 @@ std::vector<costmodel::Measurement> synthetic_measurements() {
     const double dd = static_cast<double>(d);
     m.seconds = 2e-6 + 2 * dd * dd * dd / (80e9 * dd / (dd + 24));
     ms.push_back(m);
+    if (d >= 256) {  // adding into C: 4 d^2 B more at 5 GB/s
+      costmodel::Measurement a = m;
+      a.sweep = "gemm-accumulate";
+      a.seconds = a.min_s = a.max_s = m.seconds + 4 * dd * dd / 5e9;
+      ms.push_back(a);
+    }
     if (d == 256) {
       m.sweep = "overlap";
       m.with_comm_s = 1.5 * m.seconds;
@@ -232,6 +244,9 @@ TEST_CASE("costmodel::fit_measurements recovers the coefficients into the calibr
   CHECK(cal.compute->gemm_efficiency == 1.0);
   CHECK(cal.compute->gemm_half_efficiency_dim == Approx(24).epsilon(1e-9));
   CHECK(run.adam.bandwidth_bytes_per_s == Approx(10e9).epsilon(1e-9));
+  CHECK(run.accumulate.points == 3);
+  CHECK(cal.compute->accumulate_bandwidth_bytes_per_s == Approx(5e9).epsilon(1e-9));
+  CHECK(cal.provenance.at("fit").at("accumulate").at("points") == 3);
   REQUIRE(cal.interference.has_value());
   CHECK(*cal.interference == Approx(1.5));
   CHECK(cal.provenance.at("fit").at("allgather").size() == 2);
@@ -244,6 +259,7 @@ TEST_CASE("costmodel::fit_measurements recovers the coefficients into the calibr
   CHECK(back.allreduce[0].up_to_bytes == 65536.0);
   CHECK(back.allreduce[1].alpha_s == Approx(40e-6).epsilon(1e-9));
   CHECK(back.compute->fp32_flops_per_s == Approx(80e9).epsilon(1e-9));
+  CHECK(back.compute->accumulate_bandwidth_bytes_per_s == Approx(5e9).epsilon(1e-9));
   CHECK(back.interference == cal.interference);
 
   const std::string csv = costmodel::measurements_csv(run);
@@ -331,6 +347,17 @@ TEST_CASE("the GEMM shapes of a model's IR, distinct and capped", "[calibrate]")
     if (s.m == 1024 && s.n == 3072 && s.k == 1024 && s.count == 1) qkv = true;
   }
   CHECK(qkv);
+  // Timed adding into C: the MLP's second GEMM cut in two along its 4096 ffn columns (a partial sum,
+  // [1024 x 1024 x 2048] at batch 1), not a whole GEMM (the QKV projection) nor a slice cut along n
+  // (the MLP's first GEMM's half, [1024 x 2048 x 1024]).
+  const auto accumulates = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
+    for (const auto& s : shapes)
+      if (s.m == m && s.n == n && s.k == k && s.count == 1) return s.accumulates ? 1 : 0;
+    return -1;
+  };
+  CHECK(accumulates(1024, 1024, 2048) == 1);
+  CHECK(accumulates(1024, 3072, 1024) == 0);
+  CHECK(accumulates(1024, 2048, 1024) == 0);
   // The LM head [1024 x 50257 x 1024] (105 GFLOP) is left out.
   for (const auto& s : shapes) CHECK(s.n != 50257);
   CHECK_FALSE(shapes.empty());

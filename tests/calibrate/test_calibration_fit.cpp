@@ -217,6 +217,37 @@ TEST_CASE("the elementwise fit recovers overhead and bandwidth", "[calibrate][fi
   CHECK_THROWS_AS(costmodel::fit_elementwise({{1e3, 1e-6}}), osdp::Error);
 }
 
+// Adding into C costs c_bytes / 4 GB/s beyond writing it, on GEMMs of 1-40 ms. Noise-free: the
+// bandwidth exactly, no residual. With the differences off by +10% and -10% on two points of equal
+// C and equal accumulating times, the weighted least squares through the origin is their mean: the bandwidth
+// again, and each point 10% off its fitted cost.
+TEST_CASE("the accumulate fit recovers what adding into C costs", "[calibrate][fit]") {
+  std::vector<costmodel::AccumulatePoint> pts;
+  for (const double c : {1e6, 4e6, 16e6, 64e6}) pts.push_back({c, c * 6e-10, c * 6e-10 + c / 4e9});
+  costmodel::AccumulateFit f = costmodel::fit_accumulate(pts);
+  CHECK(f.points == 4);
+  CHECK(f.bandwidth_bytes_per_s == Approx(4e9).epsilon(kExact));
+  CHECK(f.residual_rms < kExact);
+
+  const double c = 8e6, extra = c / 4e9, t0 = 1e-2;
+  f = costmodel::fit_accumulate(
+      {{c, t0, t0 + 1.1 * extra}, {c, t0 + 0.2 * extra, t0 + 0.2 * extra + 0.9 * extra}});
+  // Both accumulating GEMMs took t0 + 1.1 extra: equal weights, the mean of 1.1 and 0.9 extra.
+  CHECK(f.bandwidth_bytes_per_s == Approx(4e9).epsilon(kExact));
+  CHECK(f.residual_rms == Approx(0.1).epsilon(1e-9));
+
+  // Adding in place no slower than writing: no cost (the file's largest bandwidth), no residual.
+  f = costmodel::fit_accumulate({{c, 2e-3, 1.9e-3}, {2 * c, 4e-3, 4e-3}});
+  CHECK(f.bandwidth_bytes_per_s == costmodel::kMaxBandwidth);
+  CHECK(f.residual_rms == 0);
+  // Wildly off points: the residual is capped at 1.
+  f = costmodel::fit_accumulate({{c, t0, t0 + 10 * extra}, {c, t0, t0 + 0.01 * extra}});
+  CHECK(f.residual_rms == 1.0);
+  CHECK(costmodel::fit_accumulate({}).points == 0);
+  CHECK(costmodel::fit_accumulate({}).bandwidth_bytes_per_s == 0);
+  CHECK_THROWS_AS(costmodel::fit_accumulate({{c, 0.0, 1e-3}}), osdp::Error);
+}
+
 namespace {
 
 // t = overhead + flops / (peak d / (d + d_half)).

@@ -59,15 +59,19 @@ TEST_CASE("kernel_s follows the compute model", "[cost]") {
 }
 
 // Splitting a GEMM along its split dimension into n slices: n GEMMs of 1/n the flops. With no
-// per-kernel overhead and flat efficiency (d_half = 0), a compute-bound split costs exactly the
-// unsplit time, whether its slices accumulate in place (k split) or not (n split). Both GEMMs below
-// stay compute-bound at n = 8: 1.07e9 flops per slice take 215 us at 5 TFLOP/s, their 19.4 MB of
-// operands 39 us at 500 GB/s. With the synthetic figures (overhead, d_half > 0) finer splits of a
-// real operator never get cheaper.
-TEST_CASE("kernels_s: splitting costs only overhead and efficiency", "[cost]") {
+// per-kernel overhead, flat efficiency (d_half = 0) and adding into C free, a compute-bound split
+// costs exactly the unsplit time, whether its slices make partial sums (k split) or not (n split).
+// Both GEMMs below stay compute-bound at n = 8: 1.07e9 flops per slice take 215 us at 5 TFLOP/s,
+// their 19.4 MB of operands 39 us at 500 GB/s. What a split adds: each partial sum after the first
+// reads C once more, [1024 x 4096] fp32 at batch 2 = 16.8 MB at the accumulate bandwidth, and each
+// slice, of a GEMM or of an elementwise kernel over heads or ffn columns, is one more launch (the
+// overhead). With the
+// synthetic figures (overhead, d_half > 0) finer splits of a real operator never get cheaper.
+TEST_CASE("kernels_s: splitting costs only overhead, efficiency and the partial sums", "[cost]") {
   ClusterSpec flat = synthetic_cluster();
   flat.compute.kernel_overhead_s = 0;
   flat.compute.gemm_half_efficiency_dim = 0;
+  flat.compute.accumulate_bandwidth_bytes_per_s = 1e300;
   const CostModel ideal(flat, nullptr, Precision::kFp32, CostOptions{});
   Kernel dx;  // grad-input of a [1024 x 4096] weight: split along n, nothing to sum
   dx.kind = KernelKind::kGemm;
@@ -85,6 +89,36 @@ TEST_CASE("kernels_s: splitting costs only overhead and efficiency", "[cost]") {
     CHECK(ideal.kernels_s({dx}, 2, n) == Approx(ideal.kernels_s({dx}, 2, 1)).epsilon(kRel));
     CHECK(ideal.kernels_s({fwd}, 2, n) == Approx(ideal.kernels_s({fwd}, 2, 1)).epsilon(kRel));
   }
+  ClusterSpec summing = flat;
+  summing.compute.accumulate_bandwidth_bytes_per_s = 4e11;
+  summing.compute.kernel_overhead_s = 3e-6;
+  const CostModel sums(summing, nullptr, Precision::kFp32, CostOptions{});
+  const CostModel sums_bf16(summing, nullptr, Precision::kMixed, CostOptions{});
+  Kernel act;  // an activation over the ffn columns: 1 MB per sample, one launch per slice
+  act.kind = KernelKind::kElementwise;
+  act.bytes_per_sample = 1e6;
+  act.tp_sliced = true;
+  Kernel norm = act;  // a norm over the hidden state: not cut
+  norm.tp_sliced = false;
+  const double c_bytes = 1024.0 * 4096 * 4;
+  for (const int n : {2, 4, 8}) {
+    CAPTURE(n);
+    CHECK(sums.kernels_s({dx}, 2, n) == Approx(sums.kernels_s({dx}, 2, 1) + (n - 1) * 3e-6).epsilon(kRel));
+    CHECK(sums.kernels_s({fwd}, 2, n) ==
+          Approx(sums.kernels_s({fwd}, 2, 1) + (n - 1) * (3e-6 + c_bytes / 4e11)).epsilon(kRel));
+    // bf16 partial sums: half the bytes of C (the slices, memory-bound at bf16's peak, priced apart).
+    CHECK(sums_bf16.kernels_s({fwd}, 2, n) ==
+          Approx(n * sums_bf16.kernel_s(fwd.slice(n), 2) + (n - 1) * c_bytes / 2 / 4e11).epsilon(kRel));
+    CHECK(sums.kernels_s({act}, 2, n) == Approx(3e-6 + 2e6 / 5e11 + (n - 1) * 3e-6).epsilon(kRel));
+    CHECK(sums.kernels_s({norm}, 2, n) == Approx(3e-6 + 2e6 / 5e11).epsilon(kRel));
+  }
+  // Without an accumulate bandwidth of its own, adding into C goes at the memory bandwidth.
+  ClusterSpec plain = flat;
+  plain.compute.accumulate_bandwidth_bytes_per_s = 0;
+  const CostModel memory(plain, nullptr, Precision::kFp32, CostOptions{});
+  CHECK(memory.kernels_s({fwd}, 2, 4) ==
+        Approx(memory.kernels_s({fwd}, 2, 1) + 3 * c_bytes / plain.compute.memory_bandwidth_bytes_per_s)
+            .epsilon(kRel));
 
   const CostModel model(synthetic_cluster(), nullptr, Precision::kFp32, CostOptions{});
   const Workload w = lower(load_model("gpt2-1.5b"));

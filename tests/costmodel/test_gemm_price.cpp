@@ -73,12 +73,63 @@ TEST_CASE("near measured shapes the correction is the Franke-Little mean of thei
         Approx(roof.kernel_s(gemm(m, m, 512), 1) * std::exp(w2 * w2 * r / (1 + w2 * w2))).epsilon(1e-12));
 
   // Two measured shapes on either side, one slower and one faster than the roofline by the same
-  // factor, at the same distance: their corrections cancel, the roofline prices the middle.
-  const Calibration two = measuring({{256, 512, 512, 1, 2 * roof.kernel_s(gemm(256, 512, 512), 1)},
-                                     {1024, 512, 512, 1, 0.5 * roof.kernel_s(gemm(1024, 512, 512), 1)}});
+  // factor, at the same distance: their corrections cancel, the roofline prices the middle (which
+  // lies between their times: 1.2 x 38.5 us and 125.8 us / 1.2 around 65.4 us).
+  const Calibration two = measuring({{256, 512, 512, 1, 1.2 * roof.kernel_s(gemm(256, 512, 512), 1)},
+                                     {1024, 512, 512, 1, roof.kernel_s(gemm(1024, 512, 512), 1) / 1.2}});
   const CostModel both(cluster, &two, Precision::kFp32, CostOptions{});
   CHECK(both.kernel_s(gemm(512, 512, 512), 1) ==
         Approx(roof.kernel_s(gemm(512, 512, 512), 1)).epsilon(1e-12));
+  // Twice and half: the measurements say the smaller shape (77 us) is slower than the larger (63 us).
+  // The middle is held monotone against both; where they disagree, at the slower bound.
+  const double slow = 2 * roof.kernel_s(gemm(256, 512, 512), 1);
+  const Calibration crossed = measuring(
+      {{256, 512, 512, 1, slow}, {1024, 512, 512, 1, 0.5 * roof.kernel_s(gemm(1024, 512, 512), 1)}});
+  const CostModel held(cluster, &crossed, Precision::kFp32, CostOptions{});
+  CHECK(held.kernel_s(gemm(512, 512, 512), 1) == slow);
+}
+
+// Monotone in each size against the measured shapes: for random calibrations of a few shapes (times
+// the roofline's with a random factor of sigma 0.5), every unmeasured shape on a grid is priced no
+// lower than the slowest measured shape it contains; and no higher than the fastest containing it
+// where that one is no faster than any measured shape it contains in turn (the measurements agree).
+TEST_CASE("a GEMM's price is monotone against the measured shapes", "[cost][gemm]") {
+  const ClusterSpec cluster = synthetic_cluster();
+  const CostModel roof(cluster, nullptr, Precision::kFp32, CostOptions{});
+  const std::vector<std::int64_t> sizes = {64, 128, 256, 512, 1024, 2048};
+  std::mt19937_64 rng(20261129);
+  std::uniform_int_distribution<std::size_t> pick(0, sizes.size() - 1);
+  std::lognormal_distribution<double> factor(0.0, 0.5);
+  int compared = 0;
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<GemmTime> times;
+    for (int i = 0; i < 6; ++i) {
+      const std::int64_t m = sizes[pick(rng)], n = sizes[pick(rng)], k = sizes[pick(rng)];
+      times.push_back({m, n, k, 1, roof.kernel_s(gemm(m, n, k), 1) * factor(rng)});
+    }
+    const Calibration cal = measuring(times);
+    const CostModel model(cluster, &cal, Precision::kFp32, CostOptions{});
+    const auto contains = [](const GemmTime& big, std::int64_t m, std::int64_t n, std::int64_t k) {
+      return big.m >= m && big.n >= n && big.k >= k;
+    };
+    for (const std::int64_t m : sizes)
+      for (const std::int64_t n : sizes)
+        for (const std::int64_t k : sizes) {
+          bool measured = false;
+          double low = 0, high = 1e300;
+          for (const GemmTime& t : times) {
+            measured = measured || (t.m == m && t.n == n && t.k == k);
+            if (contains({m, n, k, 1, 0}, t.m, t.n, t.k)) low = std::max(low, t.seconds);
+            if (contains(t, m, n, k)) high = std::min(high, t.seconds);
+          }
+          if (measured) continue;
+          const double price = model.kernel_s(gemm(m, n, k), 1);
+          CHECK(price >= low);
+          if (low <= high) CHECK(price <= high);
+          ++compared;
+        }
+  }
+  CHECK(compared > 4000);
 }
 
 // What the search took for a gain on one H100: the whole GEMM priced one way, its slices another.
@@ -131,7 +182,14 @@ TEST_CASE("a split is never priced below its whole unless the calibration measur
         INFO(k.name << " split " << s << " batch " << b);
         REQUIRE(measured.count(shape(k, b)) == 1);
         REQUIRE(measured.count(shape(k.slice(s), b)) == 1);
-        CHECK(split == Approx(s * model.kernel_s(k.slice(s), b)).epsilon(1e-12));
+        // Partial sums (a cut along k) add C once more per slice after the first: [m x n] fp32 of the
+        // slice at the cluster's memory bandwidth (the calibration measured no accumulate bandwidth).
+        const Kernel piece = k.slice(s);
+        const double sums = k.split_dim == Dim::kK
+                                ? (s - 1) * 4.0 * piece.dim(Dim::kM, b) * piece.dim(Dim::kN, b) *
+                                      piece.dim(Dim::kCount, b) / cluster.compute.memory_bandwidth_bytes_per_s
+                                : 0.0;
+        CHECK(split == Approx(s * model.kernel_s(piece, b) + sums).epsilon(1e-12));
       }
   }
   CHECK(checked > 1000);

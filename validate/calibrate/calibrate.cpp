@@ -11,6 +11,8 @@
 //     which is what the kernel moves (reads w, g, m, v; writes w, m, v: 7 floats). Fitted like the
 //     elementwise sweep and reported beside it; the calibration keeps the elementwise bandwidth.
 //   gemm: Device::gemm [m x k] x [k x n] x count; kernel_s, t = overhead + flops / (peak d/(d + d_half)).
+//   gemm-accumulate: the shapes a split's partial sums run (GemmShape::accumulates), C += A B; against
+//     the same shape's gemm point, what adding into C costs: CostModel::accumulate_s, bytes(C) / bandwidth.
 //   overlap: GEMMs alone, then with all-gathers of overlap_bytes running on the comm stream for the
 //     whole batch; interference = median of with / alone.
 #include "validate/calibrate/calibrate.hpp"
@@ -256,8 +258,10 @@ costmodel::Measurement gemm_measurement(const GemmShape& sh, const costmodel::Me
   return r;
 }
 
-void sweep_gemms(Sweeper& sw, const std::vector<GemmShape>& shapes,
+// beta 0: C = A B (the "gemm" sweep); beta 1: C += A B ("gemm-accumulate").
+void sweep_gemms(Sweeper& sw, const std::vector<GemmShape>& shapes, float beta, const char* sweep,
                  std::vector<costmodel::Measurement>& out) {
+  if (shapes.empty()) return;
   Device& dev = sw.dev_;
   Stream& s = dev.compute_stream();
   // Each call takes the next of as many copies of its operands as fill the cold pool: in a step a
@@ -269,6 +273,7 @@ void sweep_gemms(Sweeper& sw, const std::vector<GemmShape>& shapes,
   for (const GemmShape& sh : shapes) {
     const double bytes = std::max(1.0, costmodel::GemmPoint{sh.m, sh.n, sh.k, sh.count, 0}.bytes());
     calls.emplace_back(sh, sw.o_.gemm_math, static_cast<std::size_t>(std::ceil(cold / bytes)));
+    calls.back().g.beta = beta;
   }
   GemmPool pool(dev, calls);
   std::vector<Sweeper::Op> ops;
@@ -277,8 +282,8 @@ void sweep_gemms(Sweeper& sw, const std::vector<GemmShape>& shapes,
     ops.emplace_back([&dev, &s, &call] { dev.gemm(s, call.next()); });
   }
   const std::vector<costmodel::Measurement> ms =
-      sw.points(s, ops, "gemm", [&](std::size_t i) { return shape_label(shapes[i]); });
-  for (std::size_t i = 0; i < ms.size(); ++i) out.push_back(gemm_measurement(shapes[i], ms[i], "gemm"));
+      sw.points(s, ops, sweep, [&](std::size_t i) { return shape_label(shapes[i]); });
+  for (std::size_t i = 0; i < ms.size(); ++i) out.push_back(gemm_measurement(shapes[i], ms[i], sweep));
 }
 
 // GEMMs alone, then beside enough all-gathers on the comm stream to cover the whole batch (checked on
@@ -367,6 +372,9 @@ costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, co
   const bool comm_thread = &device.comm_stream() != &device.compute_stream();
   const bool overlap = comm_thread && world >= 2;
   const std::vector<GemmShape> gemms = o.gemm_shapes.empty() ? generic_gemm_shapes(o.quick) : o.gemm_shapes;
+  std::vector<GemmShape> accumulates;
+  for (const GemmShape& sh : gemms)
+    if (sh.accumulates) accumulates.push_back(sh);
   const std::vector<GemmShape> overlaps = !overlap                   ? std::vector<GemmShape>{}
                                           : o.overlap_shapes.empty() ? default_overlap_shapes(o.quick)
                                                                      : o.overlap_shapes;
@@ -380,9 +388,10 @@ costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, co
   }
   std::size_t collective_points = world >= 2 ? collective_sizes(o, world).size() : 0;
   for (const auto& [level, size] : rings) collective_points += collective_sizes(o, size).size();
-  const int total = static_cast<int>(
-      costmodel::kCollectives.size() * collective_points + kernel_sizes(o, 8).size() +
-      kernel_sizes(o, costmodel::kAdamBytesPerParam).size() + gemms.size() + overlaps.size());
+  const int total =
+      static_cast<int>(costmodel::kCollectives.size() * collective_points + kernel_sizes(o, 8).size() +
+                       kernel_sizes(o, costmodel::kAdamBytesPerParam).size() + gemms.size() +
+                       accumulates.size() + overlaps.size());
   Sweeper sw(device, comm, o, progress, total);
   costmodel::CalibrationRun run;
   run.world = world;
@@ -391,7 +400,8 @@ costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, co
   for (const auto& [level, size] : rings)
     sweep_collectives(sw, comm.ring(level, o.per_node), level, run.measurements);
   sweep_kernels(sw, run.measurements);
-  sweep_gemms(sw, gemms, run.measurements);
+  sweep_gemms(sw, gemms, 0.0f, "gemm", run.measurements);
+  sweep_gemms(sw, accumulates, 1.0f, "gemm-accumulate", run.measurements);
   if (!overlaps.empty()) sweep_overlap(sw, overlaps, run.measurements);
   if (measured && comm.rank() == 0) measured(run);
   costmodel::fit_measurements(run, o.name, o.segments);

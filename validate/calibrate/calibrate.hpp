@@ -29,6 +29,9 @@ namespace osdp::validate {
 struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0, count = 1;
   std::string source;  // "square", "skinny", or the model and kernel it comes from
+  // Timed again adding into C (C += A B, the "gemm-accumulate" sweep): a split's partial sums do, and
+  // the cost model prices what that adds (ComputeSpec::accumulate_bandwidth_bytes_per_s).
+  bool accumulates = false;
   double flops() const {
     return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
            static_cast<double>(count);

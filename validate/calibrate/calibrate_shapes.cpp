@@ -1,7 +1,7 @@
 // What osdp calibrate measures: the GEMM shapes (generic, and those of given models at every batch
 // and split asked for) and the options, as recorded in the calibration's provenance.
 #include <algorithm>
-#include <set>
+#include <map>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -18,11 +18,12 @@ std::vector<GemmShape> generic_gemm_shapes(bool quick) {
   std::vector<GemmShape> out;
   for (std::int64_t d = 32; d <= (quick ? 256 : 2048); d *= 2) out.push_back({d, d, d, 1, "square"});
   if (quick) {
-    out.push_back({256, 256, 32, 1, "skinny"});
+    out.push_back({256, 256, 32, 1, "skinny", true});
     return out;
   }
   out.push_back({1536, 1536, 1536, 1, "square"});
-  for (const std::int64_t k : {16, 32, 64, 128, 256}) out.push_back({1024, 1024, k, 1, "skinny"});
+  // The skinny ones (C large beside the work) are timed adding into C as well.
+  for (const std::int64_t k : {16, 32, 64, 128, 256}) out.push_back({1024, 1024, k, 1, "skinny", k >= 64});
   out.push_back({64, 1024, 1024, 1, "skinny"});
   return out;
 }
@@ -30,7 +31,7 @@ std::vector<GemmShape> generic_gemm_shapes(bool quick) {
 std::vector<GemmShape> model_gemm_shapes(const std::vector<costmodel::ModelSpec>& models,
                                          const std::vector<int>& batches, double max_flops) {
   std::vector<GemmShape> out;
-  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> seen;
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>, std::size_t> seen;
   for (const auto& model : models) {
     const costmodel::Workload w = costmodel::lower(model);
     for (const auto& op : w.operators)
@@ -43,11 +44,20 @@ std::vector<GemmShape> model_gemm_shapes(const std::vector<costmodel::ModelSpec>
                 n > 1 && whole.split_dim != costmodel::Dim::kNone ? whole.slice(n) : whole;
             for (const int b : batches) {
               using costmodel::Dim;
-              const GemmShape sh{k.dim(Dim::kM, b), k.dim(Dim::kN, b), k.dim(Dim::kK, b),
+              // A slice cut along k makes a partial sum: it adds into the output.
+              const bool partial = n > 1 && whole.split_dim == Dim::kK;
+              const GemmShape sh{k.dim(Dim::kM, b),
+                                 k.dim(Dim::kN, b),
+                                 k.dim(Dim::kK, b),
                                  k.dim(Dim::kCount, b),
-                                 fmt::format("{} {} batch {} split {}", model.name, k.name, b, n)};
-              if (sh.flops() > max_flops || !seen.insert({sh.m, sh.n, sh.k, sh.count}).second) continue;
-              out.push_back(sh);
+                                 fmt::format("{} {} batch {} split {}", model.name, k.name, b, n),
+                                 partial};
+              if (sh.flops() > max_flops) continue;
+              const auto [at, added] = seen.emplace(std::tuple{sh.m, sh.n, sh.k, sh.count}, out.size());
+              if (added)
+                out.push_back(sh);
+              else
+                out[at->second].accumulates = out[at->second].accumulates || partial;
             }
           }
         }
@@ -67,7 +77,11 @@ nlohmann::json gemm_operands_provenance(double rotation_bytes, double last_level
 
 nlohmann::json CalibrateOptions::to_json() const {
   nlohmann::json shapes = nlohmann::json::array();
-  for (const auto& s : gemm_shapes) shapes.push_back({s.m, s.n, s.k, s.count});
+  nlohmann::json accumulated = nlohmann::json::array();
+  for (const auto& s : gemm_shapes) {
+    shapes.push_back({s.m, s.n, s.k, s.count});
+    if (s.accumulates) accumulated.push_back({s.m, s.n, s.k, s.count});
+  }
   return {{"min_bytes", min_bytes},
           {"max_bytes", max_bytes},
           {"steps_per_doubling", steps_per_doubling},
@@ -79,6 +93,7 @@ nlohmann::json CalibrateOptions::to_json() const {
           {"elementwise_min_bytes", elementwise_min_bytes},
           {"elementwise_max_bytes", elementwise_max_bytes},
           {"gemm_shapes", shapes},
+          {"gemm_accumulate_shapes", accumulated},
           {"overlap_bytes", overlap_bytes},
           {"quick", quick},
           {"per_node", per_node},
