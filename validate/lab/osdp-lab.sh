@@ -417,7 +417,7 @@ do_status() {
 # Removes exactly what $STATE/made lists (namespaces take their veths, bridge and qdiscs with them),
 # after ending the processes still running in them. Safe to call twice.
 do_down_quiet() {
-  [[ -d $STATE ]] || return 0
+  [[ -n ${STATE:-} && -d $STATE ]] || return 0
   local kind what pids ns_list=() dirs=() etc=0
   if [[ -f $STATE/made ]]; then
     while read -r kind what; do
