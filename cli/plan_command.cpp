@@ -132,7 +132,9 @@ std::string versus(const search::PlanOutcome& o, const search::PlanOutcome& b) {
     text += fmt::format(
         "\n                 the gain is within the calibration's error: {} does as well as far as osdp can "
         "tell",
-        b.strategy == "without splits" ? "the same plan without splits" : b.strategy);
+        b.strategy == "without splits"        ? "the same plan without splits"
+        : b.strategy == "one choice per kind" ? "the same plan with one choice per operator kind"
+                                              : b.strategy);
   return text;
 }
 
@@ -274,6 +276,7 @@ int run_plan(const PlanArgs& args) {
     std::vector<const search::PlanOutcome*> simpler;
     for (const search::PlanOutcome& b : report.baselines) simpler.push_back(&b);
     if (report.unsplit) simpler.push_back(&*report.unsplit);
+    if (report.uniform) simpler.push_back(&*report.uniform);
     for (const search::PlanOutcome* b : simpler) {
       if (b->feasible)
         std::cout << fmt::format("  {:<14} batch {}, {:.2f} samples/s, step {}, peak {}{}\n", b->strategy,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <map>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -281,8 +282,27 @@ PlanReport run_request(const PlanRequest& r) {
   p.layouts.deadline = p.baselines_deadline;
   for (const Strategy* b : p.baselines) rep.baselines.push_back(run_strategy(p, *b));
   if (rep.outcome.feasible) rep.unsplit = without_splits(p, rep.outcome);
+  if (rep.outcome.feasible) rep.uniform = one_choice_per_kind(p, rep.outcome);
   return rep;
 }
+
+namespace {
+// `w` (a copy of a plan's outcome with other choices) as strategy `name`, priced by the plan's cost
+// model and its draws; none when it does not fit.
+std::optional<PlanOutcome> repriced(const PreparedSearch& p, PlanOutcome w, const char* name) {
+  w.strategy = name;
+  w.batches.reset();
+  w.layouts.reset();
+  w.robust_throughput = 0;
+  w.evaluation = costmodel::plan_cost_model(w.plan).evaluate(*w.workload, w.plan);
+  if (!w.evaluation.fits) return std::nullopt;
+  w.plan.predicted_iteration_time_s = w.evaluation.time_s;
+  w.plan.predicted_peak_memory_bytes = w.evaluation.peak_bytes;
+  w.plan.predicted_throughput_samples_per_s = w.evaluation.throughput;
+  w.drawn_time_s = costmodel::drawn_step_times(*w.workload, w.plan, p.draws);
+  return w;
+}
+}  // namespace
 
 std::optional<PlanOutcome> without_splits(const PreparedSearch& p, const PlanOutcome& o) {
   if (!o.feasible) return std::nullopt;
@@ -295,17 +315,34 @@ std::optional<PlanOutcome> without_splits(const PreparedSearch& p, const PlanOut
     c.split = 1;
   }
   if (!split) return std::nullopt;
-  w.strategy = "without splits";
-  w.batches.reset();
-  w.layouts.reset();
-  w.robust_throughput = 0;
-  w.evaluation = costmodel::plan_cost_model(w.plan).evaluate(*w.workload, w.plan);
-  if (!w.evaluation.fits) return std::nullopt;
-  w.plan.predicted_iteration_time_s = w.evaluation.time_s;
-  w.plan.predicted_peak_memory_bytes = w.evaluation.peak_bytes;
-  w.plan.predicted_throughput_samples_per_s = w.evaluation.throughput;
-  w.drawn_time_s = costmodel::drawn_step_times(*w.workload, w.plan, p.draws);
-  return w;
+  return repriced(p, std::move(w), "without splits");
+}
+
+std::optional<PlanOutcome> one_choice_per_kind(const PreparedSearch& p, const PlanOutcome& o) {
+  if (!o.feasible || !o.workload || o.workload->operators.size() != o.plan.choices.size())
+    return std::nullopt;
+  const auto& ops = o.workload->operators;
+  // Per kind, its choices in order of first use with their counts.
+  std::map<costmodel::OperatorKind, std::vector<std::pair<costmodel::Choice, int>>> seen;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    auto& list = seen[ops[i].kind];
+    const auto it =
+        std::find_if(list.begin(), list.end(), [&](const auto& e) { return e.first == o.plan.choices[i]; });
+    if (it == list.end())
+      list.emplace_back(o.plan.choices[i], 1);
+    else
+      ++it->second;
+  }
+  if (std::all_of(seen.begin(), seen.end(), [](const auto& e) { return e.second.size() == 1; }))
+    return std::nullopt;
+  std::map<costmodel::OperatorKind, costmodel::Choice> most;
+  for (const auto& [kind, list] : seen)
+    most[kind] = std::max_element(list.begin(), list.end(), [](const auto& a, const auto& b) {
+                   return a.second < b.second;  // the first of the largest count
+                 })->first;
+  PlanOutcome w = o;
+  for (std::size_t i = 0; i < ops.size(); ++i) w.plan.choices[i] = most[ops[i].kind];
+  return repriced(p, std::move(w), "one choice per kind");
 }
 
 nlohmann::json report_json(const PlanReport& r) {
@@ -325,15 +362,17 @@ nlohmann::json report_json(const PlanReport& r) {
     baselines.push_back(std::move(bj));
   }
   j["baselines"] = std::move(baselines);
-  if (r.unsplit) {
-    nlohmann::json u = outcome_json(*r.unsplit);
+  // A simpler plan's figures beside the plan's, or null.
+  const auto simpler = [&](const std::optional<PlanOutcome>& b) -> nlohmann::json {
+    if (!b) return nullptr;
+    nlohmann::json u = outcome_json(*b);
     for (const char* k : {"plan", "candidates", "skipped_ranges", "layouts"}) u.erase(k);
-    u["speedup_over_baseline"] = r.outcome.evaluation.throughput / r.unsplit->evaluation.throughput;
-    u["speedup_interval"] = costmodel::to_json(speedup_interval(r.outcome, *r.unsplit));
-    j["without_splits"] = std::move(u);
-  } else {
-    j["without_splits"] = nullptr;
-  }
+    u["speedup_over_baseline"] = r.outcome.evaluation.throughput / b->evaluation.throughput;
+    u["speedup_interval"] = costmodel::to_json(speedup_interval(r.outcome, *b));
+    return u;
+  };
+  j["without_splits"] = simpler(r.unsplit);
+  j["one_choice_per_kind"] = simpler(r.uniform);
   return j;
 }
 

@@ -106,6 +106,8 @@ struct PlanReport {
   std::vector<PlanOutcome> baselines;
   // The plan with every split operator whole (without_splits), when it has splits and that fits.
   std::optional<PlanOutcome> unsplit;
+  // The plan with one choice per operator kind (one_choice_per_kind), when it has more and that fits.
+  std::optional<PlanOutcome> uniform;
 };
 
 // The simpler plan a gain from splitting is weighed against: the plan with every split operator
@@ -113,12 +115,18 @@ struct PlanReport {
 // model and under the same draws; strategy "without splits". None when no operator is split or the
 // whole plan does not fit the memory limit.
 std::optional<PlanOutcome> without_splits(const PreparedSearch& p, const PlanOutcome& o);
+// The simpler plan a gain from mixing modes is weighed against: every operator of a kind (attention,
+// MLP, ...) takes the choice most of that kind's operators have in the plan (the first of them in
+// operator order on a tie), the layout as it is; strategy "one choice per kind", priced like
+// without_splits. None when every kind already has one choice or that plan does not fit the limit.
+std::optional<PlanOutcome> one_choice_per_kind(const PreparedSearch& p, const PlanOutcome& o);
 PlanReport run_request(const PlanRequest& r);
 
 // What `osdp plan --json` prints: the outcome (outcome_json) with the model, the cluster, the world
 // size and "baselines": each baseline's figures (outcome_json less its plan and per-candidate detail)
 // with speedup_over_baseline, the plan's throughput over the baseline's (when both fit), and its
-// speedup_interval (null without draws); "without_splits": the same for PlanReport::unsplit, or null.
+// speedup_interval (null without draws); "without_splits": the same for PlanReport::unsplit, or null;
+// "one_choice_per_kind": for PlanReport::uniform.
 nlohmann::json report_json(const PlanReport& r);
 
 // Bytes from an option's text ("16GiB"), within the physical bounds of a device's memory.

@@ -165,4 +165,58 @@ TEST_CASE("without splits: every split operator whole, ZDP where a slice was", "
   CHECK_FALSE(search::without_splits(*p, o));
 }
 
+// val-4x384 under fsdp: every operator ZDP. Give two of the attention operators other choices (DP,
+// and a 2-way split with DP slices) and one MLP operator DP: per kind the choice most operators have
+// wins (attention: ZDP, held by 2 of 4; MLP: ZDP, 3 of 4), the embedding and head keep theirs.
+TEST_CASE("one choice per kind: each operator kind takes the choice most of it has", "[robust][request]") {
+  search::PlanRequest r;
+  r.model = "val-4x384";
+  r.cluster = "cpu-2";
+  r.calibration = std::string(OSDP_TEST_DATA_DIR) + "/results/lab/xeon-shm-intervals-a/calibration.json";
+  r.batch = "2";
+  r.baselines = {"none"};
+  r.strategy = "fsdp";
+  r.selective = false;
+  const auto p = search::prepare_search(r);
+  search::PlanOutcome o = search::run_strategy(*p, *p->strategy);
+  REQUIRE(o.feasible);
+  CHECK_FALSE(search::one_choice_per_kind(*p, o));  // one choice for every operator already
+  const auto& ops = o.workload->operators;
+  std::vector<std::size_t> attention, mlp;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].kind == costmodel::OperatorKind::kAttention) attention.push_back(i);
+    if (ops[i].kind == costmodel::OperatorKind::kMlp) mlp.push_back(i);
+  }
+  REQUIRE(attention.size() == 4);
+  REQUIRE(mlp.size() == 4);
+  const costmodel::Choice zdp = o.plan.choices[attention[0]];
+  REQUIRE(zdp.is_zdp());
+  const costmodel::Choice dp{false, 1, 0, false, false, false, false};
+  const costmodel::Choice halves{false, 2, 0, false, false, false, false};
+  o.plan.choices[attention[1]] = dp;
+  o.plan.choices[attention[2]] = halves;
+  o.plan.choices[mlp[3]] = dp;
+  const auto u = search::one_choice_per_kind(*p, o);
+  REQUIRE(u);
+  CHECK(u->strategy == "one choice per kind");
+  for (std::size_t i = 0; i < ops.size(); ++i) CHECK(u->plan.choices[i] == zdp);  // fsdp: ZDP everywhere
+  const costmodel::Evaluation ev = costmodel::plan_cost_model(u->plan).evaluate(*u->workload, u->plan);
+  CHECK(u->evaluation.time_s == ev.time_s);
+  CHECK(u->drawn_time_s == costmodel::drawn_step_times(*u->workload, u->plan, costmodel::kDefaultDraws));
+  // A tie (2 DP and 2 ZDP attention operators) goes to the choice the kind used first.
+  o.plan.choices[attention[2]] = dp;
+  o.plan.choices[attention[0]] = dp;
+  o.plan.choices[attention[1]] = zdp;
+  o.plan.choices[attention[3]] = zdp;
+  const auto tie = search::one_choice_per_kind(*p, o);
+  REQUIRE(tie);
+  for (const std::size_t i : attention) CHECK(tie->plan.choices[i] == dp);
+  // The report carries it beside the plan.
+  r.strategy = "exact";
+  const search::PlanReport rep = search::run_request(r);
+  const nlohmann::json j = search::report_json(rep);
+  CHECK(j.contains("one_choice_per_kind"));
+  CHECK(j["one_choice_per_kind"].is_null() == !rep.uniform.has_value());
+}
+
 }  // namespace osdp
