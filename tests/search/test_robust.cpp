@@ -126,7 +126,10 @@ TEST_CASE("a robust request: its plan is the best at the 95th percentile and no 
   CHECK_THROWS_WITH(search::run_request(r), Catch::Contains("expected throughput or robust"));
 }
 
-TEST_CASE("without splits: every split operator whole, ZDP where a slice was", "[robust][request]") {
+namespace {
+// val-4x384 on 2 CPU ranks at batch 2 under fsdp (every operator ZDP), with a calibration that records
+// its errors.
+search::PlanRequest fsdp_request() {
   search::PlanRequest r;
   r.model = "val-4x384";
   r.cluster = "cpu-2";
@@ -135,6 +138,12 @@ TEST_CASE("without splits: every split operator whole, ZDP where a slice was", "
   r.baselines = {"none"};
   r.strategy = "fsdp";
   r.selective = false;
+  return r;
+}
+}  // namespace
+
+TEST_CASE("without splits: every split operator whole, ZDP where a slice was", "[robust][request]") {
+  search::PlanRequest r = fsdp_request();
   const auto p = search::prepare_search(r);
   search::PlanOutcome o = search::run_strategy(*p, *p->strategy);
   REQUIRE(o.feasible);
@@ -169,14 +178,7 @@ TEST_CASE("without splits: every split operator whole, ZDP where a slice was", "
 // and a 2-way split with DP slices) and one MLP operator DP: per kind the choice most operators have
 // wins (attention: ZDP, held by 2 of 4; MLP: ZDP, 3 of 4), the embedding and head keep theirs.
 TEST_CASE("one choice per kind: each operator kind takes the choice most of it has", "[robust][request]") {
-  search::PlanRequest r;
-  r.model = "val-4x384";
-  r.cluster = "cpu-2";
-  r.calibration = std::string(OSDP_TEST_DATA_DIR) + "/results/lab/xeon-shm-intervals-a/calibration.json";
-  r.batch = "2";
-  r.baselines = {"none"};
-  r.strategy = "fsdp";
-  r.selective = false;
+  search::PlanRequest r = fsdp_request();
   const auto p = search::prepare_search(r);
   search::PlanOutcome o = search::run_strategy(*p, *p->strategy);
   REQUIRE(o.feasible);
