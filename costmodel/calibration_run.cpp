@@ -1,9 +1,9 @@
 // fit_measurements applies the fits of calibration_fit.cpp to a run's measurements (grouped by sweep)
 // and builds the costmodel::Calibration: segments per collective (and per ring level), ComputeSpec
 // (the elementwise overhead and bandwidth, the GEMM peak and d_half, gemm_efficiency 1, bf16 = fp32
-// since the CPU kernels are fp32, the partial sums' accumulate bandwidth) and the interference; the fit
-// diagnostics go to the provenance under "fit". Also the calibration file, the measurements' CSV and the list
-// of noisy fits.
+// since the CPU kernels are fp32, the partial sums' accumulate bandwidth) and the interference; the
+// fit diagnostics go to the provenance under "fit". Also the calibration file, the measurements' CSV
+// and the list of noisy fits.
 #include "costmodel/calibration_fit.hpp"
 
 #include <algorithm>
