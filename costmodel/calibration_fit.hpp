@@ -208,7 +208,8 @@ inline constexpr double kNoisyResidual = 0.15;
 nlohmann::json repeat_spread_json(const std::vector<Measurement>& measurements);
 
 // The fits of `run` over `threshold`, each as "all-gather from 1.00 MiB (23.0%)", in the order the
-// summary prints them (collective segments, elementwise, adam, the GEMM formula).
+// summary prints them (collective segments, elementwise, adam, the GEMM formula; not the accumulation,
+// whose residual is large by nature).
 std::vector<std::string> noisy_fits(const CalibrationRun& run, double threshold = kNoisyResidual);
 
 // The raw points as CSV (one header line, then one line per Measurement). The calibration file is
