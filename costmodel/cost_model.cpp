@@ -53,7 +53,7 @@ double roofline(const ComputeSpec& c, Precision precision, const GemmPrice::Shap
   const double d = std::min({m, n, kk});
   const double eff = c.gemm_efficiency * d / (d + c.gemm_half_efficiency_dim);
   const double flop_s = 2.0 * m * n * kk * count * density / (c.peak_flops(precision) * eff);
-  const int elem = precision == Precision::kFp32 ? 4 : 2;
+  const int elem = precision_bytes(precision).activation;  // an operand element in compute
   const double bytes = count * (m * kk + kk * n + m * n) * elem * density;
   return c.kernel_overhead_s + std::max(flop_s, bytes / c.memory_bandwidth_bytes_per_s);
 }
@@ -192,7 +192,7 @@ double CostModel::kernel_s(const Kernel& k, int batch) const {
 }
 
 double CostModel::accumulate_s(const Kernel& piece, int batch) const {
-  const int elem = precision_ == Precision::kFp32 ? 4 : 2;
+  const int elem = precision_bytes(precision_).activation;
   const double bytes = static_cast<double>(piece.dim(Dim::kM, batch)) *
                        static_cast<double>(piece.dim(Dim::kN, batch)) *
                        static_cast<double>(piece.dim(Dim::kCount, batch)) * elem * piece.density;

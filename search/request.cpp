@@ -156,8 +156,7 @@ std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a) {
   if (a.groups == "on" && !p->model->two_levels())
     throw UsageError(
         fmt::format("--groups: node groups and two-level collectives need a cluster of several nodes with "
-                    "several devices "
-                    "each; {} has {} node(s) of {}",
+                    "several devices each; {} has {} node(s) of {}",
                     ctx.cluster.name, ctx.cluster.nodes, ctx.cluster.devices_per_node));
   opt.space.groups = a.groups == "on" || (a.groups == "auto" && p->model->two_levels());
   if (a.checkpoint != "auto" && a.checkpoint != "on" && a.checkpoint != "off" && a.checkpoint != "selective")

@@ -256,8 +256,8 @@ StrategyRegistry default_strategies(const SolverLimits& limits) {
       r.add(std::make_unique<DataParallelStrategy>(name, solvers.get(name).summary(), limits));
   r.add(std::make_unique<LayoutStrategy>("galvatron",
                                          "Galvatron's search as its released code does it: even stages, per "
-                                         "layer a TP degree with DDP or ZeRO-3, "
-                                         "its micro-batch heuristic, global batches in steps of 8",
+                                         "layer a TP degree with DDP or ZeRO-3, its micro-batch heuristic, "
+                                         "global batches in steps of 8",
                                          LayoutSearch::kGalvatron));
   r.add(std::make_unique<LayoutStrategy>(
       "megatron-3d",

@@ -18,7 +18,6 @@
 #include "experiments/sweep.hpp"
 #include "unit_rows.hpp"
 
-using Catch::Matchers::Contains;
 using nlohmann::json;
 using namespace osdp::experiments;
 using osdp::experiments::testing::ev;
