@@ -141,9 +141,9 @@ int report(const ValidateArgs& a, const experiments::MeasuredJob& job,
     std::cout << "  coverage: no intervals (the calibration records no fit residuals)\n";
   std::cout << fmt::format(
       "  order: {} of {} pairs of plans predicted apart (90% intervals apart; without intervals, further "
-      "apart than their steps spread) measure in the predicted order ({} pairs in all)\n",
+      "apart than their steps spread) measure in the predicted order ({} pairs in all){}\n",
       std::count_if(s.orders.begin(), s.orders.end(), [](const auto& x) { return x.ok; }), s.orders.size(),
-      s.order_pairs);
+      s.order_pairs, job.validation.order ? "" : "; not required (\"order\": false)");
   std::cout << fmt::format("  results in {0}/validation.csv, {0}/summary.json{1}\n", o.out_dir,
                            plot.empty() ? fmt::format(", {}/predicted_vs_measured.png", o.out_dir) : "");
   if (!plot.empty()) std::cerr << "osdp validate: " << plot << "\n";

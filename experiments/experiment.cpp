@@ -262,6 +262,7 @@ Experiment read_experiment(const nlohmann::json& doc, const std::string& file) {
     ValidationSpec& vs = e.validation;
     vs.warmup = static_cast<int>(v->integer_or("warmup", 0, 1000, vs.warmup));
     vs.iterations = static_cast<int>(v->integer_or("iterations", 5, 100000, vs.iterations));
+    vs.order = v->boolean_or("order", vs.order);
     if (auto t = v->object_if("tolerance")) {
       vs.time_median = t->number_or("time_median", 0, 1e6, vs.time_median);
       vs.time_max = t->number_or("time_max", 0, 1e6, vs.time_max);

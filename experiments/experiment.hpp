@@ -81,6 +81,7 @@ struct ValidationSpec {
   double time_median = 0.05;  // median |time error| over the plans
   double time_max = 0.10;     // largest |time error|
   double memory_max = 0.01;   // largest |peak memory error|
+  bool order = true;          // plans predicted apart must measure in that order
   std::vector<SpeedupCheck> speedups;
 };
 

@@ -214,7 +214,7 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
         o.measured_a = time_of(*a, EvaluatorKind::kMeasured);
         o.measured_b = time_of(*b, EvaluatorKind::kMeasured);
         o.ok = o.measured_a < o.measured_b;
-        if (!o.ok)
+        if (!o.ok && spec.order)
           s.failures.push_back(fmt::format(
               "order: {} predicted {:.1f}% faster than {} ({}) but measured {:.1f} ms against {:.1f} ms at "
               "{}",
@@ -299,6 +299,7 @@ std::string write_validation_outputs(const std::string& dir, const MeasuredJob& 
         {"fraction", s.with_interval > 0 ? nlohmann::json(s.coverage()) : nlohmann::json(nullptr)}}},
       {"order",
        {{"pairs", s.order_pairs},
+        {"required", job.validation.order},
         {"checked", s.orders.size()},
         {"as_predicted",
          std::count_if(s.orders.begin(), s.orders.end(), [](const OrderResult& o) { return o.ok; })},

@@ -127,6 +127,13 @@ TEST_CASE("without intervals, the measured order is checked where the predicted 
   CHECK(order_failures == 1);
   CHECK_FALSE(s.ok());
   CHECK(s.with_interval == 0);  // no row has an interval
+  // "order": false reports the same checks, the reversal among them, and fails on none of them.
+  spec.order = false;
+  const ValidationSummary lax = summarize(rows, spec);
+  REQUIRE(lax.orders.size() == 3);
+  CHECK(std::count_if(lax.orders.begin(), lax.orders.end(), [](const auto& o) { return o.ok; }) == 2);
+  CHECK(lax.failures.empty());
+  CHECK(lax.ok());
 }
 
 TEST_CASE("with intervals: coverage, and the order checked where the intervals are apart",
