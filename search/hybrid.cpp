@@ -10,6 +10,7 @@
 
 #include "costmodel/bounds.hpp"
 #include "costmodel/error.hpp"
+#include "search/internal/hybrid_chains.hpp"
 #include "search/internal/hybrid_layout.hpp"
 
 namespace osdp::search {
@@ -30,6 +31,10 @@ using costmodel::kInf;
 HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostModel& cost, LayoutSearch search,
                            const HybridSearchOptions& options, std::shared_ptr<const Workload> one_stage) {
   const auto start = std::chrono::steady_clock::now();
+  // The chains' arenas are reused from layout to layout and freed when the search ends, however.
+  struct ReleaseArenas {
+    ~ReleaseArenas() { detail::release_chain_arenas(); }
+  } release_arenas;
   HybridResult res;
   const int N = cost.world_size();
   HybridSearchOptions opts = options;

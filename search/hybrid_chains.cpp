@@ -15,6 +15,38 @@ using costmodel::Plan;
 
 namespace {
 
+// The arenas of the thread's finished chains, the largest last; at most two are kept (a layout runs
+// one chain at a time, and holds one more while it reads its picks).
+std::vector<std::vector<Label>>& arena_pool() {
+  thread_local std::vector<std::vector<Label>> pool;
+  return pool;
+}
+
+}  // namespace
+
+Chain::Chain() {
+  auto& pool = arena_pool();
+  if (pool.empty()) return;
+  arena = std::move(pool.back());
+  pool.pop_back();
+  arena.clear();
+}
+
+Chain::~Chain() {
+  if (arena.capacity() == 0) return;  // moved from
+  auto& pool = arena_pool();
+  pool.push_back(std::move(arena));
+  std::sort(pool.begin(), pool.end(),
+            [](const auto& a, const auto& b) { return a.capacity() < b.capacity(); });
+  if (pool.size() > 2) pool.erase(pool.begin());
+}
+
+void release_chain_arenas() {
+  std::vector<std::vector<Label>>().swap(arena_pool());
+}
+
+namespace {
+
 // The buffers of step_unit and pareto_sum, kept from unit to unit of a chain.
 struct StepScratch {
   SumScratch sum;
