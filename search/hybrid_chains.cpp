@@ -110,7 +110,8 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
       return;
     }
     SumMemo::key_of(ps, rows, t, budget, shift->persistent, shift->transient, sc.key);
-    if (const SumMemo::Found found = memo->find(sc.key); found.found) {
+    const std::uint64_t h = SumMemo::hash(sc.key);
+    if (const SumMemo::Found found = memo->find(sc.key, h); found.found) {
       out.clear();
       for (const SumChild* c = found.first; c != found.last; ++c) {
         Label n;
@@ -129,7 +130,7 @@ std::vector<int> step_unit(const LayoutContext& ctx, Chain& ch, const std::vecto
     }
     const auto all = [](const Label&) { return true; };
     if (pareto_sum(ch.arena, ps, rows, nullptr, t, budget, fits_u, all, keep_u, sc.sum, out, &sc.record))
-      memo->insert(sc.key, sc.record);
+      memo->insert(sc.key, h, sc.record);
   };
   sc.from.assign(ch.arena, current);
   const Staircases& from = sc.from;

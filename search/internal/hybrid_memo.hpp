@@ -13,6 +13,7 @@
 // it grown them itself.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -66,8 +67,30 @@ class SumMemo {
     bool found = false;
     const Child *first = nullptr, *last = nullptr;
   };
-  Found find(const std::vector<double>& key) const {
-    const auto [first, last] = index_.equal_range(hash(key));
+  // FNV-1a-like over the bits, 64 at a time, in four independent lanes (a key holds thousands of
+  // values, and one lane's chain of multiplications was a twentieth of a 70B search), then mixed.
+  static std::uint64_t hash(const std::vector<double>& key) {
+    constexpr std::uint64_t kPrime = 1099511628211ULL;
+    std::uint64_t h[4] = {1469598103934665603ULL, 0x9e3779b97f4a7c15ULL, 0xc2b2ae3d27d4eb4fULL,
+                          0x165667b19e3779f9ULL};
+    const auto mix = [](std::uint64_t a, double v) {
+      std::uint64_t x = 0;
+      std::memcpy(&x, &v, sizeof x);
+      a = (a ^ x) * kPrime;
+      return a ^ (a >> 29);
+    };
+    std::size_t i = 0;
+    for (; i + 4 <= key.size(); i += 4)
+      for (int l = 0; l < 4; ++l) h[l] = mix(h[l], key[i + static_cast<std::size_t>(l)]);
+    for (; i < key.size(); ++i) h[0] = mix(h[0], key[i]);
+    std::uint64_t out = key.size();
+    for (const std::uint64_t x : h) out = mix(out, std::bit_cast<double>(x));
+    return out;
+  }
+  // find and insert take the key's hash (hash(key)), computed once for both.
+  Found find(const std::vector<double>& key) const { return find(key, hash(key)); }
+  Found find(const std::vector<double>& key, std::uint64_t h) const {
+    const auto [first, last] = index_.equal_range(h);
     for (auto it = first; it != last; ++it) {
       const Entry& e = entries_[it->second];
       if (e.key.size() == key.size() &&
@@ -77,10 +100,13 @@ class SumMemo {
     return {};
   }
   void insert(const std::vector<double>& key, const std::vector<Child>& children) {
+    insert(key, hash(key), children);
+  }
+  void insert(const std::vector<double>& key, std::uint64_t h, const std::vector<Child>& children) {
     const double bytes = static_cast<double>(key.size() * sizeof(double) + children.size() * sizeof(Child));
     if (bytes_ + bytes > max_bytes_) return;
     bytes_ += bytes;
-    index_.emplace(hash(key), entries_.size());
+    index_.emplace(h, entries_.size());
     entries_.push_back({key, children});
   }
 
@@ -91,16 +117,6 @@ class SumMemo {
     std::vector<double> key;
     std::vector<Child> children;
   };
-  static std::uint64_t hash(const std::vector<double>& key) {
-    std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the bits, 64 at a time
-    for (const double v : key) {
-      std::uint64_t x = 0;
-      std::memcpy(&x, &v, sizeof x);
-      h = (h ^ x) * 1099511628211ULL;
-      h ^= h >> 29;
-    }
-    return h;
-  }
   double bytes_ = 0, max_bytes_;
   std::unordered_multimap<std::uint64_t, std::size_t> index_;
   std::vector<Entry> entries_;
