@@ -2,8 +2,8 @@
 // dynamic program along its units, forward from a stage start or backward from the model's end,
 // each label bounded by the LP of what the stage and the other stages still need, the choices a
 // chain's best label stands for, and the plan of the priced stages around one stage (an
-// incumbent's). hybrid_chains.cpp holds them; hybrid_layout.cpp runs them for a layout. Internal to
-// search/.
+// incumbent's). hybrid_chains.cpp holds the chains, hybrid_picks.cpp the plan read back from them;
+// hybrid_layout.cpp runs them for a layout. Internal to search/.
 #pragma once
 
 #include <algorithm>
