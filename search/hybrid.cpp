@@ -31,7 +31,8 @@ using costmodel::kInf;
 HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostModel& cost, LayoutSearch search,
                            const HybridSearchOptions& options, std::shared_ptr<const Workload> one_stage) {
   const auto start = std::chrono::steady_clock::now();
-  // The chains' arenas are reused from layout to layout and freed when the search ends, however.
+  // The chains' arenas are reused from layout to layout and freed when the search ends, however it
+  // ends (a budget's stop included).
   struct ReleaseArenas {
     ~ReleaseArenas() { detail::release_chain_arenas(); }
   } release_arenas;

@@ -22,8 +22,8 @@ namespace osdp::search::detail {
 // The chains of one stage from one end, every other end recorded: forward from a stage start i,
 // best[j] = c*(s, i, j); backward from the model's end (the last stage), best[i] = c*(s, i, U).
 // A chain's arena comes from a pool of the thread's earlier arenas and goes back to it: a layout's
-// chains, and the layouts after it, reuse its pages instead of faulting in and copying fresh ones as
-// the arena grows (a third of a 70B search's time). release_chain_arenas() frees the pool.
+// chains, and the layouts after it, reuse its pages rather than fault in and copy fresh ones as the
+// arena grows (a few percent of a 405B search). release_chain_arenas() frees the pool.
 struct Chain {
   std::vector<Label> arena;
   std::vector<double> best;     // per unit boundary, infinity where nothing fits

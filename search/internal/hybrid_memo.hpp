@@ -70,21 +70,18 @@ class SumMemo {
   // FNV-1a-like over the bits, 64 at a time, in four independent lanes (a key holds thousands of
   // values, and one lane's chain of multiplications was a twentieth of a 70B search), then mixed.
   static std::uint64_t hash(const std::vector<double>& key) {
-    constexpr std::uint64_t kPrime = 1099511628211ULL;
-    std::uint64_t h[4] = {1469598103934665603ULL, 0x9e3779b97f4a7c15ULL, 0xc2b2ae3d27d4eb4fULL,
-                          0x165667b19e3779f9ULL};
-    const auto mix = [](std::uint64_t a, double v) {
-      std::uint64_t x = 0;
-      std::memcpy(&x, &v, sizeof x);
-      a = (a ^ x) * kPrime;
+    const auto mix = [](std::uint64_t a, std::uint64_t x) {
+      a = (a ^ x) * 1099511628211ULL;
       return a ^ (a >> 29);
     };
+    std::uint64_t h[4] = {1469598103934665603ULL, 0x9e3779b97f4a7c15ULL, 0xc2b2ae3d27d4eb4fULL,
+                          0x165667b19e3779f9ULL};
     std::size_t i = 0;
     for (; i + 4 <= key.size(); i += 4)
-      for (int l = 0; l < 4; ++l) h[l] = mix(h[l], key[i + static_cast<std::size_t>(l)]);
-    for (; i < key.size(); ++i) h[0] = mix(h[0], key[i]);
+      for (std::size_t l = 0; l < 4; ++l) h[l] = mix(h[l], std::bit_cast<std::uint64_t>(key[i + l]));
+    for (; i < key.size(); ++i) h[0] = mix(h[0], std::bit_cast<std::uint64_t>(key[i]));
     std::uint64_t out = key.size();
-    for (const std::uint64_t x : h) out = mix(out, std::bit_cast<double>(x));
+    for (const std::uint64_t x : h) out = mix(out, x);
     return out;
   }
   // find and insert take the key's hash (hash(key)), computed once for both.
