@@ -85,7 +85,6 @@ class SumMemo {
     return out;
   }
   // find and insert take the key's hash (hash(key)), computed once for both.
-  Found find(const std::vector<double>& key) const { return find(key, hash(key)); }
   Found find(const std::vector<double>& key, std::uint64_t h) const {
     const auto [first, last] = index_.equal_range(h);
     for (auto it = first; it != last; ++it) {
@@ -95,9 +94,6 @@ class SumMemo {
         return {true, e.children.data(), e.children.data() + e.children.size()};
     }
     return {};
-  }
-  void insert(const std::vector<double>& key, const std::vector<Child>& children) {
-    insert(key, hash(key), children);
   }
   void insert(const std::vector<double>& key, std::uint64_t h, const std::vector<Child>& children) {
     const double bytes = static_cast<double>(key.size() * sizeof(double) + children.size() * sizeof(Child));

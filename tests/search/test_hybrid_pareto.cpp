@@ -285,33 +285,33 @@ TEST_CASE("the memo of Pareto steps finds a step by every value it depends on, b
   std::vector<double> key, other;
   SumMemo::key_of(ps, rows, 2, 100.0, 1.0, 2.0, key);
   SumMemo memo(1e6);
-  CHECK(!memo.find(key).found);
-  memo.insert(key, {{1, 2, 3, 0, 0}});
-  const SumMemo::Found found = memo.find(key);
+  CHECK(!memo.find(key, SumMemo::hash(key)).found);
+  memo.insert(key, SumMemo::hash(key), {{1, 2, 3, 0, 0}});
+  const SumMemo::Found found = memo.find(key, SumMemo::hash(key));
   REQUIRE(found.found);
   CHECK(found.last - found.first == 1);
   CHECK(found.first->time == 3);
   std::vector<double> none;  // a step with no child is a step found
   SumMemo::key_of(ps, {}, 2, 100.0, 1.0, 2.0, none);
-  memo.insert(none, {});
-  CHECK(memo.find(none).found);
+  memo.insert(none, SumMemo::hash(none), {});
+  CHECK(memo.find(none, SumMemo::hash(none)).found);
   // The same step over other parents, another degree, budget or row: not found.
   SumMemo::key_of(ps, rows, 1, 100.0, 1.0, 2.0, other);
-  CHECK(!memo.find(other).found);
+  CHECK(!memo.find(other, SumMemo::hash(other)).found);
   SumMemo::key_of(ps, rows, 2, std::nextafter(100.0, 200.0), 1.0, 2.0, other);
-  CHECK(!memo.find(other).found);
+  CHECK(!memo.find(other, SumMemo::hash(other)).found);
   rows[0].time = std::nextafter(0.5, 1.0);
   SumMemo::key_of(ps, rows, 2, 100.0, 1.0, 2.0, other);
-  CHECK(!memo.find(other).found);
+  CHECK(!memo.find(other, SumMemo::hash(other)).found);
   arena[0].time = -0.0;
   const Staircases moved(arena, {2, 1, 0});
   rows[0].time = 0.5;
   SumMemo::key_of(moved, rows, 2, 100.0, 1.0, 2.0, other);
-  CHECK(!memo.find(other).found);  // 0.0 and -0.0: not the same bits
+  CHECK(!memo.find(other, SumMemo::hash(other)).found);  // 0.0 and -0.0: not the same bits
   // Past its bytes, a memo adds no more steps.
   SumMemo small(8.0 * static_cast<double>(key.size()));
-  small.insert(key, {{1, 2, 3, 0, 0}});
-  CHECK(!small.find(key).found);
+  small.insert(key, SumMemo::hash(key), {{1, 2, 3, 0, 0}});
+  CHECK(!small.find(key, SumMemo::hash(key)).found);
 }
 
 }  // namespace
