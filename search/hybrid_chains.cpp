@@ -297,7 +297,8 @@ Cut::Cut(const Chain& ch, const std::vector<int>& current, const std::vector<End
 }
 
 Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double bound, std::int64_t* labels,
-                  const PipelineBounds& pb, SumMemo* memo) {
+                  const PipelineBounds& pb, SumMemo* memo, const std::vector<char>* wanted) {
+  const auto want = [wanted](int j) { return !wanted || (*wanted)[static_cast<std::size_t>(j)] != 0; };
   const int pp = ctx.layout().pp, m = ctx.layout().m, f = ctx.in_flight(s);
   const double budget = ctx.capacity() - ctx.fixed();
   Chain ch;
@@ -314,27 +315,45 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
   std::vector<DegreeCosts> exits(static_cast<std::size_t>(j_max) + 1);
   for (int j = i + 1; j <= j_max; ++j) exits[static_cast<std::size_t>(j)] = ctx.exits(s, j - 1);
   // The LP tables of the units before each end j, resolved once for the chain.
-  std::vector<const SuffixBound*> suffix(static_cast<std::size_t>(j_max) + 1, nullptr);
+  std::vector<const BandedSuffix*> suffix(static_cast<std::size_t>(j_max) + 1, nullptr);
   for (int j = i + 2; j <= j_max; ++j) suffix[static_cast<std::size_t>(j)] = &pb.suffix(j, f);
+  // Whether an end at j passes for label n in unit u (none: nothing from u + 1 to j fits, nor a later
+  // end); lp_before is the LP of units u+1..j'-1 for an end j' < j already computed (it only grows
+  // with j: more units, no more memory), 0 when none was.
+  const auto end_at = [&](const Label& n, int u, int j, double& lp_before) -> std::optional<bool> {
+    // The LP of the stage's rest only where an end at j could still pass without it. The exit after
+    // unit u is the label's own; after a later unit, the least over that unit's degrees.
+    const double after = pb.after_at(s + 1, j);
+    const DegreeCosts& exit = exits[static_cast<std::size_t>(j)];
+    double own = n.time + (j > u + 1 ? exit.least : exit.at[static_cast<std::size_t>(n.t)]);
+    if (!want(j) || after == kInf || step_bound(own + lp_before, before, after, s, m, pp) >= bound)
+      return false;
+    if (j > u + 1) {
+      const double x = suffix[static_cast<std::size_t>(j)]->least(u + 1, budget - n.persistent, n.transient);
+      if (x == kInf) return std::nullopt;  // a longer stage fits no better
+      lp_before = x;
+      own += x;
+    }
+    return step_bound(own, before, after, s, m, pp) < bound;
+  };
+  // Some end passes or none does, whatever the order they are tried in: the one that passed last is
+  // tried first, as neighbouring labels mostly pass at the same end; then every end in order.
+  int passed = -1;
   const auto keep = [&](const Label& n, int u) {
-    // The LP of units u+1..j-1 only grows with j (more units, no more memory): the last one computed
-    // bounds those of the ends after it before their own is.
+    if (passed > u && passed <= j_max) {
+      double none = 0;
+      if (end_at(n, u, passed, none).value_or(false)) {
+        return true;
+      }
+    }
     double lp_before = 0;
     for (int j = u + 1; j <= j_max; ++j) {
-      // The LP of the stage's rest only where an end at j could still pass without it. The exit after
-      // unit u is the label's own; after a later unit, the least over that unit's degrees.
-      const double after = pb.after_at(s + 1, j);
-      const DegreeCosts& exit = exits[static_cast<std::size_t>(j)];
-      double own = n.time + (j > u + 1 ? exit.least : exit.at[static_cast<std::size_t>(n.t)]);
-      if (after == kInf || step_bound(own + lp_before, before, after, s, m, pp) >= bound) continue;
-      if (j > u + 1) {
-        const double x =
-            suffix[static_cast<std::size_t>(j)]->least(u + 1, budget - n.persistent, n.transient);
-        if (x == kInf) break;  // a longer stage fits no better
-        lp_before = x;
-        own += x;
+      const std::optional<bool> pass = end_at(n, u, j, lp_before);
+      if (!pass) break;
+      if (*pass) {
+        passed = j;
+        return true;
       }
-      if (step_bound(own, before, after, s, m, pp) < bound) return true;
     }
     return false;
   };
@@ -342,9 +361,9 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
     std::vector<Cut::End> cut_ends;
     for (int j = u + 1; j <= j_max; ++j) {
       const double after = pb.after_at(s + 1, j);
-      if (after == kInf) continue;
+      if (after == kInf || !want(j)) continue;
       cut_ends.push_back({step_need(before, after, s, m, pp, bound), exits[static_cast<std::size_t>(j)].least,
-                          j > u + 1 ? suffix[static_cast<std::size_t>(j)] : nullptr, u + 1});
+                          j > u + 1 ? &suffix[static_cast<std::size_t>(j)]->all() : nullptr, u + 1});
     }
     // With the memo, no cut: the steps it records must hold every child no other beats.
     const Cut cut = memo ? Cut() : Cut(ch, current, cut_ends, budget, bound);
@@ -365,7 +384,8 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
 
 Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64_t* labels,
                    const std::function<const SuffixBound&(int)>& prefix, const PipelineBounds* pb, double cap,
-                   double floor, std::size_t beam) {
+                   double floor, std::size_t beam, const std::vector<char>* wanted) {
+  const auto want = [wanted](int i) { return !wanted || (*wanted)[static_cast<std::size_t>(i)] != 0; };
   const int pp = ctx.layout().pp, m = ctx.layout().m, s = pp - 1, f = ctx.in_flight(s);
   const int U = static_cast<int>(ctx.workload().units.size());
   const double budget = ctx.capacity() - ctx.fixed();
@@ -387,14 +407,14 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
   // has left, and before[s][i]. start_at says whether a start at i passes (true), fails (false) or fails
   // with every earlier start (none: the LP of its units does not fit); `within` is the LP of the units
   // before u.
-  const SuffixBound* within = nullptr;
+  const BandedSuffix* within = nullptr;
   const auto start_at = [&](const Label& l, int u, int i) -> std::optional<bool> {
     // The LP of the stage's rest only where a start at i could still pass without it. The entry
     // into unit u is the label's own; into an earlier unit, the least over its degrees.
     const double earlier = pb->before_at(s, i);
     double own = l.time + (i < u ? entries[static_cast<std::size_t>(i)].least
                                  : entries[static_cast<std::size_t>(u)].at[static_cast<std::size_t>(l.t)]);
-    if (earlier == kInf || step_bound(own, earlier, 0.0, s, m, pp) >= bound) return false;
+    if (!want(i) || earlier == kInf || step_bound(own, earlier, 0.0, s, m, pp) >= bound) return false;
     if (i < u) {
       const double x = within->least(i, budget - l.persistent, l.transient);
       if (x == kInf) return std::nullopt;  // a longer stage fits no better
@@ -436,10 +456,10 @@ Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64
     } else {
       for (int i = u; i >= i_min; --i) {
         const double earlier = pb->before_at(s, i);
-        if (earlier == kInf) continue;
+        if (earlier == kInf || !want(i)) continue;
         cut_ends.push_back({step_need(earlier, 0.0, s, m, pp, bound),
-                            entries[static_cast<std::size_t>(i)].least, i < u ? &pb->suffix(u, f) : nullptr,
-                            i});
+                            entries[static_cast<std::size_t>(i)].least,
+                            i < u ? &pb->suffix(u, f).all() : nullptr, i});
       }
     }
     const Cut cut(ch, current, cut_ends, budget, bound);

@@ -26,6 +26,10 @@ namespace {
 
 // What one layout's memo of chain steps may hold (hybrid_memo.hpp): past it, steps are not added.
 constexpr double kMemoBytes = 64.0 * 1024 * 1024;
+// A pipeline's bounds take the items' transients in bands no wider than the memory budget over this
+// (TransientBands): on Llama 3.1 405B's two stages 16 bands, and a bound 0.07% under the optimum
+// (one per transient: 165 and 0.05%; budget / 16: 5 and 0.5%).
+constexpr double kBandsPerBudget = 64;
 
 // Whether some split has every stage within its own memory in the relaxation: each unit at its
 // least persistent bytes (with its stage's micro-batches in flight) and least transient. Memory
@@ -108,7 +112,11 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
   // (a stage's own chain uses its own micro-batches in flight; the other stages' bound the fewest).
   const int f_min = ctx.in_flight(pp - 1);
   SuffixPool pool;  // their positions: equal ones (identical layers) kept once
-  std::map<std::pair<int, int>, std::unique_ptr<SuffixBound>> suffix;
+  // With a pipeline, the stages' bounds are taken per band of largest transient (TransientBands).
+  const double budget = ctx.capacity() - ctx.fixed();
+  const TransientBands bands =
+      pp > 1 ? TransientBands(ctx, budget, budget / kBandsPerBudget) : TransientBands();
+  std::map<std::pair<int, int>, std::unique_ptr<BandedSuffix>> suffix;
   // Units 0..j-1 only (least(0, ...)): the cheaper tables of position 0 alone, of the items whose
   // transient is at most cap.
   std::map<std::pair<int, double>, std::unique_ptr<SuffixBound>> prefixes;
@@ -120,16 +128,14 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
     }
     return *p;
   };
-  auto suffix_to = [&](int j, int f = -1) -> const SuffixBound& {
-    if (f < 0) f = f_min;
+  auto suffix_to = [&](int j, int f) -> const BandedSuffix& {
     auto& p = suffix[{f, j}];
     if (!p) {
-      p = std::make_unique<SuffixBound>(ctx, f, j, false, kInf, &pool);
+      p = std::make_unique<BandedSuffix>(ctx, f, j, bands, &pool);
       ctx.hold(p->bytes());
     }
     return *p;
   };
-  const double budget = ctx.capacity() - ctx.fixed();
 
   // The stages' LP lower bounds (infinity: even the relaxation does not fit), and whether any split
   // has every stage within memory in the relaxation: if none, no plan fits this layout (nor a larger
@@ -143,7 +149,8 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
   std::map<int, RangeLp> range_lp;  // per micro-batches in flight
   for (int s = 0; s < pp; ++s) {
     const int i_lo = s == 0 ? 0 : s, i_hi = s == 0 ? 0 : U - (pp - s);
-    const RangeLp& range = range_lp.try_emplace(ctx.in_flight(s), ctx, ctx.in_flight(s), U).first->second;
+    const RangeLp& range =
+        range_lp.try_emplace(ctx.in_flight(s), ctx, ctx.in_flight(s), U, &bands).first->second;
     std::vector<double> exit(static_cast<std::size_t>(U) + 1, kInf);  // the least after unit j - 1
     for (int j = 1; j <= U; ++j) exit[static_cast<std::size_t>(j)] = ctx.exits(s, j - 1).least;
     for (int i = i_lo; i <= i_hi; ++i) {
@@ -219,20 +226,17 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
   }
   // The pipeline's bounds on the stages around one stage, from the LP table.
   PipelineBounds pb;
-  {
-    // Every (f, j) a chain may ask for, resolved once: the chains ask per label.
-    int f_max = 0;
-    for (int s = 0; s < pp; ++s) f_max = std::max(f_max, ctx.in_flight(s));  // GPipe: m, 1F1B: <= pp
-    std::vector<std::vector<const SuffixBound*>> table(static_cast<std::size_t>(f_max) + 1);
-    for (int s = 0; s < pp && pp > 1; ++s) {
-      auto& row = table[static_cast<std::size_t>(ctx.in_flight(s))];
-      if (!row.empty()) continue;
-      for (int j = 0; j <= U; ++j) row.push_back(&suffix_to(j, ctx.in_flight(s)));
-    }
-    pb.suffix = [table = std::move(table)](int j, int f) -> const SuffixBound& {
-      return *table[static_cast<std::size_t>(f)][static_cast<std::size_t>(j)];
-    };
-  }
+  // The tables of every (f, j) a chain asks for, built when first asked (the chains ask for those of
+  // the ends worth pricing only), then kept at hand: the chains ask per unit.
+  int f_max = 0;
+  for (int s = 0; s < pp; ++s) f_max = std::max(f_max, ctx.in_flight(s));  // GPipe: m, 1F1B: <= pp
+  std::vector<std::vector<const BandedSuffix*>> suffix_at(
+      static_cast<std::size_t>(f_max) + 1, std::vector<const BandedSuffix*>(static_cast<std::size_t>(U) + 1));
+  pb.suffix = [&](int j, int f) -> const BandedSuffix& {
+    const BandedSuffix*& p = suffix_at[static_cast<std::size_t>(f)][static_cast<std::size_t>(j)];
+    if (!p) p = &suffix_to(j, f);
+    return *p;
+  };
   pb.before.assign(static_cast<std::size_t>(pp + 1),
                    std::vector<double>(static_cast<std::size_t>(U + 1), kInf));
   pb.after = pb.before;
@@ -311,11 +315,21 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
   // same labels as one before them, at another start or in another stage.
   std::optional<SumMemo> memo;
   if (pricing.share_steps && pp >= 3 && ctx.in_flight(0) == ctx.in_flight(pp - 2)) memo.emplace(kMemoBytes);
-  auto chain = [&](int s, int i, std::int64_t* count) {
-    if (s + 1 == pp)
-      return run_backward(ctx, even ? starts[static_cast<std::size_t>(s)] : s, bound, count, prefix, &pb);
-    const int j_max = even ? starts[static_cast<std::size_t>(s + 1)] : U - (pp - 1 - s);
-    return run_forward(ctx, s, i, j_max, bound, count, pb, memo ? &*memo : nullptr);
+  // Only the ends worth pricing (`wanted`): a label that only they could take is dropped, and the chain
+  // stops at the last of them (the last stage's at the first).
+  std::vector<char> wanted_ends;
+  auto chain = [&](int s, int i, const std::vector<std::pair<int, int>>& ends, std::int64_t* count) {
+    wanted_ends.assign(static_cast<std::size_t>(U) + 1, 0);
+    int first = U, last = 0;
+    for (const auto& [a, b] : ends) {
+      if (a != i && s + 1 < pp) continue;
+      const int end = s + 1 == pp ? a : b;
+      wanted_ends[static_cast<std::size_t>(end)] = 1;
+      first = std::min(first, end);
+      last = std::max(last, end);
+    }
+    if (s + 1 == pp) return run_backward(ctx, first, bound, count, prefix, &pb, kInf, 0, 0, &wanted_ends);
+    return run_forward(ctx, s, i, last, bound, count, pb, memo ? &*memo : nullptr, &wanted_ends);
   };
   // What each priced stage chose, read off its chain's best label when the chain is run: the chains
   // are not run again for the plan.
@@ -415,7 +429,7 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
       continue;
     }
     if (last) {
-      const Chain ch = chain(s, -1, labels);
+      const Chain ch = chain(s, -1, ends, labels);
       for (const auto& [i, j] : ends) {
         c.set(s, i, j) = ch.best[static_cast<std::size_t>(i)];
         picks[{s, i, j}] = picks_of(ch, ch.best_label[static_cast<std::size_t>(i)]);
@@ -424,7 +438,7 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
     }
     for (std::size_t e = 0; e < ends.size();) {
       const int i = ends[e].first;
-      const Chain ch = chain(s, i, labels);
+      const Chain ch = chain(s, i, ends, labels);
       for (; e < ends.size() && ends[e].first == i; ++e) {
         const int j = ends[e].second;
         c.set(s, i, j) = ch.best[static_cast<std::size_t>(j)];

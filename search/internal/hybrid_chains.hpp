@@ -98,10 +98,12 @@ class Cut {
 // or when no end fits. Partway through unit u, the label counts the unit's other operators at the
 // least each adds at its degree.
 // With `memo` (search/internal/hybrid_memo.hpp), without the cut: its steps taken from chains that
-// took them before, and its own recorded for those after.
+// took them before, and its own recorded for those after. With `wanted` (per end j, size units + 1),
+// only the ends it marks are priced: a label only the others could take is dropped.
 class SumMemo;
 Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double bound, std::int64_t* labels,
-                  const PipelineBounds& pb, SumMemo* memo = nullptr);
+                  const PipelineBounds& pb, SumMemo* memo = nullptr,
+                  const std::vector<char>* wanted = nullptr);
 
 // The chain of the last stage from the model's end backward, recording c*(pp - 1, i, U) for every
 // i >= i_min (the re-layout from 1 into unit i added there when pp > 1). A label in unit u (units
@@ -111,10 +113,12 @@ Chain run_forward(const LayoutContext& ctx, int s, int i, int j_max, double boun
 // with pp = 1, when m (tau + least(units 0..u-1 within budget - P - max(X, their least transient)))
 // does. Only items whose transient is at most `cap` are taken, and every label starts at transient
 // `floor` (`prefix` is then the LP of those items). With `beam` > 0 (one stage only) the chain is a
-// heuristic's: at each unit it keeps only the `beam` labels of least time plus that LP.
+// heuristic's: at each unit it keeps only the `beam` labels of least time plus that LP. With `wanted`
+// (per start i), only the starts it marks are priced.
 Chain run_backward(const LayoutContext& ctx, int i_min, double bound, std::int64_t* labels,
                    const std::function<const SuffixBound&(int)>& prefix, const PipelineBounds* pb,
-                   double cap = kInf, double floor = 0, std::size_t beam = 0);
+                   double cap = kInf, double floor = 0, std::size_t beam = 0,
+                   const std::vector<char>* wanted = nullptr);
 
 // The choices of units i..j-1 a chain's label stands for: (operator, item, degree) per operator.
 struct Pick {
