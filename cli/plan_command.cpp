@@ -132,9 +132,7 @@ std::string versus(const search::PlanOutcome& o, const search::PlanOutcome& b) {
     text += fmt::format(
         "\n                 the gain is within the calibration's error: {} does as well as far as osdp can "
         "tell",
-        b.strategy == "without splits"        ? "the same plan without splits"
-        : b.strategy == "one choice per kind" ? "the same plan with one choice per operator kind"
-                                              : b.strategy);
+        b.description.empty() ? b.strategy : b.description);
   return text;
 }
 

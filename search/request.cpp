@@ -286,10 +286,12 @@ PlanReport run_request(const PlanRequest& r) {
 }
 
 namespace {
-// `w` (a copy of a plan's outcome with other choices) as strategy `name`, priced by the plan's cost
-// model and its draws; none when it does not fit.
-std::optional<PlanOutcome> repriced(const PreparedSearch& p, PlanOutcome w, const char* name) {
+// `w` (a copy of a plan's outcome with other choices) as strategy `name`, described as `description`,
+// priced by the plan's cost model and its draws; none when it does not fit.
+std::optional<PlanOutcome> repriced(const PreparedSearch& p, PlanOutcome w, const char* name,
+                                    const char* description) {
   w.strategy = name;
+  w.description = description;
   w.batches.reset();
   w.layouts.reset();
   w.robust_throughput = 0;
@@ -314,7 +316,7 @@ std::optional<PlanOutcome> without_splits(const PreparedSearch& p, const PlanOut
     c.split = 1;
   }
   if (!split) return std::nullopt;
-  return repriced(p, std::move(w), "without splits");
+  return repriced(p, std::move(w), "without splits", "the same plan without splits");
 }
 
 std::optional<PlanOutcome> one_choice_per_kind(const PreparedSearch& p, const PlanOutcome& o) {
@@ -341,7 +343,7 @@ std::optional<PlanOutcome> one_choice_per_kind(const PreparedSearch& p, const Pl
                  })->first;
   PlanOutcome w = o;
   for (std::size_t i = 0; i < ops.size(); ++i) w.plan.choices[i] = most[ops[i].kind];
-  return repriced(p, std::move(w), "one choice per kind");
+  return repriced(p, std::move(w), "one choice per kind", "the same plan with one choice per operator kind");
 }
 
 nlohmann::json report_json(const PlanReport& r) {

@@ -44,6 +44,9 @@ struct StrategyInfo {
 // What a strategy returns: the plan it found with its provenance, priced.
 struct PlanOutcome {
   std::string strategy;
+  // A simpler plan derived from another (request.hpp: without_splits, one_choice_per_kind): what it
+  // is, in words, for the reports ("the same plan without splits"); empty for a strategy's own plan.
+  std::string description;
   bool feasible = false;
   costmodel::Plan plan;  // when feasible: the whole plan, its provenance and predictions
   // lower(model, plan.pp), shared with the request and the other outcomes (a 100,000-layer model's

@@ -529,4 +529,13 @@ assert {e["pid"] for e in ev if e["ph"] == "C"} >= {0, 4}
 run hybrid_trace "$OSDP" plan --model val-4x384 --cluster h100-8 --trace "$TMP/x.json"
 expect_rc "--trace without --evaluate sim is refused" hybrid_trace 2
 
+# A gain within the calibration's error names what does as well: a baseline by its strategy, a simpler
+# form of the plan by what it is (a recorded shared-memory calibration of the lab's machines).
+run within "$OSDP" plan --model val-ic-256-512 --cluster lab-2x1 --memory 2GiB \
+  --calibration "$OSDP_DATA_DIR/results/lab/epyc-shm-b/calibration.json"
+expect_rc "plan with a calibration's intervals" within 0
+contains "a simpler plan within the error is named by what it is" "$TMP/within.out" \
+  "  one choice per kind batch " \
+  "the gain is within the calibration's error: the same plan with one choice per operator kind does as well"
+
 finish
