@@ -267,20 +267,22 @@ inline std::size_t first_band(const std::vector<double>& lo, double transient) {
 }
 
 // SuffixBound per transient band (TransientBands) of one table end: least() is the least over the
-// bands; the cut's lines (hybrid_chains.hpp) stay on the plain LP (`all`), which is below it.
+// bands; the cut's lines (hybrid_chains.hpp) stay on the plain LP (`all`), which is below it. A band's
+// table is built when a label first needs it (most labels need the band of their own transient and
+// one or two above), and held against the layout's memory budget then.
 class BandedSuffix {
  public:
   BandedSuffix(const LayoutContext& ctx, int f, int end_unit, const TransientBands& bands, SuffixPool* pool)
-      : bands_(&bands), all_(ctx, f, end_unit, false, kInf, pool) {
-    for (const double hi : bands.hi)
-      by_band_.push_back(std::make_unique<SuffixBound>(ctx, f, end_unit, false, hi, pool));
-  }
+      : ctx_(&ctx),
+        f_(f),
+        end_(end_unit),
+        pool_(pool),
+        bands_(&bands),
+        all_(ctx, f, end_unit, false, kInf, pool),
+        by_band_(bands.size()) {}
   const SuffixBound& all() const { return all_; }
-  double bytes() const {
-    double n = all_.bytes();
-    for (const auto& b : by_band_) n += b->bytes();
-    return n;
-  }
+  // What it holds so far (bands built later are held as they are built).
+  double bytes() const { return all_.bytes(); }
   // A lower bound on the time of the operators from position k on within `budget` persistent bytes,
   // `transient` already held: at least all().least(k, budget, transient).
   double least(int k, double budget, double transient) const {
@@ -291,15 +293,26 @@ class BandedSuffix {
       const double x = std::max(transient, bands_->lo[b]);
       // The bands from b on hold at least x: none takes less than all items under budget - x.
       if (b > first && all_.least(k, budget, x) >= best) break;
-      best = std::min(best, by_band_[b]->least(k, budget, x));
+      best = std::min(best, band(b).least(k, budget, x));
     }
     return best;
   }
 
  private:
+  const SuffixBound& band(std::size_t b) const {
+    auto& p = by_band_[b];
+    if (!p) {
+      p = std::make_unique<SuffixBound>(*ctx_, f_, end_, false, bands_->hi[b], pool_);
+      ctx_->hold(p->bytes());
+    }
+    return *p;
+  }
+  const LayoutContext* ctx_;
+  int f_, end_;
+  SuffixPool* pool_;
   const TransientBands* bands_;
   SuffixBound all_;
-  std::vector<std::unique_ptr<SuffixBound>> by_band_;
+  mutable std::vector<std::unique_ptr<SuffixBound>> by_band_;  // built when first asked
 };
 
 // SuffixBound's LP of units i..j-1 (position i of the table ending at j) for any range, without the
