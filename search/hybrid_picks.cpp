@@ -29,38 +29,36 @@ void rebuild(const LayoutContext& ctx, const std::vector<Pick>& picks, Plan& pla
 bool priced_around(const LayoutContext& ctx, const StageTable& c, const PipelineBounds& pb,
                    const StagePicks& picks, int s, int i, int j, Plan& plan) {
   const int pp = ctx.layout().pp, U = static_cast<int>(ctx.workload().units.size());
-  const auto cost = [&](int r, int from, int to) { return c(r, from, to); };
+  // The unit in lo..hi-1 where f is least (the first of equals), `none` where f is infinite throughout.
+  const auto least_at = [](int lo, int hi, int none, auto f) {
+    double least = kInf;
+    for (int e = lo; e < hi; ++e)
+      if (const double x = f(e); x < least) {
+        least = x;
+        none = e;
+      }
+    return none;
+  };
   auto& first = plan.stage_first_unit;
   first.assign(static_cast<std::size_t>(pp), 0);
   first[static_cast<std::size_t>(s)] = i;
-  for (int r = s + 1, from = j; r < pp; ++r) {
-    int to = U;
-    if (r + 1 < pp) {
-      double least = kInf;
-      for (int e = from + 1; e < U; ++e)
-        if (const double x = cost(r, from, e) + pb.after_at(r + 1, e); x < least) {
-          least = x;
-          to = e;
-        }
-    }
-    if (cost(r, from, to) == kInf) return false;
+  // Stage r on units from..to-1, from its priced picks; false where it has none.
+  const auto take = [&](int r, int from, int to) {
+    if (c(r, from, to) == kInf) return false;
     first[static_cast<std::size_t>(r)] = from;
     rebuild(ctx, picks.at({r, from, to}), plan);
+    return true;
+  };
+  for (int r = s + 1, from = j; r < pp; ++r) {
+    const int to =
+        r + 1 < pp ? least_at(from + 1, U, U, [&](int e) { return c(r, from, e) + pb.after_at(r + 1, e); })
+                   : U;
+    if (!take(r, from, to)) return false;
     from = to;
   }
   for (int r = s - 1, to = i; r >= 0; --r) {
-    int from = 0;
-    if (r > 0) {
-      double least = kInf;
-      for (int b = 1; b < to; ++b)
-        if (const double x = pb.before_at(r, b) + cost(r, b, to); x < least) {
-          least = x;
-          from = b;
-        }
-    }
-    if (cost(r, from, to) == kInf) return false;
-    first[static_cast<std::size_t>(r)] = from;
-    rebuild(ctx, picks.at({r, from, to}), plan);
+    const int from = r > 0 ? least_at(1, to, 0, [&](int b) { return pb.before_at(r, b) + c(r, b, to); }) : 0;
+    if (!take(r, from, to)) return false;
     to = from;
   }
   return true;
