@@ -17,8 +17,8 @@
 
 namespace osdp::search {
 
-using costmodel::PlanCostModel;
 using costmodel::Plan;
+using costmodel::PlanCostModel;
 using costmodel::Workload;
 
 namespace detail {
@@ -94,10 +94,9 @@ double layout_lower_bound(const PlanCostModel& model, const Workload& hw, const 
   return least == kInf ? kInf : (1.0 + (layout.m - 1.0) / pp) * least;
 }
 
-std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
-                                       const HybridLayout& layout, const HybridSearchOptions& options,
-                                       ItemRules rules, bool even, double bound, std::int64_t* labels,
-                                       PartsCache* cache, double* lower, Pricing pricing) {
+std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw, const HybridLayout& layout,
+                                 const HybridSearchOptions& options, ItemRules rules, bool even, double bound,
+                                 std::int64_t* labels, PartsCache* cache, double* lower, Pricing pricing) {
   if (lower) *lower = kInf;
 
   const LayoutContext ctx(model, hw, layout, options, rules, cache);
@@ -464,8 +463,8 @@ std::optional<Plan> solve_layout(const PlanCostModel& model, const Workload& hw,
 }  // namespace detail
 
 std::optional<Plan> solve_layout_exact(const PlanCostModel& model, const Workload& hw,
-                                             const HybridLayout& layout, const HybridSearchOptions& options,
-                                             std::int64_t* labels) {
+                                       const HybridLayout& layout, const HybridSearchOptions& options,
+                                       std::int64_t* labels) {
   return detail::solve_layout(model, hw, layout, options, detail::ItemRules{}, false,
                               std::numeric_limits<double>::infinity(), labels);
 }

@@ -258,12 +258,23 @@ struct TransientBands {
   std::size_t size() const { return lo.size(); }
 };
 
-// The first band (of those whose bottoms are `lo`) a plan already holding `transient` may lie in:
-// the last whose bottom is at most it (the bands below it take fewer items under no more memory),
-// else the first.
-inline std::size_t first_band(const std::vector<double>& lo, double transient) {
+// The least over the bands (bottoms `lo`, ascending) of band(b, x), x = max(transient, lo_b), for a
+// plan already holding `transient`; all(x) is the LP of every item under the budget less x, below
+// every band that holds at least x (no bands: all(transient)). From the band of `transient` (the last
+// whose bottom is at most it, else the first: the bands below it take fewer items under no more
+// memory) up, until all(x) reaches the least so far (the bands from there on hold at least x).
+template <class Band, class All>
+double least_over_bands(const std::vector<double>& lo, double transient, Band band, All all) {
+  if (lo.empty()) return all(transient);
   const auto at = std::upper_bound(lo.begin(), lo.end(), transient) - lo.begin();
-  return at > 0 ? static_cast<std::size_t>(at - 1) : 0;
+  const std::size_t first = at > 0 ? static_cast<std::size_t>(at - 1) : 0;
+  double best = kInf;
+  for (std::size_t b = first; b < lo.size(); ++b) {
+    const double x = std::max(transient, lo[b]);
+    if (b > first && all(x) >= best) break;
+    best = std::min(best, band(b, x));
+  }
+  return best;
 }
 
 // SuffixBound per transient band (TransientBands) of one table end: least() is the least over the
@@ -286,16 +297,9 @@ class BandedSuffix {
   // A lower bound on the time of the operators from position k on within `budget` persistent bytes,
   // `transient` already held: at least all().least(k, budget, transient).
   double least(int k, double budget, double transient) const {
-    if (by_band_.empty()) return all_.least(k, budget, transient);
-    double best = kInf;
-    const std::size_t first = first_band(bands_->lo, transient);
-    for (std::size_t b = first; b < by_band_.size(); ++b) {
-      const double x = std::max(transient, bands_->lo[b]);
-      // The bands from b on hold at least x: none takes less than all items under budget - x.
-      if (b > first && all_.least(k, budget, x) >= best) break;
-      best = std::min(best, band(b).least(k, budget, x));
-    }
-    return best;
+    return least_over_bands(
+        bands_->lo, transient, [&](std::size_t b, double x) { return band(b).least(k, budget, x); },
+        [&](double x) { return all_.least(k, budget, x); });
   }
 
  private:
@@ -331,11 +335,9 @@ class RangeLp {
   }
   // SuffixBound(ctx, f, j).least(i, budget, transient), or BandedSuffix's.
   double least(int i, int j, double budget, double transient) const {
-    if (by_band_.empty()) return plain(i, j, budget, transient);
-    double best = kInf;
-    for (std::size_t b = first_band(lo_, transient); b < by_band_.size(); ++b)
-      best = std::min(best, by_band_[b]->plain(i, j, budget, std::max(transient, lo_[b])));
-    return best;
+    return least_over_bands(
+        lo_, transient, [&](std::size_t b, double x) { return by_band_[b]->plain(i, j, budget, x); },
+        [&](double x) { return plain(i, j, budget, x); });
   }
 
  private:
@@ -380,8 +382,8 @@ class RangeLp {
     counts_.resize(count_.size());
   }
   ClassHulls classes_;
-  std::vector<std::vector<int>> count_;  // count_[c][u]: units of class c before u
-  mutable std::vector<double> counts_;   // per class, the range's units (scratch of least)
+  std::vector<std::vector<int>> count_;            // count_[c][u]: units of class c before u
+  mutable std::vector<double> counts_;             // per class, the range's units (scratch of least)
   std::vector<std::unique_ptr<RangeLp>> by_band_;  // with bands: one per band
   std::vector<double> lo_;                         // and each one's lo
 };

@@ -45,7 +45,7 @@ costmodel::ModelSpec small_gpt(int layers) {
 struct Fixture {
   costmodel::ModelSpec model = small_gpt(4);
   PlanCostModel cost{costmodel::cost_fixtures::synthetic_cluster(1, 4), nullptr, model.precision,
-                       costmodel::CostOptions{}};
+                     costmodel::CostOptions{}};
   costmodel::Workload hw = costmodel::lower(model, 1);
   search::HybridSearchOptions options = [] {
     search::HybridSearchOptions o;
