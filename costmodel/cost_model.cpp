@@ -112,13 +112,16 @@ double CostModel::factor(double sigma, std::initializer_list<std::int64_t> key) 
   return draw_factor(draw_, sigma, key);
 }
 
+double CostModel::segment_factor(const Segment& s, int index, Collective c, RingLevel level,
+                                 double bytes) const {
+  if (!draw_) return 1.0;
+  return communication_drift_ * factor(s.residual, {kSegmentPoint, static_cast<std::int64_t>(level),
+                                                    static_cast<std::int64_t>(c), index, octave(bytes)});
+}
+
 double CostModel::segment_s(const Segment& s, int index, Collective c, RingLevel level,
                             const CollectiveOp& op) const {
-  const double t = op.ring_s(s.alpha_s, s.beta_s_per_byte);
-  if (!draw_) return t;
-  return t * communication_drift_ *
-         factor(s.residual, {kSegmentPoint, static_cast<std::int64_t>(level), static_cast<std::int64_t>(c),
-                             index, octave(op.bytes)});
+  return op.ring_s(s.alpha_s, s.beta_s_per_byte) * segment_factor(s, index, c, level, op.bytes);
 }
 
 double CostModel::collective_s(Collective c, double bytes) const {

@@ -141,6 +141,10 @@ class CostModel {
   const CostOptions& options() const { return options_; }
 
   double collective_s(Collective c, double bytes) const;
+  // What the price of calibrated segment `index` of a level's collective `c` over `bytes` is
+  // multiplied by in this draw (1 without one): the communication drift and the segment's residual at
+  // the buffer's octave. The simulator's rings take the same factor, so both draw the same step.
+  double segment_factor(const Segment& s, int index, Collective c, RingLevel level, double bytes) const;
   // The same on one level's ring (kWorld: collective_s; the others by the calibration's segment of
   // that level where it has one, else on the cluster's link of that level: a calibration's world
   // segments were fitted on world rings).

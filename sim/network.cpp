@@ -4,12 +4,14 @@
 
 namespace osdp::sim {
 
-RingLinks::RingLinks(const costmodel::ClusterSpec& cluster, const costmodel::Calibration* calibration)
+RingLinks::RingLinks(const costmodel::ClusterSpec& cluster, const costmodel::Calibration* calibration,
+                     const costmodel::CostModel* prices)
     : nodes_(cluster.nodes),
       per_node_(cluster.devices_per_node),
       intra_(cluster.intra),
       inter_(cluster.inter ? *cluster.inter : cluster.intra),
-      calibration_(calibration) {}
+      calibration_(calibration),
+      prices_(prices) {}
 
 const costmodel::LinkSpec& RingLinks::link(int from, int to) const {
   return nodes_ > 1 && from / per_node_ != to / per_node_ ? inter_ : intra_;
@@ -22,8 +24,13 @@ Tick RingLinks::ring_step_ticks(TaskKind kind, double total_bytes, int ring_size
     const auto& segs = level == costmodel::RingLevel::kWorld   ? calibration_->segments(op.kind)
                        : level == costmodel::RingLevel::kInter ? calibration_->inter.segments(op.kind)
                                                                : calibration_->intra.segments(op.kind);
-    for (const auto& s : segs)
-      if (total_bytes <= s.up_to_bytes) return to_ticks(op.step_s(s.alpha_s, s.beta_s_per_byte));
+    for (std::size_t j = 0; j < segs.size(); ++j) {
+      const costmodel::Segment& s = segs[j];
+      if (total_bytes > s.up_to_bytes) continue;
+      const double drawn =
+          prices_ ? prices_->segment_factor(s, static_cast<int>(j), op.kind, level, total_bytes) : 1.0;
+      return to_ticks(op.step_s(s.alpha_s, s.beta_s_per_byte) * drawn);
+    }
   }
   const costmodel::LinkSpec& l = link(from, to);
   return to_ticks(op.step_s(l.alpha_s, l.beta_s_per_byte()));

@@ -8,11 +8,14 @@
 // the collective and size S, fitted on whole rings of the world (or on its rings within a node and
 // across nodes: `level`), prices every step of such a ring alike (`calibrated`: the rings of a
 // data-parallel group that is the whole world); every other ring (a smaller group's, a TP group's)
-// takes its links. A message takes alpha + bytes beta on the link between the two ranks.
+// takes its links. A message takes alpha + bytes beta on the link between the two ranks. Under a draw of
+// the calibration's uncertainty (costmodel/uncertainty.hpp) a calibrated step is scaled as the cost
+// model scales the segment (`prices`: CostModel::segment_factor).
 #pragma once
 
 #include "costmodel/calibration.hpp"
 #include "costmodel/cluster.hpp"
+#include "costmodel/cost_model.hpp"
 #include "sim/schedule.hpp"
 #include "sim/ticks.hpp"
 
@@ -34,7 +37,9 @@ class NetworkModel {
 
 class RingLinks : public NetworkModel {
  public:
-  RingLinks(const costmodel::ClusterSpec& cluster, const costmodel::Calibration* calibration);
+  // `prices`, when given, draws the calibrated steps as it draws its segments (it must outlive this).
+  RingLinks(const costmodel::ClusterSpec& cluster, const costmodel::Calibration* calibration,
+            const costmodel::CostModel* prices = nullptr);
   Tick ring_step_ticks(TaskKind kind, double total_bytes, int ring_size, int from, int to,
                        costmodel::RingLevel level, bool calibrated) const override;
   Tick p2p_ticks(double bytes, int from, int to) const override;
@@ -46,6 +51,7 @@ class RingLinks : public NetworkModel {
   int nodes_, per_node_;
   costmodel::LinkSpec intra_, inter_;
   const costmodel::Calibration* calibration_;
+  const costmodel::CostModel* prices_;
 };
 
 }  // namespace osdp::sim

@@ -61,8 +61,8 @@ Replay replay_plan(const costmodel::Plan& plan, const costmodel::Workload& w, Si
   run.analytic_peak_bytes = ev.peak_bytes;
   run.analytic_throughput = ev.throughput;
   run.schedule = build_schedule(plan, w, model);
-  const RingLinks network(plan.cluster, cal);
   const costmodel::CostModel& world = model.dp_model(1, 1);
+  const RingLinks network(plan.cluster, cal, &world);
   options.overlap = world.overlap();
   options.interference = world.interference();
   run.result = simulate(run.schedule, network, options);

@@ -2,6 +2,7 @@
 // on a real plan (nd-48x1024 on titan-rtx-8, the exact strategy, prefetch 1 so the streams overlap).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -217,6 +218,59 @@ TEST_CASE("tick seconds are written exactly", "[report]") {
   CHECK(format_tick_seconds(1'500'000'000'000) == "1.5");
   CHECK(format_tick_seconds(12'345'678'901'234) == "12.345678901234");
   CHECK(format_tick_seconds(-2'000'000'000'000) == "-2");
+}
+
+}  // namespace osdp::sim
+
+#include "costmodel/plan_cost.hpp"
+#include "costmodel/uncertainty.hpp"
+#include "search/request.hpp"
+
+namespace osdp::sim {
+namespace {
+
+// val-4x384 on 2 CPU ranks at batch 2 under one uniform strategy, priced by a recorded calibration whose
+// fits carry errors (a 2-rank shared-memory run of osdp calibrate, committed).
+search::PlanOutcome uniform_plan(const std::string& strategy) {
+  search::PlanRequest r;
+  r.model = "val-4x384";
+  r.cluster = "cpu-2";
+  r.calibration = std::string(OSDP_TEST_DATA_DIR) + "/results/lab/xeon-shm-intervals-a/calibration.json";
+  r.batch = "2";
+  r.baselines = {"none"};
+  r.strategy = strategy;
+  r.selective = false;
+  search::PlanReport report = search::run_request(r);
+  REQUIRE(report.outcome.feasible);
+  return report.outcome;
+}
+
+}  // namespace
+
+TEST_CASE("a draw of the calibration's errors: the simulator prices each draw as the analytic model does",
+          "[sim][intervals]") {
+  // A data-parallel plan on one level simulates to the analytic step (its collectives are calibrated
+  // segments, its compute the same kernels): so must every draw, the collectives' drawn residuals and
+  // drift included, or the simulator's interval (the one osdp validate checks coverage on) would
+  // leave out what the analytic one has.
+  for (const std::string strategy : {"zero2", "fsdp"}) {
+    INFO(strategy);
+    const search::PlanOutcome o = uniform_plan(strategy);
+    SimOptions opt;
+    opt.symmetric = true;
+    opt.memory_rank = SimOptions::kNoRanks;
+    const double nominal = to_seconds(replay_plan(o.plan, *o.workload, opt).result.iteration);
+    REQUIRE(nominal == Approx(o.evaluation.time_s).epsilon(1e-6));
+    constexpr int kDraws = 24;
+    const std::vector<double> simulated = simulated_step_times(o.plan, *o.workload, kDraws, opt);
+    const std::vector<double> analytic = costmodel::drawn_step_times(*o.workload, o.plan, kDraws);
+    REQUIRE(simulated.size() == kDraws);
+    REQUIRE(analytic.size() == kDraws);
+    // The draws move the step (by several percent: the collectives' residuals are 1-30%).
+    const auto [lo, hi] = std::minmax_element(analytic.begin(), analytic.end());
+    CHECK(*hi / *lo > 1.05);
+    for (int d = 0; d < kDraws; ++d) CHECK(simulated[d] == Approx(analytic[d]).epsilon(1e-6));
+  }
 }
 
 }  // namespace osdp::sim
