@@ -320,7 +320,6 @@ int run_torch(const CalibrateArgs& a, int np) {
       x.max_s = m.at("max_s").get<double>();
       x.repeats = m.at("repeats").get<int>();
       x.batch = m.at("batch").get<int>();
-      x.passes = m.at("passes").get<std::vector<double>>();
       run.measurements.push_back(std::move(x));
     }
   } catch (const nlohmann::json::exception& e) {

@@ -167,9 +167,6 @@ struct Measurement {
   double min_s = 0, max_s = 0;
   int repeats = 0, batch = 0;  // timed repetitions, operations per timed batch
   double with_comm_s = 0;      // overlap: the GEMM's time beside the all-gathers
-  // Each repetition's time, in the order of the sweep's passes (repetition r was timed in pass r over
-  // all of the sweep's points); empty in calibrations that did not record them.
-  std::vector<double> passes;
 };
 
 // The ring levels a calibration fits apart, in the order of CalibrationRun::levels.
@@ -202,16 +199,12 @@ void fit_measurements(CalibrationRun& run, const std::string& name, const Segmen
 // Fits whose relative residual exceeds this were made on a busy machine, or describe their sweep
 // badly; `osdp calibrate` warns about them.
 inline constexpr double kNoisyResidual = 0.15;
-// How much the machine moved over the calibration's minutes, as the sigma of a relative normal error,
-// {"compute": over the GEMM, elementwise and Adam sweeps, "communication": over the collectives'}; in
-// the provenance's "fit" as "repeat_spread" (costmodel/uncertainty.hpp draws it as one factor shared by
-// every price of its kind). The repeats of a sweep's points are taken in passes over all of them, so
-// the median over the points of pass r's time over the point's median is the machine's pace in that
-// pass; per sweep (max - min) of those factors / expected_normal_range(passes), the median over the
-// sweeps. A point's own scatter between passes (one short batch's noise, which a step of many kernels
-// averages out) is not drift: it is in the fits' residuals. Without recorded passes (older
-// calibrations), per point (max - min) / median / expected_normal_range(repeats), the median over the
-// points, which counts that scatter as drift too.
+// How much the machine moved between the repeats of one point, as the sigma of a relative normal
+// error: per point (max - min) / median / expected_normal_range(repeats), the median over the points;
+// {"compute": over the GEMM, elementwise and Adam points, "communication": over the collectives'}.
+// The repeats of a point are taken in passes over all points, so this is the machine's drift over the
+// calibration's minutes; it is in the provenance's "fit" as "repeat_spread" (costmodel/uncertainty.hpp
+// draws it as one factor shared by every price of its kind).
 nlohmann::json repeat_spread_json(const std::vector<Measurement>& measurements);
 
 // The fits of `run` over `threshold`, each as "all-gather from 1.00 MiB (23.0%)", in the order the

@@ -8,13 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <optional>
-#include <string>
-#include <vector>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "costmodel/bounds.hpp"
 #include "costmodel/error.hpp"
@@ -162,40 +157,12 @@ double expected_normal_range(int n) {
 }
 
 namespace {
-bool counts_for(const Measurement& m, bool compute) {
-  const bool is_compute =
-      m.sweep == "gemm" || m.sweep == "gemm-accumulate" || m.sweep == "elementwise" || m.sweep == "adam";
-  return is_compute == compute && m.sweep != "overlap" && m.seconds > 0;
-}
-
-// Per sweep, the range of its passes' paces (the median over its points of pass r's time over the
-// point's median) over the expected range of that many normals; the median over the sweeps. Nothing
-// when no sweep of the kind recorded two passes.
-std::optional<double> pass_sigma(const std::vector<Measurement>& ms, bool compute) {
-  std::map<std::string, std::vector<std::vector<double>>> paces;  // sweep -> pass -> point's ratio
-  for (const Measurement& m : ms) {
-    if (!counts_for(m, compute)) continue;
-    auto& sweep = paces[m.sweep];
-    if (sweep.size() < m.passes.size()) sweep.resize(m.passes.size());
-    for (std::size_t r = 0; r < m.passes.size(); ++r) sweep[r].push_back(m.passes[r] / m.seconds);
-  }
-  std::vector<double> sigmas;
-  for (auto& [name, passes] : paces) {
-    if (passes.size() < 2) continue;
-    std::vector<double> pace;
-    for (auto& ratios : passes) pace.push_back(costmodel::median(ratios));
-    const auto [lo, hi] = std::minmax_element(pace.begin(), pace.end());
-    sigmas.push_back((*hi - *lo) / expected_normal_range(static_cast<int>(pace.size())));
-  }
-  if (sigmas.empty()) return std::nullopt;
-  return costmodel::median(sigmas);
-}
-
 double repeat_sigma(const std::vector<Measurement>& ms, bool compute) {
-  if (const auto s = pass_sigma(ms, compute)) return *s;
   std::vector<double> sigmas;
   for (const Measurement& m : ms) {
-    if (!counts_for(m, compute) || m.repeats < 2) continue;
+    const bool is_compute =
+        m.sweep == "gemm" || m.sweep == "gemm-accumulate" || m.sweep == "elementwise" || m.sweep == "adam";
+    if (is_compute != compute || m.sweep == "overlap" || m.repeats < 2 || !(m.seconds > 0)) continue;
     sigmas.push_back((m.max_s - m.min_s) / m.seconds / expected_normal_range(m.repeats));
   }
   return sigmas.empty() ? 0.0 : costmodel::median(sigmas);
@@ -207,11 +174,10 @@ nlohmann::json repeat_spread_json(const std::vector<Measurement>& ms) {
 }
 
 std::string measurements_csv(const CalibrationRun& run) {
-  std::string out = "sweep,bytes,m,n,k,count,seconds,min_s,max_s,repeats,batch,with_comm_s,passes\n";
+  std::string out = "sweep,bytes,m,n,k,count,seconds,min_s,max_s,repeats,batch,with_comm_s\n";
   for (const auto& m : run.measurements)
-    out += fmt::format("{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{},{},{:.9g},{:.9g}\n", m.sweep, m.bytes, m.m,
-                       m.n, m.k, m.count, m.seconds, m.min_s, m.max_s, m.repeats, m.batch, m.with_comm_s,
-                       fmt::join(m.passes, ";"));
+    out += fmt::format("{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{},{},{:.9g}\n", m.sweep, m.bytes, m.m, m.n,
+                       m.k, m.count, m.seconds, m.min_s, m.max_s, m.repeats, m.batch, m.with_comm_s);
   return out;
 }
 

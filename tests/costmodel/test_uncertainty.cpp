@@ -1,7 +1,6 @@
 // A calibration's uncertainty and the intervals drawn from it (costmodel/uncertainty.hpp): the
 // quantiles, the variates, which prices share a draw's error and which do not, the GEMMs'
 // leave-one-out error written out, and a plan's draws.
-#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -221,61 +220,4 @@ TEST_CASE("the machine's drift: the spread of each point's repeats, one factor p
     ln.push_back(std::log(f));
   }
   CHECK(sd(ln) == Approx(0.1).epsilon(0.06));
-}
-
-TEST_CASE("the machine's drift from recorded passes: each pass's pace over a sweep's points",
-          "[cost][uncertainty]") {
-  // Three GEMM points timed in five passes; in pass r each point took its median x pace_r x its own
-  // scatter, and the scatters of the three points in every pass are 0.8, 1 and 1.3 in some order: the
-  // median over the points of pass r's ratio is pace_r exactly. The drift is the paces' range over
-  // d2(5) (0.15 / 2.326), not the points' scatter (which the per-point estimate would count: about
-  // 0.5 / 2.326).
-  const std::vector<double> pace = {1.0, 1.1, 0.95, 1.0, 1.05};
-  const std::vector<std::vector<double>> scatter = {
-      {0.8, 1.3, 1.0, 1.0, 0.8}, {1.0, 0.8, 1.3, 0.8, 1.3}, {1.3, 1.0, 0.8, 1.3, 1.0}};
-  std::vector<Measurement> ms;
-  for (int i = 0; i < 3; ++i) {
-    Measurement m;
-    m.sweep = "gemm";
-    m.seconds = 1e-3 * (i + 1);
-    m.repeats = 5;
-    for (int r = 0; r < 5; ++r) m.passes.push_back(m.seconds * pace[r] * scatter[i][r]);
-    m.min_s = *std::min_element(m.passes.begin(), m.passes.end());
-    m.max_s = *std::max_element(m.passes.begin(), m.passes.end());
-    ms.push_back(m);
-  }
-  const double d5 = expected_normal_range(5), d3 = expected_normal_range(3);
-  CHECK(repeat_spread_json(ms)["compute"].get<double>() == Approx(0.15 / d5));
-  // Per sweep, then the median over sweeps: all-gather paces 1, 1.2, 1 (range 0.2), all-reduce 1, 1.06,
-  // 0.98 (0.08), reduce-scatter 1, 1, 1.03 (0.03): the communication drift 0.08 / d2(3). An overlap
-  // point and a sweep of one pass do not count; neither does a point of another kind.
-  const auto collective = [](const char* sweep, std::vector<double> passes) {
-    Measurement m;
-    m.sweep = sweep;
-    m.seconds = 2e-3;
-    m.repeats = static_cast<int>(passes.size());
-    for (double& p : passes) p *= m.seconds;
-    m.passes = passes;
-    m.min_s = *std::min_element(passes.begin(), passes.end());
-    m.max_s = *std::max_element(passes.begin(), passes.end());
-    return m;
-  };
-  ms.push_back(collective("all-gather", {1.0, 1.2, 1.0}));
-  ms.push_back(collective("all-reduce", {1.0, 1.06, 0.98}));
-  ms.push_back(collective("reduce-scatter", {1.0, 1.0, 1.03}));
-  ms.push_back(collective("overlap", {1.0, 9.0, 1.0}));
-  ms.push_back(collective("all-gather intra", {1.0}));
-  const nlohmann::json spread = repeat_spread_json(ms);
-  CHECK(spread["communication"].get<double>() == Approx(0.08 / d3));
-  CHECK(spread["compute"].get<double>() == Approx(0.15 / d5));
-  // Without recorded passes, the per-point estimate (the older calibrations'): the median of the three
-  // GEMM points' (max - min) / median / d2(5), which hold their scatter (0.5 of the median and more).
-  std::vector<double> per_point;
-  for (Measurement& m : ms) {
-    if (m.sweep == "gemm") per_point.push_back((m.max_s - m.min_s) / m.seconds / d5);
-    m.passes.clear();
-  }
-  std::sort(per_point.begin(), per_point.end());
-  CHECK(repeat_spread_json(ms)["compute"].get<double>() == Approx(per_point[1]));
-  CHECK(per_point[1] > 2 * 0.15 / d5);
 }

@@ -355,8 +355,7 @@ class _Sweep:
         out = []
         for f, ts, count in zip(fields, times, counts):
             row = {"sweep": name, "bytes": 0.0, "m": 0, "n": 0, "k": 0, "count": 0, "batch": count,
-                   "repeats": len(ts), "seconds": statistics.median(ts), "min_s": min(ts), "max_s": max(ts),
-                   "passes": ts}
+                   "repeats": len(ts), "seconds": statistics.median(ts), "min_s": min(ts), "max_s": max(ts)}
             row.update(f)
             out.append(row)
         return out
@@ -424,7 +423,7 @@ def _fsdp2_collectives(sweep: _Sweep, sizes: list[float], device: torch.device) 
             per_pass = [t[0][j] - sum(x[j] for x in t[1:]) for j in range(passes)]
             out.append({"sweep": name, "bytes": f["bytes"], "m": 0, "n": 0, "k": 0, "count": 0, "batch": batch[i],
                         "repeats": passes, "seconds": max(seconds, 1e-7), "min_s": min(per_pass),
-                        "max_s": max(per_pass), "passes": per_pass})
+                        "max_s": max(per_pass)})
     return out
 
 
