@@ -133,11 +133,16 @@ int report(const ValidateArgs& a, const experiments::MeasuredJob& job,
   for (const auto& x : s.speedups)
     std::cout << fmt::format("  speedup {} over {}: predicted {:.3f}x, measured {:.3f}x ({:+.1f}%)\n",
                              x.faster, x.than, x.predicted, x.measured, 100 * x.error);
-  if (s.with_interval > 0)
+  if (s.with_interval > 0) {
     std::cout << fmt::format(
-        "  coverage: {} of {} measured step times inside their predicted {:.0f}% intervals ({:.0f}%)\n",
-        s.covered, s.with_interval, 100 * costmodel::kIntervalLevel, 100 * s.coverage());
-  else
+        "  coverage: {} of {} measured step times inside their predicted {:.0f}% intervals ({:.0f}%), which "
+        "reach {:+.1f}% / {:+.1f}% around their predictions (median over the plans)\n",
+        s.covered, s.with_interval, 100 * costmodel::kIntervalLevel, 100 * s.coverage(), 100 * s.interval_low,
+        100 * s.interval_high);
+    if (s.coverage() > 0.99 && s.interval_high - s.interval_low > 2 * s.median_abs_time_error)
+      std::cout << "  (every step inside intervals wider than twice the median error: the calibration's own "
+                   "noise, not the model, sets them; calibrate on a quieter machine to narrow them)\n";
+  } else
     std::cout << "  coverage: no intervals (the calibration records no fit residuals)\n";
   std::cout << fmt::format(
       "  order: {} of {} pairs of plans predicted apart (90% intervals apart; without intervals, further "

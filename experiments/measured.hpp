@@ -91,6 +91,9 @@ struct ValidationSummary {
   // about 90%; far fewer, the intervals are too narrow; nearly all, too wide to tell plans apart).
   int with_interval = 0, covered = 0;
   double coverage() const { return with_interval > 0 ? static_cast<double>(covered) / with_interval : 0.0; }
+  // How far the intervals reach from their predictions: the median over those plans of low / predicted
+  // - 1 and of high / predicted - 1 (a coverage near 100% with -30% / +50% says little).
+  double interval_low = 0, interval_high = 0;
   bool memory_failed = false;  // a peak-memory error passed its tolerance (timing noise aside)
   // The torch backend's numerics check (Measurement::check_*): plans checked, the largest of each
   // difference, and whether one passed its tolerance (kCheck*; noise does not excuse it either).

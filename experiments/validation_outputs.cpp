@@ -111,7 +111,7 @@ nlohmann::json row_json(const UnitResult& r) {
 ValidationSummary summarize(const std::vector<UnitResult>& rows, const ValidationSpec& spec) {
   ValidationSummary s;
   s.spread_tolerance = spec.time_median;
-  std::vector<double> errs, spreads;
+  std::vector<double> errs, spreads, lows, highs;
   for (const auto& r : rows) {
     if (!r.feasible || !r.measurement) continue;
     const Measurement& m = *r.measurement;
@@ -122,6 +122,10 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
     s.max_abs_time_error = std::max(s.max_abs_time_error, std::fabs(m.time_error));
     if (const Evaluation* sim = r.evaluation(EvaluatorKind::kSim); sim && sim->interval.known()) {
       ++s.with_interval;
+      if (sim->time_s > 0) {
+        lows.push_back(sim->interval.low / sim->time_s - 1);
+        highs.push_back(sim->interval.high / sim->time_s - 1);
+      }
       if (const Evaluation* measured = r.evaluation(EvaluatorKind::kMeasured);
           measured && sim->interval.contains(measured->time_s))
         ++s.covered;
@@ -153,6 +157,10 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
     }
   }
   s.median_abs_time_error = errs.empty() ? 0.0 : costmodel::median(errs);
+  if (!lows.empty()) {
+    s.interval_low = costmodel::median(lows);
+    s.interval_high = costmodel::median(highs);
+  }
   s.spread = spreads.empty() ? 0.0 : costmodel::median(spreads);
   if (s.plans > 0 && s.median_abs_time_error > spec.time_median)
     s.failures.push_back(fmt::format("median step-time error {:.1f}% (tolerance {:.1f}%)",
@@ -296,7 +304,9 @@ std::string write_validation_outputs(const std::string& dir, const MeasuredJob& 
        {{"level", costmodel::kIntervalLevel},
         {"plans", s.with_interval},
         {"inside", s.covered},
-        {"fraction", s.with_interval > 0 ? nlohmann::json(s.coverage()) : nlohmann::json(nullptr)}}},
+        {"fraction", s.with_interval > 0 ? nlohmann::json(s.coverage()) : nlohmann::json(nullptr)},
+        {"median_low", s.with_interval > 0 ? nlohmann::json(s.interval_low) : nlohmann::json(nullptr)},
+        {"median_high", s.with_interval > 0 ? nlohmann::json(s.interval_high) : nlohmann::json(nullptr)}}},
       {"order",
        {{"pairs", s.order_pairs},
         {"required", job.validation.order},

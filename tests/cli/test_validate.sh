@@ -75,6 +75,24 @@ if msg=$(pycheck_csv A/validation.csv 2>&1); then ok "validation.csv: one row pe
 contains "progress lines name each plan with predicted and measured times" A.err "validate: [1/4]" "predicted" "measured"
 if [[ -s A/predicted_vs_measured.png ]] || grep -q "no plot" A.err; then ok "the plot is written (or why not is said)"; else not_ok "no plot and no reason" "$(cat A.err)"; fi
 
+# With a calibration whose fits record errors: every plan has a 90% interval, and the console and
+# summary.json say how far the intervals reach (the median over the plans of low and high over the
+# prediction, from the rows' own intervals).
+run CI "$OSDP" validate loose.json -np 2 --out CI --calibration "$OSDP_DATA_DIR/results/lab/xeon-shm-simdraw-a/calibration.json"
+expect_rc "validate with a calibration that records errors" CI 0
+jcheck "coverage: 4 plans with intervals; median_low and median_high are the rows' medians" CI/summary.json '
+import statistics
+c = j["coverage"]
+assert c["plans"] == 4 and 0 <= c["inside"] <= 4, c
+rows = j["rows"]
+lo = statistics.median(r["predicted_interval_s"][0] / r["predicted_time_s"] - 1 for r in rows)
+hi = statistics.median(r["predicted_interval_s"][1] / r["predicted_time_s"] - 1 for r in rows)
+assert abs(c["median_low"] - lo) < 1e-6 and abs(c["median_high"] - hi) < 1e-6, (c, lo, hi)
+assert c["median_low"] < 0 < c["median_high"], c
+'
+lo=$(python3 -c 'import json,sys; print("{:+.1f}%".format(100 * json.load(open(sys.argv[1]))["coverage"]["median_low"]))' CI/summary.json)
+contains "the console gives the intervals' reach" CI.out "inside their predicted 90% intervals" "which reach $lo /"
+
 run S "$OSDP" validate strict.json -np 2 --out S --quiet
 expect_rc "a zero time tolerance under the machine's own spread is inconclusive" S 6
 contains "the failures are listed, then the verdict with the spread" S.err "over tolerance" "step time off by" \

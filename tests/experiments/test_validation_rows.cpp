@@ -160,6 +160,10 @@ TEST_CASE("with intervals: coverage, and the order checked where the intervals a
   CHECK(s.with_interval == 5);
   CHECK(s.covered == 3);  // b, c, e
   CHECK(s.coverage() == Approx(0.6));
+  // The intervals' reach around their predictions, the median over the five: below -5%, -5.45%,
+  // -7.69%, -10% and -6.67%, above the same in magnitude; e's (1.4 and 1.6 around 1.5) is the median.
+  CHECK(s.interval_low == Approx(1.4 / 1.5 - 1));
+  CHECK(s.interval_high == Approx(1.6 / 1.5 - 1));
   REQUIRE(s.orders.size() == 3);  // a-c, b-c, d-e
   for (const auto& o : s.orders) {
     CHECK(o.by_interval);
