@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "costmodel/cost_model.hpp"
+
 namespace osdp::sim {
 
 RingLinks::RingLinks(const costmodel::ClusterSpec& cluster, const costmodel::Calibration* calibration,

@@ -15,9 +15,12 @@
 
 #include "costmodel/calibration.hpp"
 #include "costmodel/cluster.hpp"
-#include "costmodel/cost_model.hpp"
 #include "sim/schedule.hpp"
 #include "sim/ticks.hpp"
+
+namespace osdp::costmodel {
+class CostModel;
+}  // namespace osdp::costmodel
 
 namespace osdp::sim {
 
