@@ -11,6 +11,7 @@
 #include "costmodel/calibration.hpp"
 #include "costmodel/plan_cost.hpp"
 #include "costmodel/uncertainty.hpp"
+#include "recorded_request.hpp"
 #include "search/hybrid.hpp"
 #include "search/request.hpp"
 
@@ -130,15 +131,7 @@ namespace {
 // val-4x384 on 2 CPU ranks at batch 2 under fsdp (every operator ZDP), with a calibration that records
 // its errors.
 search::PlanRequest fsdp_request() {
-  search::PlanRequest r;
-  r.model = "val-4x384";
-  r.cluster = "cpu-2";
-  r.calibration = std::string(OSDP_TEST_DATA_DIR) + "/results/lab/xeon-shm-intervals-a/calibration.json";
-  r.batch = "2";
-  r.baselines = {"none"};
-  r.strategy = "fsdp";
-  r.selective = false;
-  return r;
+  return testing::recorded_request("fsdp");
 }
 }  // namespace
 

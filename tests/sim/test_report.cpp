@@ -222,25 +222,17 @@ TEST_CASE("tick seconds are written exactly", "[report]") {
 
 }  // namespace osdp::sim
 
+#include "../search/recorded_request.hpp"
 #include "costmodel/plan_cost.hpp"
 #include "costmodel/uncertainty.hpp"
-#include "search/request.hpp"
 
 namespace osdp::sim {
 namespace {
 
 // val-4x384 on 2 CPU ranks at batch 2 under one uniform strategy, priced by a recorded calibration whose
-// fits carry errors (a 2-rank shared-memory run of osdp calibrate, committed).
+// fits carry errors.
 search::PlanOutcome uniform_plan(const std::string& strategy) {
-  search::PlanRequest r;
-  r.model = "val-4x384";
-  r.cluster = "cpu-2";
-  r.calibration = std::string(OSDP_TEST_DATA_DIR) + "/results/lab/xeon-shm-intervals-a/calibration.json";
-  r.batch = "2";
-  r.baselines = {"none"};
-  r.strategy = strategy;
-  r.selective = false;
-  search::PlanReport report = search::run_request(r);
+  search::PlanReport report = search::run_request(testing::recorded_request(strategy));
   REQUIRE(report.outcome.feasible);
   return report.outcome;
 }
