@@ -1,5 +1,6 @@
 // What users see of a simulation (sim/report.hpp): the summary, the Chrome trace and the memory CSV,
-// on a real plan (nd-48x1024 on titan-rtx-8, the exact strategy, prefetch 1 so the streams overlap).
+// on a real plan (nd-48x1024 on titan-rtx-8, the exact strategy, prefetch 1 so the streams overlap);
+// and its interval: each draw of a calibration's errors simulated as the analytic model prices it.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -11,15 +12,19 @@
 
 #include "costmodel/catalog.hpp"
 #include "costmodel/cost_model.hpp"
+#include "costmodel/plan_cost.hpp"
+#include "costmodel/uncertainty.hpp"
 #include "costmodel/workload.hpp"
+#include "search/batch_solver.hpp"
 #include "search/report.hpp"
 #include "search/scheduler.hpp"
-#include "search/batch_solver.hpp"
 #include "sim/engine.hpp"
 #include "sim/network.hpp"
-#include "sim/report.hpp"
 #include "sim/replay.hpp"
+#include "sim/report.hpp"
 #include "sim/schedule.hpp"
+
+#include "../search/recorded_request.hpp"
 
 namespace osdp::sim {
 namespace {
@@ -220,13 +225,6 @@ TEST_CASE("tick seconds are written exactly", "[report]") {
   CHECK(format_tick_seconds(-2'000'000'000'000) == "-2");
 }
 
-}  // namespace osdp::sim
-
-#include "../search/recorded_request.hpp"
-#include "costmodel/plan_cost.hpp"
-#include "costmodel/uncertainty.hpp"
-
-namespace osdp::sim {
 namespace {
 
 // val-4x384 on 2 CPU ranks at batch 2 under one uniform strategy, priced by a recorded calibration whose
