@@ -186,6 +186,12 @@ void print_summary(const costmodel::CalibrationRun& run, const std::string& path
         "  overlap        interference {:.2f} (compute slowdown while all-gathers run)\n", *run.interference);
   else
     std::cout << fmt::format("  overlap        {}\n", p.value("interference", "not measured"));
+  if (run.replicate.points > 0)
+    std::cout << fmt::format(
+        "  replicate      overhead {} + weights at {} per REPLICATE operator and step (FSDP2's copies beyond "
+        "its all-reduce; residual {}, {} points)\n",
+        format_seconds(run.replicate.overhead_s), format_bandwidth(run.replicate.bandwidth_bytes_per_s),
+        pct(run.replicate.residual_rms), run.replicate.points);
   const std::vector<std::string> noisy = costmodel::noisy_fits(run);
   if (!noisy.empty()) {
     std::string load = "unknown";

@@ -46,6 +46,8 @@ inline constexpr Bound kFlopRate{1e6, 1e18, "a device's FLOP rate"};
 inline constexpr Bound kGemmEfficiency{0.01, 1.0, "a GEMM efficiency"};
 // A kernel's launch overhead: 0 to 10 ms.
 inline constexpr Bound kKernelOverhead{0.0, 0.01, "a kernel overhead"};
+// A REPLICATE operator's runtime overhead per step (ComputeSpec::replicate_overhead_s): 0 to 1 s.
+inline constexpr Bound kReplicateOverhead{0.0, 1.0, "a REPLICATE operator's overhead"};
 }  // namespace bounds
 
 // Why `value` (read from `text`, in base units of `kind`) is outside the physical bound `b`, or ""

@@ -156,12 +156,19 @@ constexpr int kAdamBytesPerParam = 28;
 // hold bandwidths; so is an elementwise bandwidth above it.
 constexpr double kMaxBandwidth = 1e15;
 
+// The torch backend's sweep of what a REPLICATE module (FSDP2, a (world x 1) mesh) pays per step
+// beyond its unsharded twin's forward and backward and its gradient reduction (timed in place), for S
+// bytes of fp32 weights: the unshard on a shard group of one rank, the gradient's copies. Fitted as
+// t = overhead + S / bandwidth into ComputeSpec::replicate_overhead_s and replicate_bandwidth.
+inline constexpr const char* kReplicateSweep = "replicate-copies";
+
 // One measured point, as the sibling CSV lists it.
 struct Measurement {
   // A collective's name (costmodel::name_of: "all-gather", ...), "elementwise", "adam", "gemm",
-  // "gemm-accumulate" (the same shapes adding into C) or "overlap"
+  // "gemm-accumulate" (the same shapes adding into C), "overlap" or kReplicateSweep
   std::string sweep;
-  double bytes = 0;  // collectives: S; elementwise and adam: bytes moved; gemm: the model's bytes
+  double bytes =
+      0;  // collectives and kReplicateSweep: S; elementwise and adam: bytes moved; gemm: the model's bytes
   std::int64_t m = 0, n = 0, k = 0, count = 0;  // GEMMs (overlap: the GEMM timed)
   double seconds = 0;                           // median over repetitions of the max over ranks
   double min_s = 0, max_s = 0;
@@ -183,6 +190,7 @@ struct CalibrationRun {
   int per_node = 0;
   std::array<std::array<std::vector<FitSegment>, kCollectives.size()>, 2> levels;
   ElementwiseFit elementwise, adam;
+  ElementwiseFit replicate;  // the kReplicateSweep points (none: points 0)
   GemmFit gemm;
   AccumulateFit accumulate;            // the "gemm-accumulate" sweep against the "gemm" sweep's same shapes
   std::optional<double> interference;  // none without a separate comm stream

@@ -115,6 +115,14 @@ void fit_measurements(CalibrationRun& run, const std::string& name, const Segmen
   }
   run.accumulate = fit_accumulate(accumulated);
   if (run.accumulate.points > 0) cs.accumulate_bandwidth_bytes_per_s = run.accumulate.bandwidth_bytes_per_s;
+  // A REPLICATE module's runtime copies (the torch backend's "replicate-copies" sweep), per byte of
+  // weights as the elementwise fit prices bytes.
+  const auto replicate_points = size_points(run.measurements, kReplicateSweep);
+  if (replicate_points.size() >= 2) {
+    run.replicate = fit_elementwise(replicate_points);
+    cs.replicate_overhead_s = std::min(run.replicate.overhead_s, bounds::kReplicateOverhead.max);
+    cs.replicate_bandwidth_bytes_per_s = std::min(run.replicate.bandwidth_bytes_per_s, kMaxBandwidth);
+  }
   cal.compute = cs;
   // Every GEMM shape measured keeps its time: the cost model prices those shapes by it.
   for (const auto& g : gemms) cal.gemm_times.push_back({g.m, g.n, g.k, g.count, g.seconds});
@@ -138,6 +146,12 @@ void fit_measurements(CalibrationRun& run, const std::string& name, const Segmen
                  {"overhead_s", run.adam.overhead_s},
                  {"bandwidth_bytes_per_s", std::min(run.adam.bandwidth_bytes_per_s, kMaxBandwidth)},
                  {"bytes_per_param", kAdamBytesPerParam}};
+  if (run.replicate.points > 0)
+    fit["replicate"] = {
+        {"points", run.replicate.points},
+        {"residual_rms", run.replicate.residual_rms},
+        {"overhead_s", run.replicate.overhead_s},
+        {"bandwidth_bytes_per_s", std::min(run.replicate.bandwidth_bytes_per_s, kMaxBandwidth)}};
   nlohmann::json ratios = nlohmann::json::array();
   for (const auto& p : overlap) ratios.push_back(p.with_comm_s / p.alone_s);
   fit["interference_samples"] = ratios;
@@ -160,8 +174,8 @@ namespace {
 double repeat_sigma(const std::vector<Measurement>& ms, bool compute) {
   std::vector<double> sigmas;
   for (const Measurement& m : ms) {
-    const bool is_compute =
-        m.sweep == "gemm" || m.sweep == "gemm-accumulate" || m.sweep == "elementwise" || m.sweep == "adam";
+    const bool is_compute = m.sweep == "gemm" || m.sweep == "gemm-accumulate" || m.sweep == "elementwise" ||
+                            m.sweep == "adam" || m.sweep == kReplicateSweep;
     if (is_compute != compute || m.sweep == "overlap" || m.repeats < 2 || !(m.seconds > 0)) continue;
     sigmas.push_back((m.max_s - m.min_s) / m.seconds / expected_normal_range(m.repeats));
   }
@@ -198,6 +212,8 @@ std::vector<std::string> noisy_fits(const CalibrationRun& run, double threshold)
   if (run.elementwise.residual_rms > threshold)
     out.push_back(fmt::format("elementwise ({})", pct(run.elementwise.residual_rms)));
   if (run.adam.residual_rms > threshold) out.push_back(fmt::format("adam ({})", pct(run.adam.residual_rms)));
+  if (run.replicate.residual_rms > threshold)
+    out.push_back(fmt::format("{} ({})", kReplicateSweep, pct(run.replicate.residual_rms)));
   // Not the accumulation: its residual is over a cost of a few percent of its GEMMs' time, measured as
   // the difference of two timings, and large on any machine; it widens the intervals instead.
   if (run.gemm.residual_rms > threshold)

@@ -40,6 +40,11 @@ ComputeSpec read_compute_fields(JsonReader& r, const ComputeSpec& base) {
   c.accumulate_bandwidth_bytes_per_s =
       r.quantity_or("accumulate_bandwidth", UnitKind::kBytesPerSecond, bounds::kMemoryBandwidth,
                     c.accumulate_bandwidth_bytes_per_s);
+  c.replicate_overhead_s = r.quantity_or("replicate_overhead", UnitKind::kSeconds, bounds::kReplicateOverhead,
+                                         c.replicate_overhead_s);
+  c.replicate_bandwidth_bytes_per_s =
+      r.quantity_or("replicate_bandwidth", UnitKind::kBytesPerSecond, bounds::kMemoryBandwidth,
+                    c.replicate_bandwidth_bytes_per_s);
   return c;
 }
 
@@ -52,6 +57,10 @@ nlohmann::json compute_json(const ComputeSpec& c) {
                       {"kernel_overhead", c.kernel_overhead_s}};
   if (c.optimizer_bandwidth_bytes_per_s > 0) j["optimizer_bandwidth"] = c.optimizer_bandwidth_bytes_per_s;
   if (c.accumulate_bandwidth_bytes_per_s > 0) j["accumulate_bandwidth"] = c.accumulate_bandwidth_bytes_per_s;
+  if (c.replicate_bandwidth_bytes_per_s > 0) {
+    j["replicate_overhead"] = c.replicate_overhead_s;
+    j["replicate_bandwidth"] = c.replicate_bandwidth_bytes_per_s;
+  }
   return j;
 }
 

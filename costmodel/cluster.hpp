@@ -34,6 +34,14 @@ struct ComputeSpec {
   // one that writes it: each slice after the first of a split along the reduction dimension pays
   // bytes(C) / this (0: memory_bandwidth). Calibrations measure it (the "gemm-accumulate" sweep).
   double accumulate_bandwidth_bytes_per_s = 0.0;
+  // What a REPLICATE operator's step pays in its runtime beyond its kernels and its gradient's
+  // all-reduce, for W bytes of weights: replicate_overhead + W / replicate_bandwidth (0 bandwidth:
+  // nothing). In FSDP2 a REPLICATE operator is a module on a (world x 1) mesh: its unshard on a shard
+  // group of one rank and its gradient's copies are host work on the compute thread. The torch
+  // backend's calibration measures it (the "replicate-copies" sweep); the MPI and NCCL executors
+  // have none.
+  double replicate_overhead_s = 0.0;
+  double replicate_bandwidth_bytes_per_s = 0.0;
   double peak_flops(Precision p) const { return p == Precision::kFp32 ? fp32_flops_per_s : bf16_flops_per_s; }
 };
 

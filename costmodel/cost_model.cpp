@@ -67,7 +67,8 @@ enum : std::int64_t {
   kOptimizerPoint,
   kComputeDrift,
   kCommunicationDrift,
-  kAccumulatePoint
+  kAccumulatePoint,
+  kReplicatePoint
 };
 std::int64_t octave(double bytes) {
   return bytes > 1 ? static_cast<std::int64_t>(std::floor(std::log2(bytes))) : 0;
@@ -101,6 +102,7 @@ CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration,
     elementwise_error_ = e.elementwise;
     optimizer_error_ = e.optimizer;
     accumulate_error_ = e.accumulate;
+    replicate_error_ = e.replicate;
     compute_drift_ = factor(e.compute_drift, {kComputeDrift});
     communication_drift_ = factor(e.communication_drift, {kCommunicationDrift});
     interference_ = std::max(1.0, interference_ * factor(e.interference, {kInterferencePoint}));
@@ -254,6 +256,12 @@ double CostModel::optimizer_s(double elements, const PrecisionBytes& b) const {
   return draw_ ? t * compute_drift_ * factor(optimizer_error_, {kOptimizerPoint}) : t;
 }
 
+double CostModel::replicate_s(double weight_bytes) const {
+  if (!(compute_.replicate_bandwidth_bytes_per_s > 0)) return 0.0;
+  const double t = compute_.replicate_overhead_s + weight_bytes / compute_.replicate_bandwidth_bytes_per_s;
+  return draw_ ? t * compute_drift_ * factor(replicate_error_, {kReplicatePoint, octave(weight_bytes)}) : t;
+}
+
 double CostModel::overlapped_s(double x, double c, double i) {
   if (c <= 0) return x;
   if (c >= i * x) return c;
@@ -306,7 +314,8 @@ ChoiceCost CostModel::cost(const Operator& op, const Choice& ch, int batch, cons
   } else {
     const double fwd = ph.forward_s;
     const double bwd = ph.backward_s + recompute_s;
-    const double opt = optimizer_s(shard_elems, B);
+    const double opt =
+        optimizer_s(shard_elems, B) + (ch.replicate ? replicate_s(B.weight * static_cast<double>(P)) : 0.0);
     c.compute_s = fwd + bwd + opt;
     c.comm_s = comm_f + comm_b;
     if (overlap_ && options_.prefetch > 0)

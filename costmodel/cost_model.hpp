@@ -22,7 +22,9 @@
 //   forward:  n all-gathers of w Ps (every slice is gathered once for forward)
 //   backward: k all-gathers of w Ps (ZDP slices gather again; 2k when checkpoint_regather is set and
 //             the operator is checkpointed), n reduce-scatters of g Ps
-//   REPLICATE: one all-reduce of g P in backward.
+//   REPLICATE: one all-reduce of g P in backward; plus, once per step and not overlapped, what the
+//              runtime adds beyond it where the calibration measured that (replicate_s: FSDP2's
+//              copies for a module on a (world x 1) mesh).
 // Time tiers:
 //   paper:    t = comm + b * gamma, gamma the operator's compute per sample (its kernels at b = 1),
 //             so DP gives 2(N-1)alpha + 2(N-1)/N S beta + b gamma and ZDP 3(...) + b gamma
@@ -178,6 +180,10 @@ class CostModel {
   // kernels at batch b, the paper tier takes b times their time at batch 1 (b gamma).
   double phase_s(const std::vector<Kernel>& kernels, int batch, int splits) const;
   double optimizer_s(double elements, const PrecisionBytes& bytes) const;
+  // What a REPLICATE operator with `weight_bytes` of weights pays per step in its runtime beyond its
+  // kernels and its all-reduce (ComputeSpec::replicate_overhead_s, 0 unless the calibration measured
+  // it): priced once per step beside the optimizer, on the compute stream.
+  double replicate_s(double weight_bytes) const;
   static double overlapped_s(double compute_s, double comm_s, double interference);
 
  private:
@@ -199,7 +205,8 @@ class CostModel {
   GemmPrice gemm_;
   // A draw of the calibration's uncertainty (uncertainty.hpp; 0: none) and the errors it scales by.
   std::uint64_t draw_ = 0;
-  double gemm_error_ = 0, elementwise_error_ = 0, optimizer_error_ = 0, accumulate_error_ = 0;
+  double gemm_error_ = 0, elementwise_error_ = 0, optimizer_error_ = 0, accumulate_error_ = 0,
+         replicate_error_ = 0;
   double compute_drift_ = 1, communication_drift_ = 1;  // this draw's factors (1 without a draw)
   std::optional<double> fixed_z_;  // Calibration::quantile_z: every factor at this quantile
   // A price's factor in this draw (or at the fixed quantile) for an error of `sigma`.

@@ -77,8 +77,9 @@ struct OpCost {
 // One operator's price split by where a pipeline schedule places each part (sim/schedule.hpp), with
 // the same terms as op_cost: per micro-batch the forward and backward compute (the backward with the
 // recompute), the ZDP slices' gathers of each and the TP all-reduces; per step the DP slices' gathers,
-// the gradients' reduction (reduce-scatters; REPLICATE's all-reduce) and the optimizer (0 in the paper
-// tier). op_cost spreads the per-step parts over the m micro-batches.
+// the gradients' reduction (reduce-scatters; REPLICATE's all-reduce) and the optimizer with, for
+// REPLICATE, the runtime's copies (CostModel::replicate_s; both 0 in the paper tier). op_cost spreads the
+// per-step parts over the m micro-batches.
 struct OpParts {
   double forward_s = 0, backward_s = 0;
   double zdp_forward_s = 0, zdp_backward_s = 0;

@@ -39,6 +39,7 @@ FitErrors fit_errors(const Calibration& cal) {
   e.elementwise = residual_of(fit, "elementwise");
   e.optimizer = residual_of(fit, "adam");
   e.accumulate = residual_of(fit, "accumulate");
+  e.replicate = residual_of(fit, "replicate");
   if (fit.contains("repeat_spread") && fit["repeat_spread"].is_object()) {
     const auto& r = fit["repeat_spread"];
     const auto value = [&](const char* k) {
@@ -64,7 +65,7 @@ FitErrors fit_errors(const Calibration& cal) {
 bool has_uncertainty(const Calibration& cal) {
   const FitErrors e = fit_errors(cal);
   if (e.gemm_formula > 0 || e.elementwise > 0 || e.optimizer > 0 || e.interference > 0 || e.accumulate > 0 ||
-      e.compute_drift > 0 || e.communication_drift > 0)
+      e.replicate > 0 || e.compute_drift > 0 || e.communication_drift > 0)
     return true;
   if (cal.gemm_times.size() >= 2) return true;
   for (const auto* level : {&cal.intra, &cal.inter})

@@ -7,7 +7,8 @@
 //                                           how far a shape's time is from what its neighbours say);
 //                                           without, the GEMM formula fit's residual
 //   an elementwise kernel, the optimizer,
-//   a partial sum's accumulation:           their fits' residuals (provenance "fit"); an extra launch of
+//   a partial sum's accumulation,
+//   a REPLICATE operator's runtime copies:  their fits' residuals (provenance "fit"); an extra launch of
 //                                           a sliced elementwise kernel shares the elementwise error
 //   the overlap interference i:             the spread of ln of its samples
 //   the machine's drift:                    the spread of the repeats of each point (the calibration
@@ -17,14 +18,14 @@
 // the fits minimize squared relative errors, so a fitted price is the mean of what it prices, and a
 // step's sum of many prices stays centred on the prediction), drawn independently per fitted
 // point: per GEMM shape, per collective segment and octave of buffer size, per octave of elementwise
-// bytes (a fit's residuals are errors of single points, so the same point, wherever a plan prices it,
-// has the same error in a draw; the optimizer and the interference are one point each); the drifts
-// are one factor each, common to the whole step and to every plan in a draw (a slower machine slows
-// every plan: step intervals widen, speedups hardly move). Prices the
-// calibration does not give (the cluster's links, a datasheet's compute) have no error here.
-// A plan's interval is the central 90% of its predictions over draws 1..D, every draw pricing the
-// whole step (the analytic model, or the simulator) as it prices the nominal one; a speedup's interval
-// is the same quantiles of the ratio in each draw (both plans priced on the same draw).
+// bytes and of a REPLICATE operator's weights (a fit's residuals are errors of single points, so the same
+// point, wherever a plan prices it, has the same error in a draw; the optimizer and the interference are one
+// point each); the drifts are one factor each, common to the whole step and to every plan in a draw (a slower
+// machine slows every plan: step intervals widen, speedups hardly move). Prices the calibration does not give
+// (the cluster's links, a datasheet's compute) have no error here. A plan's interval is the central 90% of
+// its predictions over draws 1..D, every draw pricing the whole step (the analytic model, or the simulator)
+// as it prices the nominal one; a speedup's interval is the same quantiles of the ratio in each draw (both
+// plans priced on the same draw).
 #pragma once
 
 #include <cstdint>
@@ -43,11 +44,13 @@ inline constexpr int kDefaultDraws = 100;
 // The relative errors of a calibration's single-point fits (0 where not recorded).
 struct FitErrors {
   double gemm_formula = 0, elementwise = 0, optimizer = 0, interference = 0, accumulate = 0;
+  double replicate = 0;  // a REPLICATE operator's runtime copies (ComputeSpec::replicate_overhead_s)
   // The machine's drift between the repeats of a point (provenance "fit"/"repeat_spread"): one factor
   // per draw shared by every compute price, one by every calibrated collective.
   double compute_drift = 0, communication_drift = 0;
 };
-// Read from the calibration's provenance ("fit": gemm, elementwise, adam, accumulate, interference_samples).
+// Read from the calibration's provenance ("fit": gemm, elementwise, adam, accumulate, replicate,
+// interference_samples).
 FitErrors fit_errors(const Calibration& cal);
 // Whether the calibration records any error an interval could be drawn from.
 bool has_uncertainty(const Calibration& cal);

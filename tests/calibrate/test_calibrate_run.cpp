@@ -15,8 +15,11 @@
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
 
+#include "../costmodel/cost_fixtures.hpp"
+
 #include "costmodel/calibration.hpp"
 #include "costmodel/catalog.hpp"
+#include "costmodel/cost_model.hpp"
 #include "validate/calibrate/calibrate.hpp"
 #include "validate/cpu/cpu_device.hpp"
 
@@ -313,6 +316,50 @@ TEST_CASE("costmodel::fit_measurements fits the rings within a node and across n
   REQUIRE(back.inter.allreduce.size() == 1);
   CHECK(back.inter.allreduce[0].alpha_s == Approx(30e-6).epsilon(1e-9));
   CHECK(cal.provenance.at("fit").at("levels").at("intra").size() == 3);
+}
+
+// The torch backend's "replicate-copies" points (a REPLICATE module's step beyond its unsharded twin's
+// and its in-place gradient reduction): 0.8 ms + S at 6 GB/s from 64 KiB to 256 MiB. The fit puts them
+// in the compute block, the file keeps them, and a cost model built on the file prices a REPLICATE
+// operator of 1 MiB of weights at that line; a calibration without those points (MPI, NCCL) prices
+// nothing.
+TEST_CASE("costmodel::fit_measurements fits a REPLICATE module's runtime copies", "[calibrate][fit]") {
+  costmodel::CalibrationRun run;
+  run.world = 2;
+  run.measurements = synthetic_measurements();
+  for (double s = 65536; s <= 268435456; s *= 2) {
+    costmodel::Measurement m;
+    m.sweep = costmodel::kReplicateSweep;
+    m.bytes = s;
+    m.seconds = m.min_s = m.max_s = 0.8e-3 + s / 6e9;
+    m.repeats = m.batch = 1;
+    run.measurements.push_back(m);
+  }
+  costmodel::fit_measurements(run, "fsdp2");
+  CHECK(run.replicate.points == 13);
+  CHECK(run.replicate.residual_rms < 1e-9);
+  REQUIRE(run.calibration.compute.has_value());
+  CHECK(run.calibration.compute->replicate_overhead_s == Approx(0.8e-3).epsilon(1e-9));
+  CHECK(run.calibration.compute->replicate_bandwidth_bytes_per_s == Approx(6e9).epsilon(1e-9));
+  CHECK(run.calibration.provenance.at("fit").at("replicate").at("points") == 13);
+  const nlohmann::json doc = costmodel::to_json(run.calibration);
+  CHECK(doc.at("compute").at("replicate_overhead") == run.calibration.compute->replicate_overhead_s);
+  const costmodel::Calibration back = costmodel::read_calibration(doc, "fsdp2.json", {});
+  const costmodel::CostModel priced(costmodel::cost_fixtures::synthetic_cluster(), &back,
+                                    costmodel::Precision::kFp32, costmodel::CostOptions{});
+  CHECK(priced.replicate_s(1048576.0) == Approx(0.8e-3 + 1048576.0 / 6e9).epsilon(1e-9));
+
+  costmodel::CalibrationRun mpi;
+  mpi.world = 2;
+  mpi.measurements = synthetic_measurements();
+  costmodel::fit_measurements(mpi, "mpi");
+  CHECK(mpi.replicate.points == 0);
+  CHECK_FALSE(costmodel::to_json(mpi.calibration).at("compute").contains("replicate_overhead"));
+  const costmodel::Calibration plain =
+      costmodel::read_calibration(costmodel::to_json(mpi.calibration), "m.json", {});
+  CHECK(costmodel::CostModel(costmodel::cost_fixtures::synthetic_cluster(), &plain,
+                             costmodel::Precision::kFp32, costmodel::CostOptions{})
+            .replicate_s(1048576.0) == 0.0);
 }
 
 TEST_CASE("a segment whose time does not grow with size is written as 1 PB/s", "[calibrate][fit]") {

@@ -304,6 +304,46 @@ TEST_CASE("extended tier with overlap: each phase overlaps its own communication
   }
 }
 
+// A runtime that pays for REPLICATE beyond its all-reduce (FSDP2's (world x 1) mesh: ComputeSpec's
+// replicate_overhead and replicate_bandwidth) adds, to a REPLICATE choice only, overhead + w P /
+// bandwidth once per step, outside the overlap: with 2 ms and 1 GB/s the time of every REPLICATE choice
+// grows by exactly that, with or without prefetch; no other choice moves, and the paper tier (which
+// prices no runtime) ignores it.
+TEST_CASE("REPLICATE pays the runtime's copies once per step, beside the optimizer", "[cost]") {
+  ClusterSpec plain = synthetic_cluster();
+  plain.overlap.enabled = true;
+  ClusterSpec fsdp2 = plain;
+  fsdp2.compute.replicate_overhead_s = 2e-3;
+  fsdp2.compute.replicate_bandwidth_bytes_per_s = 1e9;
+  int replicated = 0;
+  for (const auto& op : sample_operators()) {
+    const Precision prec = op.kind == OperatorKind::kProjection ? Precision::kMixed : Precision::kFp32;
+    const PrecisionBytes B = precision_bytes(prec);
+    const double copies = 2e-3 + B.weight * static_cast<double>(op.parameters()) / 1e9;
+    for (const int prefetch : {0, 1}) {
+      CostOptions o;
+      o.prefetch = prefetch;
+      CostOptions paper = o;
+      paper.tier = Tier::kPaper;
+      const CostModel without(plain, nullptr, prec, o), with(fsdp2, nullptr, prec, o);
+      const CostModel paper_without(plain, nullptr, prec, paper), paper_with(fsdp2, nullptr, prec, paper);
+      CHECK(with.replicate_s(B.weight * static_cast<double>(op.parameters())) ==
+            Approx(copies).epsilon(kRel));
+      CHECK(without.replicate_s(B.weight * static_cast<double>(op.parameters())) == 0.0);
+      for (const Choice& ch : all_choices(op)) {
+        CAPTURE(op.name, ch.label(), prefetch);
+        const ChoiceCost a = without.cost(op, ch, 2, B), b = with.cost(op, ch, 2, B);
+        CHECK(b.time_s - a.time_s == Approx(ch.replicate ? copies : 0.0).margin(1e-12));
+        CHECK(b.compute_s - a.compute_s == Approx(ch.replicate ? copies : 0.0).margin(1e-12));
+        CHECK(b.comm_s == a.comm_s);
+        CHECK(paper_with.cost(op, ch, 2, B).time_s == paper_without.cost(op, ch, 2, B).time_s);
+        replicated += ch.replicate;
+      }
+    }
+  }
+  CHECK(replicated >= 4);
+}
+
 // ov(x, c, i): never less than either stream alone, never more than running them in turn; no
 // communication leaves the compute as it is; continuous where the collective starts to dominate
 // (c = i x); i = 1 is perfect overlap, max(x, c); monotone in both.

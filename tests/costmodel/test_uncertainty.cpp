@@ -128,6 +128,35 @@ TEST_CASE("the GEMMs' error is the leave-one-out error of the measured shapes", 
             .leave_one_out_error() == 0.0);
 }
 
+// A runtime's REPLICATE copies (ComputeSpec::replicate_*) carry their fit's residual (provenance
+// "fit"/"replicate"): drawn like an elementwise point, one error per octave of weight bytes, sd 0.25.
+TEST_CASE("a REPLICATE operator's runtime copies: their fit's residual per octave of weights",
+          "[cost][uncertainty]") {
+  Calibration cal;
+  ComputeSpec cs = synthetic_cluster().compute;
+  cs.replicate_overhead_s = 1e-3;
+  cs.replicate_bandwidth_bytes_per_s = 4e9;
+  cal.compute = cs;
+  cal.provenance = {{"fit", {{"replicate", {{"residual_rms", 0.25}}}}}};
+  CHECK(fit_errors(cal).replicate == 0.25);
+  CHECK(has_uncertainty(cal));
+  const ClusterSpec cluster = synthetic_cluster();
+  const CostModel nominal(cluster, &cal, Precision::kFp32, CostOptions{});
+  const double mib = 1048576.0;
+  CHECK(nominal.replicate_s(3 * mib) == Approx(1e-3 + 3 * mib / 4e9).epsilon(1e-12));
+  std::vector<double> at1, at3, at35;
+  for (int d = 1; d <= 4000; ++d) {
+    const Calibration c = drawn(cal, static_cast<std::uint64_t>(d));
+    const CostModel m(cluster, &c, Precision::kFp32, CostOptions{});
+    at1.push_back(std::log(m.replicate_s(mib) / nominal.replicate_s(mib)));
+    at3.push_back(std::log(m.replicate_s(3 * mib) / nominal.replicate_s(3 * mib)));
+    at35.push_back(std::log(m.replicate_s(3.5 * mib) / nominal.replicate_s(3.5 * mib)));
+  }
+  CHECK(sd(at1) == Approx(0.25).epsilon(0.06));
+  for (std::size_t d = 0; d < at3.size(); ++d) REQUIRE(at3[d] == Approx(at35[d]).margin(1e-12));
+  CHECK(std::fabs(correlation(at1, at3)) < 5 / std::sqrt(4000.0));
+}
+
 TEST_CASE("a calibration's fit errors come from its provenance", "[cost][uncertainty]") {
   Calibration cal;
   CHECK_FALSE(has_uncertainty(cal));

@@ -368,6 +368,49 @@ TEST_CASE("a data-parallel plan's step between its critical chain and the analyt
   CHECK(to_seconds(r.iteration) <= cost.evaluate(w, plan).time_s + 1e-9);
 }
 
+// A runtime's REPLICATE copies (ComputeSpec::replicate_overhead_s, replicate_bandwidth): with 3 ms and
+// 2 GB/s, each REPLICATE operator of P parameters adds 3 ms + 4 P / 2e9 s (fp32) to the optimizer task of
+// the step, once, whatever the micro-batches; with prefetch 0 (nothing overlaps) the simulated step and
+// the plan cost model's both grow by the sum over the operators, written here from the parameters.
+TEST_CASE("REPLICATE's runtime copies: once per step, in the optimizer task", "[sim][pipeline]") {
+  const costmodel::ModelSpec model = small_model();
+  costmodel::ClusterSpec plain = costmodel::cost_fixtures::synthetic_cluster(1, 8);
+  costmodel::ClusterSpec fsdp2 = plain;
+  fsdp2.compute.replicate_overhead_s = 3e-3;
+  fsdp2.compute.replicate_bandwidth_bytes_per_s = 2e9;
+  const costmodel::Workload w = costmodel::lower(model);
+  for (const int m : {1, 2}) {
+    CAPTURE(m);
+    double copies = 0;
+    std::vector<costmodel::Choice> choices;
+    for (std::size_t u = 0; u < w.operators.size(); ++u) {
+      const bool replicate = u % 2 == 0;  // every other operator, the rest ZDP
+      choices.push_back({replicate, 1, replicate ? 0 : 1, false});
+      if (replicate) copies += 3e-3 + 4.0 * static_cast<double>(w.operators[u].parameters()) / 2e9;
+    }
+    REQUIRE(copies > 0);
+    double step[2], optimizer[2], analytic[2];
+    for (int with = 0; with < 2; ++with) {
+      const costmodel::ClusterSpec& cluster = with ? fsdp2 : plain;
+      const costmodel::PlanCostModel cost(cluster, nullptr, model.precision, costmodel::CostOptions{});
+      costmodel::Plan plan;
+      plan.model = model;
+      plan.cluster = cluster;
+      costmodel::set_data_parallel(plan, w, choices);
+      plan.micro_batches = m;
+      const Schedule s = build_schedule(plan, w, cost);
+      optimizer[with] = 0;
+      for (const Task& t : s.tasks)
+        if (t.kind == TaskKind::kOptimizer) optimizer[with] += t.duration_s;
+      step[with] = to_seconds(simulate(s, RingLinks(cluster, nullptr), SimOptions{}).iteration);
+      analytic[with] = cost.evaluate(w, plan).time_s;
+    }
+    CHECK(optimizer[1] - optimizer[0] == Approx(copies).epsilon(1e-12));
+    CHECK(step[1] - step[0] == Approx(copies).margin(1e-6));
+    CHECK(analytic[1] - analytic[0] == Approx(copies).epsilon(1e-9));
+  }
+}
+
 TEST_CASE("a plan without a micro-batch or with an empty stage is refused", "[sim][pipeline]") {
   const costmodel::ModelSpec model = small_model();
   const costmodel::ClusterSpec cluster = costmodel::cost_fixtures::synthetic_cluster(1, 8);

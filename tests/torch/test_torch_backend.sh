@@ -121,6 +121,22 @@ g = p["gemm_operands"]  # GEMM calls rotate over twice the last-level cache, at 
 assert g["rotation_bytes"] == max(64 << 20, 2 * g["last_level_cache_bytes"]), g'
 if [[ -s cal/torch.measurements.csv ]] && grep -q "^all-gather," cal/torch.measurements.csv; then
   ok "the raw points beside it"; else not_ok "the raw points beside it" "$(ls cal)"; fi
+# The all-reduce is FSDP2's gradient reduction timed in place; what a REPLICATE module's step pays
+# beyond it and its kernels is its own sweep, at the same sizes, fitted into the compute block.
+jcheck "the REPLICATE copies fitted beside the in-place all-reduce" cal/torch.json '
+c, f = j["compute"], j["provenance"]["fit"]
+assert c["replicate_bandwidth"] > 0 and 0 <= c["replicate_overhead"] < 1, c
+assert f["replicate"]["points"] >= 3, f.get("replicate")'
+if python3 - cal/torch.measurements.csv <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+sizes = lambda s: sorted(float(r["bytes"]) for r in rows if r["sweep"] == s)
+ar = sizes("all-reduce")
+assert ar and ar == sizes("replicate-copies"), (ar, sizes("replicate-copies"))
+assert all(float(r["seconds"]) > 0 for r in rows if r["sweep"] == "all-reduce")
+PY
+then ok "an all-reduce and a replicate-copies point at every size"
+else not_ok "an all-reduce and a replicate-copies point at every size" "$(grep -c . cal/torch.measurements.csv) lines"; fi
 run plan "$OSDP" plan --model val-nd-8x256 --cluster cpu-2 --data-parallel --calibration cal/torch.json
 expect_rc "osdp plan --calibration with the torch calibration" plan 0
 finish

@@ -329,8 +329,11 @@ class _Sweep:
         _sync(self.device)
         return _max_over_ranks((time.perf_counter() - start) / count)
 
-    def times(self, name: str, ops: list[Callable[[int], None]]) -> list[list[float]]:
-        """Each operation's time per repetition (seconds per operation, the slowest rank's)."""
+    def times(self, name: str, ops: list[Callable[[int], None]],
+              before: Callable[[int], None] | None = None,
+              after: Callable[[int, int], None] | None = None) -> list[list[float]]:
+        """Each operation's time per repetition (seconds per operation, the slowest rank's). ``before(i)``
+        and ``after(i, count)``, where given, run around each timed batch of operation i (count calls)."""
         job = self.job
         counts, repeats, times = [], [], []
         for op in ops:  # one operation each: how many make a batch, agreed by every rank
@@ -348,7 +351,11 @@ class _Sweep:
             self.status(f"{name}: pass {rep + 1} of {max(repeats)} over {len(ops)} points")
             for i, op in enumerate(ops):
                 if rep < repeats[i]:
+                    if before:
+                        before(i)
                     times[i].append(self._time_batch(op, counts[i]))
+                    if after:
+                        after(i, counts[i])
         return times
 
     def rows(self, name: str, fields: list[dict], times: list[list[float]], counts: list[int]) -> list[dict]:
@@ -376,14 +383,59 @@ class _Flat(torch.nn.Module):
         return self.p.sum()
 
 
+class _ReduceClock:
+    """FSDP2's gradient reduction timed in place: its param groups call ``foreach_reduce`` after backward
+    (the copies into the reduction's buffer, the division, the reduce-scatter and, on a 2-D mesh, the
+    all-reduce); while ``on``, each call's time is added to ``seconds`` (the device synchronized before
+    and after, so that a GPU's streams are inside the interval). ``available`` is False where this torch
+    has no such function."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.on, self.seconds = device, False, 0.0
+        try:
+            from torch.distributed.fsdp._fully_shard import _fsdp_param_group as group
+            self.group, self.real = group, group.foreach_reduce
+        except (ImportError, AttributeError):
+            self.group = self.real = None
+        if self.real is None:
+            return
+
+        def timed(*args, **kwargs):
+            if not self.on:
+                return self.real(*args, **kwargs)
+            _sync(self.device)
+            start = time.perf_counter()
+            try:
+                return self.real(*args, **kwargs)
+            finally:
+                _sync(self.device)
+                self.seconds += time.perf_counter() - start
+
+        self.group.foreach_reduce = timed
+
+    @property
+    def available(self) -> bool:
+        return self.real is not None
+
+    def close(self) -> None:
+        if self.real is not None:
+            self.group.foreach_reduce = self.real
+
+
 def _fsdp2_collectives(sweep: _Sweep, sizes: list[float], device: torch.device) -> list[dict]:
     """The collectives as FSDP2 runs them for a module whose parameters are S bytes, with its copies
     into and out of the communication buffers and its gradient division:
-      all-gather      unshard() + reshard() (world mesh);
-      reduce-scatter  forward + backward (all-gather, then the post-backward reduce-scatter), less the
-                      all-gather above and the same forward + backward of an unsharded module;
-      all-reduce      forward + backward on a (world x 1) mesh (whole copies: the gradient all-reduced),
-                      less the unsharded module's.
+      all-gather        unshard() + reshard() (world mesh);
+      reduce-scatter    forward + backward (all-gather, then the post-backward reduce-scatter), less the
+                        all-gather above and the same forward + backward of an unsharded module;
+      all-reduce        the gradient reduction of a module on a (world x 1) mesh (osdp's REPLICATE, as
+                        the export makes it: reshard_after_forward=False), timed in place around FSDP2's
+                        foreach_reduce during its forward + backward;
+      replicate-copies  what that module's forward + backward pays beyond the unsharded module's and its
+                        reduction (the unshard on a shard group of one rank, the gradient's copies),
+                        which osdp prices apart (ComputeSpec replicate_overhead, replicate_bandwidth).
+    Where this torch cannot time the reduction in place, all-reduce is the (world x 1) module's forward +
+    backward less the unsharded module's, and no replicate-copies points are made.
     A derived point's time is the difference of the medians (the passes interleave the points, so a slow
     spell touches every term alike)."""
     from torch.distributed.device_mesh import init_device_mesh
@@ -392,31 +444,54 @@ def _fsdp2_collectives(sweep: _Sweep, sizes: list[float], device: torch.device) 
     world = dist.get_world_size()
     world_mesh = init_device_mesh(device.type, (world,), mesh_dim_names=("shard",))
     replicate_mesh = init_device_mesh(device.type, (world, 1), mesh_dim_names=("replicate", "shard"))
+    clock = _ReduceClock(device)
+    reductions: dict[int, list[float]] = {}  # point -> the in-place reduction per pass (s per call)
     ops, fields = [], []
+
+    def fwd_bwd(call: int, m) -> None:
+        m().backward()
+        m.zero_grad(set_to_none=True)
+
+    def replicated(call: int, m) -> None:
+        clock.on = True
+        try:
+            fwd_bwd(call, m)
+        finally:
+            clock.on = False
+
     for s in sizes:
         n = int(s // 4)
         gather = reduce = fully_shard(_Flat(n, device), mesh=world_mesh, reshard_after_forward=True)
-        whole = fully_shard(_Flat(n, device), mesh=replicate_mesh, reshard_after_forward=True)
+        whole = fully_shard(_Flat(n, device), mesh=replicate_mesh, reshard_after_forward=False)
         local = _Flat(n, device)
 
         def unshard(call: int, m=gather) -> None:
             m.unshard()
             m.reshard()
 
-        def fwd_bwd(call: int, m) -> None:
-            m().backward()
-            m.zero_grad(set_to_none=True)
-
-        ops += [unshard, lambda c, m=reduce: fwd_bwd(c, m), lambda c, m=whole: fwd_bwd(c, m),
+        ops += [unshard, lambda c, m=reduce: fwd_bwd(c, m), lambda c, m=whole: replicated(c, m),
                 lambda c, m=local: fwd_bwd(c, m)]
         fields.append({"bytes": s})
-    times = sweep.times("fsdp2 collectives", ops)
+
+    def before(i: int) -> None:
+        clock.seconds = 0.0
+
+    def after(i: int, count: int) -> None:
+        if i % 4 == 2:
+            reductions.setdefault(i // 4, []).append(_max_over_ranks(clock.seconds / count))
+
+    try:
+        times = sweep.times("fsdp2 collectives", ops, before=before, after=after)
+    finally:
+        clock.close()
     counts = sweep.counts
     batch = [counts[4 * i] for i in range(len(sizes))]
     out = sweep.rows("all-gather", fields, [times[4 * i] for i in range(len(sizes))], batch)
-    for name, terms in (("reduce-scatter", (1, 0, 3)), ("all-reduce", (2, 3))):
+
+    def derived(name: str, terms: list[list[list[float]]]) -> None:
+        """Point i: the first term's median less the others' (each a list over the passes)."""
         for i, f in enumerate(fields):
-            t = [times[4 * i + k] for k in terms]
+            t = terms[i]
             passes = min(len(x) for x in t)
             # The difference of the medians (each robust to a slow pass); min and max over the passes.
             seconds = statistics.median(t[0]) - sum(statistics.median(x) for x in t[1:])
@@ -424,6 +499,15 @@ def _fsdp2_collectives(sweep: _Sweep, sizes: list[float], device: torch.device) 
             out.append({"sweep": name, "bytes": f["bytes"], "m": 0, "n": 0, "k": 0, "count": 0, "batch": batch[i],
                         "repeats": passes, "seconds": max(seconds, 1e-7), "min_s": min(per_pass),
                         "max_s": max(per_pass)})
+
+    derived("reduce-scatter", [[times[4 * i + 1], times[4 * i], times[4 * i + 3]] for i in range(len(sizes))])
+    if clock.available:
+        out += sweep.rows("all-reduce", fields, [reductions[i] for i in range(len(sizes))],
+                          [counts[4 * i + 2] for i in range(len(sizes))])
+        derived("replicate-copies",
+                [[times[4 * i + 2], times[4 * i + 3], reductions[i]] for i in range(len(sizes))])
+    else:
+        derived("all-reduce", [[times[4 * i + 2], times[4 * i + 3]] for i in range(len(sizes))])
     return out
 
 
