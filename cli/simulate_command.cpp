@@ -280,9 +280,9 @@ int run_collective(const CollectiveArgs& a) {
     std::cout << j.dump(2) << "\n";
     return kExitOk;
   }
-  std::cout << fmt::format("osdp collective: {} of {} over {} ranks ({} node{}), {} ring steps of {}\n", a.op,
+  std::cout << fmt::format("osdp collective: {} of {} over {} ranks ({} node{}), {} {} steps of {}\n", a.op,
                            format_bytes(bytes), n, a.nodes, a.nodes == 1 ? "" : "s", steps,
-                           format_bytes(chunk))
+                           costmodel::describe(op.kind).pairwise ? "pairwise" : "ring", format_bytes(chunk))
             << fmt::format("  closed form    {}  ({}(N-1) (alpha + S/N beta) on the slowest link)\n",
                            format_seconds(closed_form_s), passes > 1 ? fmt::format("{} ", passes) : "")
             << fmt::format("  simulated      {}  ({:+.3g} s apart; {} events)\n", format_seconds(simulated_s),
@@ -326,15 +326,17 @@ Action add_simulate_command(CLI::App& app) {
 Action add_collective_command(CLI::App& app) {
   auto a = std::make_shared<CollectiveArgs>();
   app.description(
-      "Price one ring collective: the closed form (N-1)(alpha + S/N beta), twice for all-reduce, on the\n"
-      "slowest link, beside the simulator's step-by-step time.");
+      "Price one collective: the closed form (N-1)(alpha + S/N beta), twice for all-reduce, on the\n"
+      "slowest link, beside the simulator's step-by-step time (a ring; an all-to-all's N-1 steps are\n"
+      "pairwise exchanges, each on its pair's link, so it can beat the closed form across nodes).");
   std::vector<std::string> keys;
   for (const costmodel::CollectiveKind& k : costmodel::kCollectives) keys.emplace_back(k.key);
   app.add_option("collective", a->op, fmt::format("{}", fmt::join(keys, " | ")))
       ->required()
       ->check(CLI::IsMember(keys));
   app.add_option("--ranks", a->ranks, "Ranks in the ring (N)")->required()->check(CLI::Range(1, 1 << 16));
-  app.add_option("--bytes", a->bytes, "The full buffer S (gathered or reduced), e.g. 1GiB or 100MB")
+  app.add_option("--bytes", a->bytes,
+                 "The full buffer S (gathered or reduced; an all-to-all's per rank), e.g. 1GiB or 100MB")
       ->required();
   app.add_option("--alpha", a->alpha, "Latency per ring step on the intra-node link, e.g. 10us")->required();
   app.add_option("--bandwidth", a->bandwidth, "Intra-node link bandwidth per direction, e.g. 12GB/s")

@@ -48,7 +48,7 @@ nlohmann::json segments_json(const std::vector<Segment>& segs) {
 
 namespace {
 
-// The segments of collective c in anything with allgather, reducescatter and allreduce members.
+// The segments of collective c in anything with allgather, reducescatter, allreduce and alltoall members.
 template <typename Holder>
 auto& segments_of(Holder& h, Collective c) {
   switch (c) {
@@ -58,6 +58,8 @@ auto& segments_of(Holder& h, Collective c) {
       return h.reducescatter;
     case Collective::kAllReduce:
       return h.allreduce;
+    case Collective::kAllToAll:
+      return h.alltoall;
   }
   return h.allgather;
 }

@@ -34,17 +34,20 @@ struct GemmTime {
 
 // The segments of each collective on one kind of ring (sorted by up_to_bytes; any may be empty).
 struct LevelSegments {
-  std::vector<Segment> allgather, reducescatter, allreduce;
+  std::vector<Segment> allgather, reducescatter, allreduce, alltoall;
 
   const std::vector<Segment>& segments(Collective c) const;
   std::vector<Segment>& segments(Collective c);
-  bool empty() const { return allgather.empty() && reducescatter.empty() && allreduce.empty(); }
+  bool empty() const {
+    return allgather.empty() && reducescatter.empty() && allreduce.empty() && alltoall.empty();
+  }
 };
 
 struct Calibration {
   std::string name;
   nlohmann::json provenance = nlohmann::json::object();      // where, when, backend, versions
-  std::vector<Segment> allgather, reducescatter, allreduce;  // sorted by up_to_bytes; may be empty
+  // Sorted by up_to_bytes; any may be empty (files before all-to-all have no "alltoall").
+  std::vector<Segment> allgather, reducescatter, allreduce, alltoall;
   // The rings of a job of nodes of `per_node` ranks (0: not measured), fitted on the ranks of one
   // node (intra) and on those at one local index across nodes (inter), all rings of a level at once
   // (as a two-level collective runs them). The file's "levels" block.

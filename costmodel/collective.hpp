@@ -1,15 +1,19 @@
-// Ring collectives, described once (nccl-tests' habit: each collective is a small descriptor, so no
+// Collectives, described once (nccl-tests' habit: each collective is a small descriptor, so no
 // caller branches on which collective it handles). The cost model prices them, the simulator steps
 // them, the calibration sweeps and fits them, and reports name them and give their bus bandwidth,
 // all from this file.
 //
 // A ring over N ranks on a buffer of S bytes (the full gathered or reduced buffer, S/N per rank):
 // all-gather and reduce-scatter take one pass of N - 1 steps, each moving one chunk S/N over every
-// link; all-reduce is a reduce-scatter then an all-gather, two passes, 2(N - 1) steps. With alpha the
-// latency of a step and beta seconds per byte on the link (DESIGN.md section 4):
+// link; all-reduce is a reduce-scatter then an all-gather, two passes, 2(N - 1) steps. An all-to-all
+// over N ranks of S bytes each (S/N for every rank, its own included) is a pairwise exchange, not a
+// ring: in step k = 1 .. N-1 rank r sends its chunk for r + k and receives that of r - k, so it too
+// takes N - 1 steps of S/N, each on the link between the pair (the simulator steps it so). With alpha
+// the latency of a step and beta seconds per byte on the link (DESIGN.md section 4):
 //   t = passes ((N-1) alpha + (N-1)/N S beta)        (0 on one rank)
 // nccl-tests' bus bandwidth (its PERFORMANCE.md), from the algorithm bandwidth S / t:
-//   busbw = S / t * passes (N-1)/N:   (N-1)/N for all-gather and reduce-scatter, 2(N-1)/N for all-reduce.
+//   busbw = S / t * passes (N-1)/N:   (N-1)/N for all-gather, reduce-scatter and all-to-all, 2(N-1)/N
+//   for all-reduce.
 #pragma once
 
 #include <array>
@@ -18,26 +22,28 @@
 
 namespace osdp::costmodel {
 
-enum class Collective { kAllGather, kReduceScatter, kAllReduce };
+enum class Collective { kAllGather, kReduceScatter, kAllReduce, kAllToAll };
 
 // What is fixed for a kind of collective.
 struct CollectiveKind {
   Collective kind;
   const char* name;  // "all-gather": calibration sweeps, reports, messages
   const char* key;   // "allgather": calibration files, task names, the command line
-  int passes;        // ring passes: all-reduce 2, the others 1
+  int passes;        // passes of N - 1 steps: all-reduce 2, the others 1
+  bool pairwise;     // steps exchange between pairs of ranks (all-to-all), not along a ring
 };
 
 // Every collective, once, in the order of the enum.
-inline constexpr std::array<CollectiveKind, 3> kCollectives{{
-    {Collective::kAllGather, "all-gather", "allgather", 1},
-    {Collective::kReduceScatter, "reduce-scatter", "reducescatter", 1},
-    {Collective::kAllReduce, "all-reduce", "allreduce", 2},
+inline constexpr std::array<CollectiveKind, 4> kCollectives{{
+    {Collective::kAllGather, "all-gather", "allgather", 1, false},
+    {Collective::kReduceScatter, "reduce-scatter", "reducescatter", 1, false},
+    {Collective::kAllReduce, "all-reduce", "allreduce", 2, false},
+    {Collective::kAllToAll, "all-to-all", "alltoall", 1, true},
 }};
 
 const CollectiveKind& describe(Collective c);
-const char* to_string(Collective c);  // the key: "allgather", "reducescatter", "allreduce"
-const char* name_of(Collective c);    // "all-gather", "reduce-scatter", "all-reduce"
+const char* to_string(Collective c);  // the key: "allgather", "reducescatter", "allreduce", "alltoall"
+const char* name_of(Collective c);    // "all-gather", "reduce-scatter", "all-reduce", "all-to-all"
 // The collective whose key or name is `s`; none if no collective has it.
 std::optional<Collective> collective_from_string(std::string_view s);
 

@@ -68,12 +68,11 @@ bool has_uncertainty(const Calibration& cal) {
       e.replicate > 0 || e.compute_drift > 0 || e.communication_drift > 0)
     return true;
   if (cal.gemm_times.size() >= 2) return true;
-  for (const auto* level : {&cal.intra, &cal.inter})
-    if (any_segment_error(level->allgather) || any_segment_error(level->reducescatter) ||
-        any_segment_error(level->allreduce))
-      return true;
-  return any_segment_error(cal.allgather) || any_segment_error(cal.reducescatter) ||
-         any_segment_error(cal.allreduce);
+  for (const CollectiveKind& k : kCollectives)
+    for (const auto* level : {&cal.intra, &cal.inter})
+      if (any_segment_error(level->segments(k.kind))) return true;
+  return std::any_of(kCollectives.begin(), kCollectives.end(),
+                     [&](const CollectiveKind& k) { return any_segment_error(cal.segments(k.kind)); });
 }
 
 double standard_normal(std::uint64_t draw, std::initializer_list<std::int64_t> key) {

@@ -308,10 +308,44 @@ class Engine {
     out.push_back(r);
   }
 
+  // An all-to-all's pairwise exchange over `members_` once they have all entered, for a group of
+  // g.size real ranks (costmodel/collective.hpp): in step k = 1 .. g.size - 1 member i sends its chunk
+  // to member i + k and receives member i - k's (indices modulo the members: in symmetric mode the
+  // simulated ranks stand for the others, as in a ring), the send taking one step on the link between
+  // rank i and its real partner g.index + k. A send starts once both of its pair have ended the step
+  // before (the receiver has posted its buffer); a member's step ends once its send and its receive
+  // have. Equal entries and links give (g.size - 1) steps, the closed form.
+  void pairwise(int key, const Group& g) {
+    const Task& task = s_.tasks[key];
+    const std::vector<Tick>& entry = entry_[key];
+    const int R = static_cast<int>(members_.size());
+    const int steps = costmodel::ring_steps(collective_of(task.kind), g.size);
+    entered_.resize(R);
+    sent_.resize(R);
+    for (int i = 0; i < R; ++i) entered_[i] = entry[members_[i]];
+    Tick* done = entered_.data();
+    Tick* sent = sent_.data();
+    for (int k = 1; k <= steps; ++k) {
+      for (int i = 0; i < R; ++i) {
+        const int r = members_[i];
+        const int to = g.member(r, (g.index(r) + k) % g.size);
+        sent[i] = std::max(done[i], done[(i + k) % R]) +
+                  net_.ring_step_ticks(task.kind, task.bytes, g.size, r, to, task.level, task.calibrated);
+      }
+      for (int i = 0; i < R; ++i) done[i] = std::max(sent[i], sent[((i - k) % R + R) % R]);
+    }
+    for (int i = 0; i < R; ++i) {
+      const int r = members_[i];
+      push(done[i], kTaskDone, r, stage_of(r) == task.stage ? key : task.twin);
+    }
+    result_.events += static_cast<std::int64_t>(steps) * R;
+  }
+
   // The ring's step recurrence over `members_` (simulated ranks, in ring order) once they have all
   // entered, for a ring of g.size real ranks; schedules each member's completion.
   void ring(int key, const Group& g) {
     const Task& task = s_.tasks[key];
+    if (costmodel::describe(collective_of(task.kind)).pairwise) return pairwise(key, g);
     const std::vector<Tick>& entry = entry_[key];
     const int R = static_cast<int>(members_.size());
     const int steps = costmodel::ring_steps(collective_of(task.kind), g.size);

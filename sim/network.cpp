@@ -45,11 +45,13 @@ Tick RingLinks::p2p_ticks(double bytes, int from, int to) const {
 
 int RingLinks::period(int world) const {
   if (nodes_ <= 1) return 1;
+  // Every ring collective priced by its calibrated segment, on every link alike. An all-to-all is
+  // not a ring: each step is priced on its pair's own link, which every rank of a group meets alike.
   if (calibration_ && std::none_of(costmodel::kCollectives.begin(), costmodel::kCollectives.end(),
                                    [&](const costmodel::CollectiveKind& k) {
-                                     return calibration_->segments(k.kind).empty();
+                                     return !k.pairwise && calibration_->segments(k.kind).empty();
                                    }))
-    return 1;  // every collective priced by its calibrated segment, on every link alike
+    return 1;
   if (intra_.alpha_s == inter_.alpha_s && intra_.bandwidth_bytes_per_s == inter_.bandwidth_bytes_per_s)
     return 1;
   return per_node_ < world ? per_node_ : world;

@@ -67,6 +67,7 @@ enum class TaskKind {
   kAllGather,
   kReduceScatter,
   kAllReduce,
+  kAllToAll,
   kSend,
   kRecv
 };

@@ -18,6 +18,7 @@ const char* to_string(TaskKind k) {
     case TaskKind::kAllGather:
     case TaskKind::kReduceScatter:
     case TaskKind::kAllReduce:
+    case TaskKind::kAllToAll:
       return costmodel::to_string(collective_of(k));  // "allgather", ...
     case TaskKind::kSend:
       return "send";
@@ -98,12 +99,14 @@ const char* to_string(BufferRole r) {
 }
 
 bool is_collective(TaskKind k) {
-  return k == TaskKind::kAllGather || k == TaskKind::kReduceScatter || k == TaskKind::kAllReduce;
+  return k == TaskKind::kAllGather || k == TaskKind::kReduceScatter || k == TaskKind::kAllReduce ||
+         k == TaskKind::kAllToAll;
 }
 
 costmodel::Collective collective_of(TaskKind k) {
   return k == TaskKind::kAllGather       ? costmodel::Collective::kAllGather
          : k == TaskKind::kReduceScatter ? costmodel::Collective::kReduceScatter
+         : k == TaskKind::kAllToAll      ? costmodel::Collective::kAllToAll
                                          : costmodel::Collective::kAllReduce;
 }
 
@@ -115,6 +118,8 @@ TaskKind task_kind_of(costmodel::Collective c) {
       return TaskKind::kReduceScatter;
     case costmodel::Collective::kAllReduce:
       return TaskKind::kAllReduce;
+    case costmodel::Collective::kAllToAll:
+      return TaskKind::kAllToAll;
   }
   return TaskKind::kAllGather;
 }

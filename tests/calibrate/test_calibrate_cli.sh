@@ -79,7 +79,7 @@ for d in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/"):
         llc = max(llc, int(size.rstrip("KMG")) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1], 1))
 g = p["gemm_operands"]
 assert g["last_level_cache_bytes"] == llc and g["rotation_bytes"] == max(64 << 20, 2 * llc), (g, llc)
-for c in ("allgather", "reducescatter", "allreduce"):
+for c in ("allgather", "reducescatter", "allreduce", "alltoall"):
     segs = j["collectives"][c]
     assert 1 <= len(segs) <= 6, (c, len(segs))
     assert "up_to" not in segs[-1], f"{c}: the last segment is bounded"
@@ -96,7 +96,8 @@ jcheck "the raw points: cal2.measurements.csv, one line per point, every sweep t
 import csv
 rows = list(csv.DictReader(open("cal2.measurements.csv")))
 sweeps = {r["sweep"] for r in rows}
-want = {"all-gather", "reduce-scatter", "all-reduce", "elementwise", "adam", "gemm", "gemm-accumulate", "overlap"}
+want = {"all-gather", "reduce-scatter", "all-reduce", "all-to-all", "elementwise", "adam", "gemm", "gemm-accumulate",
+        "overlap"}
 assert sweeps == want, sweeps
 # --quick: one generic shape timed adding into C too, fitted against its "gemm" point.
 added = [r for r in rows if r["sweep"] == "gemm-accumulate"]
@@ -109,16 +110,16 @@ assert all(float(r["seconds"]) > 0 for r in rows)
 assert sum(s["points"] for s in j["provenance"]["fit"]["allgather"]) == len(ag)'
 # Points are timed in passes (one repetition of each a pass): a line per point as its last
 # repetition is timed, and a line at the end of each pass before the last (--quick: 3 repetitions,
-# so two such lines for each of the 7 interleaved sweeps).
+# so two such lines for each of the 8 interleaved sweeps).
 if grep -qE '^calibrate: all-gather 1\.0 KiB \[1/[0-9]+\] ' quick.err &&
   [[ $(grep '^calibrate: ' quick.err | grep -vc ' pass [0-9]* of ') -eq $(($(wc -l <cal2.measurements.csv) - 1)) ]] &&
-  [[ $(grep -cE '^calibrate: [a-z-]+ pass [12] of 3 over [0-9]+ points ' quick.err) -eq 14 ]]; then
+  [[ $(grep -cE '^calibrate: [a-z-]+ pass [12] of 3 over [0-9]+ points ' quick.err) -eq 16 ]]; then
   ok "progress: one line per point and one per pass on stderr, with a counter"
 else
   not_ok "progress: one line per point and one per pass on stderr, with a counter" "$(head -n 5 quick.err)"
 fi
 contains "the summary: segments, GEMM peak, bandwidth, interference" quick.out \
-  "all-gather" "reduce-scatter" "all-reduce" "GFLOP/s" "interference" "cal2.json"
+  "all-gather" "reduce-scatter" "all-reduce" "all-to-all" "GFLOP/s" "interference" "cal2.json"
 
 # The file is a calibration `osdp plan` reads, and it changes the prediction.
 cat >two.json <<'EOF'
@@ -168,10 +169,10 @@ jcheck "--per-node 2: intra and inter segments for every collective, recorded pe
 l = j["levels"]
 assert l["per_node"] == 2 and j["provenance"]["options"]["per_node"] == 2, l
 for level in ("intra", "inter"):
-    assert set(l[level]) == {"allgather", "reducescatter", "allreduce"}, (level, l[level].keys())
+    assert set(l[level]) == {"allgather", "reducescatter", "allreduce", "alltoall"}, (level, l[level].keys())
     for segs in l[level].values():
         assert segs and all(s["alpha"] >= 0 and s["bandwidth"] > 0 for s in segs), segs
-assert set(j["collectives"]) == {"allgather", "reducescatter", "allreduce"}
+assert set(j["collectives"]) == {"allgather", "reducescatter", "allreduce", "alltoall"}
 '
 contains "the summary lists the rings' segments" levels.out "rings of nodes of 2 ranks" "all-gather intra" "reduce-scatter inter"
 run lplan "$OSDP" plan --model val-nd-8x256 --cluster lab-2x2 --strategy fsdp-2level --batch 2 --calibration levels.json \

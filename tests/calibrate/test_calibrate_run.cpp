@@ -51,6 +51,14 @@ class TwinCommunicator final : public Communicator {
     for (std::size_t i = 0; i < e; ++i) buf[i] *= 2;
     ++collectives;
   }
+  // Both ranks send the same parts: what rank 1 sends to rank 0 is its part for rank 0, this rank's.
+  void all_to_all(Stream&, const float* send, const std::vector<std::size_t>& sc, float* recv,
+                  const std::vector<std::size_t>& rc, const std::string& what) override {
+    check_all_to_all_counts(*this, sc, rc, what);
+    std::memcpy(recv, send, rc[0] * sizeof(float));
+    std::memcpy(recv + rc[0], send, rc[1] * sizeof(float));
+    ++collectives;
+  }
   void barrier(const std::string&) override {}
   double max_over_ranks(double x) override { return x; }
   double sum_over_ranks(double x) override { return 2 * x; }
@@ -82,22 +90,22 @@ TEST_CASE("run_calibration measures every point once, in order, and frees its me
   const costmodel::CalibrationRun run = run_calibration(
       device, comm, small_options(), [&](const CalibrationProgress& p) { seen.push_back(p); });
 
-  // 3 x 7 collective sizes + 5 touches + 5 Adam sizes + 4 GEMMs + 1 adding into C + 1 overlap shape.
-  REQUIRE(run.measurements.size() == 37);
+  // 4 x 7 collective sizes + 5 touches + 5 Adam sizes + 4 GEMMs + 1 adding into C + 1 overlap shape.
+  REQUIRE(run.measurements.size() == 44);
   std::vector<CalibrationProgress> points, passes;
   for (const auto& p : seen) (p.pass == 0 ? points : passes).push_back(p);
-  REQUIRE(points.size() == 37);
+  REQUIRE(points.size() == 44);
   for (std::size_t i = 0; i < points.size(); ++i) {
     CHECK(points[i].index == static_cast<int>(i) + 1);
-    CHECK(points[i].total == 37);
+    CHECK(points[i].total == 44);
     CHECK(points[i].sweep == run.measurements[i].sweep);
   }
-  // Each of the 7 interleaved sweeps (three collectives, elementwise, Adam, GEMM, adding into C) reports the
+  // Each of the 8 interleaved sweeps (four collectives, elementwise, Adam, GEMM, adding into C) reports the
   // end of every pass but its last (quick options: 3 repetitions, so passes 1 and 2 of 3), before any of its
   // points.
   const int reps = small_options().repeats;
   REQUIRE(reps == 3);
-  REQUIRE(passes.size() == static_cast<std::size_t>(7 * (reps - 1)));
+  REQUIRE(passes.size() == static_cast<std::size_t>(8 * (reps - 1)));
   for (std::size_t i = 0; i < passes.size(); ++i) {
     const int pass = static_cast<int>(i) % (reps - 1) + 1;
     CHECK(passes[i].pass == pass);
@@ -167,7 +175,7 @@ TEST_CASE("without a separate comm stream there is no overlap sweep", "[calibrat
   CpuDevice device(one);
   TwinCommunicator comm;
   const costmodel::CalibrationRun run = run_calibration(device, comm, small_options());
-  CHECK(run.measurements.size() == 36);
+  CHECK(run.measurements.size() == 43);
   CHECK_FALSE(run.interference.has_value());
   CHECK_FALSE(run.calibration.interference.has_value());
 }
@@ -189,7 +197,7 @@ std::vector<costmodel::Measurement> synthetic_measurements() {
     m.repeats = m.batch = 1;
     ms.push_back(m);
   };
-  for (const char* c : {"all-gather", "reduce-scatter", "all-reduce"}) {
+  for (const char* c : {"all-gather", "reduce-scatter", "all-reduce", "all-to-all"}) {
     const double a = std::string(c) == "all-reduce" ? 2 : 1;
     for (double s = 1024; s <= 268435456; s *= 2)
       add(c, s, s <= 65536 ? a * (5e-6 + s / 2 / 2e9) : a * (40e-6 + s / 2 / 4e9));
@@ -230,7 +238,7 @@ TEST_CASE("costmodel::fit_measurements recovers the coefficients into the calibr
   costmodel::fit_measurements(run, o.name, o.segments);
   const auto& cal = run.calibration;
   CHECK(cal.name == "synthetic");
-  for (const auto* segs : {&cal.allgather, &cal.reducescatter, &cal.allreduce}) {
+  for (const auto* segs : {&cal.allgather, &cal.reducescatter, &cal.allreduce, &cal.alltoall}) {
     REQUIRE(segs->size() == 2);
     CHECK((*segs)[0].up_to_bytes == 65536.0);
     CHECK((*segs)[0].alpha_s == Approx(5e-6).epsilon(1e-9));
@@ -259,6 +267,8 @@ TEST_CASE("costmodel::fit_measurements recovers the coefficients into the calibr
   CHECK(doc.at("collectives").at("allreduce").at(1).contains("residual_rms"));
   const osdp::costmodel::Calibration back = osdp::costmodel::read_calibration(doc, "synthetic.json", {});
   REQUIRE(back.allreduce.size() == 2);
+  REQUIRE(back.alltoall.size() == 2);
+  CHECK(back.alltoall[1].alpha_s == Approx(40e-6).epsilon(1e-9));
   CHECK(back.allreduce[0].up_to_bytes == 65536.0);
   CHECK(back.allreduce[1].alpha_s == Approx(40e-6).epsilon(1e-9));
   CHECK(back.compute->fp32_flops_per_s == Approx(80e9).epsilon(1e-9));
@@ -280,8 +290,7 @@ TEST_CASE("costmodel::fit_measurements fits the rings within a node and across n
   run.world = 8;
   run.per_node = 4;
   for (const auto& m : synthetic_measurements())
-    if (m.sweep != "all-gather" && m.sweep != "reduce-scatter" && m.sweep != "all-reduce")
-      run.measurements.push_back(m);
+    if (!costmodel::collective_from_string(m.sweep)) run.measurements.push_back(m);
   struct Truth {
     costmodel::RingLevel level;
     int ranks;
@@ -315,7 +324,7 @@ TEST_CASE("costmodel::fit_measurements fits the rings within a node and across n
   const auto back = osdp::costmodel::read_calibration(doc, "levels.json", {});
   REQUIRE(back.inter.allreduce.size() == 1);
   CHECK(back.inter.allreduce[0].alpha_s == Approx(30e-6).epsilon(1e-9));
-  CHECK(cal.provenance.at("fit").at("levels").at("intra").size() == 3);
+  CHECK(cal.provenance.at("fit").at("levels").at("intra").size() == 4);
 }
 
 // The torch backend's "replicate-copies" points (a REPLICATE module's step beyond its unsharded twin's

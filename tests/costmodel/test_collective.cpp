@@ -28,17 +28,22 @@ constexpr double kS = 80e6;       // 80 MB
 }  // namespace
 
 TEST_CASE("every collective is listed once, in the order of the enum, with its names", "[cost][collective]") {
-  REQUIRE(kCollectives.size() == 3);
+  REQUIRE(kCollectives.size() == 4);
   CHECK(kCollectives[0].kind == Collective::kAllGather);
   CHECK(kCollectives[1].kind == Collective::kReduceScatter);
   CHECK(kCollectives[2].kind == Collective::kAllReduce);
+  CHECK(kCollectives[3].kind == Collective::kAllToAll);
   CHECK(std::string(name_of(Collective::kAllGather)) == "all-gather");
   CHECK(std::string(name_of(Collective::kReduceScatter)) == "reduce-scatter");
   CHECK(std::string(name_of(Collective::kAllReduce)) == "all-reduce");
+  CHECK(std::string(name_of(Collective::kAllToAll)) == "all-to-all");
   // The calibration file's keys.
   CHECK(std::string(to_string(Collective::kAllGather)) == "allgather");
   CHECK(std::string(to_string(Collective::kReduceScatter)) == "reducescatter");
   CHECK(std::string(to_string(Collective::kAllReduce)) == "allreduce");
+  CHECK(std::string(to_string(Collective::kAllToAll)) == "alltoall");
+  // Only the all-to-all exchanges between pairs; the others step along a ring.
+  for (const CollectiveKind& k : kCollectives) CHECK(k.pairwise == (k.kind == Collective::kAllToAll));
   for (const CollectiveKind& k : kCollectives) {
     CHECK(&describe(k.kind) == &k);
     CHECK(collective_from_string(k.key) == k.kind);
@@ -61,6 +66,10 @@ TEST_CASE("ring steps: N - 1 for all-gather and reduce-scatter, 2(N - 1) for all
   CHECK(ring_steps(Collective::kReduceScatter, 8) == 7);
   CHECK(ring_steps(Collective::kAllReduce, 8) == 14);
   CHECK(CollectiveOp{Collective::kAllReduce, kS, 8}.steps() == 14);
+  // All-to-all: N - 1 pairwise steps (step k: to rank r + k, from r - k).
+  CHECK(ring_steps(Collective::kAllToAll, 1) == 0);
+  CHECK(ring_steps(Collective::kAllToAll, 2) == 1);
+  CHECK(ring_steps(Collective::kAllToAll, 8) == 7);
 }
 
 TEST_CASE("bus bandwidth factors: (N-1)/N, and 2(N-1)/N for all-reduce", "[cost][collective]") {
@@ -72,6 +81,8 @@ TEST_CASE("bus bandwidth factors: (N-1)/N, and 2(N-1)/N for all-reduce", "[cost]
   CHECK(bus_bandwidth_factor(Collective::kAllGather, 8) == 0.875);
   CHECK(bus_bandwidth_factor(Collective::kReduceScatter, 8) == 0.875);
   CHECK(bus_bandwidth_factor(Collective::kAllReduce, 8) == 1.75);
+  CHECK(bus_bandwidth_factor(Collective::kAllToAll, 2) == 0.5);  // nccl-tests' alltoall: (N-1)/N
+  CHECK(bus_bandwidth_factor(Collective::kAllToAll, 8) == 0.875);
 }
 
 TEST_CASE("ring time: passes ((N-1) alpha + (N-1)/N S beta)", "[cost][collective]") {
@@ -89,6 +100,8 @@ TEST_CASE("ring time: passes ((N-1) alpha + (N-1)/N S beta)", "[cost][collective
   CHECK(CollectiveOp{Collective::kReduceScatter, kS, 8}.ring_s(kAlpha, kBeta) ==
         Approx(7.07e-3).epsilon(kRel));
   CHECK(CollectiveOp{Collective::kAllReduce, kS, 8}.ring_s(kAlpha, kBeta) == Approx(14.14e-3).epsilon(kRel));
+  // All-to-all of S per rank, S/N to each peer: N = 8, seven exchanges of 10 MB: 7.07 ms.
+  CHECK(CollectiveOp{Collective::kAllToAll, kS, 8}.ring_s(kAlpha, kBeta) == Approx(7.07e-3).epsilon(kRel));
 
   // One step moves S/N: N = 8, 10 MB in 1 ms plus 10 us; the ring is its steps one after another.
   const CollectiveOp ag8{Collective::kAllGather, kS, 8};

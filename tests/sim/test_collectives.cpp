@@ -72,7 +72,7 @@ sim::Schedule one_collective(int world, TaskKind kind, double bytes) {
 
 // The closed form, in seconds.
 double closed_form(TaskKind kind, int n, double alpha, double bandwidth, double bytes) {
-  const double one = (n - 1) * alpha + (n - 1.0) / n * bytes / bandwidth;
+  const double one = (n - 1) * alpha + (n - 1.0) / n * bytes / bandwidth;  // all-to-all too: one pass
   return kind == TaskKind::kAllReduce ? 2 * one : one;
 }
 
@@ -287,4 +287,103 @@ TEST_CASE("a straggler delays the step by exactly what the dependency chain pred
         if (rank != kSlow) REQUIRE(r.ranks[rank].finish == std::max(ring_g, A) + B);
     }
   }
+}
+
+// An all-to-all exchanges between pairs (costmodel/collective.hpp): in step k rank r sends S/N to
+// r + k and receives from r - k. On links all alike that is N - 1 steps of alpha + (S/N) beta, the
+// closed form of one pass, exactly in rounded steps.
+TEST_CASE("an all-to-all takes the closed form on a uniform network", "[collectives][alltoall]") {
+  for (const int n : {2, 3, 5, 8, 64}) {
+    const sim::RingLinks net(cluster(1, n), nullptr);
+    for (const double bytes : {1021.0, 1000003.0, 123456791.0}) {
+      INFO("all-to-all of " << bytes << " B over " << n << " ranks");
+      const auto r = sim::simulate(one_collective(n, TaskKind::kAllToAll, bytes), net, {});
+      REQUIRE(r.iteration == (n - 1) * step_ticks(n, kAlpha, kBandwidth, bytes));
+      REQUIRE(std::llabs(r.iteration - sim::to_ticks(closed_form(TaskKind::kAllToAll, n, kAlpha, kBandwidth,
+                                                                 bytes))) <= n - 1);
+      for (const auto& rank : r.ranks) REQUIRE(rank.finish == r.iteration);
+    }
+  }
+  REQUIRE(
+      sim::simulate(one_collective(1, TaskKind::kAllToAll, 1e6), sim::RingLinks(cluster(1, 1), nullptr), {})
+          .iteration == 0);
+}
+
+// Across two nodes each pair's step goes at its own link: f within a node, s across (s > f).
+//   2 x 2 ranks (0 1 | 2 3), by hand. Step 1: 0->1 and 2->3 take f, 1->2 and 3->0 take s; every
+//   rank sends or receives one of the slow ones, so all are done at s. Step 2 (r -> r + 2) crosses
+//   for every pair: 2 s. Step 3: 0->3 and 2->1 cross: 3 s. The exchange ends at 3 s = (N - 1) s.
+//   2 x G for larger G: no rank can end before its own N - 1 sends, G - 1 of them within its node
+//   and G across ((G - 1) f + G s), and none after N - 1 slow steps in lockstep ((N - 1) s, what
+//   the cost model prices a world all-to-all at: its slowest link).
+TEST_CASE("an all-to-all across two nodes: each step on its pair's link", "[collectives][alltoall]") {
+  for (const double bytes : {1000003.0, 123456791.0}) {
+    const sim::RingLinks two(cluster(2, 2), nullptr);
+    const Tick s4 = step_ticks(4, kSlowAlpha, kSlowBandwidth, bytes);
+    const auto r4 = sim::simulate(one_collective(4, TaskKind::kAllToAll, bytes), two, {});
+    REQUIRE(r4.iteration == 3 * s4);
+    for (const int per_node : {4, 8}) {
+      const int n = 2 * per_node;
+      INFO(bytes << " B over 2 x " << per_node);
+      const sim::RingLinks net(cluster(2, per_node), nullptr);
+      const Tick f = step_ticks(n, kAlpha, kBandwidth, bytes),
+                 s = step_ticks(n, kSlowAlpha, kSlowBandwidth, bytes);
+      const auto r = sim::simulate(one_collective(n, TaskKind::kAllToAll, bytes), net, {});
+      for (const auto& rank : r.ranks) REQUIRE(rank.finish >= (per_node - 1) * f + per_node * s);
+      REQUIRE(r.iteration <= (n - 1) * s);
+      // The cost model's flat all-to-all over this world: the slowest link's closed form.
+      const costmodel::CostModel cost(cluster(2, per_node), nullptr, costmodel::Precision::kFp32, {});
+      CHECK(cost.collective_s(costmodel::Collective::kAllToAll, bytes) ==
+            Approx(closed_form(TaskKind::kAllToAll, n, kSlowAlpha, kSlowBandwidth, bytes)).epsilon(1e-12));
+      // Symmetric simulation (one node's ranks stand for the others) gives the same.
+      sim::SimOptions sym;
+      sym.symmetric = true;
+      const auto rs = sim::simulate(one_collective(n, TaskKind::kAllToAll, bytes), net, sym);
+      REQUIRE(rs.ranks_simulated == per_node);
+      REQUIRE(rs.iteration == r.iteration);
+    }
+  }
+}
+
+// Where a ring and the pairwise exchange part: nodes joined by a fast link, slow inside (as in the
+// ring case above). 2 x 2 ranks (0 1 | 2 3), slow step w within a node, fast v across, by hand:
+//   step 1: 0->1 and 2->3 slow, 1->2 and 3->0 fast: every rank sends or receives a slow one: w;
+//   step 2: r -> r + 2 crosses for every pair: w + v;
+//   step 3: 0->3 and 2->1 fast, 1->0 and 3->2 slow: every rank meets a slow one: 2 w + v.
+// A ring would take 3 w (its every step waits for the slow intra-node chunks).
+TEST_CASE("an all-to-all steps by pairs, not along a ring", "[collectives][alltoall]") {
+  costmodel::ClusterSpec c = cluster(2, 2);
+  c.intra = costmodel::LinkSpec{kSlowAlpha, kSlowBandwidth};
+  c.inter = costmodel::LinkSpec{kAlpha, kBandwidth};
+  const sim::RingLinks net(c, nullptr);
+  for (const double bytes : {1000003.0, 123456791.0}) {
+    const Tick w = step_ticks(4, kSlowAlpha, kSlowBandwidth, bytes),
+               v = step_ticks(4, kAlpha, kBandwidth, bytes);
+    REQUIRE(w > v);
+    CHECK(sim::simulate(one_collective(4, TaskKind::kAllToAll, bytes), net, {}).iteration == 2 * w + v);
+    CHECK(sim::simulate(one_collective(4, TaskKind::kAllGather, bytes), net, {}).iteration == 3 * w);
+  }
+}
+
+// A calibration's all-to-all segment prices every step of a world all-to-all, on every link alike; a
+// calibration from before all-to-all (no "alltoall" segments) leaves its steps to the links.
+TEST_CASE("a calibrated all-to-all goes at its segment", "[collectives][alltoall]") {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  costmodel::Calibration cal;
+  cal.allgather = {{kInf, 20e-6, 1 / 2e9}};
+  cal.reducescatter = cal.allgather;
+  cal.allreduce = cal.allgather;
+  cal.alltoall = {{kInf, 7e-6, 1 / 5e9}};
+  const double bytes = 1000003.0;
+  const sim::RingLinks net(cluster(2, 4), &cal);
+  CHECK(net.period(8) == 1);
+  CHECK(sim::simulate(one_collective(8, TaskKind::kAllToAll, bytes), net, {}).iteration ==
+        7 * step_ticks(8, 7e-6, 5e9, bytes));
+  costmodel::Calibration before = cal;
+  before.alltoall.clear();
+  const sim::RingLinks old(cluster(2, 4), &before);
+  CHECK(old.period(8) == 1);  // the rings are still all calibrated
+  const auto links = sim::simulate(one_collective(8, TaskKind::kAllToAll, bytes),
+                                   sim::RingLinks(cluster(2, 4), nullptr), {});
+  CHECK(sim::simulate(one_collective(8, TaskKind::kAllToAll, bytes), old, {}).iteration == links.iteration);
 }

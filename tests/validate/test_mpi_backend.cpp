@@ -130,6 +130,44 @@ void check_collectives(Checks& checks, bool comm_thread) {
     for (std::size_t i = 0; i < s * n; ++i)
       ok &= sum.p[i] == static_cast<float>(tri * (i % 13) + n * (n - 1) / 2);
     checks.expect(ok, fmt::format("all-reduce of {} elements ({})", s * n, mode));
+
+    // All-to-all: rank r's part for rank q is s elements j of value 1000 r + q + (j mod 7) / 8; rank q
+    // then holds, from every p in rank order, p's part for q.
+    Buffer got(dev, s * n, "all-to-all receive");
+    for (std::size_t q = 0; q < n; ++q)
+      for (std::size_t j = 0; j < s; ++j)
+        full.p[q * s + j] = static_cast<float>(1000 * r + q) + j % 7 * 0.125f;
+    const std::vector<std::size_t> even(n, s);
+    cs.enqueue([&] { comm.all_to_all(cs, full.p, even, got.p, even, "all-to-all"); });
+    cs.synchronize();
+    ok = true;
+    for (std::size_t p = 0; p < n; ++p)
+      for (std::size_t j = 0; j < s; ++j)
+        ok &= got.p[p * s + j] == static_cast<float>(1000 * p + r) + j % 7 * 0.125f;
+    checks.expect(ok, fmt::format("all-to-all of {} elements per pair ({})", s, mode));
+
+    // All-to-all-v: rank p sends (p + q) % 3 * s / 2 + 1 elements to rank q (uneven, never none), each
+    // of value 1000 p + q; this rank receives (p + r) % 3 * s / 2 + 1 from each p.
+    const auto count = [&](std::size_t p, std::size_t q) { return (p + q) % 3 * s / 2 + 1; };
+    std::vector<std::size_t> send_counts, recv_counts;
+    std::size_t sent = 0, received = 0;
+    for (std::size_t q = 0; q < n; ++q) {
+      send_counts.push_back(count(static_cast<std::size_t>(r), q));
+      recv_counts.push_back(count(q, static_cast<std::size_t>(r)));
+      sent += send_counts.back();
+      received += recv_counts.back();
+    }
+    Buffer out(dev, sent, "all-to-all-v send"), in(dev, received, "all-to-all-v receive");
+    std::size_t at = 0;
+    for (std::size_t q = 0; q < n; ++q)
+      for (std::size_t j = 0; j < send_counts[q]; ++j) out.p[at++] = static_cast<float>(1000 * r + q);
+    cs.enqueue([&] { comm.all_to_all(cs, out.p, send_counts, in.p, recv_counts, "all-to-all-v"); });
+    cs.synchronize();
+    ok = true;
+    at = 0;
+    for (std::size_t p = 0; p < n; ++p)
+      for (std::size_t j = 0; j < recv_counts[p]; ++j) ok &= in.p[at++] == static_cast<float>(1000 * p + r);
+    checks.expect(ok, fmt::format("all-to-all-v of {} to {} elements per pair ({})", 1, s + 1, mode));
   }
   dev.compute_stream().synchronize();
   bool gemm_ok = true;

@@ -2,9 +2,9 @@
 // file are in calibration_fit.cpp.
 //
 // What each sweep times, and what the cost model prices it with:
-//   collectives: each of costmodel::kCollectives (all_gather / reduce_scatter / all_reduce) of a full
-//     buffer S (S/N per rank) on the comm stream; collective_s, t = A (N-1) alpha + A (N-1)/N S beta
-//     (costmodel/collective.hpp).
+//   collectives: each of costmodel::kCollectives (all_gather / reduce_scatter / all_reduce /
+//     all_to_all) of a full buffer S (S/N per rank; an all-to-all's S/N for each rank) on the comm
+//     stream; collective_s, t = A (N-1) alpha + A (N-1)/N S beta (costmodel/collective.hpp).
 //   elementwise: Device::touch of S/8 floats (read and write each: 8 bytes moved per element, as the
 //     executor spends an IR elementwise kernel of S bytes); kernel_s, t = overhead + S / bandwidth.
 //   adam: Device::adam on n parameters; optimizer_s prices 2 (w + o) + g = 28 B per fp32 parameter,
@@ -91,10 +91,15 @@ std::size_t cold_slots(double bytes_per_op, std::size_t capacity_elems, std::siz
 }
 
 // One collective of `e` floats per rank: all-gather shard -> full, reduce-scatter full -> shard,
-// all-reduce of full (N e floats) in place.
-void run_collective(Communicator& comm, Stream& s, Collective c, float* shard, float* full, std::size_t e,
-                    const std::string& what) {
+// all-reduce of full (N e floats) in place, all-to-all of full (e floats for each rank) into `other`.
+void run_collective(Communicator& comm, Stream& s, Collective c, float* shard, float* full, float* other,
+                    std::size_t e, const std::string& what) {
   switch (c) {
+    case Collective::kAllToAll: {
+      const std::vector<std::size_t> counts(static_cast<std::size_t>(comm.size()), e);
+      comm.all_to_all(s, full, counts, other, counts, what);
+      return;
+    }
     case Collective::kAllGather:
       comm.all_gather(s, shard, full, e, what);
       return;
@@ -132,7 +137,9 @@ void sweep_collectives(Sweeper& sw, Communicator& comm, costmodel::RingLevel lev
   const std::vector<double> all = collective_sizes(sw.o_, n);
   const auto max_elems = static_cast<std::size_t>(all.back() / 4);
   Buffer full(dev, max_elems, "calibrate: full buffer"), shard(dev, max_elems / n, "calibrate: shard");
+  Buffer other(dev, max_elems, "calibrate: all-to-all receive buffer");
   full.fill(0.0f);  // zeros: repeated all-reduces stay finite
+  other.fill(0.0f);
   shard.fill(0.0f);
   Stream& s = dev.comm_stream();
   // Untimed: the transport's first messages set up connections and buffers.
@@ -151,7 +158,8 @@ void sweep_collectives(Sweeper& sw, Communicator& comm, costmodel::RingLevel lev
     sized_sweep(sw, s, sweep, all, out, [&](double bytes, std::size_t call) {
       const auto e = static_cast<std::size_t>(bytes / 4 / n);
       const std::size_t k = call % cold_slots(bytes, max_elems / n, e);
-      run_collective(comm, s, c, shard.get() + k * e, full.get() + k * e * n, e, what);
+      run_collective(comm, s, c, shard.get() + k * e, full.get() + k * e * n, other.get() + k * e * n, e,
+                     what);
     });
   }
 }

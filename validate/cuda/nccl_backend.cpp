@@ -294,6 +294,35 @@ void NcclCommunicator::all_reduce_on(std::size_t c, Stream& s, float* buf, std::
   });
 }
 
+void NcclCommunicator::all_to_all_on(std::size_t c, Stream& s, const float* send,
+                                     const std::vector<std::size_t>& send_counts, float* recv,
+                                     const std::vector<std::size_t>& recv_counts, const std::string& what) {
+  const int n = static_cast<int>(send_counts.size());
+  launch(c, cuda_stream(s, what).handle(), what, "ncclSend/ncclRecv",
+         [&](ncclComm_t comm, cudaStream_t stream) {
+           ncclResult_t r = ncclGroupStart();
+           if (r != ncclSuccess) return r;
+           std::size_t sent = 0, received = 0;
+           for (int p = 0; p < n && r == ncclSuccess; ++p) {
+             const auto i = static_cast<std::size_t>(p);
+             if (send_counts[i] > 0) r = ncclSend(send + sent, send_counts[i], ncclFloat32, p, comm, stream);
+             if (r == ncclSuccess && recv_counts[i] > 0)
+               r = ncclRecv(recv + received, recv_counts[i], ncclFloat32, p, comm, stream);
+             sent += send_counts[i];
+             received += recv_counts[i];
+           }
+           const ncclResult_t ended = ncclGroupEnd();
+           return r != ncclSuccess ? r : ended;
+         });
+}
+
+void NcclCommunicator::all_to_all(Stream& s, const float* send, const std::vector<std::size_t>& send_counts,
+                                  float* recv, const std::vector<std::size_t>& recv_counts,
+                                  const std::string& what) {
+  check_all_to_all_counts(*this, send_counts, recv_counts, what);
+  all_to_all_on(0, s, send, send_counts, recv, recv_counts, what);
+}
+
 void NcclCommunicator::all_gather(Stream& s, const float* shard, float* full, std::size_t shard_elems,
                                   const std::string& what) {
   all_gather_on(0, s, shard, full, shard_elems, what);

@@ -123,6 +123,8 @@ class NcclCommunicator final : public Communicator, public CudaWatchdog {
   void reduce_scatter(Stream& s, const float* full, float* shard, std::size_t shard_elems,
                       const std::string& what) override;
   void all_reduce(Stream& s, float* buf, std::size_t elems, const std::string& what) override;
+  void all_to_all(Stream& s, const float* send, const std::vector<std::size_t>& send_counts, float* recv,
+                  const std::vector<std::size_t>& recv_counts, const std::string& what) override;
 
   // The node rings are this communicator's intra-node and inter-node NCCL communicators, whose nodes
   // are the machines': a plan's nodes of `per_node` ranks must be them (per_node GPUs on every
@@ -201,6 +203,9 @@ class NcclCommunicator final : public Communicator, public CudaWatchdog {
   void reduce_scatter_on(std::size_t c, Stream& s, const float* full, float* shard, std::size_t shard_elems,
                          const std::string& what);
   void all_reduce_on(std::size_t c, Stream& s, float* buf, std::size_t elems, const std::string& what);
+  // A group of ncclSend/ncclRecv, one pair per peer (itself included), on comms_[c].
+  void all_to_all_on(std::size_t c, Stream& s, const float* send, const std::vector<std::size_t>& send_counts,
+                     float* recv, const std::vector<std::size_t>& recv_counts, const std::string& what);
   // ncclCommSplit of comms_[c], polled to the deadline; appended to comms_ under `name`. Returns its
   // index. After a failure every communicator is aborted.
   std::size_t split_comm_locked(std::size_t c, int color, int key, const std::string& name,

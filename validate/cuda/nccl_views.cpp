@@ -40,6 +40,11 @@ class NcclView final : public Communicator {
   void all_reduce(Stream& s, float* buf, std::size_t n, const std::string& what) override {
     parent_.all_reduce_on(index_, s, buf, n, what);
   }
+  void all_to_all(Stream& s, const float* send, const std::vector<std::size_t>& send_counts, float* recv,
+                  const std::vector<std::size_t>& recv_counts, const std::string& what) override {
+    check_all_to_all_counts(*this, send_counts, recv_counts, what);
+    parent_.all_to_all_on(index_, s, send, send_counts, recv, recv_counts, what);
+  }
   Communicator& split(int color, int key, const std::string& what) override {
     return parent_.split_of(index_, host_, color, key, what);
   }

@@ -194,6 +194,13 @@ class Communicator {
   virtual void reduce_scatter(Stream& s, const float* full, float* shard, std::size_t shard_elems,
                               const std::string& what) = 0;                                        // sum
   virtual void all_reduce(Stream& s, float* buf, std::size_t elems, const std::string& what) = 0;  // sum
+  // All-to-all(-v): `send` holds send_counts[p] elements for every rank p in rank order (this rank's
+  // own part among them), and `recv` gets recv_counts[p] elements from every rank p in rank order;
+  // recv_counts[p] here must equal send_counts[rank()] on p. Equal counts make an all-to-all. `send`
+  // and `recv` must not overlap. Both count lists have size() entries (check_all_to_all_counts).
+  virtual void all_to_all(Stream& s, const float* send, const std::vector<std::size_t>& send_counts,
+                          float* recv, const std::vector<std::size_t>& recv_counts,
+                          const std::string& what) = 0;
 
   // The communicator of one ring of the job seen as nodes of `per_node` ranks, numbered node by node
   // (rank = node * per_node + local): kIntra the ranks of this rank's node (its rank there: local),
@@ -248,5 +255,15 @@ class Communicator {
   // Every rank's value, on every rank.
   virtual std::vector<double> all_values(double x) = 0;
 };
+
+// Throws UsageError unless both count lists of an all-to-all on `comm` have one entry per rank.
+inline void check_all_to_all_counts(const Communicator& comm, const std::vector<std::size_t>& send_counts,
+                                    const std::vector<std::size_t>& recv_counts, const std::string& what) {
+  const auto n = static_cast<std::size_t>(comm.size());
+  if (send_counts.size() != n || recv_counts.size() != n)
+    throw UsageError(
+        fmt::format("{}: an all-to-all over {} ranks needs {} send and receive counts, got {} and {}", what,
+                    n, n, send_counts.size(), recv_counts.size()));
+}
 
 }  // namespace osdp::validate

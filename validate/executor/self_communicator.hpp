@@ -24,6 +24,14 @@ class SelfCommunicator final : public Communicator {
     if (shard != full) dev_.copy(s, full, shard, n);
   }
   void all_reduce(Stream&, float*, std::size_t, const std::string&) override {}
+  void all_to_all(Stream& s, const float* send, const std::vector<std::size_t>& send_counts, float* recv,
+                  const std::vector<std::size_t>& recv_counts, const std::string& what) override {
+    check_all_to_all_counts(*this, send_counts, recv_counts, what);
+    if (send_counts[0] != recv_counts[0])
+      throw UsageError(fmt::format("{}: sends {} elements to itself and receives {}", what, send_counts[0],
+                                   recv_counts[0]));
+    dev_.copy(s, send, recv, send_counts[0]);
+  }
   void barrier(const std::string&) override {}
   double max_over_ranks(double x) override { return x; }
   double sum_over_ranks(double x) override { return x; }

@@ -379,6 +379,32 @@ void MpiCommunicator::all_reduce(Stream& /*s*/, float* buf, std::size_t elems, c
   complete(request, what, elems * sizeof(float));
 }
 
+void MpiCommunicator::all_to_all(Stream& /*s*/, const float* send,
+                                 const std::vector<std::size_t>& send_counts, float* recv,
+                                 const std::vector<std::size_t>& recv_counts, const std::string& what) {
+  check_all_to_all_counts(*this, send_counts, recv_counts, what);
+  std::lock_guard lock(*mutex_);
+  begin(what);
+  // MPI counts and displacements are ints: every prefix must fit.
+  std::vector<int> sc, sd, rc, rd;
+  std::size_t sent = 0, received = 0;
+  for (std::size_t p = 0; p < send_counts.size(); ++p) {
+    sd.push_back(count(sent, what));
+    rd.push_back(count(received, what));
+    sc.push_back(count(send_counts[p], what));
+    rc.push_back(count(recv_counts[p], what));
+    sent += send_counts[p];
+    received += recv_counts[p];
+  }
+  (void)count(sent, what);
+  (void)count(received, what);
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Ialltoallv(send, sc.data(), sd.data(), MPI_FLOAT, recv, rc.data(), rd.data(), MPI_FLOAT,
+                           comm_, &request),
+            "MPI_Ialltoallv", what, job_rank_);
+  complete(request, what, std::max(sent, received) * sizeof(float));
+}
+
 void MpiCommunicator::barrier(const std::string& what) {
   std::lock_guard lock(*mutex_);
   begin(what);

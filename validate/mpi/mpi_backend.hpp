@@ -106,6 +106,8 @@ class MpiCommunicator final : public Communicator {
   void reduce_scatter(Stream& s, const float* full, float* shard, std::size_t shard_elems,
                       const std::string& what) override;
   void all_reduce(Stream& s, float* buf, std::size_t elems, const std::string& what) override;
+  void all_to_all(Stream& s, const float* send, const std::vector<std::size_t>& send_counts, float* recv,
+                  const std::vector<std::size_t>& recv_counts, const std::string& what) override;
 
   Communicator& ring(costmodel::RingLevel level, int per_node) override;
   // MPI_Comm_split of this communicator.
