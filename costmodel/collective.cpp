@@ -1,7 +1,9 @@
 // Ring collectives (see collective.hpp for the formulas).
 #include "costmodel/collective.hpp"
 
+#include <algorithm>
 #include <cassert>
+#include <stdexcept>
 
 namespace osdp::costmodel {
 
@@ -49,6 +51,20 @@ double CollectiveOp::ring_s(double alpha_s, double beta_s_per_byte) const {
 
 double CollectiveOp::bus_bandwidth(double seconds) const {
   return seconds > 0 ? bytes / seconds * bus_factor() : 0.0;
+}
+
+double all_to_all_v_bytes(const std::vector<std::vector<double>>& bytes) {
+  const std::size_t n = bytes.size();
+  for (const auto& row : bytes)
+    if (row.size() != n) throw std::invalid_argument("all_to_all_v_bytes: the byte matrix is not square");
+  if (n < 2) return 0.0;
+  double largest = 0;  // sum over the steps of each step's largest message
+  for (std::size_t k = 1; k < n; ++k) {
+    double step = 0;
+    for (std::size_t p = 0; p < n; ++p) step = std::max(step, bytes[p][(p + k) % n]);
+    largest += step;
+  }
+  return static_cast<double>(n) / static_cast<double>(n - 1) * largest;
 }
 
 }  // namespace osdp::costmodel

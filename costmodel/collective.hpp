@@ -19,6 +19,7 @@
 #include <array>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace osdp::costmodel {
 
@@ -69,5 +70,15 @@ struct CollectiveOp {
   // nccl-tests' bus bandwidth of a run that took `seconds`: S / seconds * bus_factor(); 0 if seconds <= 0.
   double bus_bandwidth(double seconds) const;
 };
+
+// An all-to-all-v: bytes[p][q] from rank p to rank q (N x N, the diagonal stays on its rank). Its
+// pairwise exchange in lockstep takes, on links of alpha and beta,
+//   t = sum over k = 1 .. N-1 of (alpha + beta max_p bytes[p][(p + k) mod N])
+// (step k waits for its largest message). The even all-to-all of S = N / (N - 1) sum_k max_p
+// bytes[p][p + k] takes exactly that, so an uneven exchange is priced, simulated and looked up in a
+// calibration's segments as that S: N b for even messages of b, c N b when some pair carries c times
+// b in every step (a capacity factor's busiest expert). 0 for fewer than two ranks. Throws
+// std::invalid_argument unless the matrix is square.
+double all_to_all_v_bytes(const std::vector<std::vector<double>>& bytes);
 
 }  // namespace osdp::costmodel

@@ -168,6 +168,18 @@ std::vector<LevelCollective> CostModel::level_collectives(const Choice& ch, Coll
           {ch.node_group ? Collective::kAllReduce : c, bytes / g, RingLevel::kInter}};
 }
 
+std::vector<LevelCollective> CostModel::all_to_all_parts(double bytes, bool two_level) const {
+  if (!two_level || !two_levels()) return {{Collective::kAllToAll, bytes, RingLevel::kWorld}};
+  return {{Collective::kAllToAll, bytes, RingLevel::kIntra},
+          {Collective::kAllToAll, bytes, RingLevel::kInter}};
+}
+
+double CostModel::all_to_all_s(double bytes, bool two_level) const {
+  double t = 0;
+  for (const auto& lc : all_to_all_parts(bytes, two_level)) t += collective_s(lc.kind, lc.bytes, lc.level);
+  return t;
+}
+
 CostModel::ShardComm CostModel::shard_comm_s(const Choice& ch, double weight_bytes,
                                              double gradient_bytes) const {
   ShardComm sc;

@@ -160,6 +160,14 @@ class CostModel {
   // The parts of a sharded choice's collective `c` of `bytes` (LevelCollective): one world ring unless
   // the choice is node-sharded or two-level and the cluster has two levels.
   std::vector<LevelCollective> level_collectives(const Choice& choice, Collective c, double bytes) const;
+  // The parts of an all-to-all of `bytes` per rank over the world: flat, one world exchange (on the
+  // slowest link, or the calibration's world segment); two-level (on a cluster with two levels), an
+  // exchange within each node of the whole S (each rank gathers what goes to its local index on every
+  // node) and then one across nodes among the ranks of one local index, of S again:
+  //   A2A(S, G, intra) + A2A(S, M, inter)
+  // with each level's segments where the calibration has them. all_to_all_s sums their prices.
+  std::vector<LevelCollective> all_to_all_parts(double bytes, bool two_level) const;
+  double all_to_all_s(double bytes, bool two_level) const;
   // Over how many ranks a sharded choice's states are split: the node's G for a node group (on a
   // cluster with two levels), else all N.
   int shards(const Choice& choice) const { return choice.node_group && two_levels() ? node_size_ : world_; }

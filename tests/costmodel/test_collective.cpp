@@ -145,3 +145,28 @@ TEST_CASE("the cost model and the calibration fit price a collective by the desc
     CHECK(collective_model_s(k.kind, 8, kAlpha, kBeta, kS) == op.ring_s(kAlpha, kBeta));
   }
 }
+
+// An all-to-all-v as the even all-to-all of its lockstep bytes, by hand on 3 ranks (MB, p -> q):
+//   0 -> 1: 6, 0 -> 2: 3;  1 -> 0: 9, 1 -> 2: 3;  2 -> 0: 3, 2 -> 1: 12.
+//   step 1 (p -> p + 1): 6, 3, 3: 6 MB;  step 2 (p -> p + 2): 3, 9, 12: 12 MB.
+//   S = 3/2 (6 + 12) = 27 MB; the even formula then gives 2 alpha + 18 MB beta, the two steps.
+// Even messages of b: N b. Every step with one message c b: c N b (a capacity factor c).
+TEST_CASE("an all-to-all-v is priced as the even all-to-all of its lockstep bytes", "[cost][collective]") {
+  const double mb = 1e6;
+  const std::vector<std::vector<double>> uneven = {
+      {0, 6 * mb, 3 * mb}, {9 * mb, 0, 3 * mb}, {3 * mb, 12 * mb, 0}};
+  CHECK(all_to_all_v_bytes(uneven) == Approx(27 * mb).epsilon(kRel));
+  CHECK(CollectiveOp{Collective::kAllToAll, all_to_all_v_bytes(uneven), 3}.ring_s(kAlpha, kBeta) ==
+        Approx(2 * kAlpha + 18 * mb * kBeta).epsilon(kRel));
+  for (const int n : {2, 5, 8}) {
+    const double b = 1.5 * mb;
+    std::vector<std::vector<double>> even(static_cast<std::size_t>(n),
+                                          std::vector<double>(static_cast<std::size_t>(n), b));
+    CHECK(all_to_all_v_bytes(even) == Approx(n * b).epsilon(kRel));
+    auto hot = even;  // rank n - 1 receives 1.25 b from every rank: one such message in every step
+    for (auto& row : hot) row.back() = 1.25 * b;
+    CHECK(all_to_all_v_bytes(hot) == Approx(1.25 * n * b).epsilon(kRel));
+  }
+  CHECK(all_to_all_v_bytes({{5 * mb}}) == 0.0);
+  CHECK_THROWS_AS(all_to_all_v_bytes({{0, 1}, {1}}), std::invalid_argument);
+}

@@ -387,3 +387,38 @@ TEST_CASE("a calibrated all-to-all goes at its segment", "[collectives][alltoall
                                    sim::RingLinks(cluster(2, 4), nullptr), {});
   CHECK(sim::simulate(one_collective(8, TaskKind::kAllToAll, bytes), old, {}).iteration == links.iteration);
 }
+
+// A two-level all-to-all (CostModel::all_to_all_parts): an exchange of S within each node (G ranks,
+// intra link) and then one of S across nodes among the ranks of one local index (M ranks, inter
+// link). On 2 x 4 ranks the cost model prices it at the two closed forms, and the simulator, running
+// each part on its ring, takes the same to one tick per step; flat, it is one world exchange priced
+// on the slowest link.
+TEST_CASE("a two-level all-to-all: within the node, then across", "[collectives][alltoall]") {
+  const double bytes = 123456791.0;
+  const costmodel::ClusterSpec c = cluster(2, 4);
+  const costmodel::CostModel cost(c, nullptr, costmodel::Precision::kFp32, {});
+  const double intra = closed_form(TaskKind::kAllToAll, 4, kAlpha, kBandwidth, bytes);
+  const double inter = closed_form(TaskKind::kAllToAll, 2, kSlowAlpha, kSlowBandwidth, bytes);
+  CHECK(cost.all_to_all_s(bytes, true) == Approx(intra + inter).epsilon(1e-12));
+  CHECK(cost.all_to_all_s(bytes, false) ==
+        Approx(closed_form(TaskKind::kAllToAll, 8, kSlowAlpha, kSlowBandwidth, bytes)).epsilon(1e-12));
+  const auto parts = cost.all_to_all_parts(bytes, true);
+  REQUIRE(parts.size() == 2);
+  sim::Schedule s;
+  s.world_size = 8;
+  s.per_node = 4;
+  for (const auto& part : parts) {
+    sim::Task t = collective(TaskKind::kAllToAll, part.bytes);
+    t.level = part.level;
+    t.group = part.level == costmodel::RingLevel::kIntra ? sim::Group{4, 1} : sim::Group{2, 4};
+    if (!s.tasks.empty()) t.deps = {0};
+    s.tasks.push_back(t);
+  }
+  const auto r = sim::simulate(s, sim::RingLinks(c, nullptr), {});
+  CHECK(r.iteration ==
+        3 * step_ticks(4, kAlpha, kBandwidth, bytes) + step_ticks(2, kSlowAlpha, kSlowBandwidth, bytes));
+  CHECK(std::llabs(r.iteration - sim::to_ticks(intra + inter)) <= 4);
+  // On one node there is no second level: the flat exchange.
+  const costmodel::CostModel one(cluster(1, 8), nullptr, costmodel::Precision::kFp32, {});
+  CHECK(one.all_to_all_parts(bytes, true).size() == 1);
+}
