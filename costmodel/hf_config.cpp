@@ -1,5 +1,6 @@
 #include "costmodel/hf_config.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -79,7 +80,8 @@ Precision precision_of(const HfReader& r) {
 }  // namespace
 
 const std::vector<std::string>& hf_model_types() {
-  static const std::vector<std::string> types{"gpt2", "llama", "mistral", "qwen2", "qwen3"};
+  static const std::vector<std::string> types{"gpt2",  "llama",   "mistral",  "qwen2",
+                                              "qwen3", "mixtral", "qwen3_moe"};
   return types;
 }
 
@@ -127,7 +129,8 @@ ModelSpec read_hf_config(const nlohmann::json& doc, const std::string& file) {
     m.description = fmt::format("Hugging Face {} config: {} layers, hidden {}, {} heads", type, st.layers,
                                 st.hidden, st.heads);
   } else {
-    apply_family_defaults(m, type);
+    // Mixtral is Mistral's block with its MLP made of experts; Qwen3-MoE is Qwen3's.
+    apply_family_defaults(m, type == "mixtral" ? "mistral" : type == "qwen3_moe" ? "qwen3" : type);
     st.layers = static_cast<int>(r.integer("num_hidden_layers", 1, kMaxLayers));
     st.hidden = static_cast<int>(r.integer("hidden_size", 1, kMaxDim));
     st.heads = static_cast<int>(r.integer("num_attention_heads", 1, kMaxDim));
@@ -157,18 +160,45 @@ ModelSpec read_hf_config(const nlohmann::json& doc, const std::string& file) {
     if (type == "llama") {
       m.qkv_bias = m.proj_bias = r.boolean_or("attention_bias", false);
       m.mlp_bias = r.boolean_or("mlp_bias", false);
-    } else if (type == "qwen3") {
+    } else if (type == "qwen3" || type == "qwen3_moe") {
       m.qkv_bias = m.proj_bias = r.boolean_or("attention_bias", false);
+    }
+    if (type == "mixtral") {  // every layer's MLP: num_local_experts experts of intermediate_size
+      m.moe.experts = static_cast<int>(r.integer("num_local_experts", 1, 1 << 16));
+      m.moe.top_k = static_cast<int>(r.integer_or("num_experts_per_tok", 1, m.moe.experts, 2));
+      m.moe.expert_ffn = st.ffn;
+    } else if (type == "qwen3_moe") {
+      m.moe.experts = static_cast<int>(r.integer_or("num_experts", 0, 1 << 16, 128));
+      m.moe.top_k = static_cast<int>(r.integer_or("num_experts_per_tok", 1, std::max(m.moe.experts, 1), 8));
+      m.moe.expert_ffn = static_cast<int>(r.integer_or("moe_intermediate_size", 1, 4 * kMaxDim, 768));
+      m.moe.step = static_cast<int>(r.integer_or("decoder_sparse_step", 1, kMaxLayers, 1));
+      if (r.has("mlp_only_layers")) {
+        const auto& only = doc.at("mlp_only_layers");
+        if (!only.is_array()) r.fail("mlp_only_layers", "expected an array of layer indices");
+        for (const auto& v : only) {
+          if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() >= st.layers)
+            r.fail("mlp_only_layers",
+                   fmt::format("expected layer indices in [0, {}], got {}", st.layers - 1, v.dump()));
+          m.moe.dense_list.push_back(v.get<int>());
+        }
+      }
     }
     // Mistral's sliding window; Qwen2's only when use_sliding_window (then on every layer, as osdp
     // prices it: transformers applies it from max_window_layers on).
-    if (type == "mistral" ||
-        ((type == "qwen2" || type == "qwen3") && r.boolean_or("use_sliding_window", false)))
+    if (type == "mistral" || type == "mixtral" ||
+        ((type == "qwen2" || type == "qwen3" || type == "qwen3_moe") &&
+         r.boolean_or("use_sliding_window", false)))
       m.sliding_window = static_cast<int>(r.integer_or("sliding_window", 1, kMaxDim, 0));
     m.precision = precision_of(r);
     m.description =
-        fmt::format("Hugging Face {} config: {} layers, hidden {}, {} heads ({} key/value), ffn {}", type,
-                    st.layers, st.hidden, st.heads, st.kv_heads, st.ffn);
+        m.moe.enabled()
+            ? fmt::format(
+                  "Hugging Face {} config: {} layers, hidden {}, {} heads ({} key/value), {} experts of "
+                  "{} ({} per token)",
+                  type, st.layers, st.hidden, st.heads, st.kv_heads, m.moe.experts, m.moe.expert_ffn,
+                  m.moe.top_k)
+            : fmt::format("Hugging Face {} config: {} layers, hidden {}, {} heads ({} key/value), ffn {}",
+                          type, st.layers, st.hidden, st.heads, st.kv_heads, st.ffn);
   }
   const int max_pos = static_cast<int>(r.integer_or("max_position_embeddings", 1, kMaxDim,
                                                     m.max_positions > 0 ? m.max_positions : kHfDefaultSeq));

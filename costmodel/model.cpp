@@ -1,5 +1,7 @@
 #include "costmodel/model.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "costmodel/bounds.hpp"
@@ -155,6 +157,33 @@ E read_kind(JsonReader& r, std::string_view key, std::initializer_list<E> kinds,
 
 }  // namespace
 
+bool MoeSpec::moe_layer(int layer) const {
+  if (!enabled() || layer < dense_layers || (layer + 1) % std::max(step, 1) != 0) return false;
+  return std::find(dense_list.begin(), dense_list.end(), layer) == dense_list.end();
+}
+
+namespace {
+// The "moe" block of a model file (every field but experts, top_k and expert_ffn optional).
+MoeSpec read_moe(JsonReader& r, int layers) {
+  MoeSpec e;
+  e.experts = static_cast<int>(r.integer("experts", 1, 1 << 16));
+  e.top_k = static_cast<int>(r.integer("top_k", 1, e.experts));
+  e.expert_ffn = static_cast<int>(r.integer("expert_ffn", 1, 4 * kMaxDim));
+  e.shared_ffn = static_cast<int>(r.integer_or("shared_ffn", 0, 4 * kMaxDim, 0));
+  e.dense_layers = static_cast<int>(r.integer_or("dense_layers", 0, layers, 0));
+  e.step = static_cast<int>(r.integer_or("step", 1, std::max(layers, 1), 1));
+  if (const nlohmann::json* list = r.raw("dense_list")) {
+    if (!list->is_array()) r.fail("dense_list", "expected an array of layer indices");
+    for (const auto& v : *list) {
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() >= layers)
+        r.fail("dense_list", fmt::format("expected layer indices in [0, {}], got {}", layers - 1, v.dump()));
+      e.dense_list.push_back(v.get<int>());
+    }
+  }
+  return e;
+}
+}  // namespace
+
 ModelSpec read_model(const nlohmann::json& doc, const std::string& file, const std::string& pointer) {
   if (pointer.empty() && is_hf_config(doc)) return read_hf_config(doc, file);
   JsonReader r(doc, file, pointer);
@@ -214,6 +243,10 @@ ModelSpec read_model(const nlohmann::json& doc, const std::string& file, const s
       r.fail("layers", "required key is missing (expected \"layers\", \"hidden\", \"heads\" or \"stages\")");
     m.stages.push_back(read_stage(r));
   }
+  if (auto moe = r.object_if("moe")) {
+    m.moe = read_moe(*moe, m.total_layers());
+    moe->finish();
+  }
   if (m.tied_embeddings && m.first_hidden() != m.last_hidden())
     r.fail("tied_embeddings",
            fmt::format("the token table ({} wide) cannot be tied to an LM head on hidden size {}; "
@@ -249,6 +282,14 @@ nlohmann::json to_json(const ModelSpec& m) {
   j["fused_qkv"] = m.fused_qkv;
   j["fp32_loss"] = m.fp32_loss;
   if (!m.hf_model_type.empty()) j["hf_model_type"] = m.hf_model_type;
+  if (m.moe.enabled()) {
+    nlohmann::json e{{"experts", m.moe.experts}, {"top_k", m.moe.top_k}, {"expert_ffn", m.moe.expert_ffn}};
+    if (m.moe.shared_ffn > 0) e["shared_ffn"] = m.moe.shared_ffn;
+    if (m.moe.dense_layers > 0) e["dense_layers"] = m.moe.dense_layers;
+    if (m.moe.step > 1) e["step"] = m.moe.step;
+    if (!m.moe.dense_list.empty()) e["dense_list"] = m.moe.dense_list;
+    j["moe"] = e;
+  }
   nlohmann::json stages = nlohmann::json::array();
   for (const auto& s : m.stages)
     stages.push_back({{"layers", s.layers},

@@ -81,6 +81,24 @@ struct StageSpec {
   int kv_width() const { return kv_heads * head_dim; }
 };
 
+// A mixture of experts in place of the dense MLP (experts 0: a dense model). Layer i's MLP is an MoE
+// layer unless i < dense_layers (DeepSeek's first_k_dense_replace), i is in dense_list (Qwen's
+// mlp_only_layers) or (i + 1) % step != 0 (Qwen's decoder_sparse_step); a dense layer's MLP is the
+// stage's ffn. An MoE layer: a router [hidden x experts], `experts` gated experts of expert_ffn, top_k
+// of them per token (balanced: s top_k / experts tokens each), and, where shared_ffn > 0, a shared
+// gated MLP of that width every token passes.
+struct MoeSpec {
+  int experts = 0;
+  int top_k = 0;
+  int expert_ffn = 0;
+  int shared_ffn = 0;
+  int dense_layers = 0;
+  int step = 1;
+  std::vector<int> dense_list;
+  bool enabled() const { return experts > 0; }
+  bool moe_layer(int layer) const;
+};
+
 struct ModelSpec {
   std::string name;
   std::string description;
@@ -103,6 +121,7 @@ struct ModelSpec {
   bool qk_norm = false;    // an RMSNorm over each head of Q and of K (Qwen3)
   bool fused_qkv = true;   // one QKV GEMM (GPT-2's c_attn) rather than three (q/k/v_proj)
   bool fp32_loss = false;  // logits upcast to fp32 for the loss, as transformers computes it
+  MoeSpec moe;             // experts 0: dense
   // The transformers model_type it was read from (a Hugging Face config; model files and plans keep
   // it as "hf_model_type"), "" for a model of osdp's own files.
   std::string hf_model_type;

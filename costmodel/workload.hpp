@@ -134,6 +134,7 @@ struct Operator {
   Recompute recompute(const Choice& choice) const;
   double kept_bytes_per_sample(const Choice& choice) const;
   bool tied_gradient = false;  // its full gradient lives from the LM head's backward to the end
+  int experts = 0;             // an MoE layer's MLP: its routed experts (ModelSpec::moe); 0 otherwise
   int shape_id = 0;            // operators with the same shape_id have identical weights and kernels
   std::int64_t split_units =
       0;  // when > 0, split counts must divide it (an attention slice holds whole heads)

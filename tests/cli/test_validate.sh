@@ -400,4 +400,17 @@ took=$(($(date +%s) - start))
 if [[ $RC -ne 0 && $RC -ne 2 && $RC -ne 124 && $took -lt 30 ]]; then ok "a dead rank ends the job (exit $RC after ${took} s)"; else not_ok "dead rank: exit $RC after ${took} s" "$(cat D.err)"; fi
 contains "the message names the rank and the operation" D.err "rank 1" "reduce-scatter"
 
+# A mixture-of-experts model is planned and simulated; the executor says it runs dense layers only.
+cat >moe.json <<'JSON'
+{"model_type": "mixtral", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "intermediate_size": 96, "vocab_size": 256, "num_local_experts": 4,
+ "num_experts_per_tok": 2, "torch_dtype": "float32"}
+JSON
+run MOEPLAN "$OSDP" plan --model moe.json --cluster cpu-2 --strategy fsdp --batch 1 --seq 16 --out moe.plan.json
+expect_rc "plan a small Mixtral" MOEPLAN 0
+run MOE "$OSDP" validate --plan moe.plan.json -np 2 --out MOE
+expect_rc "validate a Mixtral plan on MPI ranks" MOE 2
+contains "the executor names the expert layer and what it runs" MOE.err "layer0.mlp is a mixture-of-experts layer" \
+  "dense layers only"
+
 finish

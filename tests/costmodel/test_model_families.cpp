@@ -4,6 +4,7 @@
 // here from the sizes (closed forms, or a brute-force count), independently of workload.cpp.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -186,14 +187,15 @@ TEST_CASE("hf config: a llama config.json read as its keys say", "[json]") {
 }
 
 TEST_CASE("hf config: unsupported model types and missing keys are input errors", "[json]") {
-  json cfg = {{"model_type", "mixtral"}, {"hidden_size", 64}};
+  json cfg = {{"model_type", "falcon"}, {"hidden_size", 64}};
   try {
     read_model(cfg, "c.json");
     FAIL("no error");
   } catch (const osdp::InputError& e) {
     CHECK(e.pointer() == "/model_type");
-    CHECK(std::string(e.what()).find("gpt2, llama, mistral, qwen2, qwen3") != std::string::npos);
-    CHECK(std::string(e.what()).find("\"mixtral\"") != std::string::npos);
+    CHECK(std::string(e.what()).find("gpt2, llama, mistral, qwen2, qwen3, mixtral, qwen3_moe") !=
+          std::string::npos);
+    CHECK(std::string(e.what()).find("\"falcon\"") != std::string::npos);
   }
   cfg = {{"model_type", "qwen2"}, {"hidden_size", 64}, {"num_attention_heads", 4}, {"vocab_size", 10}};
   try {
@@ -236,11 +238,70 @@ TEST_CASE("hf config: the model_type travels with the model through its JSON for
                                  {"ffn", 32}},
                                 "m.json"));
   CHECK_FALSE(own.contains("hf_model_type"));
-  own["hf_model_type"] = "mixtral";
+  own["hf_model_type"] = "falcon";
   try {
     read_model(own, "m.json");
     FAIL("no error");
   } catch (const osdp::InputError& e) {
     CHECK(e.pointer() == "/hf_model_type");
   }
+}
+
+// Mixture-of-experts configs (ModelSpec::moe), counted from transformers' modules (MixtralForCausalLM,
+// Qwen3MoeForCausalLM: per layer q/k/v/o_proj, the two norms (Qwen3: q_norm and k_norm of head_dim),
+// mlp.gate [E x h], mlp.experts.gate_up_proj [E x 2 f_e x h] and down_proj [E x h x f_e]; the token
+// table, the final norm and an untied lm_head), h the hidden size, a/g the heads, d the head size:
+//   attention = h a d + 2 h g d + a d h (+ 2 d for Qwen3's Q/K norms),  MoE MLP = E h + 3 E h f_e,
+//   layer = attention + 2 h + MoE MLP;  total = L layer + 2 V h + h.
+// Mixtral-8x7B (h 4096, a 32, g 8, d 128, E 8, f_e 14336, L 32, V 32000): 46,702,792,704, Mistral's
+// "46.7B"; Qwen3-30B-A3B (h 2048, a 32, g 4, d 128, E 128, f_e 768, L 48, V 151936): 30,532,122,624,
+// Qwen's "30.5B" (tests/python/test_hf_parameters.py holds both to transformers on the meta device).
+TEST_CASE("hf config: Mixtral and Qwen3-MoE count their experts' parameters", "[json][moe]") {
+  const auto total = [](std::int64_t h, std::int64_t a, std::int64_t g, std::int64_t d, std::int64_t E,
+                        std::int64_t fe, std::int64_t L, std::int64_t V, bool qk_norm) {
+    const std::int64_t attention = h * a * d + 2 * h * g * d + a * d * h + (qk_norm ? 2 * d : 0);
+    return L * (attention + 2 * h + E * h + 3 * E * h * fe) + 2 * V * h + h;
+  };
+  const ModelSpec mixtral = load_model("mixtral-8x7b");
+  CHECK(mixtral.moe.experts == 8);
+  CHECK(mixtral.moe.top_k == 2);
+  CHECK(lower(mixtral).parameters() == total(4096, 32, 8, 128, 8, 14336, 32, 32000, false));
+  CHECK(lower(mixtral).parameters() == 46702792704LL);
+  const ModelSpec qwen = load_model("qwen3-30b-a3b");
+  CHECK(qwen.moe.experts == 128);
+  CHECK(qwen.moe.top_k == 8);
+  CHECK(lower(qwen).parameters() == total(2048, 32, 4, 128, 128, 768, 48, 151936, true));
+  CHECK(lower(qwen).parameters() == 30532122624LL);
+  // Every MLP an MoE layer of E experts, split only into whole experts.
+  for (const auto& op : lower(qwen).operators)
+    if (op.kind == OperatorKind::kMlp) {
+      CHECK(op.experts == 128);
+      CHECK(op.split_units == 128);
+    }
+  // The model's JSON form keeps the experts; a Qwen3-MoE layer listed in mlp_only_layers is dense.
+  CHECK(to_json(read_model(to_json(qwen), "plan.json", "/model")) == to_json(qwen));
+  const ModelSpec some = read_model({{"model_type", "qwen3_moe"},
+                                     {"hidden_size", 64},
+                                     {"num_hidden_layers", 4},
+                                     {"num_attention_heads", 4},
+                                     {"intermediate_size", 128},
+                                     {"moe_intermediate_size", 32},
+                                     {"num_experts", 4},
+                                     {"num_experts_per_tok", 2},
+                                     {"decoder_sparse_step", 2},
+                                     {"mlp_only_layers", {3}},
+                                     {"vocab_size", 100}},
+                                    "q.json");
+  std::vector<int> experts;
+  for (const auto& op : lower(some).operators)
+    if (op.kind == OperatorKind::kMlp) experts.push_back(op.experts);
+  CHECK(experts == std::vector<int>{0, 4, 0, 0});  // layer 1 only: (i + 1) % 2 == 0 and not listed
+  CHECK_THROWS_AS(read_model({{"model_type", "mixtral"},
+                              {"hidden_size", 64},
+                              {"num_hidden_layers", 1},
+                              {"num_attention_heads", 4},
+                              {"intermediate_size", 32},
+                              {"vocab_size", 10}},
+                             "m.json"),
+                  osdp::InputError);  // num_local_experts is required
 }

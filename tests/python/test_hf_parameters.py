@@ -115,8 +115,9 @@ for path in sorted(glob.glob(os.path.join(ROOT, "data", "models", "*.json"))):
     if "model_type" in cfg:
         bundled.append(os.path.basename(path)[:-5])
         compare(bundled[-1], path, cfg)
-check("the bundled Hugging Face configs are osdp's built-in models",
-      len(bundled) >= 6 and set(bundled) <= set(osdp.models()), (bundled, osdp.models()))
+check("the bundled Hugging Face configs are osdp's built-in models, the MoE ones among them",
+      len(bundled) >= 8 and {"mixtral-8x7b", "qwen3-30b-a3b"} <= set(bundled) <= set(osdp.models()),
+      (bundled, osdp.models()))
 
 SMALL = {  # small configs of each model_type (transformers' defaults for what they leave out)
     "gpt2-tied": {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256,
@@ -139,6 +140,18 @@ SMALL = {  # small configs of each model_type (transformers' defaults for what t
     "mistral": {"model_type": "mistral", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
                 "num_key_value_heads": 1, "intermediate_size": 160, "vocab_size": 256, "sliding_window": 16,
                 "tie_word_embeddings": False},
+    "mixtral-4-experts": {"model_type": "mixtral", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                          "num_key_value_heads": 2, "intermediate_size": 96, "vocab_size": 256, "num_local_experts": 4,
+                          "num_experts_per_tok": 2, "tie_word_embeddings": False},
+    "qwen3-moe-dense-layer": {"model_type": "qwen3_moe", "hidden_size": 64, "num_hidden_layers": 4,
+                              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+                              "intermediate_size": 128, "moe_intermediate_size": 48, "vocab_size": 256,
+                              "num_experts": 8, "num_experts_per_tok": 2, "decoder_sparse_step": 1,
+                              "mlp_only_layers": [1], "tie_word_embeddings": True},
+    "qwen3-moe-step-2": {"model_type": "qwen3_moe", "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+                         "num_key_value_heads": 4, "intermediate_size": 96, "moe_intermediate_size": 32,
+                         "vocab_size": 256, "num_experts": 4, "num_experts_per_tok": 1, "decoder_sparse_step": 2,
+                         "attention_bias": True, "tie_word_embeddings": False},
 }
 with tempfile.TemporaryDirectory() as tmp:
     for label, cfg in SMALL.items():

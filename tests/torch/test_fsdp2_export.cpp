@@ -73,8 +73,10 @@ TEST_CASE("the default mapping puts every operator of every bundled model on mod
     const costmodel::Workload w = costmodel::lower(model);
     INFO(entry.name);
     const std::string type = transformers_model_type(model);
-    // The bundled Hugging Face configs are the llama, mistral and qwen2 ones; osdp's files are gpt.
-    CHECK(type == (model.family == "gpt" ? "" : model.family));
+    // The bundled Hugging Face configs are the llama, mistral, qwen2, mixtral and qwen3_moe ones; osdp's
+    // files are gpt.
+    CHECK(type == (model.family == "gpt" ? "" : model.hf_model_type));
+    CHECK((type.empty() || type == model.family || model.moe.enabled()));
     const NameMapping m = default_name_mapping(model);
     CHECK_FALSE(m.by_model);
     const auto paths = map_operators(m, names_of(w));

@@ -85,7 +85,9 @@ NameMapping gpt_name_mapping() {
 std::string transformers_model_type(const costmodel::ModelSpec& model) {
   if (!model.hf_model_type.empty()) return model.hf_model_type;
   if (model.family == "gpt") return "";  // osdp.torch.GPT
-  return model.family;                   // llama, mistral, qwen2, qwen3: transformers' names
+  if (model.moe.enabled() && (model.family == "mistral" || model.family == "qwen3"))
+    return model.family == "mistral" ? "mixtral" : "qwen3_moe";  // the family's block with experts
+  return model.family;  // llama, mistral, qwen2, qwen3: transformers' names
 }
 
 NameMapping default_name_mapping() {

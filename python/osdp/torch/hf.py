@@ -35,7 +35,7 @@ from torch import nn
 
 __all__ = ["MODEL_TYPES", "transformers_config", "build_model", "causal_lm_loss"]
 
-MODEL_TYPES = ("gpt2", "llama", "mistral", "qwen2", "qwen3")
+MODEL_TYPES = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe")
 
 
 def _cannot(model: Mapping[str, Any], model_type: str, what: str) -> ValueError:
@@ -72,14 +72,18 @@ def transformers_config(model: Mapping[str, Any], model_type: str, *, dropout: f
     act = {"swiglu": "silu", "geglu": "gelu_pytorch_tanh"}.get(model.get("mlp"))
     if act is None:
         raise _cannot(model, model_type, f"{model.get('mlp')!r} MLP (a gated one: swiglu or geglu)")
-    if model.get("qk_norm", False) != (model_type == "qwen3"):
-        raise _cannot(model, model_type, "form with qk_norm " + ("off" if model_type == "qwen3" else "on"))
+    qwen3 = model_type in ("qwen3", "qwen3_moe")
+    if model.get("qk_norm", False) != qwen3:
+        raise _cannot(model, model_type, "form with qk_norm " + ("off" if qwen3 else "on"))
+    moe = model.get("moe") or {}
+    if bool(moe) != (model_type in ("mixtral", "qwen3_moe")):
+        raise _cannot(model, model_type, "form " + ("without experts" if moe else "with experts"))
     kw: dict[str, Any] = dict(hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
                               num_key_value_heads=kv, head_dim=head_dim, intermediate_size=ffn, vocab_size=vocab,
                               max_position_embeddings=max(seq, model.get("max_positions", 0)),
                               tie_word_embeddings=tied, hidden_act=act, attention_dropout=0.0,
                               bos_token_id=None, eos_token_id=None, pad_token_id=None, dtype=torch.float32)
-    if model_type in ("llama", "qwen3"):
+    if model_type in ("llama", "qwen3", "qwen3_moe"):
         if qkv_bias != proj_bias:
             raise _cannot(model, model_type, "form with biases on Q, K, V but not on the output projection")
         kw["attention_bias"] = qkv_bias
@@ -92,12 +96,21 @@ def transformers_config(model: Mapping[str, Any], model_type: str, *, dropout: f
         kw["mlp_bias"] = mlp_bias
     elif mlp_bias:
         raise _cannot(model, model_type, "MLP biases")
-    if model_type == "mistral":
+    if model_type in ("mistral", "mixtral"):
         kw["sliding_window"] = window
-    elif model_type in ("qwen2", "qwen3"):
+    elif model_type in ("qwen2", "qwen3", "qwen3_moe"):
         kw.update(use_sliding_window=window is not None, sliding_window=window)
     elif window is not None:
         raise _cannot(model, model_type, "sliding window")
+    if model_type == "mixtral":  # every layer an MoE of intermediate_size experts
+        if moe.get("shared_ffn", 0) or moe.get("dense_layers", 0) or moe.get("step", 1) != 1 or moe.get("dense_list"):
+            raise _cannot(model, model_type, "form with shared experts or dense layers")
+        kw.update(num_local_experts=moe["experts"], num_experts_per_tok=moe["top_k"], intermediate_size=moe["expert_ffn"])
+    elif model_type == "qwen3_moe":
+        if moe.get("shared_ffn", 0) or moe.get("dense_layers", 0):
+            raise _cannot(model, model_type, "form with shared experts or leading dense layers")
+        kw.update(num_experts=moe["experts"], num_experts_per_tok=moe["top_k"], moe_intermediate_size=moe["expert_ffn"],
+                  decoder_sparse_step=moe.get("step", 1), mlp_only_layers=list(moe.get("dense_list", [])))
     return AutoConfig.for_model(model_type, **kw)
 
 
