@@ -86,6 +86,17 @@ void add_norm(Operator& op, const std::string& name, I h, double s, double e, co
   op.forward.push_back(elementwise(name, 2 * s * h * e));
 }
 
+// A layer's operator (attention, MLP): named layer{i}.{part}, checkpointable.
+Operator layer_operator(int layer, OperatorKind kind, const char* part, int hidden) {
+  Operator op;
+  op.name = fmt::format("layer{}.{}", layer, part);
+  op.kind = kind;
+  op.layer = layer;
+  op.hidden = hidden;
+  op.checkpointable = true;
+  return op;
+}
+
 // The share of the s x s scores a fused kernel computes: all of them, the causal triangle with its
 // diagonal, or a sliding window of w keys (itself included).
 double attention_density(const ModelSpec& m, I s) {
@@ -100,12 +111,7 @@ Operator attention(int layer, const StageSpec& st, const ModelSpec& m, I s, doub
   const I q = a * d, kw = g * d, width = q + 2 * kw;
   const double sd = static_cast<double>(s), hd = static_cast<double>(h), ad = static_cast<double>(a);
   const double qd = static_cast<double>(q), kd = static_cast<double>(kw), wd = static_cast<double>(width);
-  Operator op;
-  op.name = fmt::format("layer{}.attention", layer);
-  op.kind = OperatorKind::kAttention;
-  op.layer = layer;
-  op.hidden = st.hidden;
-  op.checkpointable = true;
+  Operator op = layer_operator(layer, OperatorKind::kAttention, "attention", st.hidden);
   add_norm(op, op.name + ".ln1", h, sd, e, m);
   op.split_units = g;           // a slice holds whole key/value heads and their groups of query heads
   std::vector<Kernel> qkv_bwd;  // dX and dW of the Q, K, V GEMMs
@@ -195,12 +201,7 @@ Operator attention(int layer, const StageSpec& st, const ModelSpec& m, I s, doub
 Operator mlp(int layer, const StageSpec& st, const ModelSpec& m, I s, double e, double mask) {
   const I h = st.hidden, f = st.ffn;
   const double sd = static_cast<double>(s), hd = static_cast<double>(h), fd = static_cast<double>(f);
-  Operator op;
-  op.name = fmt::format("layer{}.mlp", layer);
-  op.kind = OperatorKind::kMlp;
-  op.layer = layer;
-  op.hidden = st.hidden;
-  op.checkpointable = true;
+  Operator op = layer_operator(layer, OperatorKind::kMlp, "mlp", st.hidden);
   add_norm(op, op.name + ".ln2", h, sd, e, m);
   std::vector<Kernel> fc1_bwd;
   const bool gate = gated(m.mlp);
@@ -256,12 +257,7 @@ Operator moe_mlp(int layer, const StageSpec& st, const ModelSpec& m, I s, double
   const double sd = static_cast<double>(s), hd = static_cast<double>(h), kd = static_cast<double>(k);
   const double fed = static_cast<double>(fe), fsd = static_cast<double>(fs), Ed = static_cast<double>(E);
   const double routed = static_cast<double>(t * E);  // token slots the experts run (s k, rounded up)
-  Operator op;
-  op.name = fmt::format("layer{}.mlp", layer);
-  op.kind = OperatorKind::kMlp;
-  op.layer = layer;
-  op.hidden = st.hidden;
-  op.checkpointable = true;
+  Operator op = layer_operator(layer, OperatorKind::kMlp, "mlp", st.hidden);
   op.experts = static_cast<int>(E);
   op.split_units = E;
   add_norm(op, op.name + ".ln2", h, sd, e, m);
