@@ -268,6 +268,11 @@ double CostModel::optimizer_s(double elements, const PrecisionBytes& b) const {
   return draw_ ? t * compute_drift_ * factor(optimizer_error_, {kOptimizerPoint}) : t;
 }
 
+double CostModel::per_step_s(const Choice& ch, double parameters, const PrecisionBytes& b) const {
+  if (ch.replicate) return optimizer_s(parameters, b) + replicate_s(b.weight * parameters);
+  return optimizer_s(std::ceil(parameters / shards(ch)), b);
+}
+
 double CostModel::replicate_s(double weight_bytes) const {
   if (!(compute_.replicate_bandwidth_bytes_per_s > 0)) return 0.0;
   const double t = compute_.replicate_overhead_s + weight_bytes / compute_.replicate_bandwidth_bytes_per_s;
@@ -326,8 +331,7 @@ ChoiceCost CostModel::cost(const Operator& op, const Choice& ch, int batch, cons
   } else {
     const double fwd = ph.forward_s;
     const double bwd = ph.backward_s + recompute_s;
-    const double opt =
-        optimizer_s(shard_elems, B) + (ch.replicate ? replicate_s(B.weight * static_cast<double>(P)) : 0.0);
+    const double opt = per_step_s(ch, static_cast<double>(P), B);
     c.compute_s = fwd + bwd + opt;
     c.comm_s = comm_f + comm_b;
     if (overlap_ && options_.prefetch > 0)

@@ -192,6 +192,11 @@ class CostModel {
   // kernels and its all-reduce (ComputeSpec::replicate_overhead_s, 0 unless the calibration measured
   // it): priced once per step beside the optimizer, on the compute stream.
   double replicate_s(double weight_bytes) const;
+  // What an operator of `parameters` under `choice` pays once per step on the compute stream, after its
+  // backward: the optimizer over its shard (all of it for REPLICATE) and a REPLICATE operator's runtime
+  // copies (replicate_s). The DP cost model, the plan cost model and the simulator's optimizer task all
+  // take it from here.
+  double per_step_s(const Choice& choice, double parameters, const PrecisionBytes& bytes) const;
   static double overlapped_s(double compute_s, double comm_s, double interference);
 
  private:

@@ -132,10 +132,7 @@ OpParts PlanCostModel::op_parts(const Operator& op0, const Operator& op, int t, 
   const auto ph = sub.phases(op, b, ch.replicate ? 1 : ch.split);
   x.forward_s = ph.forward_s;
   x.backward_s = ph.backward_s + (ckpt ? ph.forward_s : rc == Recompute::kSelective ? ph.selective_s : 0.0);
-  const double shard_elems = ch.replicate ? P : ceil_div(P, sub.shards(ch));
-  x.optimizer_s = options_.tier == Tier::kPaper ? 0.0
-                                                : sub.optimizer_s(shard_elems, B) +
-                                                      (ch.replicate ? sub.replicate_s(B.weight * P) : 0.0);
+  x.optimizer_s = options_.tier == Tier::kPaper ? 0.0 : sub.per_step_s(ch, P, B);
   return x;
 }
 

@@ -708,8 +708,7 @@ class Builder {
     if (model_.options().tier == costmodel::Tier::kExtended)
       for (int un = first_unit_; un < end_unit_; ++un)
         for (const int u : w_.units[static_cast<std::size_t>(un)].ops)
-          seconds += sub(u).optimizer_s(shard_params(u), w_.bytes) +
-                     (choice(u).replicate ? sub(u).replicate_s(w_.bytes.weight * params(u)) : 0.0);
+          seconds += sub(u).per_step_s(choice(u), params(u), w_.bytes);
     Task t;
     t.name = "optimizer.step";
     t.kind = TaskKind::kOptimizer;
