@@ -305,3 +305,38 @@ TEST_CASE("hf config: Mixtral and Qwen3-MoE count their experts' parameters", "[
                              "m.json"),
                   osdp::InputError);  // num_local_experts is required
 }
+
+// A model file's "moe" block, with what no bundled config exercises: a shared expert and dense first
+// layers (DeepSeek's form). llama family, h 64, 4 layers, ffn 96; 4 experts of 32, top 2, a shared
+// MLP of 48, the first layer dense. Per MLP operator (the RMSNorm's h weights included):
+//   dense:  h + 3 h ffn = 64 + 18,432 = 18,496
+//   MoE:    h + E h (router) + 3 E h f_e + 3 h f_s = 64 + 256 + 24,576 + 9,216 = 34,112
+TEST_CASE("model files: an moe block with a shared expert and dense first layers", "[json][moe]") {
+  json doc = {
+      {"schema_version", 1},
+      {"name", "moe-file"},
+      {"family", "llama"},
+      {"seq", 32},
+      {"vocab", 100},
+      {"layers", 4},
+      {"hidden", 64},
+      {"heads", 4},
+      {"ffn", 96},
+      {"moe", {{"experts", 4}, {"top_k", 2}, {"expert_ffn", 32}, {"shared_ffn", 48}, {"dense_layers", 1}}}};
+  const ModelSpec m = read_model(doc, "moe-file.json");
+  std::vector<std::int64_t> mlp;
+  for (const auto& op : lower(m).operators)
+    if (op.kind == OperatorKind::kMlp) mlp.push_back(op.parameters());
+  CHECK(mlp == std::vector<std::int64_t>{18496, 34112, 34112, 34112});
+  CHECK(to_json(read_model(to_json(m), "plan.json", "/model")) == to_json(m));
+  doc["moe"]["top_k"] = 5;  // more experts per token than experts
+  try {
+    read_model(doc, "moe-file.json");
+    FAIL("no error");
+  } catch (const osdp::InputError& e) {
+    CHECK(e.pointer() == "/moe/top_k");
+  }
+  doc["moe"]["top_k"] = 2;
+  doc["moe"]["dense_list"] = {4};  // past the last layer
+  CHECK_THROWS_AS(read_model(doc, "moe-file.json"), osdp::InputError);
+}
