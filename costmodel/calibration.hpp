@@ -45,7 +45,7 @@ struct LevelSegments {
 
 struct Calibration {
   std::string name;
-  nlohmann::json provenance = nlohmann::json::object();      // where, when, backend, versions
+  nlohmann::json provenance = nlohmann::json::object();  // where, when, backend, versions
   // Sorted by up_to_bytes; any may be empty (files before all-to-all have no "alltoall").
   std::vector<Segment> allgather, reducescatter, allreduce, alltoall;
   // The rings of a job of nodes of `per_node` ranks (0: not measured), fitted on the ranks of one

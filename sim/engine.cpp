@@ -137,8 +137,9 @@ class Engine {
     }
     for (int r = 0; r < ranks_; ++r)
       if (state_[r].done != static_cast<std::size_t>(stage_count(stage_of(r))))
-        throw Error(fmt::format("the schedule did not finish on rank {}: {} of {} tasks ran (a dependency cycle?)",
-                                r, state_[r].done, stage_count(stage_of(r))));
+        throw Error(
+            fmt::format("the schedule did not finish on rank {}: {} of {} tasks ran (a dependency cycle?)", r,
+                        state_[r].done, stage_count(stage_of(r))));
     result_.world_size = world_;
     result_.ranks_simulated = ranks_;
     result_.reserve_bytes = s_.reserve_bytes;
@@ -157,16 +158,18 @@ class Engine {
  private:
   // Symmetric mode takes one stage whose rings are the world's, a node's or across nodes.
   void check_symmetric() const {
-    if (pp_ > 1) throw UsageError("symmetric simulation takes plans of one pipeline stage: simulate every rank");
+    if (pp_ > 1)
+      throw UsageError("symmetric simulation takes plans of one pipeline stage: simulate every rank");
     const int g = s_.per_node, m = s_.nodes;
     for (const Task& t : s_.tasks) {
       if (!is_collective(t.kind)) continue;
       const Group grp = t.group.resolved(world_);
       const bool ok = grp.size == world_ || (grp == Group{g, 1}) || (grp == Group{m, g});
       if (!ok)
-        throw UsageError(fmt::format("symmetric simulation takes rings over every rank, a node or one rank per "
-                                     "node; task {} runs on {} ranks {} apart: simulate every rank",
-                                     t.name, grp.size, grp.stride));
+        throw UsageError(
+            fmt::format("symmetric simulation takes rings over every rank, a node or one rank per "
+                        "node; task {} runs on {} ranks {} apart: simulate every rank",
+                        t.name, grp.size, grp.stride));
     }
   }
 
@@ -241,7 +244,8 @@ class Engine {
         st.last_update = now;
         push(now + static_cast<Tick>(std::ceil(st.remaining * st.factor)), kComputeDone, r, ++st.version);
       } else if (is_collective(task.kind)) {
-        if (stream == Stream::kComm && opt_.overlap && opt_.interference != 1.0) set_factor(r, opt_.interference, now);
+        if (stream == Stream::kComm && opt_.overlap && opt_.interference != 1.0)
+          set_factor(r, opt_.interference, now);
         enter_collective(r, t, now);
       } else if (task.kind == TaskKind::kSend) {
         push(now + net_.p2p_ticks(task.bytes, r, r + task.peer * stage_size_), kTaskDone, r, t);
@@ -438,7 +442,7 @@ class Engine {
   std::vector<int> rank_offset_;  // where each rank's counters start in deps_left_
   std::vector<int> deps_left_;
   std::vector<Tick> duration_;
-  std::vector<int> flight_;  // per task: +1 a micro-batch's first forward, -1 its last backward
+  std::vector<int> flight_;   // per task: +1 a micro-batch's first forward, -1 its last backward
   std::vector<int> started_;  // per collective key: ranks entered
   std::vector<std::vector<Tick>> entry_;
   std::vector<std::vector<int>> sub_started_;  // per collective key: entered, per ring (by first member)

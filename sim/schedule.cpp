@@ -25,7 +25,8 @@ std::vector<std::vector<int>> Schedule::dependents() const {
 double Schedule::resident_bytes(int stage) const {
   double b = 0;
   for (int id : resident)
-    if (buffers[static_cast<std::size_t>(id)].stage == stage) b += buffers[static_cast<std::size_t>(id)].bytes;
+    if (buffers[static_cast<std::size_t>(id)].stage == stage)
+      b += buffers[static_cast<std::size_t>(id)].bytes;
   return b;
 }
 
@@ -80,8 +81,8 @@ class Builder {
       sliced_.push_back(costmodel::tp_slice(w.operators[u], t, plan.sequence_parallel, w));
       const Choice& c = plan.choices[u];
       if (!c.replicate && sliced_.back().splits(c.split).back() != c.split)
-        throw UsageError(fmt::format("{}: its TP slice at degree {} cannot be split {} ways", w.operators[u].name,
-                                     t, c.split));
+        throw UsageError(fmt::format("{}: its TP slice at degree {} cannot be split {} ways",
+                                     w.operators[u].name, t, c.split));
     }
     op_unit_ = unit_of;
   }
@@ -93,7 +94,8 @@ class Builder {
       s_.stage_begin.push_back(static_cast<int>(s_.tasks.size()));
     }
     // A receive waits for its send, on the peer rank of the other stage.
-    for (const auto& [recv, key] : pending_recvs_) s_.tasks[static_cast<std::size_t>(recv)].deps.push_back(sends_.at(key));
+    for (const auto& [recv, key] : pending_recvs_)
+      s_.tasks[static_cast<std::size_t>(recv)].deps.push_back(sends_.at(key));
     return std::move(s_);
   }
 
@@ -141,12 +143,13 @@ class Builder {
 
   // ---- buffers and tasks --------------------------------------------------------------------------
   int buffer(std::string name, double bytes, BufferRole role, int u, int slice = 0, int site = 0) {
-    s_.buffers.push_back({std::move(name), bytes, role, u, slice, site, stage_, per_micro_batch(role) ? mb_ : 0});
+    s_.buffers.push_back(
+        {std::move(name), bytes, role, u, slice, site, stage_, per_micro_batch(role) ? mb_ : 0});
     return static_cast<int>(s_.buffers.size()) - 1;
   }
   static bool per_micro_batch(BufferRole r) {
-    return r == BufferRole::kActivations || r == BufferRole::kForwardScratch || r == BufferRole::kRecomputed ||
-           r == BufferRole::kWorkspace;
+    return r == BufferRole::kActivations || r == BufferRole::kForwardScratch ||
+           r == BufferRole::kRecomputed || r == BufferRole::kWorkspace;
   }
 
   // Appends a task of the stage; with prefetch 0 every task also waits for the one issued before it.
@@ -162,8 +165,8 @@ class Builder {
   }
 
   // A collective on the compute stream (TP all-reduces, re-layouts) after the compute so far.
-  void compute_collective(std::string task_name, TaskKind kind, Payload payload, Group group, double bytes, int u,
-                          int site = 0) {
+  void compute_collective(std::string task_name, TaskKind kind, Payload payload, Group group, double bytes,
+                          int u, int site = 0) {
     if (group.size <= 1 || bytes <= 0) return;
     Task t;
     t.name = std::move(task_name) + mb_suffix();
@@ -183,9 +186,9 @@ class Builder {
   void tp_allreduce(int u, bool forward, const char* what, int site = 0) {
     const auto traffic = costmodel::tp_traffic(w_.operators[static_cast<std::size_t>(u)], w_.seq);
     const double elements = forward ? traffic.forward_elements : traffic.backward_elements;
-    compute_collective(fmt::format("{}.{}tp.{}", name(u), site == 1 ? "head." : "", what), TaskKind::kAllReduce,
-                       forward ? Payload::kActivations : Payload::kActivationGradients, {tp(u), 1},
-                       batch(u) * elements * w_.bytes.activation, u, site);
+    compute_collective(fmt::format("{}.{}tp.{}", name(u), site == 1 ? "head." : "", what),
+                       TaskKind::kAllReduce, forward ? Payload::kActivations : Payload::kActivationGradients,
+                       {tp(u), 1}, batch(u) * elements * w_.bytes.activation, u, site);
   }
 
   // Activations `hidden` wide re-laid out from degree `from` to `to` (plan_cost.hpp): an all-gather on
@@ -246,8 +249,8 @@ class Builder {
     for (int un = first_unit_; un < end_unit_; ++un)
       for (const int u : w_.units[static_cast<std::size_t>(un)].ops) {
         const double e = shard_params(u);
-        s_.resident.push_back(buffer(name(u) + ".states", (B.shard_weight + B.shard_gradient) * e,
-                                          BufferRole::kStates, u));
+        s_.resident.push_back(
+            buffer(name(u) + ".states", (B.shard_weight + B.shard_gradient) * e, BufferRole::kStates, u));
         s_.resident.push_back(buffer(name(u) + ".adam", B.optimizer * e, BufferRole::kAdam, u));
       }
   }
@@ -274,7 +277,8 @@ class Builder {
     if (stage_ + 1 >= plan_.pp) return;
     const int last = end_unit_ - 1;
     transfer(false, Payload::kActivationGradients, unit_hidden(last));
-    relayout(unit_tp(last), 1, unit_hidden(last), false, "output", w_.units[static_cast<std::size_t>(last)].ops.back());
+    relayout(unit_tp(last), 1, unit_hidden(last), false, "output",
+             w_.units[static_cast<std::size_t>(last)].ops.back());
   }
   // The gradient of the stage's input: sent back to the previous stage.
   void leave_backward() {
@@ -287,7 +291,8 @@ class Builder {
     const bool activations = payload == Payload::kActivations;
     const int peer = (send == activations) ? 1 : -1;
     Task t;
-    t.name = fmt::format("{}.{}{}", send ? "send" : "recv", activations ? "activations" : "gradients", mb_suffix());
+    t.name = fmt::format("{}.{}{}", send ? "send" : "recv", activations ? "activations" : "gradients",
+                         mb_suffix());
     t.kind = send ? TaskKind::kSend : TaskKind::kRecv;
     t.stream = !send ? Stream::kCompute : peer > 0 ? Stream::kSendNext : Stream::kSendPrevious;
     t.bytes = static_cast<double>(s_.batch) * w_.seq * hidden * w_.bytes.activation;
@@ -342,18 +347,21 @@ class Builder {
 
   int gather_task(int u, int site, const Need& nd, int window_dep) {
     // Names say which gather this is: forward, at the LM head, for the backward or the recompute.
-    const char* purpose =
-        forward_phase_ ? (site == 1 ? "head." : "") : (site == 1 ? "head.bwd." : nd.for_recompute ? "recompute." : "bwd.");
+    const char* purpose = forward_phase_ ? (site == 1 ? "head." : "")
+                                         : (site == 1          ? "head.bwd."
+                                            : nd.for_recompute ? "recompute."
+                                                               : "bwd.");
     const int buf = buffer(fmt::format("{}.{}w{}{}", name(u), purpose, nd.slice, mb_suffix()),
                            w_.bytes.weight * slice_params(u), BufferRole::kGatheredWeight, u, nd.slice, site);
     // One task per level (one on a flat ring); the buffer comes with the first, the compute waits
     // for the last.
-    const auto parts =
-        sub(u).level_collectives(choice(u), costmodel::Collective::kAllGather, w_.bytes.weight * slice_params(u));
+    const auto parts = sub(u).level_collectives(choice(u), costmodel::Collective::kAllGather,
+                                                w_.bytes.weight * slice_params(u));
     int id = -1;
     for (std::size_t i = 0; i < parts.size(); ++i) {
       Task t;
-      t.name = fmt::format("{}.{}allgather{}{}{}", name(u), purpose, nd.slice, level_suffix(parts[i].level), mb_suffix());
+      t.name = fmt::format("{}.{}allgather{}{}{}", name(u), purpose, nd.slice, level_suffix(parts[i].level),
+                           mb_suffix());
       t.kind = TaskKind::kAllGather;
       t.stream = Stream::kComm;
       t.op = u;
@@ -399,7 +407,8 @@ class Builder {
   int compute_task(TaskKind kind, int u, int site, int j, double duration, std::vector<int> deps) {
     // With prefetch p a backward step starts only when the reduce-scatters of the step p + 1 before
     // it are done: at most p + 1 operators' gradients are in flight.
-    if (kind != TaskKind::kForward && s_.prefetch > 0 && current_step_ > static_cast<std::size_t>(s_.prefetch)) {
+    if (kind != TaskKind::kForward && s_.prefetch > 0 &&
+        current_step_ > static_cast<std::size_t>(s_.prefetch)) {
       const auto& earlier = step_collectives_[current_step_ - static_cast<std::size_t>(s_.prefetch) - 1];
       deps.insert(deps.end(), earlier.begin(), earlier.end());
     }
@@ -452,14 +461,15 @@ class Builder {
   void relayout_at_entry(const Step& st, bool forward) {
     const int unit = op_unit_[static_cast<std::size_t>(st.op)];
     if (st.site == 1) {
-      relayout(unit_tp(end_unit_ - 1), tp(st.op), unit_hidden(end_unit_ - 1), forward, name(st.op) + ".head", st.op);
+      relayout(unit_tp(end_unit_ - 1), tp(st.op), unit_hidden(end_unit_ - 1), forward, name(st.op) + ".head",
+               st.op);
       return;
     }
     if (w_.units[static_cast<std::size_t>(unit)].ops.front() != st.op) return;
     if (unit == first_unit_ && stage_ == 0) return;  // the embedding takes no activation
     const int from = unit == first_unit_ ? 1 : unit_tp(unit - 1);
-    relayout(from, unit_tp(unit), unit_hidden(unit - 1), forward, w_.units[static_cast<std::size_t>(unit)].name,
-             st.op);
+    relayout(from, unit_tp(unit), unit_hidden(unit - 1), forward,
+             w_.units[static_cast<std::size_t>(unit)].name, st.op);
   }
 
   void forward_step(std::size_t q, const Step& st) {
@@ -509,8 +519,8 @@ class Builder {
   // A collective of operator u after task `dep`, one task per level; `frees` go with the last.
   int collective(TaskKind kind, int u, int j, double bytes, int dep, std::vector<int> frees) {
     const auto parts = kind == TaskKind::kAllReduce
-                           ? std::vector<costmodel::LevelCollective>{{costmodel::Collective::kAllReduce, bytes,
-                                                                      costmodel::RingLevel::kWorld}}
+                           ? std::vector<costmodel::LevelCollective>{{costmodel::Collective::kAllReduce,
+                                                                      bytes, costmodel::RingLevel::kWorld}}
                            : sub(u).level_collectives(choice(u), collective_of(kind), bytes);
     int id = dep;
     for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -547,8 +557,8 @@ class Builder {
     auto& held = held_[static_cast<std::size_t>(u)];
 
     if (tied && st.site == 1) {  // the LM head's backward: its kept or gathered-again weights
-      const int head_workspace = buffer(name(u) + ".head.workspace" + mb_suffix(), b * op.workspace_bytes_per_sample,
-                                        BufferRole::kWorkspace, u, 0, 1);
+      const int head_workspace = buffer(name(u) + ".head.workspace" + mb_suffix(),
+                                        b * op.workspace_bytes_per_sample, BufferRole::kWorkspace, u, 0, 1);
       std::size_t ni = 0;
       for (int j = 0; j < n; ++j) {
         std::vector<int> deps;
@@ -599,8 +609,9 @@ class Builder {
         }
         const int t = compute_task(TaskKind::kRecompute, u, 0, j, slice_duration(u, 0, true), deps);
         if (j == 0) {
-          recompute_acts = buffer(name(u) + ".recomputed" + mb_suffix(),
-                                  b * (op.saved_bytes_per_sample - op.input_bytes_per_sample), BufferRole::kRecomputed, u);
+          recompute_acts =
+              buffer(name(u) + ".recomputed" + mb_suffix(),
+                     b * (op.saved_bytes_per_sample - op.input_bytes_per_sample), BufferRole::kRecomputed, u);
           s_.tasks[static_cast<std::size_t>(t)].allocs.push_back(recompute_acts);
         }
         s_.tasks[static_cast<std::size_t>(t)].frees = frees;
@@ -620,8 +631,8 @@ class Builder {
       last_compute_[q] = t;
     }
 
-    const int workspace =
-        buffer(name(u) + ".workspace" + mb_suffix(), b * op.workspace_bytes_per_sample, BufferRole::kWorkspace, u);
+    const int workspace = buffer(name(u) + ".workspace" + mb_suffix(), b * op.workspace_bytes_per_sample,
+                                 BufferRole::kWorkspace, u);
     for (int j = 0; j < n; ++j) {
       std::vector<int> deps;
       int gathered = -1;
@@ -668,8 +679,9 @@ class Builder {
     }
     if (tied && !choice(u).replicate && last) {  // the tied gradient, complete after the last lookup backward
       for (int j = 0; j < n; ++j)
-        collective(TaskKind::kReduceScatter, u, j, reduce_slice, last_compute_[q],
-                   j == n - 1 ? std::vector<int>{tied_grad_[static_cast<std::size_t>(u)]} : std::vector<int>{});
+        collective(
+            TaskKind::kReduceScatter, u, j, reduce_slice, last_compute_[q],
+            j == n - 1 ? std::vector<int>{tied_grad_[static_cast<std::size_t>(u)]} : std::vector<int>{});
     }
     if (!(w_.operators[static_cast<std::size_t>(u)].kind == costmodel::OperatorKind::kEmbedding)) {
       tp_allreduce(u, false, "allreduce.bwd");
@@ -733,7 +745,7 @@ class Builder {
   int stage_ = 0, stage_first_task_ = 0, first_unit_ = 0, end_unit_ = 0;
   int mb_ = 0;
   bool head_kept_ = false;
-  int last_program_ = -1;  // the compute stream's last task
+  int last_program_ = -1;                    // the compute stream's last task
   std::vector<std::map<int, int>> held_;     // operator -> slice -> gathered buffer
   std::map<std::pair<int, int>, int> act_;   // (operator, micro-batch) -> saved activations
   std::map<std::pair<int, int>, int> grad_;  // (operator, slice) -> its gradient buffer

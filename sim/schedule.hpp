@@ -97,7 +97,7 @@ struct Group {
   int stride = 1;
   Group resolved(int world) const { return size == 0 ? Group{world, 1} : *this; }
   int first(int rank) const { return rank - rank % (size * stride) + rank % stride; }
-  int member(int rank, int i) const { return first(rank) + i * stride; }  // the i-th, in ring order
+  int member(int rank, int i) const { return first(rank) + i * stride; }   // the i-th, in ring order
   int index(int rank) const { return (rank % (size * stride)) / stride; }  // rank's place in its ring
   friend bool operator==(const Group&, const Group&) = default;
   friend auto operator<=>(const Group&, const Group&) = default;
@@ -172,8 +172,8 @@ struct Task {
   // calibration's segments of the level (the world's rings); else by the links of each step.
   costmodel::RingLevel level = costmodel::RingLevel::kWorld;
   bool calibrated = true;
-  int peer = 0;   // sends and receives: the other stage, relative (+1 the next, -1 the previous)
-  int twin = -1;  // a collective two stages run together (the tied copy's): the other stage's task
+  int peer = 0;             // sends and receives: the other stage, relative (+1 the next, -1 the previous)
+  int twin = -1;            // a collective two stages run together (the tied copy's): the other stage's task
   std::vector<int> deps;    // tasks that must finish first (a receive: its send, on the peer rank)
   std::vector<int> allocs;  // buffers allocated when the task starts
   std::vector<int> frees;   // buffers freed when the task ends
@@ -197,9 +197,12 @@ struct Schedule {
 
   int stage_size() const { return world_size / pp; }
   int stage_of(int rank) const { return rank / stage_size(); }
-  int first_task(int stage) const { return stage_begin.empty() ? 0 : stage_begin[static_cast<std::size_t>(stage)]; }
+  int first_task(int stage) const {
+    return stage_begin.empty() ? 0 : stage_begin[static_cast<std::size_t>(stage)];
+  }
   int end_task(int stage) const {
-    return stage_begin.empty() ? static_cast<int>(tasks.size()) : stage_begin[static_cast<std::size_t>(stage + 1)];
+    return stage_begin.empty() ? static_cast<int>(tasks.size())
+                               : stage_begin[static_cast<std::size_t>(stage + 1)];
   }
   // For each task, the tasks that depend on it (the reverse of deps).
   std::vector<std::vector<int>> dependents() const;

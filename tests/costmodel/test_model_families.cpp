@@ -24,8 +24,8 @@ using nlohmann::json;
 
 constexpr double kRel = 1e-12;
 
-ModelSpec family_model(const std::string& family, int layers, int hidden, int heads, int kv_heads, int head_dim,
-                       int ffn, int seq, int vocab, bool tied) {
+ModelSpec family_model(const std::string& family, int layers, int hidden, int heads, int kv_heads,
+                       int head_dim, int ffn, int seq, int vocab, bool tied) {
   ModelSpec m;
   apply_family_defaults(m, family);
   m.name = "test-" + family;
@@ -68,8 +68,8 @@ TEST_CASE("families: parameters of llama, qwen2 and qwen3 blocks in closed form"
       const ModelSpec m = family_model(family, L, h, a, g, d, f, 64, V, tied);
       const Workload w = lower(m);
       // attention: RMSNorm h + Q, K, V h (q + 2k) + o_proj q h (+ QKV bias q + 2k) (+ q/k norms 2d)
-      const I attention = h + h * (q + 2 * k) + q * h + (family == "qwen2" ? q + 2 * k : 0) +
-                          (family == "qwen3" ? 2 * d : 0);
+      const I attention =
+          h + h * (q + 2 * k) + q * h + (family == "qwen2" ? q + 2 * k : 0) + (family == "qwen3" ? 2 * d : 0);
       const I mlp = h + 3 * h * f;  // RMSNorm + gate, up, down
       CHECK(find(w, "layer0.attention").parameters() == attention);
       CHECK(find(w, "layer2.mlp").parameters() == mlp);
@@ -81,7 +81,8 @@ TEST_CASE("families: parameters of llama, qwen2 and qwen3 blocks in closed form"
   }
 }
 
-TEST_CASE("families: the gpt defaults are the paper's blocks (LayerNorm, learned positions, biases)", "[workload]") {
+TEST_CASE("families: the gpt defaults are the paper's blocks (LayerNorm, learned positions, biases)",
+          "[workload]") {
   ModelSpec m = family_model("gpt", 2, 64, 4, 4, 16, 256, 32, 500, true);
   m.max_positions = 48;  // a table longer than the sequence (GPT-2's n_positions)
   const Workload w = lower(m);
@@ -131,7 +132,8 @@ TEST_CASE("families: a sliding window computes its share of the scores (brute-fo
 TEST_CASE("families: saved activations of fused attention, SwiGLU and the fp32 loss", "[workload]") {
   const I h = 96, a = 6, g = 2, d = 32, f = 160, s = 64, V = 1000, q = a * d, k = g * d;
   const double e = 2;  // bf16
-  const Workload w = lower(family_model("llama", 1, h, a, g, d, f, static_cast<int>(s), static_cast<int>(V), false));
+  const Workload w =
+      lower(family_model("llama", 1, h, a, g, d, f, static_cast<int>(s), static_cast<int>(V), false));
   // Attention: norm input and output (2 s h), Q, K, V (s (q + 2k)), O (s q), the fp32 LSE (4 a s).
   CHECK(find(w, "layer0.attention").saved_bytes_per_sample ==
         Approx(e * (2 * s * h + s * (q + 2 * k) + s * q) + 4.0 * a * s).epsilon(kRel));
@@ -149,8 +151,10 @@ TEST_CASE("families: saved activations of fused attention, SwiGLU and the fp32 l
   CHECK(logp / (1 << 30) == Approx(3.914).epsilon(1e-3));
 }
 
-TEST_CASE("precision: 16 bytes per parameter at rest in every policy; FSDP2's bf16 reduces in fp32", "[workload]") {
-  for (const Precision p : {Precision::kFp32, Precision::kMixed, Precision::kBf16, Precision::kBf16ReduceBf16})
+TEST_CASE("precision: 16 bytes per parameter at rest in every policy; FSDP2's bf16 reduces in fp32",
+          "[workload]") {
+  for (const Precision p :
+       {Precision::kFp32, Precision::kMixed, Precision::kBf16, Precision::kBf16ReduceBf16})
     CHECK(precision_bytes(p).at_rest() == 16);
   const PrecisionBytes b = precision_bytes(Precision::kBf16);
   CHECK(b.weight == 2);  // all-gathered in bf16
@@ -165,10 +169,12 @@ TEST_CASE("precision: 16 bytes per parameter at rest in every policy; FSDP2's bf
 }
 
 TEST_CASE("hf config: a llama config.json read as its keys say", "[json]") {
-  const json cfg = {{"model_type", "llama"},        {"hidden_size", 4096},      {"intermediate_size", 14336},
-                    {"num_attention_heads", 32},    {"num_hidden_layers", 32},  {"num_key_value_heads", 8},
+  const json cfg = {{"model_type", "llama"},        {"hidden_size", 4096},
+                    {"intermediate_size", 14336},   {"num_attention_heads", 32},
+                    {"num_hidden_layers", 32},      {"num_key_value_heads", 8},
                     {"vocab_size", 128256},         {"max_position_embeddings", 131072},
-                    {"tie_word_embeddings", false}, {"torch_dtype", "bfloat16"}, {"hidden_act", "silu"}};
+                    {"tie_word_embeddings", false}, {"torch_dtype", "bfloat16"},
+                    {"hidden_act", "silu"}};
   const ModelSpec m = read_model(cfg, "/models/Llama-3.1-8B/config.json");
   CHECK(m.name == "Llama-3.1-8B");
   CHECK(m.family == "llama");

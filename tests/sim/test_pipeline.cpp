@@ -36,8 +36,8 @@ struct HandPipeline {
   costmodel::ClusterSpec cluster;
 };
 
-HandPipeline hand_pipeline(int pp, int m, PipelineSchedule schedule, std::vector<double> f, std::vector<double> bw,
-                           double act = 0, double send_s = 0) {
+HandPipeline hand_pipeline(int pp, int m, PipelineSchedule schedule, std::vector<double> f,
+                           std::vector<double> bw, double act = 0, double send_s = 0) {
   HandPipeline h;
   h.cluster.nodes = 1;
   h.cluster.devices_per_node = pp;
@@ -174,8 +174,10 @@ TEST_CASE("two unequal stages with sends: the schedules worked out by hand", "[s
 TEST_CASE("micro-batches in flight: 1F1B min(pp - s, m), GPipe m", "[sim][pipeline]") {
   const int pp = 4;
   for (const int m : {2, 4, 8}) {
-    const SimResult ofob = run(hand_pipeline(pp, m, PipelineSchedule::k1F1B, same(pp, 1e-3), same(pp, 2e-3), 64));
-    const SimResult gpipe = run(hand_pipeline(pp, m, PipelineSchedule::kGpipe, same(pp, 1e-3), same(pp, 2e-3), 64));
+    const SimResult ofob =
+        run(hand_pipeline(pp, m, PipelineSchedule::k1F1B, same(pp, 1e-3), same(pp, 2e-3), 64));
+    const SimResult gpipe =
+        run(hand_pipeline(pp, m, PipelineSchedule::kGpipe, same(pp, 1e-3), same(pp, 2e-3), 64));
     for (int s = 0; s < pp; ++s) {
       CAPTURE(m, s);
       CHECK(ofob.ranks[static_cast<std::size_t>(s)].peak_bytes == 1000 + 64.0 * std::min(pp - s, m));
@@ -265,8 +267,8 @@ costmodel::ModelSpec small_model() {
 
 // The closed form of a collective task on the intra-node link (costmodel/collective.hpp's ring).
 double ring_s(const Task& t, const costmodel::ClusterSpec& c) {
-  return costmodel::CollectiveOp{collective_of(t.kind), t.bytes, t.group.size}.ring_s(c.intra.alpha_s,
-                                                                                      c.intra.beta_s_per_byte());
+  return costmodel::CollectiveOp{collective_of(t.kind), t.bytes, t.group.size}.ring_s(
+      c.intra.alpha_s, c.intra.beta_s_per_byte());
 }
 
 }  // namespace
@@ -304,7 +306,8 @@ TEST_CASE("the schedule of a plan of stages carries the cost model's terms", "[s
     int tied = 0;
     for (int t = s.first_task(st); t < s.end_task(st); ++t) {
       const Task& task = s.tasks[static_cast<std::size_t>(t)];
-      if (task.kind == TaskKind::kSend) sends += to_seconds(RingLinks(cluster, nullptr).p2p_ticks(task.bytes, 0, 4));
+      if (task.kind == TaskKind::kSend)
+        sends += to_seconds(RingLinks(cluster, nullptr).p2p_ticks(task.bytes, 0, 4));
       if (!is_collective(task.kind)) continue;
       if (task.twin >= 0) {
         ++tied;
@@ -326,9 +329,12 @@ TEST_CASE("the schedule of a plan of stages carries the cost model's terms", "[s
   auto task_named = [&](const std::string& name) {
     return *std::find_if(s.tasks.begin(), s.tasks.end(), [&](const Task& t) { return t.name == name; });
   };
-  CHECK(rel(ring_s(task_named("layer1.relayout1to2.mb0"), cluster), cost.relayout_s(1, 2, 2, 32, 128, 4)) < 1e-12);
-  CHECK(rel(ring_s(task_named("layer2.relayout2to4.mb0"), cluster), cost.relayout_s(2, 4, 2, 32, 128, 4)) < 1e-12);
-  CHECK(rel(ring_s(task_named("output.relayout4to1.mb0"), cluster), cost.relayout_s(4, 1, 2, 32, 128, 4)) < 1e-12);
+  CHECK(rel(ring_s(task_named("layer1.relayout1to2.mb0"), cluster), cost.relayout_s(1, 2, 2, 32, 128, 4)) <
+        1e-12);
+  CHECK(rel(ring_s(task_named("layer2.relayout2to4.mb0"), cluster), cost.relayout_s(2, 4, 2, 32, 128, 4)) <
+        1e-12);
+  CHECK(rel(ring_s(task_named("output.relayout4to1.mb0"), cluster), cost.relayout_s(4, 1, 2, 32, 128, 4)) <
+        1e-12);
   // Memory: evaluate's bound holds on every rank of the simulated step.
   SimOptions o;
   const SimResult r = simulate(s, RingLinks(cluster, nullptr), o);
@@ -354,7 +360,8 @@ TEST_CASE("a data-parallel plan's step between its critical chain and the analyt
   plan.cluster = cluster;
   plan.prefetch = 1;
   plan.cost_options = paper;
-  costmodel::set_data_parallel(plan, w, std::vector<costmodel::Choice>(w.operators.size(), {true, 1, 0, false}));
+  costmodel::set_data_parallel(plan, w,
+                               std::vector<costmodel::Choice>(w.operators.size(), {true, 1, 0, false}));
   const Schedule s = build_schedule(plan, w, cost);
   SimOptions o;
   o.record_tasks = true;

@@ -25,15 +25,21 @@ using I = std::int64_t;
 
 Executor::Executor(Device& dev, Communicator& comm, const costmodel::Workload& workload,
                    const costmodel::Plan& plan, const sim::Schedule& schedule, ExecutorOptions options)
-    : dev_(dev), comm_(comm), w_(workload), plan_(plan), sched_(schedule), opt_(options), world_(comm.size()) {
+    : dev_(dev),
+      comm_(comm),
+      w_(workload),
+      plan_(plan),
+      sched_(schedule),
+      opt_(options),
+      world_(comm.size()) {
   if (workload.precision != costmodel::Precision::kFp32)
     throw UsageError(fmt::format("the {} backend computes in fp32; model {} is mixed precision",
                                  comm.backend(), workload.model_name));
   if (workload.tied_copy)
-    throw UsageError(fmt::format(
-        "model {}: a tied embedding split over pipeline stages (its copy as the LM head of the last stage) is "
-        "not executed; run it untied or with one stage",
-        workload.model_name));
+    throw UsageError(
+        fmt::format("model {}: a tied embedding split over pipeline stages (its copy as the LM head of the "
+                    "last stage) is not executed; run it untied or with one stage",
+                    workload.model_name));
   if (schedule.world_size != world_)
     throw UsageError(fmt::format("the plan is for {} ranks, the job has {}", schedule.world_size, world_));
   per_stage_ = schedule.stage_size();
@@ -85,8 +91,8 @@ void Executor::make_groups() {
       groups_[g] = &comm_;
       continue;
     }
-    groups_[g] = &comm_.split(g.first(r), g.index(r), fmt::format("making the groups of {} ranks {} apart", g.size,
-                                                                   g.stride));
+    groups_[g] = &comm_.split(g.first(r), g.index(r),
+                              fmt::format("making the groups of {} ranks {} apart", g.size, g.stride));
   }
 }
 
@@ -158,9 +164,9 @@ void Executor::resolve() {
   using Key = std::pair<int, int>;  // (operator, micro-batch)
   std::map<Key, int> act, scratch, recomputed, workspace;
   std::map<int, int> tied_grad;
-  std::map<Key, std::vector<int>> live;      // (op, slice) -> gathered buffers alive
-  std::map<int, Key> gathered_of;            // gathered buffer -> (op, slice)
-  std::map<Key, int> live_grad;              // (op, slice) -> its gradient buffer
+  std::map<Key, std::vector<int>> live;                // (op, slice) -> gathered buffers alive
+  std::map<int, Key> gathered_of;                      // gathered buffer -> (op, slice)
+  std::map<Key, int> live_grad;                        // (op, slice) -> its gradient buffer
   std::map<std::tuple<int, int, int, int>, int> seen;  // (op, site, kind, micro-batch) -> tasks so far
 
   // Activations must fit the IR's sizes (else the IR and the arithmetic disagree: an error);
@@ -196,8 +202,8 @@ void Executor::resolve() {
     for (const int b : task.allocs) {
       const sim::Buffer& buf = sched_.buffers[static_cast<std::size_t>(b)];
       if (buf.op != u)
-        throw Error(fmt::format("executor: task {} (operator {}) allocates {}, a buffer of operator {}", task.name, u,
-                                buf.name, buf.op));
+        throw Error(fmt::format("executor: task {} (operator {}) allocates {}, a buffer of operator {}",
+                                task.name, u, buf.name, buf.op));
       switch (buf.role) {
         case BufferRole::kActivations: {
           act[{u, mb}] = b;
@@ -244,8 +250,8 @@ void Executor::resolve() {
           throw Error(fmt::format("executor: task {} allocates {}, a resident buffer", task.name, buf.name));
       }
     }
-    const bool kernel =
-        task.kind == TaskKind::kForward || task.kind == TaskKind::kRecompute || task.kind == TaskKind::kBackward;
+    const bool kernel = task.kind == TaskKind::kForward || task.kind == TaskKind::kRecompute ||
+                        task.kind == TaskKind::kBackward;
     const bool replicate = plan_.choices[static_cast<std::size_t>(u)].replicate;
     if (kernel) {
       const int k = seen[{u, task.site, static_cast<int>(task.kind), mb}]++;
@@ -280,7 +286,8 @@ void Executor::resolve() {
         p.weights = -1;
         for (const int d : task.deps)
           if (tasks[static_cast<std::size_t>(d)].kind == TaskKind::kAllGather &&
-              tasks[static_cast<std::size_t>(d)].op == u && tasks[static_cast<std::size_t>(d)].slice == task.slice &&
+              tasks[static_cast<std::size_t>(d)].op == u &&
+              tasks[static_cast<std::size_t>(d)].slice == task.slice &&
               tasks[static_cast<std::size_t>(d)].payload == sim::Payload::kWeights)
             p.weights = tasks_[static_cast<std::size_t>(d - first)].weights;
         const auto& alive = live[{u, task.slice}];
@@ -288,7 +295,8 @@ void Executor::resolve() {
         if (p.weights < 0 && task.kind != TaskKind::kBackward)
           throw Error(fmt::format("executor: task {} has no gathered weights", task.name));
       }
-    } else if (task.payload == sim::Payload::kWeights && task.kind == TaskKind::kAllGather && task.allocs.empty()) {
+    } else if (task.payload == sim::Payload::kWeights && task.kind == TaskKind::kAllGather &&
+               task.allocs.empty()) {
       // The second level of a two-level gather completes the buffer the first one filled.
       p.weights = tasks_[static_cast<std::size_t>(task.deps.at(0) - first)].weights;
     } else if (task.payload == sim::Payload::kGradients &&
@@ -357,10 +365,12 @@ void Executor::allocate_resident() {
     if (!o.here) continue;
     const OperatorLayout& L = o.layout;
     const I c = o.c();
-    float* st = mem_[static_cast<std::size_t>(states_[u])] = dev_.allocate(
-        alloc_bytes_[static_cast<std::size_t>(states_[u])], sched_.buffers[static_cast<std::size_t>(states_[u])].name);
-    float* ad = mem_[static_cast<std::size_t>(adam_[u])] = dev_.allocate(
-        alloc_bytes_[static_cast<std::size_t>(adam_[u])], sched_.buffers[static_cast<std::size_t>(adam_[u])].name);
+    float* st = mem_[static_cast<std::size_t>(states_[u])] =
+        dev_.allocate(alloc_bytes_[static_cast<std::size_t>(states_[u])],
+                      sched_.buffers[static_cast<std::size_t>(states_[u])].name);
+    float* ad = mem_[static_cast<std::size_t>(adam_[u])] =
+        dev_.allocate(alloc_bytes_[static_cast<std::size_t>(adam_[u])],
+                      sched_.buffers[static_cast<std::size_t>(adam_[u])].name);
     // This rank's shard of each of its slices (the whole slice when replicated).
     const int rank = o.shards->shard_of(o.sharding);
     std::vector<float> host(static_cast<std::size_t>(2 * c), 0.0f);
@@ -413,7 +423,8 @@ void Executor::allocate_baseline() {
           for (I p = 0; p < seq; ++p)
             ids[static_cast<std::size_t>(i * seq + p)] =
                 static_cast<std::int32_t>(token_of(first + i, p + (targets ? 1 : 0), vocab) - v0);
-        float* buf = dev_.allocate(floats_bytes(count * seq), targets ? "executor targets" : "executor tokens");
+        float* buf =
+            dev_.allocate(floats_bytes(count * seq), targets ? "executor targets" : "executor tokens");
         baseline_bytes_ += floats_bytes(count * seq);
         (targets ? targets_ : tokens_)[{k, static_cast<int>(u)}] = buf;
         s.enqueue([this, buf, ids = std::move(ids)] {
