@@ -105,7 +105,8 @@ def transformers_config(model: Mapping[str, Any], model_type: str, *, dropout: f
     if model_type == "mixtral":  # every layer an MoE of intermediate_size experts
         if moe.get("shared_ffn", 0) or moe.get("dense_layers", 0) or moe.get("step", 1) != 1 or moe.get("dense_list"):
             raise _cannot(model, model_type, "form with shared experts or dense layers")
-        kw.update(num_local_experts=moe["experts"], num_experts_per_tok=moe["top_k"], intermediate_size=moe["expert_ffn"])
+        kw.update(num_local_experts=moe["experts"], num_experts_per_tok=moe["top_k"],
+                  intermediate_size=moe["expert_ffn"])
     elif model_type == "qwen3_moe":
         if moe.get("shared_ffn", 0) or moe.get("dense_layers", 0):
             raise _cannot(model, model_type, "form with shared experts or leading dense layers")
