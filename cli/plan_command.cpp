@@ -328,7 +328,7 @@ Action add_plan_command(CLI::App& app) {
       "would).");
   app.add_option("--model", a->req.model,
                  "Built-in model name (see `osdp models`), a model JSON file, or a Hugging Face config.json "
-                 "(model_type gpt2, llama, mistral, qwen2, qwen3, mixtral, qwen3_moe)")
+                 "(model_type gpt2, llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, deepseek_v3)")
       ->required();
   app.add_option("--seq", a->req.seq,
                  "Sequence length in tokens (default: the model file's; 8192 for a Hugging Face config, at "

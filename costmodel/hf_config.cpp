@@ -21,6 +21,7 @@ class HfReader {
     throw InputError(file_, "/" + key, msg);
   }
   bool has(const std::string& key) const { return doc_.contains(key) && !doc_.at(key).is_null(); }
+  bool has_null(const std::string& key) const { return doc_.contains(key) && doc_.at(key).is_null(); }
   std::int64_t integer(const std::string& key, std::int64_t min, std::int64_t max) const {
     if (!has(key)) fail(key, "required key of a Hugging Face config is missing");
     const auto& v = doc_.at(key);
@@ -77,11 +78,29 @@ Precision precision_of(const HfReader& r) {
   return Precision::kBf16;  // bfloat16, float16: FSDP2's bf16 policy
 }
 
+// DeepSeek-V3's latent attention and experts (DeepseekV3Config's defaults where a key is absent):
+// n_routed_experts of moe_intermediate_size, num_experts_per_tok, n_shared_experts of the same width as
+// one shared MLP, the first first_k_dense_replace layers dense (intermediate_size). The router's
+// grouping (n_group, topk_group) and scaling change no shape and are not read.
+void read_deepseek_v3(const HfReader& r, ModelSpec& m, int layers) {
+  m.moe.experts = static_cast<int>(r.integer_or("n_routed_experts", 1, 1 << 16, 256));
+  m.moe.top_k = static_cast<int>(r.integer_or("num_experts_per_tok", 1, m.moe.experts, 8));
+  m.moe.expert_ffn = static_cast<int>(r.integer_or("moe_intermediate_size", 1, 4 * kMaxDim, 2048));
+  m.moe.shared_ffn = static_cast<int>(r.integer_or("n_shared_experts", 0, 64, 1)) * m.moe.expert_ffn;
+  m.moe.dense_layers = static_cast<int>(r.integer_or("first_k_dense_replace", 0, layers, 3));
+  m.mla.q_rank = static_cast<int>(r.integer_or("q_lora_rank", 1, kMaxDim, 1536));
+  if (r.has_null("q_lora_rank")) m.mla.q_rank = 0;  // one q_proj
+  m.mla.kv_rank = static_cast<int>(r.integer_or("kv_lora_rank", 1, kMaxDim, 512));
+  m.mla.nope_dim = static_cast<int>(r.integer_or("qk_nope_head_dim", 1, kMaxDim, 128));
+  m.mla.rope_dim = static_cast<int>(r.integer_or("qk_rope_head_dim", 1, kMaxDim, 64));
+  m.mla.v_dim = static_cast<int>(r.integer_or("v_head_dim", 1, kMaxDim, 128));
+}
+
 }  // namespace
 
 const std::vector<std::string>& hf_model_types() {
-  static const std::vector<std::string> types{"gpt2",  "llama",   "mistral",  "qwen2",
-                                              "qwen3", "mixtral", "qwen3_moe"};
+  static const std::vector<std::string> types{"gpt2",  "llama",   "mistral",   "qwen2",
+                                              "qwen3", "mixtral", "qwen3_moe", "deepseek_v3"};
   return types;
 }
 
@@ -129,8 +148,12 @@ ModelSpec read_hf_config(const nlohmann::json& doc, const std::string& file) {
     m.description = fmt::format("Hugging Face {} config: {} layers, hidden {}, {} heads", type, st.layers,
                                 st.hidden, st.heads);
   } else {
-    // Mixtral is Mistral's block with its MLP made of experts; Qwen3-MoE is Qwen3's.
-    apply_family_defaults(m, type == "mixtral" ? "mistral" : type == "qwen3_moe" ? "qwen3" : type);
+    // Mixtral is Mistral's block with its MLP made of experts; Qwen3-MoE is Qwen3's; DeepSeek-V3 is
+    // Llama's norms, rotary positions and SwiGLU with latent attention and experts.
+    apply_family_defaults(m, type == "mixtral"       ? "mistral"
+                             : type == "qwen3_moe"   ? "qwen3"
+                             : type == "deepseek_v3" ? "llama"
+                                                     : type);
     st.layers = static_cast<int>(r.integer("num_hidden_layers", 1, kMaxLayers));
     st.hidden = static_cast<int>(r.integer("hidden_size", 1, kMaxDim));
     st.heads = static_cast<int>(r.integer("num_attention_heads", 1, kMaxDim));
@@ -157,9 +180,9 @@ ModelSpec read_hf_config(const nlohmann::json& doc, const std::string& file) {
       m.mlp = MlpKind::kGeglu;
     else
       r.fail("hidden_act", fmt::format("expected \"silu\" or a \"gelu\" variant, got \"{}\"", act));
-    if (type == "llama") {
+    if (type == "llama" || type == "deepseek_v3") {
       m.qkv_bias = m.proj_bias = r.boolean_or("attention_bias", false);
-      m.mlp_bias = r.boolean_or("mlp_bias", false);
+      if (type == "llama") m.mlp_bias = r.boolean_or("mlp_bias", false);
     } else if (type == "qwen3" || type == "qwen3_moe") {
       m.qkv_bias = m.proj_bias = r.boolean_or("attention_bias", false);
     }
@@ -183,6 +206,7 @@ ModelSpec read_hf_config(const nlohmann::json& doc, const std::string& file) {
         }
       }
     }
+    if (type == "deepseek_v3") read_deepseek_v3(r, m, st.layers);
     // Mistral's sliding window; Qwen2's only when use_sliding_window (then on every layer, as osdp
     // prices it: transformers applies it from max_window_layers on).
     if (type == "mistral" || type == "mixtral" ||
@@ -190,15 +214,15 @@ ModelSpec read_hf_config(const nlohmann::json& doc, const std::string& file) {
          r.boolean_or("use_sliding_window", false)))
       m.sliding_window = static_cast<int>(r.integer_or("sliding_window", 1, kMaxDim, 0));
     m.precision = precision_of(r);
+    const std::string heads =
+        m.mla.enabled() ? fmt::format("{} heads of latent attention (kv rank {})", st.heads, m.mla.kv_rank)
+                        : fmt::format("{} heads ({} key/value)", st.heads, st.kv_heads);
     m.description =
         m.moe.enabled()
-            ? fmt::format(
-                  "Hugging Face {} config: {} layers, hidden {}, {} heads ({} key/value), {} experts of "
-                  "{} ({} per token)",
-                  type, st.layers, st.hidden, st.heads, st.kv_heads, m.moe.experts, m.moe.expert_ffn,
-                  m.moe.top_k)
-            : fmt::format("Hugging Face {} config: {} layers, hidden {}, {} heads ({} key/value), ffn {}",
-                          type, st.layers, st.hidden, st.heads, st.kv_heads, st.ffn);
+            ? fmt::format("Hugging Face {} config: {} layers, hidden {}, {}, {} experts of {} ({} per token)",
+                          type, st.layers, st.hidden, heads, m.moe.experts, m.moe.expert_ffn, m.moe.top_k)
+            : fmt::format("Hugging Face {} config: {} layers, hidden {}, {}, ffn {}", type, st.layers,
+                          st.hidden, heads, st.ffn);
   }
   const int max_pos = static_cast<int>(r.integer_or("max_position_embeddings", 1, kMaxDim,
                                                     m.max_positions > 0 ? m.max_positions : kHfDefaultSeq));

@@ -182,6 +182,16 @@ MoeSpec read_moe(JsonReader& r, int layers) {
   }
   return e;
 }
+// The "mla" block of a model file (q_rank optional: 0, one q_proj).
+MlaSpec read_mla(JsonReader& r) {
+  MlaSpec a;
+  a.q_rank = static_cast<int>(r.integer_or("q_rank", 0, kMaxDim, 0));
+  a.kv_rank = static_cast<int>(r.integer("kv_rank", 1, kMaxDim));
+  a.nope_dim = static_cast<int>(r.integer("nope_dim", 1, kMaxDim));
+  a.rope_dim = static_cast<int>(r.integer("rope_dim", 1, kMaxDim));
+  a.v_dim = static_cast<int>(r.integer("v_dim", 1, kMaxDim));
+  return a;
+}
 }  // namespace
 
 ModelSpec read_model(const nlohmann::json& doc, const std::string& file, const std::string& pointer) {
@@ -247,6 +257,14 @@ ModelSpec read_model(const nlohmann::json& doc, const std::string& file, const s
     m.moe = read_moe(*moe, m.total_layers());
     moe->finish();
   }
+  if (auto mla = r.object_if("mla")) {
+    m.mla = read_mla(*mla);
+    mla->finish();
+    if (m.positions != PositionKind::kRotary || m.attention != AttentionKind::kFused)
+      r.fail("mla",
+             "multi-head latent attention carries its positions in a rotary part and runs fused: it needs "
+             "\"positions\": \"rotary\" and \"attention\": \"fused\"");
+  }
   if (m.tied_embeddings && m.first_hidden() != m.last_hidden())
     r.fail("tied_embeddings",
            fmt::format("the token table ({} wide) cannot be tied to an LM head on hidden size {}; "
@@ -289,6 +307,14 @@ nlohmann::json to_json(const ModelSpec& m) {
     if (m.moe.step > 1) e["step"] = m.moe.step;
     if (!m.moe.dense_list.empty()) e["dense_list"] = m.moe.dense_list;
     j["moe"] = e;
+  }
+  if (m.mla.enabled()) {
+    nlohmann::json a{{"kv_rank", m.mla.kv_rank},
+                     {"nope_dim", m.mla.nope_dim},
+                     {"rope_dim", m.mla.rope_dim},
+                     {"v_dim", m.mla.v_dim}};
+    if (m.mla.q_rank > 0) a["q_rank"] = m.mla.q_rank;
+    j["mla"] = a;
   }
   nlohmann::json stages = nlohmann::json::array();
   for (const auto& s : m.stages)

@@ -99,6 +99,21 @@ struct MoeSpec {
   bool moe_layer(int layer) const;
 };
 
+// Multi-head latent attention (DeepSeek-V2/V3) in place of the Q, K, V projections (kv_rank 0: none).
+// Queries: h -> q_rank (a norm) -> heads x (nope_dim + rope_dim), or h -> heads x (nope_dim + rope_dim)
+// directly when q_rank is 0; keys and values: h -> kv_rank + rope_dim (a norm on the kv_rank part) ->
+// heads x (nope_dim + v_dim), the rope_dim part one key shared by every head; output heads x v_dim -> h.
+// The low-rank projections are whole on every tensor-parallel rank; the others are cut by heads.
+struct MlaSpec {
+  int q_rank = 0;   // q_lora_rank; 0: one q_proj
+  int kv_rank = 0;  // kv_lora_rank
+  int nope_dim = 0;
+  int rope_dim = 0;
+  int v_dim = 0;
+  bool enabled() const { return kv_rank > 0; }
+  int qk_dim() const { return nope_dim + rope_dim; }
+};
+
 struct ModelSpec {
   std::string name;
   std::string description;
@@ -122,6 +137,7 @@ struct ModelSpec {
   bool fused_qkv = true;   // one QKV GEMM (GPT-2's c_attn) rather than three (q/k/v_proj)
   bool fp32_loss = false;  // logits upcast to fp32 for the loss, as transformers computes it
   MoeSpec moe;             // experts 0: dense
+  MlaSpec mla;             // kv_rank 0: the attention of the stages' heads, kv_heads and head_dim
   // The transformers model_type it was read from (a Hugging Face config; model files and plans keep
   // it as "hf_model_type"), "" for a model of osdp's own files.
   std::string hf_model_type;

@@ -9,13 +9,12 @@
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"
+#include "costmodel/lowering.hpp"
 
 namespace osdp::costmodel {
-namespace {
+namespace lowering {
 
-using I = std::int64_t;
-
-Kernel gemm(std::string name, I m, I n, I k, Dim batch_dim, Dim split_dim = Dim::kNone, I count = 1) {
+Kernel gemm(std::string name, I m, I n, I k, Dim batch_dim, Dim split_dim, I count) {
   Kernel g;
   g.kind = KernelKind::kGemm;
   g.name = std::move(name);
@@ -28,7 +27,7 @@ Kernel gemm(std::string name, I m, I n, I k, Dim batch_dim, Dim split_dim = Dim:
   return g;
 }
 
-Kernel elementwise(std::string name, double bytes_per_sample, bool tp_sliced = false) {
+Kernel elementwise(std::string name, double bytes_per_sample, bool tp_sliced) {
   Kernel e;
   e.kind = KernelKind::kElementwise;
   e.name = std::move(name);
@@ -55,8 +54,7 @@ void add_gemms(Operator& op, const std::string& name, I s, I in, I out, bool spl
   }
 }
 
-void add_linear(Operator& op, const std::string& name, I s, I in, I out, bool split_columns = false,
-                bool bias = true) {
+void add_linear(Operator& op, const std::string& name, I s, I in, I out, bool split_columns, bool bias) {
   op.weights.push_back({name, in, out, true, split_columns});
   if (bias) op.weights.push_back({name + ".bias", 1, out, false});
   add_gemms(op, name, s, in, out, split_columns);
@@ -107,6 +105,12 @@ double attention_density(const ModelSpec& m, I s) {
   const double w = m.sliding_window > 0 ? std::min<double>(m.sliding_window, sd) : sd;
   return (w * (w + 1) / 2 + (sd - w) * w) / (sd * sd);
 }
+
+}  // namespace lowering
+
+namespace {
+
+using namespace lowering;
 
 Operator attention(int layer, const StageSpec& st, const ModelSpec& m, I s, double e, double mask) {
   const I h = st.hidden, a = st.heads, g = st.kv_heads, d = st.head_dim;
@@ -245,78 +249,6 @@ Operator mlp(int layer, const StageSpec& st, const ModelSpec& m, I s, double e, 
   return op;
 }
 
-// An MoE layer's MLP (ModelSpec::moe), in the balanced case: the norm; the router's GEMM [s x h] x
-// [h x E] and its softmax and top-k (fp32); the tokens dispatched to their k experts (a gather of s k
-// rows); each expert's gated MLP on its t = ceil(s k / E) tokens, as GEMMs batched over the E experts
-// (count E: a split cuts the experts, each slice holding E / n of them); the k outputs weighted and
-// summed back (combine); a shared gated MLP on every token where shared_ffn > 0; the residual.
-// Weights: the norm, the router [h x E], the experts' gate and up [h x E 2 f_e] (column-split) and
-// down [E f_e x h] (row-split), the shared MLP's. No selective form; checkpointing keeps the input.
-Operator moe_mlp(int layer, const StageSpec& st, const ModelSpec& m, I s, double e, double mask) {
-  const MoeSpec& x = m.moe;
-  const I h = st.hidden, E = x.experts, k = x.top_k, fe = x.expert_ffn, fs = x.shared_ffn;
-  const I t = (s * k + E - 1) / E;  // tokens per expert, balanced
-  const double sd = static_cast<double>(s), hd = static_cast<double>(h), kd = static_cast<double>(k);
-  const double fed = static_cast<double>(fe), fsd = static_cast<double>(fs), Ed = static_cast<double>(E);
-  const double routed = static_cast<double>(t * E);  // token slots the experts run (s k, rounded up)
-  Operator op = layer_operator(layer, OperatorKind::kMlp, "mlp", st.hidden);
-  op.experts = static_cast<int>(E);
-  op.split_units = E;
-  add_norm(op, op.name + ".ln2", h, sd, e, m);
-  op.weights.push_back({op.name + ".router", h, E, false});
-  op.weights.push_back({op.name + ".experts.gate_up", h, E * 2 * fe, true, true});
-  op.weights.push_back({op.name + ".experts.down", E * fe, h, true, false});
-  const std::string n = op.name;
-  // Forward.
-  op.forward.push_back(gemm(n + ".router", s, E, h, Dim::kM));
-  op.forward.push_back(elementwise(n + ".route", 3 * 4 * sd * Ed));  // fp32 softmax, top-k
-  op.forward.push_back(elementwise(n + ".dispatch", 2 * sd * kd * hd * e));
-  op.forward.push_back(gemm(n + ".experts.gate", t, fe, h, Dim::kM, Dim::kCount, E));
-  op.forward.push_back(gemm(n + ".experts.up", t, fe, h, Dim::kM, Dim::kCount, E));
-  op.forward.push_back(elementwise(n + ".experts.act", 5 * routed * fed * e, true));
-  op.forward.push_back(gemm(n + ".experts.down", t, h, fe, Dim::kM, Dim::kCount, E));
-  op.forward.push_back(elementwise(n + ".combine", (2 * kd + 1) * sd * hd * e));
-  std::vector<Kernel> shared_bwd;
-  if (fs > 0) {
-    op.weights.push_back({n + ".shared.gate_up", h, 2 * fs, false});
-    op.weights.push_back({n + ".shared.down", fs, h, false});
-    op.forward.push_back(gemm(n + ".shared.gate", s, fs, h, Dim::kM));
-    op.forward.push_back(gemm(n + ".shared.up", s, fs, h, Dim::kM));
-    op.forward.push_back(elementwise(n + ".shared.act", 5 * sd * fsd * e));
-    op.forward.push_back(gemm(n + ".shared.down", s, h, fs, Dim::kM));
-    shared_bwd = {
-        gemm(n + ".shared.down.dX", s, fs, h, Dim::kM),       gemm(n + ".shared.down.dW", fs, h, s, Dim::kK),
-        elementwise(n + ".shared.act.bwd", 8 * sd * fsd * e), gemm(n + ".shared.up.dX", s, h, fs, Dim::kM),
-        gemm(n + ".shared.up.dW", h, fs, s, Dim::kK),         gemm(n + ".shared.gate.dX", s, h, fs, Dim::kM),
-        gemm(n + ".shared.gate.dW", h, fs, s, Dim::kK)};
-  }
-  op.forward.push_back(elementwise(n + ".residual", sd * hd * (3 * e + mask)));
-  // Backward, in reverse.
-  op.backward.push_back(elementwise(n + ".residual.bwd", 2 * sd * hd * e));
-  for (const auto& kb : shared_bwd) op.backward.push_back(kb);
-  op.backward.push_back(elementwise(n + ".combine.bwd", (3 * kd + 1) * sd * hd * e));
-  op.backward.push_back(gemm(n + ".experts.down.dX", t, fe, h, Dim::kM, Dim::kCount, E));
-  op.backward.push_back(gemm(n + ".experts.down.dW", fe, h, t, Dim::kK, Dim::kCount, E));
-  op.backward.push_back(elementwise(n + ".experts.act.bwd", 8 * routed * fed * e, true));
-  for (const char* part : {".experts.up", ".experts.gate"}) {
-    op.backward.push_back(gemm(n + part + ".dX", t, h, fe, Dim::kM, Dim::kCount, E));
-    op.backward.push_back(gemm(n + part + ".dW", h, fe, t, Dim::kK, Dim::kCount, E));
-  }
-  op.backward.push_back(elementwise(n + ".dispatch.bwd", 3 * sd * kd * hd * e));
-  op.backward.push_back(elementwise(n + ".route.bwd", 4 * 4 * sd * Ed));
-  op.backward.push_back(gemm(n + ".router.dX", s, h, E, Dim::kM));
-  op.backward.push_back(gemm(n + ".router.dW", h, E, s, Dim::kK));
-  op.backward.push_back(elementwise(n + ".ln2.bwd", 4 * sd * hd * e));
-  // Saved: the norm's input and output (2 s h); the router's probabilities (fp32 s E); the dispatched
-  // tokens (s k h), the experts' gate, up and their product (3 s k f_e), their outputs (s k h); the
-  // shared MLP's gate, up and product (3 s f_s); the mask.
-  op.saved_bytes_per_sample =
-      e * (2 * sd * hd + 2 * routed * hd + 3 * routed * fed + 3 * sd * fsd) + 4 * sd * Ed + mask * sd * hd;
-  op.input_bytes_per_sample = e * sd * hd;
-  op.workspace_bytes_per_sample = e * (3 * routed * fed + routed * hd + 3 * sd * fsd);
-  return op;
-}
-
 // LM head on a [h x V] weight (the token table when tied): final norm, logits GEMM, cross entropy.
 void add_head(Operator& op, const std::string& prefix, I s, I h, I vocab, double e, bool own_weight,
               const ModelSpec& m) {
@@ -421,7 +353,8 @@ Workload lower(const ModelSpec& model, int pp) {
     if (si > 0 && m.stages[si - 1].hidden != st.hidden)
       w.operators.push_back(projection(static_cast<int>(si), m.seq, m.stages[si - 1].hidden, st.hidden, e));
     for (int l = 0; l < st.layers; ++l, ++layer) {
-      w.operators.push_back(attention(layer, st, m, m.seq, e, mask));
+      w.operators.push_back(m.mla.enabled() ? latent_attention(layer, st, m, m.seq, e, mask)
+                                            : attention(layer, st, m, m.seq, e, mask));
       w.operators.push_back(m.moe.moe_layer(layer) ? moe_mlp(layer, st, m, m.seq, e, mask)
                                                    : mlp(layer, st, m, m.seq, e, mask));
     }
@@ -439,9 +372,10 @@ Workload lower(const ModelSpec& model, int pp) {
   std::map<std::vector<double>, int> ids;
   for (auto& op : w.operators) {
     std::vector<double> key{
-        static_cast<double>(op.kind),      static_cast<double>(op.experts), op.saved_bytes_per_sample,
-        op.tp_replicated_bytes_per_sample, op.input_bytes_per_sample,       op.workspace_bytes_per_sample,
-        op.checkpointable ? 1.0 : 0.0,     op.tied_gradient ? 1.0 : 0.0,    op.selective_bytes_per_sample};
+        static_cast<double>(op.kind), static_cast<double>(op.experts), op.latent ? 1.0 : 0.0,
+        op.dispatch_bytes_per_sample, op.saved_bytes_per_sample,       op.tp_replicated_bytes_per_sample,
+        op.input_bytes_per_sample,    op.workspace_bytes_per_sample,   op.checkpointable ? 1.0 : 0.0,
+        op.tied_gradient ? 1.0 : 0.0, op.selective_bytes_per_sample};
     for (const auto& wt : op.weights)
       key.insert(key.end(), {static_cast<double>(wt.rows), static_cast<double>(wt.cols),
                              wt.splittable ? 1.0 : 0.0, wt.split_columns ? 1.0 : 0.0});

@@ -90,6 +90,7 @@ struct Kernel {
   // The share of the m x n output a kernel computes: below 1 for a fused attention kernel that skips
   // the blocks a causal mask or a sliding window leaves out (its FLOPs and time scale by it).
   double density = 1.0;
+  bool expert = false;  // an MoE layer's routed experts' kernel (expert parallelism moves its tokens)
 
   double flops(int batch) const;  // 2 m n k count density for the batch
   // The kernel for one slice of an n-way split (m, n or k along split_dim divided by n).
@@ -104,6 +105,7 @@ struct Weight {
   std::int64_t cols = 0;
   bool splittable = false;
   bool split_columns = false;  // splitting cuts the columns instead (the first GEMM of a pair)
+  bool expert = false;         // the routed experts' (E along the split dimension)
   std::int64_t elements() const { return rows * cols; }
 };
 
@@ -135,6 +137,10 @@ struct Operator {
   double kept_bytes_per_sample(const Choice& choice) const;
   bool tied_gradient = false;  // its full gradient lives from the LM head's backward to the end
   int experts = 0;             // an MoE layer's MLP: its routed experts (ModelSpec::moe); 0 otherwise
+  bool latent = false;         // a multi-head latent attention (ModelSpec::mla)
+  // An MoE layer's MLP: the bytes of the tokens it sends to its experts per sample (s k h e: each of
+  // s tokens to k experts), what one dispatch or combine all-to-all moves under expert parallelism.
+  double dispatch_bytes_per_sample = 0;
   int shape_id = 0;            // operators with the same shape_id have identical weights and kernels
   std::int64_t split_units =
       0;  // when > 0, split counts must divide it (an attention slice holds whole heads)
@@ -181,6 +187,18 @@ Operator tp_slice(const Operator& op, int t, bool sequence_parallel, const Workl
 // and widths; embedding and head (vocabulary padded to a multiple of t) when they have a weight to
 // split; projections never.
 bool tp_allowed(const Operator& op, int t);
+
+// Expert parallelism (Choice::ep) on an MoE operator's TP slice: its experts placed over e ranks of
+// the data-parallel group, each rank running E / (t e) of them on the tokens of all e ranks. The
+// experts' weights (Weight::expert) lose a factor e along their split dimension; each expert GEMM
+// (Kernel::expert) runs count / e experts on e times the tokens (its batch dimension times e), the
+// same work per rank in fatter GEMMs; with `imbalance` g >= 1 (CostOptions::expert_imbalance) the
+// busiest rank receives g times its share: its expert GEMMs' tokens, elementwise bytes and dispatch
+// bytes times g.
+// The router, the norm and a shared MLP stay as they are. ep_allowed: e a power of two dividing the
+// data-parallel group of `group_ranks` and the slice's experts (e = 1 always).
+bool ep_allowed(const Operator& sliced, int e, int group_ranks);
+Operator ep_slice(const Operator& sliced, int e, double imbalance);
 // Elements per sample of the TP all-reduce in forward and in backward of an operator.
 struct TpTraffic {
   double forward_elements = 0, backward_elements = 0;

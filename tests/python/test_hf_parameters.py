@@ -1,7 +1,7 @@
 """osdp's parameter counts against transformers' (issue 33): every bundled Hugging Face config and small
-configs of each model_type osdp reads, built by transformers on the meta device (no weights, no
-download). osdp's counts come from osdp itself (``osdp.workload``: costmodel::lower through the
-binding); transformers' from ``named_parameters()`` (a tied weight once). Asserted to the parameter:
+configs of each model_type osdp reads (DeepSeek-V3's latent attention with and without q_lora_rank),
+built by transformers on the meta device (no weights, no download). osdp's counts come from osdp
+itself (``osdp.workload``: costmodel::lower through the binding); transformers' from ``named_parameters()`` (a tied weight once). Asserted to the parameter:
 - the total;
 - per operator, the parameters of the transformers modules it stands for (written here from
   transformers' module names, independently of osdp's export):
@@ -116,7 +116,7 @@ for path in sorted(glob.glob(os.path.join(ROOT, "data", "models", "*.json"))):
         bundled.append(os.path.basename(path)[:-5])
         compare(bundled[-1], path, cfg)
 check("the bundled Hugging Face configs are osdp's built-in models, the MoE ones among them",
-      len(bundled) >= 8 and {"mixtral-8x7b", "qwen3-30b-a3b"} <= set(bundled) <= set(osdp.models()),
+      len(bundled) >= 9 and {"mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3"} <= set(bundled) <= set(osdp.models()),
       (bundled, osdp.models()))
 
 SMALL = {  # small configs of each model_type (transformers' defaults for what they leave out)
@@ -152,6 +152,19 @@ SMALL = {  # small configs of each model_type (transformers' defaults for what t
                          "num_key_value_heads": 4, "intermediate_size": 96, "moe_intermediate_size": 32,
                          "vocab_size": 256, "num_experts": 4, "num_experts_per_tok": 1, "decoder_sparse_step": 2,
                          "attention_bias": True, "tie_word_embeddings": False},
+    "deepseek-v3-latent": {"model_type": "deepseek_v3", "hidden_size": 64, "num_hidden_layers": 3,
+                           "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 96,
+                           "moe_intermediate_size": 16, "n_routed_experts": 4, "num_experts_per_tok": 2,
+                           "n_shared_experts": 2, "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1,
+                           "q_lora_rank": 16, "kv_lora_rank": 8, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4,
+                           "v_head_dim": 12, "vocab_size": 256, "tie_word_embeddings": False},
+    "deepseek-v3-q-proj-bias": {"model_type": "deepseek_v3", "hidden_size": 64, "num_hidden_layers": 2,
+                                "num_attention_heads": 8, "num_key_value_heads": 8, "intermediate_size": 80,
+                                "moe_intermediate_size": 24, "n_routed_experts": 8, "num_experts_per_tok": 3,
+                                "n_shared_experts": 1, "first_k_dense_replace": 0, "n_group": 1, "topk_group": 1,
+                                "q_lora_rank": None, "kv_lora_rank": 16, "qk_nope_head_dim": 4,
+                                "qk_rope_head_dim": 8, "v_head_dim": 6, "attention_bias": True, "vocab_size": 256,
+                                "tie_word_embeddings": True},
 }
 with tempfile.TemporaryDirectory() as tmp:
     for label, cfg in SMALL.items():

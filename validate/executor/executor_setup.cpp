@@ -97,12 +97,18 @@ void Executor::make_groups() {
 }
 
 void Executor::setup_operators() {
-  for (const costmodel::Operator& op : w_.operators)
+  for (const costmodel::Operator& op : w_.operators) {
     if (op.experts > 0)
       throw UsageError(fmt::format(
           "executor: {} is a mixture-of-experts layer ({} experts); osdp plans and simulates such models, "
           "and its executor runs dense layers only",
           op.name, op.experts));
+    else if (op.latent)
+      throw UsageError(fmt::format(
+          "executor: {} is a multi-head latent attention; osdp plans and simulates such models, and its "
+          "executor runs grouped-query attention only",
+          op.name));
+  }
   const std::size_t ops = w_.operators.size();
   ops_.assign(ops, OpRun{});
   // Whether an operator has a collective on its data-parallel group's node ring or across nodes (the

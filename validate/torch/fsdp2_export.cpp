@@ -85,6 +85,7 @@ NameMapping gpt_name_mapping() {
 std::string transformers_model_type(const costmodel::ModelSpec& model) {
   if (!model.hf_model_type.empty()) return model.hf_model_type;
   if (model.family == "gpt") return "";  // osdp.torch.GPT
+  if (model.mla.enabled()) return "deepseek_v3";
   if (model.moe.enabled() && (model.family == "mistral" || model.family == "qwen3"))
     return model.family == "mistral" ? "mixtral" : "qwen3_moe";  // the family's block with experts
   return model.family;  // llama, mistral, qwen2, qwen3: transformers' names

@@ -14,6 +14,10 @@ shape)::
     mistral             MistralForCausalLM          head_dim, vocab, tied, attention_bias (llama, qwen3),
     qwen2               Qwen2ForCausalLM            mlp_bias (llama), sliding_window (mistral, qwen2,
     qwen3               Qwen3ForCausalLM            qwen3), hidden_act (silu for swiglu, gelu for geglu)
+    mixtral             MixtralForCausalLM          as mistral, and the experts (moe)
+    qwen3_moe           Qwen3MoeForCausalLM         as qwen3, and the experts, sparse step, dense layers
+    deepseek_v3         DeepseekV3ForCausalLM       as llama, the latent attention (mla), the experts with
+                                                    the shared one and the leading dense layers
 
 A description transformers cannot express (a Qwen2 without its Q/K/V biases, a Mistral with biases,
 several stages) is a ``ValueError``. ``apply_plan`` then holds every operator's parameter count to
@@ -35,7 +39,7 @@ from torch import nn
 
 __all__ = ["MODEL_TYPES", "transformers_config", "build_model", "causal_lm_loss"]
 
-MODEL_TYPES = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe")
+MODEL_TYPES = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3")
 
 
 def _cannot(model: Mapping[str, Any], model_type: str, what: str) -> ValueError:
@@ -75,15 +79,17 @@ def transformers_config(model: Mapping[str, Any], model_type: str, *, dropout: f
     qwen3 = model_type in ("qwen3", "qwen3_moe")
     if model.get("qk_norm", False) != qwen3:
         raise _cannot(model, model_type, "form with qk_norm " + ("off" if qwen3 else "on"))
-    moe = model.get("moe") or {}
-    if bool(moe) != (model_type in ("mixtral", "qwen3_moe")):
+    moe, mla = model.get("moe") or {}, model.get("mla") or {}
+    if bool(moe) != (model_type in ("mixtral", "qwen3_moe", "deepseek_v3")):
         raise _cannot(model, model_type, "form " + ("without experts" if moe else "with experts"))
+    if bool(mla) != (model_type == "deepseek_v3"):
+        raise _cannot(model, model_type, "form " + ("without latent attention" if mla else "with latent attention"))
     kw: dict[str, Any] = dict(hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
                               num_key_value_heads=kv, head_dim=head_dim, intermediate_size=ffn, vocab_size=vocab,
                               max_position_embeddings=max(seq, model.get("max_positions", 0)),
                               tie_word_embeddings=tied, hidden_act=act, attention_dropout=0.0,
                               bos_token_id=None, eos_token_id=None, pad_token_id=None, dtype=torch.float32)
-    if model_type in ("llama", "qwen3", "qwen3_moe"):
+    if model_type in ("llama", "qwen3", "qwen3_moe", "deepseek_v3"):
         if qkv_bias != proj_bias:
             raise _cannot(model, model_type, "form with biases on Q, K, V but not on the output projection")
         kw["attention_bias"] = qkv_bias
@@ -112,6 +118,16 @@ def transformers_config(model: Mapping[str, Any], model_type: str, *, dropout: f
             raise _cannot(model, model_type, "form with shared experts or leading dense layers")
         kw.update(num_experts=moe["experts"], num_experts_per_tok=moe["top_k"], moe_intermediate_size=moe["expert_ffn"],
                   decoder_sparse_step=moe.get("step", 1), mlp_only_layers=list(moe.get("dense_list", [])))
+    elif model_type == "deepseek_v3":  # latent attention; experts after first_k_dense_replace dense layers
+        shared, fe = moe.get("shared_ffn", 0), moe["expert_ffn"]
+        if moe.get("step", 1) != 1 or moe.get("dense_list") or shared % fe:
+            raise _cannot(model, model_type, "form with sparse steps, a list of dense layers, or a shared expert "
+                          "width that is not a multiple of the experts'")
+        # The router's groups change no parameter: one group, so that any number of experts builds.
+        kw.update(n_routed_experts=moe["experts"], num_experts_per_tok=moe["top_k"], moe_intermediate_size=fe,
+                  n_shared_experts=shared // fe, first_k_dense_replace=moe.get("dense_layers", 0), n_group=1,
+                  topk_group=1, q_lora_rank=mla.get("q_rank") or None, kv_lora_rank=mla["kv_rank"],
+                  qk_nope_head_dim=mla["nope_dim"], qk_rope_head_dim=mla["rope_dim"], v_head_dim=mla["v_dim"])
     return AutoConfig.for_model(model_type, **kw)
 
 
