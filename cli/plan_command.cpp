@@ -187,6 +187,7 @@ int run_plan(const PlanArgs& args) {
   if (a.data_parallel) {  // narrows the layout space to data parallelism
     a.req.pp = {1};
     a.req.tp = {1};
+    a.req.ep = {1};
     a.req.micro_batches = 1;
   }
   if (a.groups && a.no_groups) throw UsageError("--groups and --no-groups: choose one");
@@ -375,9 +376,9 @@ Action add_plan_command(CLI::App& app) {
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
   auto* space = app.add_option_group("The space (narrowing it)");
-  space->add_flag(
-      "--data-parallel,--no-hybrid", a->data_parallel,
-      "Data parallelism only: one stage, one micro-batch, TP 1 (as --pp 1 --tp 1 --micro-batches 1)");
+  space->add_flag("--data-parallel,--no-hybrid", a->data_parallel,
+                  "Data parallelism only: one stage, one micro-batch, TP 1, no EP (as --pp 1 --tp 1 --ep 1 "
+                  "--micro-batches 1)");
   space
       ->add_option("--pp", a->req.pp,
                    "Pipeline degrees allowed (default: every power of two dividing the devices)")
@@ -385,6 +386,17 @@ Action add_plan_command(CLI::App& app) {
   space
       ->add_option("--tp", a->req.tp, "Tensor-parallel degrees allowed (default: powers of two up to a node)")
       ->check(PowerOfTwo(1 << 20));
+  space
+      ->add_option("--ep", a->req.ep,
+                   "Expert-parallel degrees offered MoE layers (default: every power of two dividing the "
+                   "experts and the layer's data-parallel group; --ep 1: none)")
+      ->check(PowerOfTwo(1 << 20));
+  space
+      ->add_option("--expert-imbalance", a->req.expert_imbalance,
+                   "Tokens the busiest expert-parallel rank receives over its balanced share (a capacity "
+                   "factor; 1: balanced)")
+      ->check(CLI::Range(1.0, 64.0))
+      ->capture_default_str();
   space->add_option("--micro-batches", a->req.micro_batches, "A fixed number of micro-batches per step")
       ->check(CLI::Range(1, 1024));
   space

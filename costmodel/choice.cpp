@@ -33,6 +33,7 @@ std::string Choice::label() const {
     s = fmt::format("split{}:{}zdp", split, zdp_slices);
   if (node_group) s += "/node";
   if (two_level) s += "/2lvl";
+  if (ep > 1) s += fmt::format("/ep{}", ep);
   if (checkpoint) s += "+ckpt";
   if (selective) s += "+sel";
   return s;

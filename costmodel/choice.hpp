@@ -11,6 +11,11 @@
 //                                the node on S; reduce-scatter within the node, then across nodes
 //   group node (HSDP):           shards over the G ranks of a node, replicated across nodes;
 //                                gradients reduce-scattered in the node, the shard all-reduced across
+// An MoE layer's MLP (Operator::experts) also has an expert-parallel degree ep (issue 35; priced by
+// plan_cost.hpp): its experts placed over ep ranks of the data-parallel group (E / ep each), the
+// tokens dispatched to them and combined back by all-to-alls, the choice's mode (DP, ZDP, splits,
+// REPLICATE) applying within the d / ep ranks that hold the same experts. ep 1: every rank runs
+// every expert on its own tokens.
 #pragma once
 
 #include <string>
@@ -28,6 +33,7 @@ struct Choice {
   bool node_group = false;  // shard within the node (HSDP) instead of over the world
   bool two_level = false;   // world shards: collectives in two levels (never with node_group)
   bool selective = false;   // selective checkpointing (never with checkpoint)
+  int ep = 1;               // expert-parallel degree (an MoE layer's MLP; 1 for every other operator)
 
   bool is_dp() const { return !replicate && zdp_slices == 0; }
   bool is_zdp() const { return !replicate && zdp_slices == split; }
@@ -39,7 +45,7 @@ struct Choice {
     selective = r == Recompute::kSelective;
   }
   // "DP", "ZDP", "REPLICATE", "split4:1zdp"; "/node" for a node group, "/2lvl" for two-level
-  // collectives; "+ckpt" when checkpointed, "+sel" when selectively.
+  // collectives, "/ep4" for expert parallelism; "+ckpt" when checkpointed, "+sel" when selectively.
   std::string label() const;
   // The mode word used in plan files: "dp", "zdp", "mixed" or "replicate".
   std::string mode_name() const;

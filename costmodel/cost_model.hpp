@@ -92,6 +92,10 @@ struct CostOptions {
   // bound then sets aside p gathered operators and p + 1 operators' gradients in flight
   // (prefetch_reserve_bytes).
   int prefetch = 0;
+  // Expert parallelism's straggler (issue 35): the tokens the busiest rank of an expert-parallel group
+  // receives over its balanced share (>= 1; 1: every expert gets s k / E tokens). Its expert GEMMs, its
+  // dispatch and combine bytes scale by it (workload.hpp: ep_slice).
+  double expert_imbalance = 1.0;
 };
 
 // One part of a sharded choice's all-gather or reduce-scatter (`c`, of a slice of `bytes`): the

@@ -36,16 +36,26 @@ int Plan::stage_of_unit(int unit) const {
 
 bool Plan::data_parallel() const {
   return pp == 1 && micro_batches == 1 &&
-         std::all_of(unit_tp.begin(), unit_tp.end(), [](int t) { return t == 1; });
+         std::all_of(unit_tp.begin(), unit_tp.end(), [](int t) { return t == 1; }) &&
+         std::all_of(choices.begin(), choices.end(), [](const Choice& c) { return c.ep == 1; });
 }
 
 std::string Plan::layout_summary() const {
   const int t_max = unit_tp.empty() ? 1 : *std::max_element(unit_tp.begin(), unit_tp.end());
   const int t_min = unit_tp.empty() ? 1 : *std::min_element(unit_tp.begin(), unit_tp.end());
-  return fmt::format("{} stage{}{}, {} micro-batch{}, TP {}", pp, pp > 1 ? "s" : "",
-                     pp > 1 ? fmt::format(" ({})", to_string(schedule)) : "", micro_batches,
-                     micro_batches > 1 ? "es" : "",
-                     t_min == t_max ? std::to_string(t_max) : fmt::format("{} to {} by unit", t_min, t_max));
+  int ep_min = 0, ep_max = 1;  // over the expert-parallel operators
+  for (const Choice& c : choices)
+    if (c.ep > 1) {
+      ep_min = ep_min == 0 ? c.ep : std::min(ep_min, c.ep);
+      ep_max = std::max(ep_max, c.ep);
+    }
+  const std::string ep = ep_min == 0        ? ""
+                         : ep_min == ep_max ? fmt::format(", EP {}", ep_max)
+                                            : fmt::format(", EP {} to {} by MoE layer", ep_min, ep_max);
+  return fmt::format(
+      "{} stage{}{}, {} micro-batch{}, TP {}{}", pp, pp > 1 ? "s" : "",
+      pp > 1 ? fmt::format(" ({})", to_string(schedule)) : "", micro_batches, micro_batches > 1 ? "es" : "",
+      t_min == t_max ? std::to_string(t_max) : fmt::format("{} to {} by unit", t_min, t_max), ep);
 }
 
 void set_data_parallel(Plan& plan, const Workload& w, std::vector<Choice> choices) {
@@ -99,6 +109,18 @@ void check_layout(const Plan& plan, const Workload& w, const ClusterSpec& cluste
     for (const int oi : unit.ops) {
       const Operator& op = w.operators[static_cast<std::size_t>(oi)];
       if (!tp_allowed(op, t)) throw UsageError(fmt::format("{} cannot run at TP degree {}", op.name, t));
+      const Choice& c = plan.choices[static_cast<std::size_t>(oi)];
+      if (c.ep == 1) continue;
+      const int d = cluster.world_size() / pp / t;
+      const Operator sliced = tp_slice(op, t, false, w);
+      if (!ep_allowed(sliced, c.ep, d))
+        throw UsageError(fmt::format(
+            "{}: expert-parallel degree {} must be a power of two dividing its data-parallel group of {} "
+            "ranks and the {} experts of its TP slice at degree {}",
+            op.name, c.ep, d, sliced.experts > 0 ? sliced.split_units : 0, t));
+      if (!c.replicate && ep_slice(sliced, c.ep, 1.0).splits(c.split).back() != c.split)
+        throw UsageError(fmt::format("{}: its {} experts per rank at EP {} cannot be split {} ways", op.name,
+                                     sliced.split_units / c.ep, c.ep, c.split));
     }
   }
 }
@@ -112,6 +134,7 @@ nlohmann::json choice_json(const Choice& c) {
   // Written only when not the default, so that single-level plans stay as they were.
   if (c.node_group) op["group"] = c.group_name();
   if (c.two_level) op["comm"] = c.comm_name();
+  if (c.ep > 1) op["ep"] = c.ep;
   return op;
 }
 
@@ -144,6 +167,17 @@ Choice read_choice(JsonReader& o, const Operator& oper, const ClusterSpec& clust
            fmt::format("needs a cluster of several nodes with several devices each and an inter-node link "
                        "(this one has {} x {})",
                        cluster.nodes, cluster.devices_per_node));
+  choice.ep = static_cast<int>(o.integer_or("ep", 1, 1 << 16, 1));
+  if (choice.ep > 1) {
+    if (oper.experts == 0)
+      o.fail("ep",
+             fmt::format("operator \"{}\" has no experts to place over {} ranks", oper.name, choice.ep));
+    if ((choice.ep & (choice.ep - 1)) != 0 || oper.experts % choice.ep != 0)
+      o.fail("ep", fmt::format("expected a power of two dividing the {} experts of \"{}\", got {}",
+                               oper.experts, oper.name, choice.ep));
+    if (choice.node_group || choice.two_level)
+      o.fail("ep", "an expert-parallel operator shards over the world, with flat collectives");
+  }
   if (choice.mode_name() != mode)
     o.fail("mode", fmt::format("\"{}\" contradicts split {} with {} ZDP slices", mode, choice.split,
                                choice.zdp_slices));
@@ -175,6 +209,8 @@ nlohmann::json to_json(const Plan& p, const Evaluation* ev) {
   if (p.calibration) j["calibration"] = to_json(*p.calibration);
   j["cost_model"] = {{"tier", to_string(p.cost_options.tier)},
                      {"checkpoint_regather", p.cost_options.checkpoint_regather}};
+  if (p.cost_options.expert_imbalance != 1.0)
+    j["cost_model"]["expert_imbalance"] = p.cost_options.expert_imbalance;
   j["memory_limit_bytes"] = p.memory_limit_bytes;
   j["batch_size"] = p.batch_size;
   j["prefetch"] = p.prefetch;
@@ -239,6 +275,7 @@ void read_origin(JsonReader& r, const nlohmann::json& doc, const std::string& fi
   if (!c) return;
   p.cost_options.tier = c->choice("tier", {"paper", "extended"}) == "paper" ? Tier::kPaper : Tier::kExtended;
   p.cost_options.checkpoint_regather = c->boolean_or("checkpoint_regather", false);
+  p.cost_options.expert_imbalance = c->number_or("expert_imbalance", 1.0, 64.0, 1.0);
   c->finish();
 }
 

@@ -18,12 +18,13 @@
 //
 // The file (schema_version 2; versions 1 of data-parallel and hybrid plan files are read too):
 //   {"schema_version": 2, "kind": "osdp-plan", "tool_version", "strategy", "model", "cluster",
-//    "calibration"?, "cost_model": {tier, checkpoint_regather}, "memory_limit_bytes",
+//    "calibration"?, "cost_model": {tier, checkpoint_regather, expert_imbalance?}, "memory_limit_bytes",
 //    "batch_size": b0, "prefetch",
 //    "pipeline": {"stages": pp, "micro_batches": m, "schedule": "1f1b"|"gpipe", "sequence_parallel"},
 //    "units": [{"name", "stage", "tp"}],            every unit of lower(model, pp), in order
 //    "operators": [{"name", "mode", "split", "zdp_slices", "checkpoint" (false, true or
-//                     "selective"), "group"?, "comm"?}],
+//                     "selective"), "group"?, "comm"?, "ep"? (an MoE layer's MLP: its expert-parallel
+//                     degree, when above 1)}],
 //    "predicted": {"iteration_time_s", "peak_memory_bytes", "throughput_samples_per_s", "global_batch",
 //                  "bubble_fraction"?, "stages"?: [per-stage figures, for people]}}
 #pragma once
@@ -74,10 +75,11 @@ struct Plan {
 
   int global_batch(int world) const { return batch_size * micro_batches * world / pp; }
   int stage_of_unit(int unit) const;
-  // One stage, one micro-batch, TP 1 everywhere: the plans of the data-parallel strategies.
+  // One stage, one micro-batch, TP 1 everywhere, no expert parallelism: the plans of the data-parallel
+  // strategies.
   bool data_parallel() const;
   // The layout in words: "1 stage, 1 micro-batch, TP 1" or "2 stages (1f1b), 8 micro-batches, TP 1 to 2
-  // by unit".
+  // by unit", with ", EP 8" (or "EP 2 to 8 by MoE layer") where MoE layers are expert-parallel.
   std::string layout_summary() const;
 };
 

@@ -17,6 +17,12 @@ double ceil_div(double a, double b) {
   return std::ceil(a / b);
 }
 
+// What one rank sends in one expert all-to-all at b samples per TP group (the opening comment's X):
+// the tokens of its TP slice of experts, times the imbalance the EP slice's kernels carry.
+double ep_bytes(const Operator& sliced, int b) {
+  return b * sliced.dispatch_bytes_per_sample;
+}
+
 }  // namespace
 
 PlanCostModel::PlanCostModel(const ClusterSpec& cluster, const Calibration* calibration, Precision precision,
@@ -32,35 +38,72 @@ bool PlanCostModel::valid(int pp, int t) const {
 }
 
 const CostModel& PlanCostModel::dp_model(int pp, int t) const {
-  auto& slot = dp_models_[{pp, t}];
-  if (slot) return *slot;
   assert(valid(pp, t));
-  const int n = world_size(), g = node_size(), ns = n / pp, d = ns / t;
-  ClusterSpec sub = cluster_;
-  if (ns <= g) {
-    sub.nodes = 1;
-    sub.devices_per_node = d;
-    sub.inter.reset();
-  } else {
-    sub.nodes = ns / g;
-    sub.devices_per_node = g / t;
-  }
+  return group_model(pp, t);
+}
+
+const CostModel& PlanCostModel::sub_model(std::pair<int, int> key, ClusterSpec sub, int ranks) const {
+  auto& slot = dp_models_[key];
+  if (slot) return *slot;
   const Calibration* cal = calibration_;
-  if (cal && d != n) {
+  if (cal && ranks != world_size()) {
     // A calibration's collective segments were fitted on rings of the whole world (or on its
     // levels): they do not describe a smaller group's rings, which the cluster's links price.
     auto copy = std::make_unique<Calibration>(*cal);
     copy->allgather.clear();
     copy->reducescatter.clear();
     copy->allreduce.clear();
+    copy->alltoall.clear();
     copy->per_node = 0;
     copy->intra = {};
     copy->inter = {};
     cal = copy.get();
-    dp_calibrations_[{pp, t}] = std::move(copy);
+    dp_calibrations_[key] = std::move(copy);
   }
   slot = std::make_unique<CostModel>(sub, cal, precision_, options_);
   return *slot;
+}
+
+const CostModel& PlanCostModel::group_model(int pp, int stride) const {
+  const int n = world_size(), g = node_size(), ns = n / pp, d = ns / stride;
+  ClusterSpec sub = cluster_;
+  if (ns <= g) {
+    sub.nodes = 1;
+    sub.devices_per_node = d;
+    sub.inter.reset();
+  } else if (stride <= g) {
+    sub.nodes = ns / g;
+    sub.devices_per_node = g / stride;
+  } else {
+    sub.nodes = d;  // one rank per node
+    sub.devices_per_node = 1;
+  }
+  return sub_model({pp, stride}, sub, d);
+}
+
+const CostModel& PlanCostModel::ep_model(int pp, int t, int e) const {
+  const int g = node_size();
+  ClusterSpec sub = cluster_;
+  if (t * e <= g) {
+    sub.nodes = 1;
+    sub.devices_per_node = e;
+    sub.inter.reset();
+  } else {
+    sub.nodes = t * e / g;
+    sub.devices_per_node = g / t;
+  }
+  return sub_model({-pp, e * (g + 1) + t}, sub, e);
+}
+
+double PlanCostModel::ep_all_to_all_s(int pp, int t, int e, double bytes) const {
+  if (e <= 1 || bytes <= 0) return 0;
+  return ep_model(pp, t, e).all_to_all_s(bytes, false);
+}
+
+Operator plan_slice(const Operator& op, int t, bool sp, const Workload& w, const Choice& choice,
+                    double expert_imbalance) {
+  Operator s = tp_slice(op, t, sp, w);
+  return choice.ep > 1 ? ep_slice(s, choice.ep, expert_imbalance) : s;
 }
 
 double PlanCostModel::tp_allreduce_s(int t, double bytes) const {
@@ -101,12 +144,13 @@ double PlanCostModel::fixed_bytes(const Workload& w) const {
 
 OpParts PlanCostModel::op_parts(const Workload& w, const Operator& op0, int t, const Choice& ch, int b0,
                                 int pp, bool sp) const {
-  return op_parts(op0, tp_slice(op0, t, sp, w), t, ch, b0, pp, w.bytes, w.seq);
+  return op_parts(op0, plan_slice(op0, t, sp, w, ch, options_.expert_imbalance), t, ch, b0, pp, w.bytes,
+                  w.seq);
 }
 
 OpParts PlanCostModel::op_parts(const Operator& op0, const Operator& op, int t, const Choice& ch, int b0,
                                 int pp, const PrecisionBytes& B, int seq) const {
-  const CostModel& sub = dp_model(pp, t);
+  const CostModel& sub = sharding_model(pp, t, ch);
   const int b = b0 * t;
   const double P = static_cast<double>(op.parameters());
   const int n = ch.replicate ? 1 : ch.split;
@@ -133,6 +177,11 @@ OpParts PlanCostModel::op_parts(const Operator& op0, const Operator& op, int t, 
   x.forward_s = ph.forward_s;
   x.backward_s = ph.backward_s + (ckpt ? ph.forward_s : rc == Recompute::kSelective ? ph.selective_s : 0.0);
   x.optimizer_s = options_.tier == Tier::kPaper ? 0.0 : sub.per_step_s(ch, P, B);
+  if (ch.ep > 1) {
+    const double a2a = ep_all_to_all_s(pp, t, ch.ep, ep_bytes(op, b));
+    x.ep_forward_s = 2 * a2a;
+    x.ep_backward_s = 2 * a2a + (ckpt ? x.ep_forward_s : 0.0);
+  }
   return x;
 }
 
@@ -144,14 +193,14 @@ double PlanCostModel::overlapped_s(const CostModel& sub, double compute_s, doubl
 
 OpCost PlanCostModel::op_cost(const Workload& w, const Operator& op0, int t, const Choice& ch, int b0, int m,
                               int pp, bool sp) const {
-  const Operator op = tp_slice(op0, t, sp, w);
+  const Operator op = plan_slice(op0, t, sp, w, ch, options_.expert_imbalance);
   return op_cost(op_parts(op0, op, t, ch, b0, pp, w.bytes, w.seq), op, t, ch, b0, m, pp, w.bytes);
 }
 
 OpCost PlanCostModel::op_cost(const OpParts& x, const Operator& op, int t, const Choice& ch, int b0, int m,
                               int pp, const PrecisionBytes& B) const {
   assert(b0 >= 1 && m >= 1);
-  const CostModel& sub = dp_model(pp, t);
+  const CostModel& sub = sharding_model(pp, t, ch);
   const int b = b0 * t;
   const double P = static_cast<double>(op.parameters());
   const int n = ch.replicate ? 1 : ch.split;
@@ -166,7 +215,7 @@ OpCost PlanCostModel::op_cost(const OpParts& x, const Operator& op, int t, const
   const double shard_elems = ch.replicate ? P : ceil_div(P, sub.shards(ch));
   c.compute_s = x.forward_s + x.backward_s + opt;
   c.dp_comm_s = comm_f + comm_b;
-  c.tp_comm_s = x.tp_forward_s + x.tp_backward_s;
+  c.tp_comm_s = x.tp_forward_s + x.tp_backward_s + x.ep_forward_s + x.ep_backward_s;
   c.time_s =
       overlapped_s(sub, x.forward_s, comm_f) + overlapped_s(sub, x.backward_s, comm_b) + opt + c.tp_comm_s;
 
@@ -183,6 +232,7 @@ OpCost PlanCostModel::op_cost(const OpParts& x, const Operator& op, int t, const
     if (!op.tied_gradient && m == 1) c.transient_bytes += B.gradient_in_flight() * Ps;
   }
   c.transient_bytes += b * (op.saved_bytes_per_sample - op.kept_bytes_per_sample(ch));
+  if (ch.ep > 1) c.transient_bytes += 2 * ep_bytes(op, b);  // one all-to-all's send and receive buffers
   return c;
 }
 

@@ -27,6 +27,19 @@
 //            + b (saved - kept)
 // With t = 1, m = 1 and pp = 1 this is exactly CostModel::cost (a test holds it).
 //
+// Expert parallelism (Choice::ep = e > 1, an MoE layer's MLP): the operator is the EP slice of its TP
+// slice (workload.hpp: ep_slice, imbalance g = CostOptions::expert_imbalance), its states sharded and
+// its weights gathered and reduced over the d / e ranks holding the same experts (stride t e: the
+// expert-data-parallel group, a cluster of one node of d / e when N_s <= G, else of N_s / G nodes of
+// G / (t e), or of N_s / (t e) nodes of one rank when t e > G); the router, the norm and a shared MLP
+// are priced with them (under 0.5% of a DeepSeek-V3 or Qwen3-MoE layer's parameters). Its tokens move
+// by all-to-alls on the EP group (e ranks at stride t: within a node when t e <= G, else over
+// t e / G nodes, priced flat on the slowest link), each of X = g b0 s k h e_act bytes per rank (the
+// tokens for the rank's TP slice of experts): forward a dispatch and a combine, backward their two
+// gradients (and the forward's two again when checkpointed), on the critical path beside the TP
+// all-reduces (OpParts::ep_forward_s, ep_backward_s; counted in tp_comm_s). The send and receive
+// buffers of one all-to-all, 2 X, are transient.
+//
 // Between units. A unit of degree t' after one of degree t != t' re-lays its input out: the larger
 // per-device batch's activation X = b0 max(t, t') s h e is all-gathered on a ring of max/min ranks
 // (forward when t grows, backward when it shrinks), once per micro-batch: AG_{t'/t}(X). Stage
@@ -85,6 +98,7 @@ struct OpParts {
   double zdp_forward_s = 0, zdp_backward_s = 0;
   double tp_forward_s = 0, tp_backward_s = 0;
   double dp_gather_s = 0, grad_sync_s = 0, optimizer_s = 0;
+  double ep_forward_s = 0, ep_backward_s = 0;  // the expert all-to-alls (dispatch and combine)
 };
 
 struct StageCost {
@@ -119,6 +133,17 @@ class PlanCostModel {
   bool valid(int pp, int t) const;
   // The cost model of a unit's data-parallel group (cached).
   const CostModel& dp_model(int pp, int t) const;
+  // The same for the ranks of one stage at stride `stride` (dp_model: stride t; an expert-parallel
+  // choice's sharding group: stride t e, which may exceed a node), and of an EP group of e ranks at
+  // stride t (the all-to-alls' ring).
+  const CostModel& group_model(int pp, int stride) const;
+  const CostModel& ep_model(int pp, int t, int e) const;
+  // The cost model a choice's states and collectives use at degree t (group_model(pp, t ep)).
+  const CostModel& sharding_model(int pp, int t, const Choice& choice) const {
+    return group_model(pp, t * choice.ep);
+  }
+  // One all-to-all of `bytes` per rank on the EP group of e ranks at stride t.
+  double ep_all_to_all_s(int pp, int t, int e, double bytes) const;
 
   // Operator `op` of workload `w` at degree t.
   OpParts op_parts(const Workload& w, const Operator& op, int t, const Choice& choice, int b0, int pp,
@@ -174,9 +199,16 @@ class PlanCostModel {
   Precision precision_;
   CostOptions options_;
   double capacity_;
+  // Keyed (pp, stride) for sharding groups, (-pp, e (G + 1) + t) for EP groups.
   mutable std::map<std::pair<int, int>, std::unique_ptr<CostModel>> dp_models_;
   mutable std::map<std::pair<int, int>, std::unique_ptr<Calibration>> dp_calibrations_;
+  const CostModel& sub_model(std::pair<int, int> key, ClusterSpec sub, int ranks) const;
 };
+
+// The operator a plan prices for op at degree t with `choice`: its TP slice, and its EP slice when the
+// choice is expert-parallel (with the model's expert imbalance).
+Operator plan_slice(const Operator& op, int t, bool sequence_parallel, const Workload& w,
+                    const Choice& choice, double expert_imbalance);
 
 // The plan cost model of a plan file: its cluster, calibration and cost options, the prefetch depth
 // from the plan, its memory limit as the capacity.

@@ -128,6 +128,38 @@ Operator tp_slice(const Operator& op, int t, bool sp, const Workload& workload) 
   }
   s.workspace_bytes_per_sample = op.workspace_bytes_per_sample / td;
   if (op.split_units > 0) s.split_units = op.split_units / t;
+  s.dispatch_bytes_per_sample = op.dispatch_bytes_per_sample / td;  // tokens for its experts only
+  return s;
+}
+
+bool ep_allowed(const Operator& sliced, int e, int group_ranks) {
+  if (e == 1) return true;
+  if (sliced.experts == 0 || e < 1 || (e & (e - 1)) != 0 || group_ranks % e != 0) return false;
+  return sliced.split_units > 0 && sliced.split_units % e == 0;
+}
+
+Operator ep_slice(const Operator& sliced, int e, double imbalance) {
+  if (e == 1) return sliced;
+  Operator s = sliced;
+  for (auto& w : s.weights)
+    if (w.expert) (w.split_columns ? w.cols : w.rows) /= e;
+  const auto more = [&](std::int64_t x) {
+    return static_cast<std::int64_t>(std::ceil(static_cast<double>(x) * e * imbalance - 1e-9));
+  };
+  for (auto* list : {&s.forward, &s.backward, &s.selective_recompute})
+    for (auto& k : *list) {
+      if (!k.expert) continue;
+      if (k.kind == KernelKind::kElementwise) {
+        k.bytes_per_sample *= imbalance;
+        continue;
+      }
+      k.count /= e;
+      if (k.batch_dim == Dim::kM) k.m = more(k.m);
+      if (k.batch_dim == Dim::kN) k.n = more(k.n);
+      if (k.batch_dim == Dim::kK) k.k = more(k.k);
+    }
+  s.split_units = sliced.split_units / e;
+  s.dispatch_bytes_per_sample = sliced.dispatch_bytes_per_sample * imbalance;
   return s;
 }
 

@@ -41,7 +41,8 @@ std::optional<Plan> brute_force_layout(const PlanCostModel& model, const Workloa
             }
             const int t = plan.unit_tp[static_cast<std::size_t>(ctx.unit_of(static_cast<int>(k)))];
             const Operator sliced = costmodel::tp_slice(hw.operators[k], t, layout.sequence_parallel, hw);
-            for (const Choice& c : choices_for(sliced, options.space)) {
+            const int group = model.world_size() / pp / t;
+            for (const Choice& c : choices_for(sliced, options.space, group)) {
               plan.choices[k] = c;
               ops(k + 1);
             }

@@ -82,7 +82,8 @@ PlanRequest read_plan_request(const nlohmann::json& j, const std::string& origin
   q.regather = r.boolean_or("checkpoint_regather", q.regather);
   if (const auto* g = r.raw("groups"); g != nullptr)  // true/false as before, or auto/on/off
     q.groups = g->is_boolean() ? (g->get<bool>() ? "on" : "off") : r.choice("groups", {"auto", "on", "off"});
-  for (const auto& [key, out] : {std::pair{"pp", &q.pp}, std::pair{"tp", &q.tp}}) {
+  q.expert_imbalance = r.number_or("expert_imbalance", 1.0, 64.0, q.expert_imbalance);
+  for (const auto& [key, out] : {std::pair{"pp", &q.pp}, std::pair{"tp", &q.tp}, std::pair{"ep", &q.ep}}) {
     const auto* v = r.raw(key);
     if (v == nullptr) continue;
     if (v->is_number_integer()) {
@@ -139,6 +140,10 @@ std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a) {
     throw UsageError(fmt::format("--tier: expected extended or paper, got \"{}\"", a.tier));
   ctx.cost_options.tier = a.tier == "paper" ? costmodel::Tier::kPaper : costmodel::Tier::kExtended;
   ctx.cost_options.checkpoint_regather = a.regather;
+  if (!(a.expert_imbalance >= 1.0 && a.expert_imbalance <= 64.0))
+    throw UsageError(
+        fmt::format("--expert-imbalance: expected 1 (balanced) to 64, got {}", a.expert_imbalance));
+  ctx.cost_options.expert_imbalance = a.expert_imbalance;
   if (a.prefetch < 0 || a.prefetch > 64)
     throw UsageError(fmt::format("--prefetch: expected 0 to 64, got {}", a.prefetch));
   ctx.cost_options.prefetch = a.prefetch;
@@ -184,8 +189,10 @@ std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a) {
   lo.space = opt.space;
   check_degrees(a.pp, "--pp");
   check_degrees(a.tp, "--tp");
+  check_degrees(a.ep, "--ep");
   lo.pp = a.pp;
   lo.tp = a.tp;
+  lo.space.ep = a.ep;
   if (a.max_micro_batches < 1)
     throw UsageError(fmt::format("--max-micro-batches: expected 1 or more, got {}", a.max_micro_batches));
   lo.max_micro_batches = a.max_micro_batches;
@@ -323,10 +330,12 @@ std::optional<PlanOutcome> one_choice_per_kind(const PreparedSearch& p, const Pl
   if (!o.feasible || !o.workload || o.workload->operators.size() != o.plan.choices.size())
     return std::nullopt;
   const auto& ops = o.workload->operators;
-  // Per kind, its choices in order of first use with their counts.
-  std::map<costmodel::OperatorKind, std::vector<std::pair<costmodel::Choice, int>>> seen;
+  // Per kind (an MoE layer's MLP a kind of its own), its choices in order of first use with their counts.
+  using Kind = std::pair<costmodel::OperatorKind, bool>;
+  const auto kind_of = [&](std::size_t i) { return Kind{ops[i].kind, ops[i].experts > 0}; };
+  std::map<Kind, std::vector<std::pair<costmodel::Choice, int>>> seen;
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    auto& list = seen[ops[i].kind];
+    auto& list = seen[kind_of(i)];
     const auto it =
         std::find_if(list.begin(), list.end(), [&](const auto& e) { return e.first == o.plan.choices[i]; });
     if (it == list.end())
@@ -336,14 +345,19 @@ std::optional<PlanOutcome> one_choice_per_kind(const PreparedSearch& p, const Pl
   }
   if (std::all_of(seen.begin(), seen.end(), [](const auto& e) { return e.second.size() == 1; }))
     return std::nullopt;
-  std::map<costmodel::OperatorKind, costmodel::Choice> most;
+  std::map<Kind, costmodel::Choice> most;
   for (const auto& [kind, list] : seen)
     most[kind] = std::max_element(list.begin(), list.end(), [](const auto& a, const auto& b) {
                    return a.second < b.second;  // the first of the largest count
                  })->first;
   PlanOutcome w = o;
-  for (std::size_t i = 0; i < ops.size(); ++i) w.plan.choices[i] = most[ops[i].kind];
-  return repriced(p, std::move(w), "one choice per kind", "the same plan with one choice per operator kind");
+  for (std::size_t i = 0; i < ops.size(); ++i) w.plan.choices[i] = most[kind_of(i)];
+  try {
+    return repriced(p, std::move(w), "one choice per kind",
+                    "the same plan with one choice per operator kind");
+  } catch (const UsageError&) {
+    return std::nullopt;  // a choice that another operator of the kind cannot take (a split, a TP slice)
+  }
 }
 
 nlohmann::json report_json(const PlanReport& r) {

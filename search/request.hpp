@@ -52,6 +52,10 @@ struct PlanRequest {
   // 1..max_micro_batches or a fixed count (0: searched), a fixed global batch (0: any), the largest
   // micro-batch per device, the schedules ("1f1b", "gpipe" or "both"), sequence parallelism.
   std::vector<int> pp, tp;
+  // Expert-parallel degrees offered MoE layers (empty: every valid one; {1}: none), and the busiest
+  // expert rank's tokens over its share (costmodel::CostOptions::expert_imbalance).
+  std::vector<int> ep;
+  double expert_imbalance = 1.0;
   int max_micro_batches = 8, micro_batches = 0, global_batch = 0, max_b0 = 4096;
   std::string schedule = "1f1b";
   bool sequence_parallel = false;
@@ -116,8 +120,8 @@ struct PlanReport {
 // whole plan does not fit the memory limit.
 std::optional<PlanOutcome> without_splits(const PreparedSearch& p, const PlanOutcome& o);
 // The simpler plan a gain from mixing modes is weighed against: every operator of a kind (attention,
-// MLP, ...) takes the choice most of that kind's operators have in the plan (the first of them in
-// operator order on a tie), the layout as it is; strategy "one choice per kind", priced like
+// MLP, an MoE layer's MLP, ...) takes the choice most of that kind's operators have in the plan (the first of
+// them in operator order on a tie), the layout as it is; strategy "one choice per kind", priced like
 // without_splits. None when every kind already has one choice or that plan does not fit the limit.
 std::optional<PlanOutcome> one_choice_per_kind(const PreparedSearch& p, const PlanOutcome& o);
 PlanReport run_request(const PlanRequest& r);

@@ -49,26 +49,45 @@ std::vector<costmodel::Recompute> recompute_options(const costmodel::Operator& o
   return out;
 }
 
-std::vector<Choice> choices_for(const costmodel::Operator& op, const SpaceOptions& space) {
+std::vector<int> ep_degrees(const costmodel::Operator& op, const SpaceOptions& space, int group_ranks) {
+  std::vector<int> out{1};
+  if (op.experts == 0 || group_ranks < 2) return out;
+  const auto offered = [&](int e) {
+    return space.ep.empty() || std::find(space.ep.begin(), space.ep.end(), e) != space.ep.end();
+  };
+  for (int e = 2; e <= group_ranks; e *= 2)
+    if (offered(e) && costmodel::ep_allowed(op, e, group_ranks)) out.push_back(e);
+  // Degrees asked for without 1: EP wherever one of them fits (1 only where none does).
+  if (out.size() > 1 && !offered(1)) out.erase(out.begin());
+  return out;
+}
+
+std::vector<Choice> choices_for(const costmodel::Operator& op, const SpaceOptions& space, int group_ranks) {
   std::vector<Choice> out;
-  for (const costmodel::Recompute r : recompute_options(op, space)) {
-    auto add = [&](Choice c) {
-      c.set_recompute(r);
-      out.push_back(c);
-    };
-    for (int n : op.splits(space.split_max)) {
-      // A split operator is not checkpointed selectively: in PyTorch its slices are FSDP2 units inside
-      // the checkpointed region, whose all-gathers a selective recompute cannot replay.
-      if (n > 1 && r == costmodel::Recompute::kSelective) continue;
-      for (int k = 0; k <= n; ++k) {
-        add(Choice{false, n, k});
-        if (space.groups) {
-          add(Choice{false, n, k, false, /*node_group=*/true, /*two_level=*/false});
-          add(Choice{false, n, k, false, /*node_group=*/false, /*two_level=*/true});
+  const std::vector<int> eps = ep_degrees(op, space, group_ranks);
+  for (const int e : eps) {
+    const costmodel::Operator sliced = e > 1 ? costmodel::ep_slice(op, e, 1.0) : costmodel::Operator{};
+    const costmodel::Operator& cut = e > 1 ? sliced : op;
+    for (const costmodel::Recompute r : recompute_options(op, space)) {
+      auto add = [&](Choice c) {
+        c.set_recompute(r);
+        c.ep = e;
+        out.push_back(c);
+      };
+      for (int n : cut.splits(space.split_max)) {
+        // A split operator is not checkpointed selectively: in PyTorch its slices are FSDP2 units inside
+        // the checkpointed region, whose all-gathers a selective recompute cannot replay.
+        if (n > 1 && r == costmodel::Recompute::kSelective) continue;
+        for (int k = 0; k <= n; ++k) {
+          add(Choice{false, n, k});
+          if (space.groups && e == 1) {
+            add(Choice{false, n, k, false, /*node_group=*/true, /*two_level=*/false});
+            add(Choice{false, n, k, false, /*node_group=*/false, /*two_level=*/true});
+          }
         }
       }
+      if (space.replicate) add(Choice{true, 1, 0});
     }
-    if (space.replicate) add(Choice{true, 1, 0});
   }
   return out;
 }

@@ -29,6 +29,10 @@ struct SpaceOptions {
   // Also offer every sharded choice node-sharded (HSDP) and with two-level collectives (issue 14);
   // only on a cluster of several nodes of several devices (CostModel::two_levels()).
   bool groups = false;
+  // Expert-parallel degrees offered an MoE layer's MLP (Choice::ep): empty, every power of two that
+  // divides its data-parallel group and its experts; {1}: none. Only where the caller gives the group
+  // (choices_for's group_ranks), and with world shards and flat collectives.
+  std::vector<int> ep;
 };
 
 // The recompute kinds the space's checkpoint policy (and `selective`) offers an operator that has
@@ -38,8 +42,14 @@ std::vector<costmodel::Recompute> recompute_options(const costmodel::Operator& o
 
 // Every choice of one operator within the space: REPLICATE, and for each split n every k in 0..n
 // (with `groups`, each of those also node-sharded and two-level), for each recompute kind offered;
-// selective only unsplit (split 1 or REPLICATE).
-std::vector<costmodel::Choice> choices_for(const costmodel::Operator& op, const SpaceOptions& space);
+// selective only unsplit (split 1 or REPLICATE). An MoE operator's TP slice `op` in a data-parallel
+// group of group_ranks > 0 ranks also takes each expert-parallel degree e > 1 the space offers
+// (costmodel::ep_allowed) with REPLICATE and the world/flat choices of every split of its EP slice.
+std::vector<costmodel::Choice> choices_for(const costmodel::Operator& op, const SpaceOptions& space,
+                                           int group_ranks = 0);
+// The expert-parallel degrees (ascending) `space` offers the TP slice `op` in a group of group_ranks:
+// 1, and those of space.ep that ep_allowed admits; without 1 when space.ep lacks it and another fits.
+std::vector<int> ep_degrees(const costmodel::Operator& op, const SpaceOptions& space, int group_ranks);
 
 // The choices of one operator shape and their prices at one batch size, shared by every operator of
 // the shape (the layers of a model), so that a pricing costs a pointer per operator, not a copy.

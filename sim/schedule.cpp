@@ -78,8 +78,9 @@ class Builder {
     for (std::size_t u = 0; u < w.operators.size(); ++u) {
       const int t = plan.unit_tp[static_cast<std::size_t>(unit_of[u])];
       s_.op_tp.push_back(t);
-      sliced_.push_back(costmodel::tp_slice(w.operators[u], t, plan.sequence_parallel, w));
       const Choice& c = plan.choices[u];
+      sliced_.push_back(costmodel::plan_slice(w.operators[u], t, plan.sequence_parallel, w, c,
+                                              model.options().expert_imbalance));
       if (!c.replicate && sliced_.back().splits(c.split).back() != c.split)
         throw UsageError(fmt::format("{}: its TP slice at degree {} cannot be split {} ways",
                                      w.operators[u].name, t, c.split));
@@ -105,7 +106,10 @@ class Builder {
   // ---- the operator at its degree -----------------------------------------------------------------
   const Choice& choice(int u) const { return plan_.choices[static_cast<std::size_t>(u)]; }
   int tp(int u) const { return s_.op_tp[static_cast<std::size_t>(u)]; }
-  const costmodel::CostModel& sub(int u) const { return model_.dp_model(plan_.pp, tp(u)); }
+  // The cost model of operator u's sharding group (its data-parallel group; with expert parallelism the
+  // ranks holding the same experts).
+  const costmodel::CostModel& sub(int u) const { return model_.sharding_model(plan_.pp, tp(u), choice(u)); }
+  int ep(int u) const { return choice(u).ep; }
   const Operator& sliced(int u) const { return sliced_[static_cast<std::size_t>(u)]; }
   int batch(int u) const { return s_.batch * tp(u); }
   int slices(int u) const { return choice(u).replicate ? 1 : choice(u).split; }
@@ -127,8 +131,9 @@ class Builder {
 
   // The rings of operator u's data-parallel group (plan.hpp: d = N_s / t ranks of one TP index), by the
   // level its sub-cluster gives them; the world's rings (pp = t = 1) are the calibrated ones.
+  // An expert-parallel operator's are those of the ranks holding its experts (stride t ep; flat only).
   Group dp_group(int u, costmodel::RingLevel level) const {
-    const int t = tp(u), ns = s_.stage_size(), g = s_.per_node;
+    const int t = tp(u) * ep(u), ns = s_.stage_size(), g = s_.per_node;
     switch (level) {
       case costmodel::RingLevel::kIntra:
         return {g / t, t};
@@ -139,7 +144,7 @@ class Builder {
     }
     return {ns / t, t};
   }
-  bool dp_is_world(int u) const { return s_.stage_size() / tp(u) == s_.world_size; }
+  bool dp_is_world(int u) const { return s_.stage_size() / (tp(u) * ep(u)) == s_.world_size; }
 
   // ---- buffers and tasks --------------------------------------------------------------------------
   int buffer(std::string name, double bytes, BufferRole role, int u, int slice = 0, int site = 0) {
@@ -189,6 +194,25 @@ class Builder {
     compute_collective(fmt::format("{}.{}tp.{}", name(u), site == 1 ? "head." : "", what),
                        TaskKind::kAllReduce, forward ? Payload::kActivations : Payload::kActivationGradients,
                        {tp(u), 1}, batch(u) * elements * w_.bytes.activation, u, site);
+  }
+
+  // An expert-parallel operator's two all-to-alls (plan_cost.hpp) of one phase on its EP group (ep
+  // ranks at stride t), on the compute stream: the dispatch and the combine (forward, recompute) or
+  // their gradients (backward), each with its send and receive buffers (2 X) while it runs.
+  void expert_all_to_alls(int u, bool forward, const char* what) {
+    if (ep(u) <= 1) return;
+    const double x = batch(u) * sliced(u).dispatch_bytes_per_sample;
+    for (const char* part : {"dispatch", "combine"}) {
+      const std::size_t before = s_.tasks.size();
+      compute_collective(fmt::format("{}.{}.{}", name(u), part, what), TaskKind::kAllToAll,
+                         forward ? Payload::kActivations : Payload::kActivationGradients, {ep(u), tp(u)}, x,
+                         u);
+      if (s_.tasks.size() == before) continue;
+      const int buf = buffer(fmt::format("{}.{}.{}.buffers", name(u), part, what) + mb_suffix(), 2 * x,
+                             BufferRole::kWorkspace, u);
+      s_.tasks.back().allocs.push_back(buf);
+      s_.tasks.back().frees.push_back(buf);
+    }
   }
 
   // Activations `hidden` wide re-laid out from degree `from` to `to` (plan_cost.hpp): an all-gather on
@@ -509,7 +533,10 @@ class Builder {
       }
       last_compute_[q] = t;
     }
-    if (st.site == 0) tp_allreduce(u, true, "allreduce");
+    if (st.site == 0) {
+      expert_all_to_alls(u, true, "fwd");
+      tp_allreduce(u, true, "allreduce");
+    }
   }
 
   static std::string level_suffix(costmodel::RingLevel l) {
@@ -617,6 +644,7 @@ class Builder {
         s_.tasks[static_cast<std::size_t>(t)].frees = frees;
         last_compute_[q] = t;
       }
+      expert_all_to_alls(u, true, "recompute");
       tp_allreduce(u, true, "allreduce.recompute");
     }
     // Selective: the norms, rotary and activation run again, one task before the backward's first; no
@@ -684,6 +712,7 @@ class Builder {
             j == n - 1 ? std::vector<int>{tied_grad_[static_cast<std::size_t>(u)]} : std::vector<int>{});
     }
     if (!(w_.operators[static_cast<std::size_t>(u)].kind == costmodel::OperatorKind::kEmbedding)) {
+      expert_all_to_alls(u, false, "bwd");
       tp_allreduce(u, false, "allreduce.bwd");
     }
   }

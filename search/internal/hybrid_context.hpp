@@ -170,24 +170,28 @@ class LayoutContext {
       shape.sliced = costmodel::tp_slice(o, t, layout_.sequence_parallel, hw_);
       SpaceOptions space = options_.space;
       if (rules_.galvatron) space.split_max = 1;
-      for (const Choice& c : choices_for(shape.sliced, space)) {
+      const int group = model_.world_size() / layout_.pp / t;
+      for (const Choice& c : choices_for(shape.sliced, space, rules_.galvatron ? 0 : group)) {
         if (rules_.galvatron && !(c.replicate || c.is_zdp())) continue;
         if (rules_.galvatron && (c.node_group || c.two_level)) continue;
         if (rules_.galvatron && c.selective) continue;  // its released code checkpoints whole layers
         shape.choices.push_back(c);
+        if (c.ep > 1 && !shape.ep_sliced.count(c.ep))
+          shape.ep_sliced.emplace(c.ep,
+                                  costmodel::ep_slice(shape.sliced, c.ep, model_.options().expert_imbalance));
       }
     }
     auto [parts_it, fresh_parts] = cache_->parts.try_emplace({o.shape_id, t, price_b0_});
     auto& parts = parts_it->second;
     if (fresh_parts)
       for (const Choice& c : shape.choices)
-        parts.push_back(model_.op_parts(o, shape.sliced, t, c, price_b0_, layout_.pp, hw_.bytes, hw_.seq));
+        parts.push_back(model_.op_parts(o, shape.of(c), t, c, price_b0_, layout_.pp, hw_.bytes, hw_.seq));
     std::vector<Item> all;
     for (std::size_t k = 0; k < shape.choices.size(); ++k) {
       Item it;
       it.choice = shape.choices[k];
-      it.cost =
-          model_.op_cost(parts[k], shape.sliced, t, it.choice, layout_.b0, layout_.m, layout_.pp, hw_.bytes);
+      it.cost = model_.op_cost(parts[k], shape.of(it.choice), t, it.choice, layout_.b0, layout_.m, layout_.pp,
+                               hw_.bytes);
       it.time_s = it.cost.time_s;
       if (rules_.galvatron) {
         auto up = [](double b) { return std::ceil(b / kMiB) * kMiB; };

@@ -40,6 +40,11 @@ struct PartsCache {
   struct Shape {
     costmodel::Operator sliced;
     std::vector<costmodel::Choice> choices;  // of the space, less those the strategy's rules refuse
+    std::map<int, costmodel::Operator> ep_sliced;  // the EP slices of `sliced` its choices use, by degree
+    // The operator a choice prices (costmodel::plan_slice).
+    const costmodel::Operator& of(const costmodel::Choice& c) const {
+      return c.ep > 1 ? ep_sliced.at(c.ep) : sliced;
+    }
   };
   std::map<std::pair<int, int>, Shape> shapes;                                       // (shape, t)
   std::map<std::tuple<int, int, int>, std::vector<costmodel::OpParts>> parts;  // (shape, t, b0)
