@@ -188,6 +188,7 @@ int run_plan(const PlanArgs& args) {
     a.req.pp = {1};
     a.req.tp = {1};
     a.req.ep = {1};
+    a.req.cp = {1};
     a.req.micro_batches = 1;
   }
   if (a.groups && a.no_groups) throw UsageError("--groups and --no-groups: choose one");
@@ -396,6 +397,20 @@ Action add_plan_command(CLI::App& app) {
                    "Tokens the busiest expert-parallel rank receives over its balanced share (a capacity "
                    "factor; 1: balanced)")
       ->check(CLI::Range(1.0, 64.0))
+      ->capture_default_str();
+  space
+      ->add_option("--cp", a->req.cp,
+                   "Context-parallel degrees (each sample's sequence over that many ranks; default: every "
+                   "power of two up to --max-cp dividing a stage; --cp 1: none)")
+      ->check(PowerOfTwo(1 << 20));
+  space->add_option("--max-cp", a->req.max_cp, "The largest context-parallel degree searched")
+      ->check(PowerOfTwo(1 << 20))
+      ->capture_default_str();
+  space
+      ->add_option("--cp-variant", a->req.cp_variant,
+                   "Context parallelism's attention: ring (K/V passed around the ring), all-to-all "
+                   "(Ulysses: re-sharded by heads) or both")
+      ->check(CLI::IsMember({"ring", "all-to-all", "both"}))
       ->capture_default_str();
   space->add_option("--micro-batches", a->req.micro_batches, "A fixed number of micro-batches per step")
       ->check(CLI::Range(1, 1024));

@@ -35,7 +35,7 @@ int Plan::stage_of_unit(int unit) const {
 }
 
 bool Plan::data_parallel() const {
-  return pp == 1 && micro_batches == 1 &&
+  return pp == 1 && micro_batches == 1 && cp == 1 &&
          std::all_of(unit_tp.begin(), unit_tp.end(), [](int t) { return t == 1; }) &&
          std::all_of(choices.begin(), choices.end(), [](const Choice& c) { return c.ep == 1; });
 }
@@ -52,16 +52,19 @@ std::string Plan::layout_summary() const {
   const std::string ep = ep_min == 0        ? ""
                          : ep_min == ep_max ? fmt::format(", EP {}", ep_max)
                                             : fmt::format(", EP {} to {} by MoE layer", ep_min, ep_max);
+  const std::string context =
+      cp > 1 ? fmt::format(", CP {} ({})", cp, cp_all_to_all ? "all-to-all" : "ring") : std::string();
   return fmt::format(
-      "{} stage{}{}, {} micro-batch{}, TP {}{}", pp, pp > 1 ? "s" : "",
+      "{} stage{}{}, {} micro-batch{}, TP {}{}{}", pp, pp > 1 ? "s" : "",
       pp > 1 ? fmt::format(" ({})", to_string(schedule)) : "", micro_batches, micro_batches > 1 ? "es" : "",
-      t_min == t_max ? std::to_string(t_max) : fmt::format("{} to {} by unit", t_min, t_max), ep);
+      t_min == t_max ? std::to_string(t_max) : fmt::format("{} to {} by unit", t_min, t_max), ep, context);
 }
 
 void set_data_parallel(Plan& plan, const Workload& w, std::vector<Choice> choices) {
   plan.pp = 1;
   plan.micro_batches = 1;
   plan.sequence_parallel = false;
+  plan.cp = 1;
   plan.stage_first_unit = {0};
   plan.unit_tp.assign(w.units.size(), 1);
   plan.choices = std::move(choices);
@@ -93,6 +96,15 @@ void check_layout(const Plan& plan, const Workload& w, const ClusterSpec& cluste
         plan.stage_first_unit.size(), plan.unit_tp.size(), plan.choices.size(), pp, units,
         w.operators.size()));
   if (plan.stage_first_unit.front() != 0) throw UsageError("the first stage must start at the first unit");
+  if (!power_of_two(plan.cp) || (cluster.world_size() / pp) % plan.cp != 0)
+    throw UsageError(
+        fmt::format("context-parallel degree {} is not a power of two dividing the stage's {} devices",
+                    plan.cp, cluster.world_size() / pp));
+  if (plan.cp > 1 && w.seq % (2 * plan.cp) != 0)
+    throw UsageError(
+        fmt::format("context-parallel degree {}: the sequence of {} tokens does not cut into {} "
+                    "chunks (2 per rank, for the causal balance)",
+                    plan.cp, w.seq, 2 * plan.cp));
   for (int s = 1; s < pp; ++s)
     if (plan.stage_first_unit[static_cast<std::size_t>(s)] <=
         plan.stage_first_unit[static_cast<std::size_t>(s - 1)])
@@ -109,6 +121,14 @@ void check_layout(const Plan& plan, const Workload& w, const ClusterSpec& cluste
     for (const int oi : unit.ops) {
       const Operator& op = w.operators[static_cast<std::size_t>(oi)];
       if (!tp_allowed(op, t)) throw UsageError(fmt::format("{} cannot run at TP degree {}", op.name, t));
+      if ((cluster.world_size() / pp) % (t * plan.cp) != 0)
+        throw UsageError(fmt::format("{}: TP {} x CP {} ranks do not divide the stage's {}", op.name, t,
+                                     plan.cp, cluster.world_size() / pp));
+      if (!cp_allowed(tp_slice(op, t, false, w), plan.cp, plan.cp_all_to_all))
+        throw UsageError(
+            fmt::format("{}: its key/value heads at TP {} do not divide over {} context-parallel "
+                        "ranks (the all-to-all variant splits heads)",
+                        op.name, t, plan.cp));
       const Choice& c = plan.choices[static_cast<std::size_t>(oi)];
       if (c.ep == 1) continue;
       const int d = cluster.world_size() / pp / t;
@@ -218,6 +238,9 @@ nlohmann::json to_json(const Plan& p, const Evaluation* ev) {
                    {"micro_batches", p.micro_batches},
                    {"schedule", to_string(p.schedule)},
                    {"sequence_parallel", p.sequence_parallel}};
+  if (p.cp > 1)
+    j["pipeline"]["context_parallel"] = {{"degree", p.cp},
+                                         {"variant", p.cp_all_to_all ? "all-to-all" : "ring"}};
   nlohmann::json units = nlohmann::json::array();
   for (std::size_t u = 0; u < w.units.size(); ++u)
     units.push_back({{"name", w.units[u].name},
@@ -411,6 +434,11 @@ Plan read_osdp_plan(JsonReader& r, const nlohmann::json& doc, const std::string&
     p.micro_batches = static_cast<int>(pl.integer("micro_batches", 1, 1 << 20));
     p.schedule = *schedule_from_string(pl.choice("schedule", {"gpipe", "1f1b"}));
     p.sequence_parallel = pl.boolean_or("sequence_parallel", false);
+    if (auto cp = pl.object_if("context_parallel")) {
+      p.cp = static_cast<int>(cp->integer("degree", 1, p.cluster.world_size()));
+      p.cp_all_to_all = cp->choice_or("variant", {"ring", "all-to-all"}, "ring") == "all-to-all";
+      cp->finish();
+    }
     pl.finish();
   }
   const Workload w = lower(p.model, p.pp);

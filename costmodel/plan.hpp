@@ -20,7 +20,8 @@
 //   {"schema_version": 2, "kind": "osdp-plan", "tool_version", "strategy", "model", "cluster",
 //    "calibration"?, "cost_model": {tier, checkpoint_regather, expert_imbalance?}, "memory_limit_bytes",
 //    "batch_size": b0, "prefetch",
-//    "pipeline": {"stages": pp, "micro_batches": m, "schedule": "1f1b"|"gpipe", "sequence_parallel"},
+//    "pipeline": {"stages": pp, "micro_batches": m, "schedule": "1f1b"|"gpipe", "sequence_parallel",
+//                 "context_parallel"?: {"degree": cp, "variant": "ring"|"all-to-all"} (when cp > 1)},
 //    "units": [{"name", "stage", "tp"}],            every unit of lower(model, pp), in order
 //    "operators": [{"name", "mode", "split", "zdp_slices", "checkpoint" (false, true or
 //                     "selective"), "group"?, "comm"?, "ep"? (an MoE layer's MLP: its expert-parallel
@@ -65,6 +66,11 @@ struct Plan {
   int micro_batches = 1;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   bool sequence_parallel = false;
+  // Context parallelism (plan_cost.hpp): each sample's sequence over cp ranks at stride t of every
+  // unit's data-parallel group; its attention passes K/V around a ring (cp_all_to_all false) or
+  // re-shards by heads with all-to-alls (Ulysses).
+  int cp = 1;
+  bool cp_all_to_all = false;
   std::vector<int> stage_first_unit{0};  // pp entries: stage s holds units [first[s], first[s+1])
   std::vector<int> unit_tp;              // per unit of lower(model, pp)
   std::vector<Choice> choices;           // per operator of lower(model, pp)
@@ -73,10 +79,10 @@ struct Plan {
   double predicted_peak_memory_bytes = 0;
   double predicted_throughput_samples_per_s = 0;
 
-  int global_batch(int world) const { return batch_size * micro_batches * world / pp; }
+  int global_batch(int world) const { return batch_size * micro_batches * world / pp / cp; }
   int stage_of_unit(int unit) const;
-  // One stage, one micro-batch, TP 1 everywhere, no expert parallelism: the plans of the data-parallel
-  // strategies.
+  // One stage, one micro-batch, TP 1 everywhere, no expert or context parallelism: the plans of the
+  // data-parallel strategies.
   bool data_parallel() const;
   // The layout in words: "1 stage, 1 micro-batch, TP 1" or "2 stages (1f1b), 8 micro-batches, TP 1 to 2
   // by unit", with ", EP 8" (or "EP 2 to 8 by MoE layer") where MoE layers are expert-parallel.

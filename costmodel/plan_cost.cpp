@@ -65,6 +65,7 @@ const CostModel& PlanCostModel::sub_model(std::pair<int, int> key, ClusterSpec s
 }
 
 const CostModel& PlanCostModel::group_model(int pp, int stride) const {
+  if (const auto it = dp_models_.find({pp, stride}); it != dp_models_.end() && it->second) return *it->second;
   const int n = world_size(), g = node_size(), ns = n / pp, d = ns / stride;
   ClusterSpec sub = cluster_;
   if (ns <= g) {
@@ -81,8 +82,10 @@ const CostModel& PlanCostModel::group_model(int pp, int stride) const {
   return sub_model({pp, stride}, sub, d);
 }
 
-const CostModel& PlanCostModel::ep_model(int pp, int t, int e) const {
+const CostModel& PlanCostModel::strided_model(int pp, int t, int e) const {
   const int g = node_size();
+  if (const auto it = dp_models_.find({-pp, e * (g + 1) + t}); it != dp_models_.end() && it->second)
+    return *it->second;
   ClusterSpec sub = cluster_;
   if (t * e <= g) {
     sub.nodes = 1;
@@ -97,13 +100,14 @@ const CostModel& PlanCostModel::ep_model(int pp, int t, int e) const {
 
 double PlanCostModel::ep_all_to_all_s(int pp, int t, int e, double bytes) const {
   if (e <= 1 || bytes <= 0) return 0;
-  return ep_model(pp, t, e).all_to_all_s(bytes, false);
+  return strided_model(pp, t, e).all_to_all_s(bytes, false);
 }
 
 Operator plan_slice(const Operator& op, int t, bool sp, const Workload& w, const Choice& choice,
-                    double expert_imbalance) {
+                    double expert_imbalance, CpLayout cp) {
   Operator s = tp_slice(op, t, sp, w);
-  return choice.ep > 1 ? ep_slice(s, choice.ep, expert_imbalance) : s;
+  if (choice.ep > 1) s = ep_slice(s, choice.ep, expert_imbalance);
+  return cp.degree > 1 ? cp_slice(s, cp.degree, cp.all_to_all) : s;
 }
 
 double PlanCostModel::tp_allreduce_s(int t, double bytes) const {
@@ -143,13 +147,13 @@ double PlanCostModel::fixed_bytes(const Workload& w) const {
 }
 
 OpParts PlanCostModel::op_parts(const Workload& w, const Operator& op0, int t, const Choice& ch, int b0,
-                                int pp, bool sp) const {
-  return op_parts(op0, plan_slice(op0, t, sp, w, ch, options_.expert_imbalance), t, ch, b0, pp, w.bytes,
-                  w.seq);
+                                int pp, bool sp, CpLayout cp) const {
+  return op_parts(op0, plan_slice(op0, t, sp, w, ch, options_.expert_imbalance, cp), t, ch, b0, pp, w.bytes,
+                  w.seq, cp);
 }
 
 OpParts PlanCostModel::op_parts(const Operator& op0, const Operator& op, int t, const Choice& ch, int b0,
-                                int pp, const PrecisionBytes& B, int seq) const {
+                                int pp, const PrecisionBytes& B, int seq, CpLayout cp) const {
   const CostModel& sub = sharding_model(pp, t, ch);
   const int b = b0 * t;
   const double P = static_cast<double>(op.parameters());
@@ -170,9 +174,10 @@ OpParts PlanCostModel::op_parts(const Operator& op0, const Operator& op, int t, 
     x.grad_sync_s = n * sc.reduce_scatter_s;
   }
   const TpTraffic tr = tp_traffic(op0, seq);
-  x.tp_forward_s = tp_allreduce_s(t, b * tr.forward_elements * B.activation);
+  const double tokens = 1.0 / cp.degree;  // the share of each sample's tokens a rank holds
+  x.tp_forward_s = tp_allreduce_s(t, b * tr.forward_elements * B.activation * tokens);
   x.tp_backward_s =
-      tp_allreduce_s(t, b * tr.backward_elements * B.activation) + (ckpt ? x.tp_forward_s : 0.0);
+      tp_allreduce_s(t, b * tr.backward_elements * B.activation * tokens) + (ckpt ? x.tp_forward_s : 0.0);
   const auto ph = sub.phases(op, b, ch.replicate ? 1 : ch.split);
   x.forward_s = ph.forward_s;
   x.backward_s = ph.backward_s + (ckpt ? ph.forward_s : rc == Recompute::kSelective ? ph.selective_s : 0.0);
@@ -181,6 +186,18 @@ OpParts PlanCostModel::op_parts(const Operator& op0, const Operator& op, int t, 
     const double a2a = ep_all_to_all_s(pp, t, ch.ep, ep_bytes(op, b));
     x.ep_forward_s = 2 * a2a;
     x.ep_backward_s = 2 * a2a + (ckpt ? x.ep_forward_s : 0.0);
+  }
+  if (cp.degree > 1 && op.kind == OperatorKind::kAttention) {
+    const CostModel& ring = strided_model(pp, t, cp.degree);
+    const double kv = b * op.kv_bytes_per_sample, q = b * op.q_bytes_per_sample;  // per rank (op: CP slice)
+    if (cp.all_to_all) {
+      x.cp_forward_s = ring.all_to_all_s(q + kv, false) + ring.all_to_all_s(q, false);
+      x.cp_backward_s = x.cp_forward_s;
+    } else {
+      x.cp_forward_s = ring.collective_s(Collective::kAllGather, cp.degree * kv);
+      x.cp_backward_s = x.cp_forward_s + ring.collective_s(Collective::kReduceScatter, cp.degree * kv);
+    }
+    if (ckpt) x.cp_backward_s += x.cp_forward_s;
   }
   return x;
 }
@@ -192,9 +209,9 @@ double PlanCostModel::overlapped_s(const CostModel& sub, double compute_s, doubl
 }
 
 OpCost PlanCostModel::op_cost(const Workload& w, const Operator& op0, int t, const Choice& ch, int b0, int m,
-                              int pp, bool sp) const {
-  const Operator op = plan_slice(op0, t, sp, w, ch, options_.expert_imbalance);
-  return op_cost(op_parts(op0, op, t, ch, b0, pp, w.bytes, w.seq), op, t, ch, b0, m, pp, w.bytes);
+                              int pp, bool sp, CpLayout cp) const {
+  const Operator op = plan_slice(op0, t, sp, w, ch, options_.expert_imbalance, cp);
+  return op_cost(op_parts(op0, op, t, ch, b0, pp, w.bytes, w.seq, cp), op, t, ch, b0, m, pp, w.bytes);
 }
 
 OpCost PlanCostModel::op_cost(const OpParts& x, const Operator& op, int t, const Choice& ch, int b0, int m,
@@ -215,7 +232,8 @@ OpCost PlanCostModel::op_cost(const OpParts& x, const Operator& op, int t, const
   const double shard_elems = ch.replicate ? P : ceil_div(P, sub.shards(ch));
   c.compute_s = x.forward_s + x.backward_s + opt;
   c.dp_comm_s = comm_f + comm_b;
-  c.tp_comm_s = x.tp_forward_s + x.tp_backward_s + x.ep_forward_s + x.ep_backward_s;
+  c.tp_comm_s =
+      x.tp_forward_s + x.tp_backward_s + x.ep_forward_s + x.ep_backward_s + x.cp_forward_s + x.cp_backward_s;
   c.time_s =
       overlapped_s(sub, x.forward_s, comm_f) + overlapped_s(sub, x.backward_s, comm_b) + opt + c.tp_comm_s;
 
@@ -243,13 +261,13 @@ PlanCostModel::Relayout PlanCostModel::relayout_into(const Workload& w, const Pl
   if (first && s == 0) return {};  // the embedding takes no activation
   const int from = first ? 1 : plan.unit_tp[static_cast<std::size_t>(u - 1)];
   const int hidden = w.units[static_cast<std::size_t>(u - 1)].hidden;
-  return {relayout_s(from, t, plan.batch_size, w.seq, hidden, w.bytes.activation), t > from};
+  return {relayout_s(from, t, plan.batch_size, w.seq / plan.cp, hidden, w.bytes.activation), t > from};
 }
 
-PlanCostModel::StageExit PlanCostModel::stage_exit(const Workload& w, int pp, int b0, int s, int u,
-                                                   int t) const {
+PlanCostModel::StageExit PlanCostModel::stage_exit(const Workload& w, int pp, int b0, int s, int u, int t,
+                                                   int cp) const {
   if (s + 1 >= pp) return {};
-  const int e = w.bytes.activation, seq = w.seq;
+  const int e = w.bytes.activation, seq = w.seq / cp;
   const int hidden = w.units[static_cast<std::size_t>(u)].hidden;
   return {relayout_s(t, 1, b0, seq, hidden, e), p2p_s(pp, b0, seq, hidden, e)};
 }
@@ -282,7 +300,7 @@ Evaluation PlanCostModel::evaluate(const Workload& w, const Plan& plan) const {
       for (int oi : unit.ops) {
         const Operator& op = ops[static_cast<std::size_t>(oi)];
         const auto c = op_cost(w, op, t, plan.choices[static_cast<std::size_t>(oi)], plan.batch_size, m, pp,
-                               plan.sequence_parallel);
+                               plan.sequence_parallel, {plan.cp, plan.cp_all_to_all});
         st.time_s += c.time_s;
         st.compute_s += c.compute_s;
         st.dp_comm_s += c.dp_comm_s;
@@ -294,7 +312,7 @@ Evaluation PlanCostModel::evaluate(const Workload& w, const Plan& plan) const {
     }
     const int last = st.end_unit - 1;
     const StageExit exit =
-        stage_exit(w, pp, plan.batch_size, s, last, plan.unit_tp[static_cast<std::size_t>(last)]);
+        stage_exit(w, pp, plan.batch_size, s, last, plan.unit_tp[static_cast<std::size_t>(last)], plan.cp);
     st.relayout_s += exit.relayout_s;
     st.p2p_s = 2 * exit.send_s;
     if (s == pp - 1) st.p2p_s += tied_sync_s(w, pp, plan.unit_tp.back(), plan.sequence_parallel) / m;

@@ -40,6 +40,22 @@
 // all-reduces (OpParts::ep_forward_s, ep_backward_s; counted in tp_comm_s). The send and receive
 // buffers of one all-to-all, 2 X, are transient.
 //
+// Context parallelism (Plan::cp = c, one degree for the plan): each sample's tokens over c ranks at
+// stride t (the CP group; the unit's data-parallel group of N_s / t ranks still shards the weights,
+// as torchtitan shards over dp x cp), b0 c samples per CP group of each TP index, so the global batch
+// is b0 m N / (pp c). Every operator is its CP slice (workload.hpp: cp_slice, s / c tokens), TP
+// all-reduces, re-layouts and stage sends carry s / c tokens. An attention operator at c > 1 also
+// exchanges, per micro-batch, with KV = b kv / c its keys and values and Q = b q / c its queries
+// (b = b0 t; kv and q per sample of its TP slice), on the CP group's ring (within a node when t c <= G,
+// else priced flat on the slowest link):
+//   ring (pass-KV, torchtitan's default): forward the K/V blocks around the ring, an all-gather of
+//        c KV; backward the blocks again and their gradients back, an all-gather and a reduce-scatter
+//        of c KV. Priced whole beside the attention (not overlapped with its blocks: an upper bound).
+//   all-to-all (Ulysses): forward Q, K, V to head-sharded full sequences and the output back,
+//        A2A(Q + KV) + A2A(Q); backward the same two.
+// Both again in backward when the operator is fully checkpointed (OpParts::cp_forward_s,
+// cp_backward_s; counted in tp_comm_s).
+//
 // Between units. A unit of degree t' after one of degree t != t' re-lays its input out: the larger
 // per-device batch's activation X = b0 max(t, t') s h e is all-gathered on a ring of max/min ranks
 // (forward when t grows, backward when it shrinks), once per micro-batch: AG_{t'/t}(X). Stage
@@ -99,6 +115,13 @@ struct OpParts {
   double tp_forward_s = 0, tp_backward_s = 0;
   double dp_gather_s = 0, grad_sync_s = 0, optimizer_s = 0;
   double ep_forward_s = 0, ep_backward_s = 0;  // the expert all-to-alls (dispatch and combine)
+  double cp_forward_s = 0, cp_backward_s = 0;  // context parallelism's K/V passes or all-to-alls
+};
+
+// A plan's context parallelism as the cost of one operator needs it.
+struct CpLayout {
+  int degree = 1;
+  bool all_to_all = false;
 };
 
 struct StageCost {
@@ -134,10 +157,10 @@ class PlanCostModel {
   // The cost model of a unit's data-parallel group (cached).
   const CostModel& dp_model(int pp, int t) const;
   // The same for the ranks of one stage at stride `stride` (dp_model: stride t; an expert-parallel
-  // choice's sharding group: stride t e, which may exceed a node), and of an EP group of e ranks at
-  // stride t (the all-to-alls' ring).
+  // choice's sharding group: stride t e, which may exceed a node), and of a group of `ranks` ranks at
+  // stride t (an EP group's all-to-alls, a CP group's ring).
   const CostModel& group_model(int pp, int stride) const;
-  const CostModel& ep_model(int pp, int t, int e) const;
+  const CostModel& strided_model(int pp, int t, int ranks) const;
   // The cost model a choice's states and collectives use at degree t (group_model(pp, t ep)).
   const CostModel& sharding_model(int pp, int t, const Choice& choice) const {
     return group_model(pp, t * choice.ep);
@@ -147,17 +170,17 @@ class PlanCostModel {
 
   // Operator `op` of workload `w` at degree t.
   OpParts op_parts(const Workload& w, const Operator& op, int t, const Choice& choice, int b0, int pp,
-                   bool sp) const;
+                   bool sp, CpLayout cp = {}) const;
   // Compute and the collectives beside it as op_cost combines them: overlapped (cost_model.hpp) in the
   // extended tier with overlap and prefetch, else their sum.
   double overlapped_s(const CostModel& sub, double compute_s, double comm_s) const;
   OpCost op_cost(const Workload& w, const Operator& op, int t, const Choice& choice, int b0, int m, int pp,
-                 bool sp) const;
+                 bool sp, CpLayout cp = {}) const;
   // The same two from the operator already sliced (sliced = tp_slice(op, t, sp, w)) and, for op_cost,
   // from its parts: op_cost(w, op, ...) == op_cost(op_parts(op, sliced, ...), sliced, ...). A search
   // prices the parts once per b0 and combines them for every micro-batch count.
   OpParts op_parts(const Operator& op, const Operator& sliced, int t, const Choice& choice, int b0, int pp,
-                   const PrecisionBytes& bytes, int seq) const;
+                   const PrecisionBytes& bytes, int seq, CpLayout cp = {}) const;
   OpCost op_cost(const OpParts& parts, const Operator& sliced, int t, const Choice& choice, int b0, int m,
                  int pp, const PrecisionBytes& bytes) const;
   // An all-reduce of `bytes` on a TP ring of t ranks (the intra-node link).
@@ -181,7 +204,7 @@ class PlanCostModel {
   struct StageExit {
     double relayout_s = 0, send_s = 0;
   };
-  StageExit stage_exit(const Workload& w, int pp, int b0, int s, int u, int t) const;
+  StageExit stage_exit(const Workload& w, int pp, int b0, int s, int u, int t, int cp = 1) const;
   // the tied copy's gradient all-reduce, once per step, with the LM head at degree t (0 without a
   // tied copy).
   double tied_sync_s(const Workload& w, int pp, int t, bool sequence_parallel) const;
@@ -205,10 +228,10 @@ class PlanCostModel {
   const CostModel& sub_model(std::pair<int, int> key, ClusterSpec sub, int ranks) const;
 };
 
-// The operator a plan prices for op at degree t with `choice`: its TP slice, and its EP slice when the
-// choice is expert-parallel (with the model's expert imbalance).
+// The operator a plan prices for op at degree t with `choice`: its TP slice, its EP slice when the
+// choice is expert-parallel (with the model's expert imbalance), its CP slice under context parallelism.
 Operator plan_slice(const Operator& op, int t, bool sequence_parallel, const Workload& w,
-                    const Choice& choice, double expert_imbalance);
+                    const Choice& choice, double expert_imbalance, CpLayout cp = {});
 
 // The plan cost model of a plan file: its cluster, calibration and cost options, the prefetch depth
 // from the plan, its memory limit as the capacity.

@@ -129,6 +129,8 @@ Operator tp_slice(const Operator& op, int t, bool sp, const Workload& workload) 
   s.workspace_bytes_per_sample = op.workspace_bytes_per_sample / td;
   if (op.split_units > 0) s.split_units = op.split_units / t;
   s.dispatch_bytes_per_sample = op.dispatch_bytes_per_sample / td;  // tokens for its experts only
+  s.kv_bytes_per_sample = op.kv_bytes_per_sample / td;              // its heads only
+  s.q_bytes_per_sample = op.q_bytes_per_sample / td;
   return s;
 }
 
@@ -136,6 +138,42 @@ bool ep_allowed(const Operator& sliced, int e, int group_ranks) {
   if (e == 1) return true;
   if (sliced.experts == 0 || e < 1 || (e & (e - 1)) != 0 || group_ranks % e != 0) return false;
   return sliced.split_units > 0 && sliced.split_units % e == 0;
+}
+
+bool cp_allowed(const Operator& sliced, int c, bool all_to_all) {
+  if (c == 1 || !all_to_all || sliced.kind != OperatorKind::kAttention) return true;
+  return sliced.split_units > 0 && sliced.split_units % c == 0;
+}
+
+Operator cp_slice(const Operator& sliced, int c, bool all_to_all) {
+  if (c == 1) return sliced;
+  Operator s = sliced;
+  const double cd = c;
+  const auto cut = [&](std::int64_t x) { return std::max<std::int64_t>(1, (x + c - 1) / c); };
+  for (auto* list : {&s.forward, &s.backward, &s.selective_recompute})
+    for (auto& k : *list) {
+      if (k.kind == KernelKind::kElementwise) {
+        k.bytes_per_sample /= cd;
+      } else if (k.batch_dim == Dim::kM || k.batch_dim == Dim::kCount) {
+        k.m = cut(k.m);
+      } else if (k.batch_dim == Dim::kN) {
+        k.n = cut(k.n);
+      } else if (k.batch_dim == Dim::kK) {
+        k.k = cut(k.k);
+      }
+    }
+  s.saved_bytes_per_sample /= cd;
+  s.input_bytes_per_sample /= cd;
+  s.workspace_bytes_per_sample /= cd;
+  s.selective_bytes_per_sample /= cd;
+  if (s.tp_replicated_bytes_per_sample > 0) s.tp_replicated_bytes_per_sample /= cd;
+  s.dispatch_bytes_per_sample /= cd;
+  s.kv_bytes_per_sample /= cd;
+  s.q_bytes_per_sample /= cd;
+  // The blocks in flight: ring attention's two K/V blocks; the all-to-all's send and receive buffers.
+  s.workspace_bytes_per_sample +=
+      all_to_all ? 2 * (s.q_bytes_per_sample + s.kv_bytes_per_sample) : 2 * s.kv_bytes_per_sample;
+  return s;
 }
 
 Operator ep_slice(const Operator& sliced, int e, double imbalance) {

@@ -200,6 +200,8 @@ Operator attention(int layer, const StageSpec& st, const ModelSpec& m, I s, doub
   // Saved: the norm's input and output (2sh), Q, K, V (s(q + 2k)), the projection's input (sq); the
   // Q/K norms' inputs; and what the attention kind keeps (above).
   op.saved_bytes_per_sample = saved;
+  op.kv_bytes_per_sample = e * sd * 2 * kd;
+  op.q_bytes_per_sample = e * sd * qd;
   op.input_bytes_per_sample = e * sd * hd;
   return op;
 }
@@ -371,11 +373,13 @@ Workload lower(const ModelSpec& model, int pp) {
   // shape id; the key lists everything the cost model reads.
   std::map<std::vector<double>, int> ids;
   for (auto& op : w.operators) {
-    std::vector<double> key{
-        static_cast<double>(op.kind), static_cast<double>(op.experts), op.latent ? 1.0 : 0.0,
-        op.dispatch_bytes_per_sample, op.saved_bytes_per_sample,       op.tp_replicated_bytes_per_sample,
-        op.input_bytes_per_sample,    op.workspace_bytes_per_sample,   op.checkpointable ? 1.0 : 0.0,
-        op.tied_gradient ? 1.0 : 0.0, op.selective_bytes_per_sample};
+    std::vector<double> key{static_cast<double>(op.kind),  static_cast<double>(op.experts),
+                            op.latent ? 1.0 : 0.0,         op.dispatch_bytes_per_sample,
+                            op.kv_bytes_per_sample,        op.q_bytes_per_sample,
+                            op.saved_bytes_per_sample,     op.tp_replicated_bytes_per_sample,
+                            op.input_bytes_per_sample,     op.workspace_bytes_per_sample,
+                            op.checkpointable ? 1.0 : 0.0, op.tied_gradient ? 1.0 : 0.0,
+                            op.selective_bytes_per_sample};
     for (const auto& wt : op.weights)
       key.insert(key.end(), {static_cast<double>(wt.rows), static_cast<double>(wt.cols),
                              wt.splittable ? 1.0 : 0.0, wt.split_columns ? 1.0 : 0.0});

@@ -141,6 +141,10 @@ struct Operator {
   // An MoE layer's MLP: the bytes of the tokens it sends to its experts per sample (s k h e: each of
   // s tokens to k experts), what one dispatch or combine all-to-all moves under expert parallelism.
   double dispatch_bytes_per_sample = 0;
+  // An attention operator: the bytes of its keys and values as the attention kernel takes them (what
+  // ring attention passes around the context-parallel ring), and of its queries (the output is as
+  // large), per sample.
+  double kv_bytes_per_sample = 0, q_bytes_per_sample = 0;
   int shape_id = 0;            // operators with the same shape_id have identical weights and kernels
   std::int64_t split_units =
       0;  // when > 0, split counts must divide it (an attention slice holds whole heads)
@@ -199,6 +203,17 @@ bool tp_allowed(const Operator& op, int t);
 // data-parallel group of `group_ranks` and the slice's experts (e = 1 always).
 bool ep_allowed(const Operator& sliced, int e, int group_ranks);
 Operator ep_slice(const Operator& sliced, int e, double imbalance);
+
+// Context parallelism (Plan::cp = c): every rank of a CP group holds s / c tokens of each sample (the
+// causal attention balanced as torchtitan lays it out: rank r the chunks r and 2c - 1 - r of 2c), so
+// every per-sample figure of an operator's slice is divided by c: each GEMM's token dimension (its
+// batch dimension; the attention kernels' query dimension), elementwise bytes, saved, kept, workspace
+// and traffic bytes. Attention also holds the blocks in flight: ring attention two K/V blocks (the
+// one it computes on and the one arriving), 2 kv / c more workspace per sample; the all-to-all
+// variant its send and receive buffers, 2 (q + kv) / c. cp_allowed: the
+// all-to-all variant needs the slice's key/value heads (split_units) divisible by c.
+Operator cp_slice(const Operator& sliced, int c, bool all_to_all);
+bool cp_allowed(const Operator& sliced, int c, bool all_to_all);
 // Elements per sample of the TP all-reduce in forward and in backward of an operator.
 struct TpTraffic {
   double forward_elements = 0, backward_elements = 0;

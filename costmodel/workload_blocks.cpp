@@ -170,6 +170,8 @@ Operator latent_attention(int layer, const StageSpec& st, const ModelSpec& m, I 
   op.tp_replicated_bytes_per_sample = e * (2 * sd * hd + low_rank) + mask * sd * hd;
   op.input_bytes_per_sample = e * sd * hd;
   op.workspace_bytes_per_sample = e * sd * ad * (2 * dqd + dvd) + 4 * ad * sd;
+  op.kv_bytes_per_sample = e * sd * ad * (dqd + dvd);  // K and V as the attention takes them, per head
+  op.q_bytes_per_sample = e * sd * ad * dqd;
   // Selective: the norm's input, q_a's and kv_a's outputs, q_b's and kv_b's, the attention's output and
   // log-sum-exp, the mask; the norms, rotary and the key expansion run again.
   op.selective_bytes_per_sample =

@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 #include <queue>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -78,7 +79,15 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
   struct LayoutGroup {
     int pp, m;
     costmodel::PipelineSchedule schedule;
-    int workload;  // index into workloads
+    int workload;  // index into workloads (and caches: one per pipeline degree and CP layout)
+    int cp = 1;
+    bool cp_all_to_all = false;
+    // Only odd b0 (a CP group whose half degree is searched too): at an even b0, CP c is no better than
+    // CP c / 2 (CP 1 for c = 2) at b0 / 2, the same global batch and tokens per rank with no more memory
+    // and fewer exchange steps. Ranges run over an index i: b0 = 2 i - 1, else b0 = i.
+    bool odd = false;
+    int b0_of(int i) const { return odd ? 2 * i - 1 : i; }
+    HybridLayout at(int i, bool sp) const { return {pp, m, b0_of(i), schedule, sp, cp, cp_all_to_all}; }
   };
   struct Entry {
     double upper;  // the throughput its bound allows
@@ -97,49 +106,53 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
     detail::check_deadline(opts);
     const LayoutGroup& gr = groups[g];
     ++res.layouts;
-    const HybridLayout layout{gr.pp, gr.m, lo, gr.schedule, opts.sequence_parallel};
+    const HybridLayout layout = gr.at(lo, opts.sequence_parallel);
     const double lb =
         detail::layout_lower_bound(cost, *workloads[static_cast<std::size_t>(gr.workload)], layout, opts,
-                                   rules, &caches[static_cast<std::size_t>(gr.workload)], hi);
+                                   rules, &caches[static_cast<std::size_t>(gr.workload)], gr.b0_of(hi));
     if (lb == kInf) return std::nullopt;
-    return Entry{static_cast<double>(hi) * gr.m * N / gr.pp / lb, g, lo, hi, false, lb};
+    return Entry{static_cast<double>(gr.b0_of(hi)) * gr.m * N / gr.pp / gr.cp / lb, g, lo, hi, false, lb};
   };
   // Every b0 of a group that fits in the relaxation (memory grows with b0: they are 1..b_max, found
   // by doubling and bisection on memory alone) as one range, split when it comes first; with a global
   // batch, its one b0.
-  auto add_group = [&](int pp, costmodel::PipelineSchedule schedule, int m, int workload) {
-    groups.push_back({pp, m, schedule, workload});
+  auto add_group = [&](int pp, costmodel::PipelineSchedule schedule, int m, int workload, int cp,
+                       bool cp_all_to_all, bool odd) {
+    groups.push_back({pp, m, schedule, workload, cp, cp_all_to_all, odd});
+    const LayoutGroup group = groups.back();
     const std::size_t g = groups.size() - 1;
     auto push = [&](int lo, int hi) {
       if (auto e = bound_range(g, lo, hi)) queue.push(*e);
     };
     if (opts.global_batch || opts.b0) {
-      const int per_stage = m * N / pp;
+      const int per_stage = m * N / pp / cp;
       int b0 = opts.b0.value_or(0);
       if (opts.global_batch) {
         if (*opts.global_batch % per_stage != 0 || (b0 > 0 && b0 != *opts.global_batch / per_stage)) return;
         b0 = *opts.global_batch / per_stage;
       }
-      if (b0 <= opts.max_b0) push(b0, b0);
+      if (b0 <= opts.max_b0 && !(odd && b0 % 2 == 0))
+        push((b0 + 1) / (odd ? 2 : 1), (b0 + 1) / (odd ? 2 : 1));
       return;
     }
-    auto fits = [&](int b0) {
+    auto fits = [&](int i) {
       detail::check_deadline(opts);
       ++res.layouts;
       return detail::layout_fits(cost, *workloads[static_cast<std::size_t>(workload)],
-                                 HybridLayout{pp, m, b0, schedule, opts.sequence_parallel}, opts, rules,
+                                 group.at(i, opts.sequence_parallel), opts, rules,
                                  &caches[static_cast<std::size_t>(workload)]);
     };
     if (!fits(1)) return;
-    int good = 1, bad = opts.max_b0 + 1;
-    for (int b = 2; b <= opts.max_b0; b *= 2) {
+    const int top = odd ? (opts.max_b0 + 1) / 2 : opts.max_b0;  // the largest index
+    int good = 1, bad = top + 1;
+    for (int b = 2; b <= top; b *= 2) {
       if (!fits(b)) {
         bad = b;
         break;
       }
       good = b;
     }
-    if (bad == opts.max_b0 + 1 && good < opts.max_b0 && fits(opts.max_b0)) good = opts.max_b0;
+    if (bad == top + 1 && good < top && fits(top)) good = top;
     while (bad - good > 1) {
       const int mid = good + (bad - good) / 2;
       (fits(mid) ? good : bad) = mid;
@@ -174,6 +187,20 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
       detail::PartsCache& cache = caches.emplace_back();
       workloads.push_back(shared);
       const int workload_index = static_cast<int>(workloads.size()) - 1;
+      // The context-parallel layouts of this degree (the exact search only), each with its own cache.
+      std::vector<std::tuple<int, bool, int>> cp_layouts{{1, false, workload_index}};
+      if (!megatron && !galvatron)
+        for (int c = 2; c <= std::min(opts.max_cp, N / pp); c *= 2) {
+          if ((N / pp) % c != 0 || hw.seq % (2 * c) != 0) continue;
+          if (!opts.cp.empty() && std::find(opts.cp.begin(), opts.cp.end(), c) == opts.cp.end()) continue;
+          for (const bool all_to_all : opts.cp_variants) {
+            caches.emplace_back();
+            workloads.push_back(shared);
+            cp_layouts.emplace_back(c, all_to_all, static_cast<int>(workloads.size()) - 1);
+          }
+        }
+      if (!opts.cp.empty() && std::find(opts.cp.begin(), opts.cp.end(), 1) == opts.cp.end())
+        cp_layouts.erase(cp_layouts.begin());
       const int U = static_cast<int>(hw.units.size());
       if (U < pp) continue;
       // A unit none of whose operators' weights split to any degree asked for (an untied embedding's
@@ -241,7 +268,14 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
         }
         for (int m : ms) {
           if (!megatron) {
-            add_group(pp, schedule, m, workload_index);
+            for (const auto& [cp, all_to_all, index] : cp_layouts) {
+              const int half = cp / 2;
+              const bool odd =
+                  cp > 1 && std::any_of(cp_layouts.begin(), cp_layouts.end(), [&](const auto& other) {
+                    return std::get<0>(other) == half && (half == 1 || std::get<1>(other) == all_to_all);
+                  });
+              add_group(pp, schedule, m, index, cp, all_to_all, odd);
+            }
             continue;
           }
           for (int b0 = opts.b0.value_or(1); b0 <= opts.b0.value_or(opts.max_b0); ++b0) {
@@ -307,11 +341,11 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
         continue;
       }
       const LayoutGroup& gr = groups[e.group];
-      const HybridLayout layout{gr.pp, gr.m, e.lo, gr.schedule, opts.sequence_parallel};
+      const HybridLayout layout = gr.at(e.lo, opts.sequence_parallel);
       const std::shared_ptr<const Workload>& shared = workloads[static_cast<std::size_t>(gr.workload)];
       const Workload& hw = *shared;
       detail::PartsCache& cache = caches[static_cast<std::size_t>(gr.workload)];
-      const double B = static_cast<double>(layout.b0) * layout.m * N / layout.pp;
+      const double B = static_cast<double>(layout.b0) * layout.m * N / layout.pp / layout.cp;
       if (!e.tight) {
         double lower = kInf;
         try {

@@ -54,7 +54,11 @@
 //   but that does not beat the bound is not a find). An incumbent just past such a bound, within
 //   the same widening, becomes the bound.
 //   Over layouts: every valid pp, every schedule asked for, m = 1..max_micro_batches (or the one
-//   given), and every b0 up to the largest that fits in the relaxation (found per (pp, schedule, m)
+//   given), every context-parallel degree c (1, and powers of two up to max_cp dividing a stage and
+//   cutting the sequence into 2c chunks, each variant asked for: a layout group of its own with its own
+//   item cache), and every b0 up to the largest that fits in the relaxation; a CP group whose half
+//   degree is searched too takes odd b0 only (at an even b0 it is no better than c / 2 at b0 / 2: the
+//   same global batch and tokens per rank, no more memory, fewer exchange steps) (found per (pp, schedule, m)
 //   by doubling and bisection on the relaxation's memory alone; memory grows with b0). The highest
 //   throughput B / T wins (B = b0 m N / pp); with a global batch given, only layouts with that B.
 //   Best first over a priority queue of throughput caps: each group's b0 = 1..largest as one range,
@@ -98,6 +102,11 @@ struct HybridSearchOptions {
   SpaceOptions space;                // the per-operator choices within each data-parallel group
   std::vector<int> pp;               // pipeline degrees to try; empty: every valid one
   std::vector<int> tp;               // TP degrees allowed; empty: every valid one
+  // Context-parallel degrees (empty: every power of two dividing a stage, up to max_cp) and variants
+  // (false: ring, true: all-to-all) tried; the layouts' groups multiply by them.
+  std::vector<int> cp;
+  int max_cp = 16;
+  std::vector<bool> cp_variants{false};
   int max_micro_batches = 8;         // m = 1..this
   std::optional<int> micro_batches;  // a fixed m
   std::optional<int> global_batch;   // a fixed global batch B
@@ -122,6 +131,8 @@ struct HybridLayout {
   int pp = 1, m = 1, b0 = 1;
   costmodel::PipelineSchedule schedule = costmodel::PipelineSchedule::k1F1B;
   bool sequence_parallel = false;
+  int cp = 1;                  // context-parallel degree (plan.hpp: b0 m N / (pp cp) samples per step)
+  bool cp_all_to_all = false;  // its variant: Ulysses' all-to-alls, else ring attention
 };
 
 struct HybridResult {

@@ -117,6 +117,8 @@ Plan empty_plan(const Workload& hw, const HybridLayout& layout) {
   p.batch_size = layout.b0;
   p.schedule = layout.schedule;
   p.sequence_parallel = layout.sequence_parallel;
+  p.cp = layout.cp;
+  p.cp_all_to_all = layout.cp_all_to_all;
   p.stage_first_unit.assign(static_cast<std::size_t>(layout.pp), 0);
   p.unit_tp.assign(hw.units.size(), 1);
   p.choices.assign(hw.operators.size(), Choice{});

@@ -83,7 +83,10 @@ PlanRequest read_plan_request(const nlohmann::json& j, const std::string& origin
   if (const auto* g = r.raw("groups"); g != nullptr)  // true/false as before, or auto/on/off
     q.groups = g->is_boolean() ? (g->get<bool>() ? "on" : "off") : r.choice("groups", {"auto", "on", "off"});
   q.expert_imbalance = r.number_or("expert_imbalance", 1.0, 64.0, q.expert_imbalance);
-  for (const auto& [key, out] : {std::pair{"pp", &q.pp}, std::pair{"tp", &q.tp}, std::pair{"ep", &q.ep}}) {
+  q.max_cp = static_cast<int>(r.integer_or("max_cp", 1, 1 << 20, q.max_cp));
+  q.cp_variant = r.choice_or("cp_variant", {"ring", "all-to-all", "both"}, q.cp_variant);
+  for (const auto& [key, out] :
+       {std::pair{"pp", &q.pp}, std::pair{"tp", &q.tp}, std::pair{"ep", &q.ep}, std::pair{"cp", &q.cp}}) {
     const auto* v = r.raw(key);
     if (v == nullptr) continue;
     if (v->is_number_integer()) {
@@ -190,9 +193,19 @@ std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a) {
   check_degrees(a.pp, "--pp");
   check_degrees(a.tp, "--tp");
   check_degrees(a.ep, "--ep");
+  check_degrees(a.cp, "--cp");
   lo.pp = a.pp;
   lo.tp = a.tp;
   lo.space.ep = a.ep;
+  lo.cp = a.cp;
+  if (a.max_cp < 1) throw UsageError(fmt::format("--max-cp: expected 1 or more, got {}", a.max_cp));
+  lo.max_cp = a.max_cp;
+  if (a.cp_variant != "ring" && a.cp_variant != "all-to-all" && a.cp_variant != "both")
+    throw UsageError(
+        fmt::format("--cp-variant: expected ring, all-to-all or both, got \"{}\"", a.cp_variant));
+  lo.cp_variants.clear();
+  if (a.cp_variant != "all-to-all") lo.cp_variants.push_back(false);
+  if (a.cp_variant != "ring") lo.cp_variants.push_back(true);
   if (a.max_micro_batches < 1)
     throw UsageError(fmt::format("--max-micro-batches: expected 1 or more, got {}", a.max_micro_batches));
   lo.max_micro_batches = a.max_micro_batches;

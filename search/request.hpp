@@ -56,6 +56,11 @@ struct PlanRequest {
   // expert rank's tokens over its share (costmodel::CostOptions::expert_imbalance).
   std::vector<int> ep;
   double expert_imbalance = 1.0;
+  // Context-parallel degrees (empty: every power of two up to max_cp that divides a stage and cuts the
+  // sequence; {1}: none) and the variant: "ring", "all-to-all" or "both".
+  std::vector<int> cp;
+  int max_cp = 16;
+  std::string cp_variant = "ring";
   int max_micro_batches = 8, micro_batches = 0, global_batch = 0, max_b0 = 4096;
   std::string schedule = "1f1b";
   bool sequence_parallel = false;

@@ -80,7 +80,8 @@ class Builder {
       s_.op_tp.push_back(t);
       const Choice& c = plan.choices[u];
       sliced_.push_back(costmodel::plan_slice(w.operators[u], t, plan.sequence_parallel, w, c,
-                                              model.options().expert_imbalance));
+                                              model.options().expert_imbalance,
+                                              {plan.cp, plan.cp_all_to_all}));
       if (!c.replicate && sliced_.back().splits(c.split).back() != c.split)
         throw UsageError(fmt::format("{}: its TP slice at degree {} cannot be split {} ways",
                                      w.operators[u].name, t, c.split));
@@ -193,7 +194,7 @@ class Builder {
     const double elements = forward ? traffic.forward_elements : traffic.backward_elements;
     compute_collective(fmt::format("{}.{}tp.{}", name(u), site == 1 ? "head." : "", what),
                        TaskKind::kAllReduce, forward ? Payload::kActivations : Payload::kActivationGradients,
-                       {tp(u), 1}, batch(u) * elements * w_.bytes.activation, u, site);
+                       {tp(u), 1}, batch(u) * elements * w_.bytes.activation / plan_.cp, u, site);
   }
 
   // An expert-parallel operator's two all-to-alls (plan_cost.hpp) of one phase on its EP group (ep
@@ -215,15 +216,39 @@ class Builder {
     }
   }
 
+  // Context parallelism's exchanges of attention operator u (plan_cost.hpp) on its CP group (cp ranks at
+  // stride t), on the compute stream: ring attention's K/V blocks (forward and recompute: an all-gather
+  // of cp KV; backward: that and the gradients' reduce-scatter), or Ulysses' all-to-alls (Q, K, V and
+  // the output, each phase).
+  void context_exchanges(int u, bool forward, const char* what) {
+    const int c = plan_.cp;
+    if (c <= 1 || w_.operators[static_cast<std::size_t>(u)].kind != costmodel::OperatorKind::kAttention)
+      return;
+    const double kv = batch(u) * sliced(u).kv_bytes_per_sample, q = batch(u) * sliced(u).q_bytes_per_sample;
+    const Payload payload = forward ? Payload::kActivations : Payload::kActivationGradients;
+    const Group group{c, tp(u)};
+    const auto run = [&](const char* part, TaskKind kind, double bytes) {
+      compute_collective(fmt::format("{}.cp.{}.{}", name(u), part, what), kind, payload, group, bytes, u);
+    };
+    if (plan_.cp_all_to_all) {
+      run("qkv", TaskKind::kAllToAll, q + kv);
+      run("out", TaskKind::kAllToAll, q);
+      return;
+    }
+    run("kv", TaskKind::kAllGather, c * kv);
+    if (!forward) run("dkv", TaskKind::kReduceScatter, c * kv);
+  }
+
   // Activations `hidden` wide re-laid out from degree `from` to `to` (plan_cost.hpp): an all-gather on
   // the ring of max / min ranks, in forward when the degree grows, in backward (of the gradient) when
   // it shrinks.
   void relayout(int from, int to, int hidden, bool forward, const std::string& what, int u) {
     if (from == to || (forward != (to > from))) return;
     const int hi = std::max(from, to), lo = std::min(from, to);
-    compute_collective(fmt::format("{}.relayout{}to{}", what, from, to), TaskKind::kAllGather,
-                       forward ? Payload::kActivations : Payload::kActivationGradients, {hi / lo, lo},
-                       static_cast<double>(s_.batch) * hi * w_.seq * hidden * w_.bytes.activation, u);
+    compute_collective(
+        fmt::format("{}.relayout{}to{}", what, from, to), TaskKind::kAllGather,
+        forward ? Payload::kActivations : Payload::kActivationGradients, {hi / lo, lo},
+        static_cast<double>(s_.batch) * hi * (w_.seq / plan_.cp) * hidden * w_.bytes.activation, u);
   }
 
   // ---- a stage ------------------------------------------------------------------------------------
@@ -319,7 +344,7 @@ class Builder {
                          mb_suffix());
     t.kind = send ? TaskKind::kSend : TaskKind::kRecv;
     t.stream = !send ? Stream::kCompute : peer > 0 ? Stream::kSendNext : Stream::kSendPrevious;
-    t.bytes = static_cast<double>(s_.batch) * w_.seq * hidden * w_.bytes.activation;
+    t.bytes = static_cast<double>(s_.batch) * (w_.seq / plan_.cp) * hidden * w_.bytes.activation;
     t.payload = payload;
     t.peer = peer;
     if (last_program_ >= 0) t.deps.push_back(last_program_);
@@ -535,6 +560,7 @@ class Builder {
     }
     if (st.site == 0) {
       expert_all_to_alls(u, true, "fwd");
+      context_exchanges(u, true, "fwd");
       tp_allreduce(u, true, "allreduce");
     }
   }
@@ -645,6 +671,7 @@ class Builder {
         last_compute_[q] = t;
       }
       expert_all_to_alls(u, true, "recompute");
+      context_exchanges(u, true, "recompute");
       tp_allreduce(u, true, "allreduce.recompute");
     }
     // Selective: the norms, rotary and activation run again, one task before the backward's first; no
@@ -713,6 +740,7 @@ class Builder {
     }
     if (!(w_.operators[static_cast<std::size_t>(u)].kind == costmodel::OperatorKind::kEmbedding)) {
       expert_all_to_alls(u, false, "bwd");
+      context_exchanges(u, false, "bwd");
       tp_allreduce(u, false, "allreduce.bwd");
     }
   }

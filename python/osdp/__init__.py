@@ -99,6 +99,7 @@ def plan(model: PathLike, cluster: PathLike, *, memory: str | int | float | None
          tier: str = "extended", checkpoint_regather: bool = False, dfs_budget: int = 2_000_000,
          pp: int | Sequence[int] | None = None, tp: int | Sequence[int] | None = None,
          ep: int | Sequence[int] | None = None, expert_imbalance: float = 1.0,
+         cp: int | Sequence[int] | None = None, max_cp: int = 16, cp_variant: str = "ring",
          micro_batches: int | None = None, max_micro_batches: int = 8, global_batch: int | None = None,
          schedule: str = "1f1b", sequence_parallel: bool = False, world_size: int | None = None,
          time_budget_s: float = 60.0, draws: int = 100, objective: str = "throughput") -> dict:
@@ -109,7 +110,8 @@ def plan(model: PathLike, cluster: PathLike, *, memory: str | int | float | None
     strategies; ``baseline`` one name or a list of them, ``"none"`` for none, fsdp when left out). The
     space is the whole one the cluster allows (pipeline stages, micro-batches, TP degrees, expert
     parallelism for MoE layers; node groups and two-level collectives on clusters of several nodes);
-    ``pp``, ``tp``, ``ep`` (``ep=1``: no expert parallelism), ``micro_batches``,
+    ``pp``, ``tp``, ``ep`` (``ep=1``: no expert parallelism), ``cp`` and ``max_cp`` (context
+    parallelism's degrees; ``cp_variant`` ring, all-to-all or both), ``micro_batches``,
     ``global_batch`` and ``groups="off"`` narrow it; the search stops within ``time_budget_s``. Returns
     a dict with ``feasible``, ``batch_size``, ``micro_batches``, ``pp``, ``global_batch``,
     ``throughput_samples_per_s``, ``iteration_time_s``, ``peak_memory_bytes``, ``stages`` (the TP
@@ -131,14 +133,15 @@ def plan(model: PathLike, cluster: PathLike, *, memory: str | int | float | None
         "tier": tier, "checkpoint_regather": bool(checkpoint_regather), "dfs_budget": int(dfs_budget),
         "max_micro_batches": int(max_micro_batches), "schedule": schedule,
         "sequence_parallel": bool(sequence_parallel), "time_budget_s": float(time_budget_s), "draws": int(draws),
-        "objective": objective, "expert_imbalance": float(expert_imbalance)}
+        "objective": objective, "expert_imbalance": float(expert_imbalance), "max_cp": int(max_cp),
+        "cp_variant": cp_variant}
     if memory is not None:
         request["memory"] = str(memory)
     if baseline is not None:
         request["baseline"] = str(baseline) if isinstance(baseline, str) else [str(b) for b in baseline]
     if calibration is not None:
         request["calibration"] = os.fspath(calibration)
-    for key, value in (("pp", pp), ("tp", tp), ("ep", ep)):
+    for key, value in (("pp", pp), ("tp", tp), ("ep", ep), ("cp", cp)):
         if value is not None:
             request[key] = [int(v) for v in value] if isinstance(value, Sequence) else int(value)
     for key, value in (("micro_batches", micro_batches), ("global_batch", global_batch), ("world_size", world_size)):

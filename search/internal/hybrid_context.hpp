@@ -124,8 +124,12 @@ class LayoutContext {
           if (!options.tp.empty() && std::find(options.tp.begin(), options.tp.end(), t) == options.tp.end())
             continue;
           if (!model.valid(layout.pp, t)) continue;
+          if ((model.world_size() / layout.pp) % (t * layout.cp) != 0) continue;  // TP x CP in the stage
           bool ok = true;
-          for (int oi : units[u].ops) ok = ok && costmodel::tp_allowed(op(oi), t);
+          for (int oi : units[u].ops)
+            ok = ok && costmodel::tp_allowed(op(oi), t) &&
+                 costmodel::cp_allowed(costmodel::tp_slice(op(oi), t, false, hw), layout.cp,
+                                       layout.cp_all_to_all);
           if (ok) cache_->allowed[u].push_back(t);
         }
         std::vector<int> shapes;
@@ -166,6 +170,7 @@ class LayoutContext {
     if (!slot.empty()) return slot;
     auto [shape_it, fresh_shape] = cache_->shapes.try_emplace({o.shape_id, t});
     PartsCache::Shape& shape = shape_it->second;
+    const costmodel::CpLayout cp{layout_.cp, layout_.cp_all_to_all};
     if (fresh_shape) {
       shape.sliced = costmodel::tp_slice(o, t, layout_.sequence_parallel, hw_);
       SpaceOptions space = options_.space;
@@ -177,15 +182,18 @@ class LayoutContext {
         if (rules_.galvatron && c.selective) continue;  // its released code checkpoints whole layers
         shape.choices.push_back(c);
         if (c.ep > 1 && !shape.ep_sliced.count(c.ep))
-          shape.ep_sliced.emplace(c.ep,
-                                  costmodel::ep_slice(shape.sliced, c.ep, model_.options().expert_imbalance));
+          shape.ep_sliced.emplace(
+              c.ep,
+              costmodel::cp_slice(costmodel::ep_slice(shape.sliced, c.ep, model_.options().expert_imbalance),
+                                  cp.degree, cp.all_to_all));
       }
+      shape.sliced = costmodel::cp_slice(shape.sliced, cp.degree, cp.all_to_all);
     }
     auto [parts_it, fresh_parts] = cache_->parts.try_emplace({o.shape_id, t, price_b0_});
     auto& parts = parts_it->second;
     if (fresh_parts)
       for (const Choice& c : shape.choices)
-        parts.push_back(model_.op_parts(o, shape.of(c), t, c, price_b0_, layout_.pp, hw_.bytes, hw_.seq));
+        parts.push_back(model_.op_parts(o, shape.of(c), t, c, price_b0_, layout_.pp, hw_.bytes, hw_.seq, cp));
     std::vector<Item> all;
     for (std::size_t k = 0; k < shape.choices.size(); ++k) {
       Item it;
@@ -226,14 +234,14 @@ class LayoutContext {
   // Re-layout into unit u from degree t (t < 0: none, the first unit of the model).
   double relayout_into(int u, int from, int t) const {
     if (from < 0 || u == 0) return 0;
-    return model_.relayout_s(from, t, price_b0_, hw_.seq, hw_.units[static_cast<std::size_t>(u - 1)].hidden,
-                             hw_.bytes.activation);
+    return model_.relayout_s(from, t, price_b0_, hw_.seq / layout_.cp,
+                             hw_.units[static_cast<std::size_t>(u - 1)].hidden, hw_.bytes.activation);
   }
   // What ends stage s after unit u at degree t: the re-layout to 1 and the sends (not the last
   // stage), the tied copy's gradient all-reduce (the last).
   double stage_end(int s, int u, int t) const {
     if (s + 1 < layout_.pp) {
-      const auto exit = model_.stage_exit(hw_, layout_.pp, price_b0_, s, u, t);
+      const auto exit = model_.stage_exit(hw_, layout_.pp, price_b0_, s, u, t, layout_.cp);
       return exit.relayout_s + 2 * exit.send_s;
     }
     return model_.tied_sync_s(hw_, layout_.pp, t, layout_.sequence_parallel) / layout_.m;

@@ -41,6 +41,7 @@ struct PartsCache {
     costmodel::Operator sliced;
     std::vector<costmodel::Choice> choices;  // of the space, less those the strategy's rules refuse
     std::map<int, costmodel::Operator> ep_sliced;  // the EP slices of `sliced` its choices use, by degree
+    // (`sliced` and these are also the layout's CP slices: a cache serves one CP degree)
     // The operator a choice prices (costmodel::plan_slice).
     const costmodel::Operator& of(const costmodel::Choice& c) const {
       return c.ep > 1 ? ep_sliced.at(c.ep) : sliced;

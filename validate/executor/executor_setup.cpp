@@ -32,6 +32,12 @@ Executor::Executor(Device& dev, Communicator& comm, const costmodel::Workload& w
       sched_(schedule),
       opt_(options),
       world_(comm.size()) {
+  if (plan.cp > 1)
+    throw UsageError(
+        fmt::format("executor: the plan is context-parallel (CP {}); osdp plans and simulates such plans, "
+                    "and its executor "
+                    "runs each sample's whole sequence on a rank",
+                    plan.cp));
   if (workload.precision != costmodel::Precision::kFp32)
     throw UsageError(fmt::format("the {} backend computes in fp32; model {} is mixed precision",
                                  comm.backend(), workload.model_name));
