@@ -131,8 +131,7 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
         if (*opts.global_batch % per_stage != 0 || (b0 > 0 && b0 != *opts.global_batch / per_stage)) return;
         b0 = *opts.global_batch / per_stage;
       }
-      if (b0 <= opts.max_b0 && !(odd && b0 % 2 == 0))
-        push((b0 + 1) / (odd ? 2 : 1), (b0 + 1) / (odd ? 2 : 1));
+      if (b0 <= opts.max_b0 && !(odd && b0 % 2 == 0)) push(odd ? (b0 + 1) / 2 : b0, odd ? (b0 + 1) / 2 : b0);
       return;
     }
     auto fits = [&](int i) {

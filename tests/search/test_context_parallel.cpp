@@ -190,6 +190,18 @@ TEST_CASE("search_hybrid takes CP where memory needs it", "[cp]") {
   REQUIRE(r.feasible);
   CHECK(r.plan.cp > 1);
   CHECK(r.evaluation.global_batch == r.plan.batch_size * r.plan.micro_batches * 8 / r.plan.pp / r.plan.cp);
+  // A fixed global batch holds for every layout, CP or not (odd b0 only for CP 4 and 8: 2 and 6 are not).
+  cost.set_capacity(cluster.memory_bytes);
+  for (const int global : {1, 2, 3, 4, 6, 8, 16}) {
+    CAPTURE(global);
+    search::HybridSearchOptions fixed = so;
+    fixed.max_b0 = 64;
+    fixed.global_batch = global;
+    const auto g = search::search_hybrid(model, cost, search::LayoutSearch::kExact, fixed);
+    REQUIRE(g.feasible);
+    CHECK(g.evaluation.global_batch == global);
+  }
+  cost.set_capacity(0.9 * hi);
   // The plan file keeps it.
   r.plan.model = model;
   r.plan.cluster = cluster;
