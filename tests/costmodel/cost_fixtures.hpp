@@ -76,6 +76,20 @@ inline std::vector<Choice> all_choices(const Operator& op, int split_max = 8) {
   return out;
 }
 
+// A small llama-family model in fp32 (h 64, 4 query heads of 16 over kv_heads, ffn 96, seq 32,
+// vocabulary 128, untied): the expert- and context-parallel tests' base.
+inline ModelSpec small_llama(int layers, int kv_heads, const std::string& name) {
+  ModelSpec m;
+  apply_family_defaults(m, "llama");
+  m.name = name;
+  m.precision = Precision::kFp32;
+  m.stages = {StageSpec{layers, 64, 4, 96, kv_heads, 16}};
+  m.seq = 32;
+  m.vocab = 128;
+  m.tied_embeddings = false;
+  return m;
+}
+
 inline const Operator& find_op(const Workload& w, const std::string& name) {
   for (const auto& op : w.operators)
     if (op.name == name) return op;

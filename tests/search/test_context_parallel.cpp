@@ -37,15 +37,7 @@ using costmodel::cost_fixtures::kBandwidth;
 using costmodel::cost_fixtures::synthetic_cluster;
 
 ModelSpec llama(int layers) {
-  ModelSpec m;
-  costmodel::apply_family_defaults(m, "llama");
-  m.name = "cp";
-  m.precision = costmodel::Precision::kFp32;
-  m.stages = {costmodel::StageSpec{layers, 64, 4, 96, 2, 16}};
-  m.seq = 32;
-  m.vocab = 128;
-  m.tied_embeddings = false;
-  return m;
+  return costmodel::cost_fixtures::small_llama(layers, 2, "cp");
 }
 
 double rel(double a, double b) {

@@ -45,14 +45,7 @@ using costmodel::cost_fixtures::synthetic_cluster;
 constexpr double kH = 64, kS = 32, kE = 8, kTopK = 2, kFe = 32, kAct = 4;
 
 ModelSpec moe_model(int layers) {
-  ModelSpec m;
-  costmodel::apply_family_defaults(m, "llama");
-  m.name = "moe";
-  m.precision = costmodel::Precision::kFp32;
-  m.stages = {costmodel::StageSpec{layers, 64, 4, 96, 4, 16}};
-  m.seq = 32;
-  m.vocab = 128;
-  m.tied_embeddings = false;
+  ModelSpec m = costmodel::cost_fixtures::small_llama(layers, 4, "moe");
   m.moe.experts = 8;
   m.moe.top_k = 2;
   m.moe.expert_ffn = 32;
