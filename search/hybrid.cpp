@@ -269,9 +269,10 @@ HybridResult search_hybrid(const costmodel::ModelSpec& model, const PlanCostMode
           if (!megatron) {
             for (const auto& [cp, all_to_all, index] : cp_layouts) {
               const int half = cp / 2;
+              const bool variant = all_to_all;  // a structured binding no lambda captures (clang)
               const bool odd =
                   cp > 1 && std::any_of(cp_layouts.begin(), cp_layouts.end(), [&](const auto& other) {
-                    return std::get<0>(other) == half && (half == 1 || std::get<1>(other) == all_to_all);
+                    return std::get<0>(other) == half && (half == 1 || std::get<1>(other) == variant);
                   });
               add_group(pp, schedule, m, index, cp, all_to_all, odd);
             }
