@@ -145,7 +145,7 @@ struct Operator {
   // ring attention passes around the context-parallel ring), and of its queries (the output is as
   // large), per sample.
   double kv_bytes_per_sample = 0, q_bytes_per_sample = 0;
-  int shape_id = 0;            // operators with the same shape_id have identical weights and kernels
+  int shape_id = 0;  // operators with the same shape_id have identical weights and kernels
   std::int64_t split_units =
       0;  // when > 0, split counts must divide it (an attention slice holds whole heads)
 

@@ -99,9 +99,9 @@
 namespace osdp::search {
 
 struct HybridSearchOptions {
-  SpaceOptions space;                // the per-operator choices within each data-parallel group
-  std::vector<int> pp;               // pipeline degrees to try; empty: every valid one
-  std::vector<int> tp;               // TP degrees allowed; empty: every valid one
+  SpaceOptions space;   // the per-operator choices within each data-parallel group
+  std::vector<int> pp;  // pipeline degrees to try; empty: every valid one
+  std::vector<int> tp;  // TP degrees allowed; empty: every valid one
   // Context-parallel degrees (empty: every power of two dividing a stage, up to max_cp) and variants
   // (false: ring, true: all-to-all) tried; the layouts' groups multiply by them.
   std::vector<int> cp;

@@ -11,12 +11,12 @@
 namespace osdp::search {
 
 using costmodel::Choice;
-using costmodel::PlanCostModel;
 using costmodel::Plan;
+using costmodel::PlanCostModel;
 using costmodel::Workload;
 
 std::optional<Plan> brute_force_layout(const PlanCostModel& model, const Workload& hw,
-                                             const HybridLayout& layout, const HybridSearchOptions& options) {
+                                       const HybridLayout& layout, const HybridSearchOptions& options) {
   using namespace detail;
   const LayoutContext ctx(model, hw, layout, options, ItemRules{}, nullptr);
   const int U = static_cast<int>(hw.units.size()), pp = layout.pp;

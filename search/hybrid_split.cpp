@@ -1,6 +1,6 @@
-// The stage split of the exact hybrid search and the plans it starts from (search/internal/hybrid_layout.hpp):
-// the split minimising a pipeline's step over a table of priced stages, a layout's empty plan, even
-// stages, and the incumbents of one TP degree for every unit.
+// The stage split of the exact hybrid search and the plans it starts from
+// (search/internal/hybrid_layout.hpp): the split minimising a pipeline's step over a table of priced stages,
+// a layout's empty plan, even stages, and the incumbents of one TP degree for every unit.
 #include <algorithm>
 #include <limits>
 #include <optional>
@@ -13,8 +13,8 @@
 namespace osdp::search::detail {
 
 using costmodel::Choice;
-using costmodel::PlanCostModel;
 using costmodel::Plan;
+using costmodel::PlanCostModel;
 using costmodel::Workload;
 
 // The split minimising sum_s c(s) + (m - 1) max_s c(s) over a table of stage costs (c[s][i][j]: stage
@@ -138,8 +138,8 @@ std::vector<int> even_stage_starts(const Workload& hw, int pp) {
     int u = layer_units[static_cast<std::size_t>(acc)];
     while (
         u > 0 && !hw.units[static_cast<std::size_t>(u - 1)].layer && u - 1 > starts.back() &&
-        hw.operators[static_cast<std::size_t>(hw.units[static_cast<std::size_t>(u - 1)].ops.front())]
-                .kind == costmodel::OperatorKind::kProjection)
+        hw.operators[static_cast<std::size_t>(hw.units[static_cast<std::size_t>(u - 1)].ops.front())].kind ==
+            costmodel::OperatorKind::kProjection)
       --u;
     starts.push_back(u);
   }
@@ -176,10 +176,9 @@ bool flat_stage(const LayoutContext& ctx, int t, int s, Plan& plan) {
     }
   }
   const HybridSearchOptions& o = ctx.options();
-  const Solution sol =
-      solve_exact(inst, std::numeric_limits<double>::infinity(),
-                  std::min(kMaxDpStates, static_cast<std::size_t>(std::max(1.0, o.memory_budget_bytes / 8))),
-                  o.deadline);
+  const Solution sol = solve_exact(
+      inst, std::numeric_limits<double>::infinity(),
+      std::min(kMaxDpStates, static_cast<std::size_t>(std::max(1.0, o.memory_budget_bytes / 8))), o.deadline);
   if (!sol.feasible) return false;
   for (std::size_t g = 0; g < op_t.size(); ++g)
     plan.choices[static_cast<std::size_t>(op_t[g].first)] =

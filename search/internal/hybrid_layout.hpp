@@ -39,7 +39,7 @@ struct ItemRules {
 struct PartsCache {
   struct Shape {
     costmodel::Operator sliced;
-    std::vector<costmodel::Choice> choices;  // of the space, less those the strategy's rules refuse
+    std::vector<costmodel::Choice> choices;        // of the space, less those the strategy's rules refuse
     std::map<int, costmodel::Operator> ep_sliced;  // the EP slices of `sliced` its choices use, by degree
     // (`sliced` and these are also the layout's CP slices: a cache serves one CP degree)
     // The operator a choice prices (costmodel::plan_slice).
@@ -47,7 +47,7 @@ struct PartsCache {
       return c.ep > 1 ? ep_sliced.at(c.ep) : sliced;
     }
   };
-  std::map<std::pair<int, int>, Shape> shapes;                                       // (shape, t)
+  std::map<std::pair<int, int>, Shape> shapes;                                 // (shape, t)
   std::map<std::tuple<int, int, int>, std::vector<costmodel::OpParts>> parts;  // (shape, t, b0)
   // Per unit, filled by the first layout: the TP degrees it allows, and its class (units of one class
   // have operators of the same shapes, so the same items); per operator, its unit.
@@ -62,8 +62,7 @@ class LayoutContext;  // search/internal/hybrid_context.hpp
 // something is set in it: stage 0 starts at unit 0 only, so one stage costs one row, not U + 1.
 class StageTable {
  public:
-  StageTable(int pp, int U)
-      : U_(U), rows_(static_cast<std::size_t>(pp) * static_cast<std::size_t>(U + 1)) {}
+  StageTable(int pp, int U) : U_(U), rows_(static_cast<std::size_t>(pp) * static_cast<std::size_t>(U + 1)) {}
   double operator()(int s, int i, int j) const {
     const auto& r = rows_[row(s, i)];
     return r.empty() ? kInfinity : r[static_cast<std::size_t>(j)];
@@ -108,8 +107,7 @@ bool flat_stage(const LayoutContext& ctx, int t, int s, costmodel::Plan& plan);
 
 // An incumbent the exact search must beat: the stages first at `starts`, each by flat_stage at
 // degree t; none when some stage does not fit there (the caller evaluates the whole plan).
-std::optional<costmodel::Plan> uniform_plan(const LayoutContext& ctx, int t,
-                                                  const std::vector<int>& starts);
+std::optional<costmodel::Plan> uniform_plan(const LayoutContext& ctx, int t, const std::vector<int>& starts);
 
 // Whether some split fits every stage in its own memory in the relaxation (every unit at its least
 // bytes): layout_lower_bound is infinity exactly when this is false, and then no larger b0 fits
@@ -154,9 +152,10 @@ struct Pricing {
 // the layout's tighter lower bound on the step, computed before any plan is priced: the best split of
 // the stages' own LP bounds, with one stage the least LP of its transient bands (infinity when none
 // fits). With a bound of 0 that is all it does.
-std::optional<costmodel::Plan> solve_layout(
-    const costmodel::PlanCostModel& model, const costmodel::Workload& hw, const HybridLayout& layout,
-    const HybridSearchOptions& options, ItemRules rules, bool even, double bound, std::int64_t* labels,
-    PartsCache* cache = nullptr, double* lower = nullptr, Pricing pricing = {});
+std::optional<costmodel::Plan> solve_layout(const costmodel::PlanCostModel& model,
+                                            const costmodel::Workload& hw, const HybridLayout& layout,
+                                            const HybridSearchOptions& options, ItemRules rules, bool even,
+                                            double bound, std::int64_t* labels, PartsCache* cache = nullptr,
+                                            double* lower = nullptr, Pricing pricing = {});
 
 }  // namespace osdp::search::detail
