@@ -11,13 +11,6 @@
 #include "costmodel/workload.hpp"
 
 namespace osdp::costmodel {
-namespace {
-
-bool power_of_two(int x) {
-  return x >= 1 && (x & (x - 1)) == 0;
-}
-
-}  // namespace
 
 const char* to_string(PipelineSchedule s) {
   return s == PipelineSchedule::kGpipe ? "gpipe" : "1f1b";

@@ -98,6 +98,10 @@ void set_data_parallel(Plan& plan, const Workload& w, std::vector<Choice> choice
 // allowed for every operator of their unit, one choice per operator. Throws UsageError naming what is
 // wrong.
 void check_layout(const Plan& plan, const Workload& w, const ClusterSpec& cluster);
+// Every parallel degree of a plan (pp, t, cp, ep, split counts) is a power of two.
+inline bool power_of_two(int x) {
+  return x >= 1 && (x & (x - 1)) == 0;
+}
 // Whether (pp, t) is a valid layout on a cluster: pp a power of two dividing N, t a power of two with
 // t <= G and t | N / pp, and a stage's data-parallel group a whole number of ranks per node.
 bool valid_degrees(const ClusterSpec& cluster, int pp, int t);

@@ -6,13 +6,6 @@
 #include "costmodel/workload.hpp"
 
 namespace osdp::costmodel {
-namespace {
-
-bool power_of_two(int x) {
-  return x > 0 && (x & (x - 1)) == 0;
-}
-
-}  // namespace
 
 bool valid_degrees(const ClusterSpec& cluster, int pp, int t) {
   const int n = cluster.world_size(), g = cluster.devices_per_node;

@@ -7,6 +7,7 @@
 
 #include "costmodel/error.hpp"
 #include "costmodel/json_reader.hpp"
+#include "costmodel/plan.hpp"
 #include "costmodel/units.hpp"
 #include "search/strategy.hpp"
 
@@ -14,6 +15,7 @@ namespace osdp::experiments {
 namespace {
 
 using costmodel::JsonReader;
+using costmodel::power_of_two;
 
 const std::vector<std::string> kAxes = {
     "model",    "cluster",       "world_size",          "memory",   "split_max", "checkpoint",
@@ -24,10 +26,6 @@ std::string known_keys() {
   std::string out;
   for (const auto& k : kAxes) out += (out.empty() ? "" : ", ") + k;
   return out;
-}
-
-bool power_of_two(int x) {
-  return x >= 1 && (x & (x - 1)) == 0;
 }
 
 [[noreturn]] void bad(const std::string& file, const std::string& pointer, const std::string& msg) {

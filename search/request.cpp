@@ -14,15 +14,14 @@
 #include "costmodel/error.hpp"
 #include "costmodel/hf_config.hpp"
 #include "costmodel/json_reader.hpp"
+#include "costmodel/plan.hpp"
 #include "costmodel/provenance.hpp"
 #include "costmodel/units.hpp"
 
 namespace osdp::search {
 namespace {
 
-bool power_of_two(int x) {
-  return x >= 1 && (x & (x - 1)) == 0;
-}
+using costmodel::power_of_two;
 
 int positive_integer(const std::string& text, const char* option) {
   try {
