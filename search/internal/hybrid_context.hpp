@@ -172,22 +172,23 @@ class LayoutContext {
     PartsCache::Shape& shape = shape_it->second;
     const costmodel::CpLayout cp{layout_.cp, layout_.cp_all_to_all};
     if (fresh_shape) {
-      shape.sliced = costmodel::tp_slice(o, t, layout_.sequence_parallel, hw_);
+      const Operator tp_sliced = costmodel::tp_slice(o, t, layout_.sequence_parallel, hw_);
+      // The operator each choice prices: costmodel::plan_slice (TP, then EP, then CP), one per EP degree.
+      const auto slice = [&](const Choice& c) {
+        return costmodel::plan_slice(o, t, layout_.sequence_parallel, hw_, c,
+                                     model_.options().expert_imbalance, cp);
+      };
       SpaceOptions space = options_.space;
       if (rules_.galvatron) space.split_max = 1;
       const int group = model_.world_size() / layout_.pp / t;
-      for (const Choice& c : choices_for(shape.sliced, space, rules_.galvatron ? 0 : group)) {
+      for (const Choice& c : choices_for(tp_sliced, space, rules_.galvatron ? 0 : group)) {
         if (rules_.galvatron && !(c.replicate || c.is_zdp())) continue;
         if (rules_.galvatron && (c.node_group || c.two_level)) continue;
         if (rules_.galvatron && c.selective) continue;  // its released code checkpoints whole layers
         shape.choices.push_back(c);
-        if (c.ep > 1 && !shape.ep_sliced.count(c.ep))
-          shape.ep_sliced.emplace(
-              c.ep,
-              costmodel::cp_slice(costmodel::ep_slice(shape.sliced, c.ep, model_.options().expert_imbalance),
-                                  cp.degree, cp.all_to_all));
+        if (c.ep > 1 && !shape.ep_sliced.count(c.ep)) shape.ep_sliced.emplace(c.ep, slice(c));
       }
-      shape.sliced = costmodel::cp_slice(shape.sliced, cp.degree, cp.all_to_all);
+      shape.sliced = slice(Choice{});
     }
     auto [parts_it, fresh_parts] = cache_->parts.try_emplace({o.shape_id, t, price_b0_});
     auto& parts = parts_it->second;
