@@ -1,5 +1,7 @@
 #include "experiments/run.hpp"
 
+#include <limits>
+
 #include <fmt/format.h>
 
 #include "costmodel/catalog.hpp"
@@ -187,6 +189,17 @@ nlohmann::json to_json(const UnitResult& r) {
   return j;
 }
 
+namespace {
+
+// A figure that may be NaN: to_json writes NaN as null (JSON has no NaN; the nccl backend's loss of a
+// timing run is one), and it reads back as NaN.
+double figure(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  return v.is_null() ? std::numeric_limits<double>::quiet_NaN() : v.get<double>();
+}
+
+}  // namespace
+
 UnitResult unit_result_from_json(const nlohmann::json& j) {
   UnitResult r;
   r.index = j.at("index").get<int>();
@@ -195,22 +208,22 @@ UnitResult unit_result_from_json(const nlohmann::json& j) {
   r.cluster = j.at("cluster").get<std::string>();
   r.strategy = j.at("strategy").get<std::string>();
   r.world_size = j.at("world_size").get<int>();
-  r.memory_limit_bytes = j.at("memory_limit_bytes").get<double>();
+  r.memory_limit_bytes = figure(j, "memory_limit_bytes");
   r.feasible = j.at("feasible").get<bool>();
   r.batch_size = j.at("batch_size").get<int>();
   // Rows written before plans had layouts: one stage, one micro-batch, the batch on every device.
   r.pp = j.value("pp", 1);
   r.micro_batches = j.value("micro_batches", 1);
   r.global_batch = j.value("global_batch", r.batch_size * r.world_size);
-  r.min_fit_bytes = j.at("min_fit_memory_bytes").get<double>();
+  r.min_fit_bytes = figure(j, "min_fit_memory_bytes");
   r.plan_summary = j.at("plan_summary").get<std::string>();
   if (const auto it = j.find("units"); it != j.end()) r.units = *it;
   for (const auto& e : j.at("evaluations")) {
     r.evaluations.push_back({evaluator_named(e.at("evaluator").get<std::string>()).value(),
                              e.at("feasible").get<bool>(),
-                             e.at("throughput_samples_per_s").get<double>(),
-                             e.at("iteration_time_s").get<double>(),
-                             e.at("peak_memory_bytes").get<double>(),
+                             figure(e, "throughput_samples_per_s"),
+                             figure(e, "iteration_time_s"),
+                             figure(e, "peak_memory_bytes"),
                              {},
                              {}});
     // Rows written before intervals have none.
@@ -221,26 +234,25 @@ UnitResult unit_result_from_json(const nlohmann::json& j) {
       r.evaluations.back().drawn_s = it->get<std::vector<double>>();
   }
   for (const auto& c : j.at("candidates"))
-    r.candidates.push_back({c.at("batch_size").get<int>(), c.at("iteration_time_s").get<double>(),
-                            c.at("peak_memory_bytes").get<double>(),
-                            c.at("throughput_samples_per_s").get<double>()});
+    r.candidates.push_back({c.at("batch_size").get<int>(), figure(c, "iteration_time_s"),
+                            figure(c, "peak_memory_bytes"), figure(c, "throughput_samples_per_s")});
   if (const auto it = j.find("measurement"); it != j.end()) {
     const nlohmann::json& m = *it;
     Measurement x;
     x.group = m.at("group").get<std::string>();
     x.prefetch = m.at("prefetch").get<int>();
     x.steps_s = m.at("steps_s").get<std::vector<double>>();
-    x.min_s = m.at("min_s").get<double>();
-    x.max_s = m.at("max_s").get<double>();
-    x.predicted_peak_bytes = m.at("predicted_peak_bytes").get<double>();
-    x.peak_bytes = m.at("peak_bytes").get<double>();
-    x.baseline_bytes = m.at("baseline_bytes").get<double>();
-    x.padding_bytes = m.at("padding_bytes").get<double>();
-    x.device_free_bytes = m.at("device_free_bytes").get<double>();
-    x.device_total_bytes = m.at("device_total_bytes").get<double>();
-    x.time_error = m.at("time_error").get<double>();
-    x.memory_error = m.at("memory_error").get<double>();
-    x.loss = m.at("loss").get<double>();
+    x.min_s = figure(m, "min_s");
+    x.max_s = figure(m, "max_s");
+    x.predicted_peak_bytes = figure(m, "predicted_peak_bytes");
+    x.peak_bytes = figure(m, "peak_bytes");
+    x.baseline_bytes = figure(m, "baseline_bytes");
+    x.padding_bytes = figure(m, "padding_bytes");
+    x.device_free_bytes = figure(m, "device_free_bytes");
+    x.device_total_bytes = figure(m, "device_total_bytes");
+    x.time_error = figure(m, "time_error");
+    x.memory_error = figure(m, "memory_error");
+    x.loss = figure(m, "loss");
     x.state_bytes = m.value("state_bytes", 0.0);  // rows written before the torch backend have none
     x.predicted_state_bytes = m.value("predicted_state_bytes", 0.0);
     x.check_loss_error = m.value("check_loss_error", -1.0);

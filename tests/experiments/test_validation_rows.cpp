@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,17 @@ TEST_CASE("a measured row reads back as written", "[experiments][validate]") {
   // A sweep row has no measurement, and reads back without one.
   UnitResult plain = result(1, "fsdp", {ev("analytic", true, 10)});
   CHECK_FALSE(unit_result_from_json(to_json(plain)).measurement);
+  // A timing run on the nccl backend leaves the loss NaN, which JSON writes as null: the row reads
+  // back (osdp validate --resume keeps it) with the loss NaN and everything else as written.
+  m.loss = std::numeric_limits<double>::quiet_NaN();
+  r.measurement = m;
+  const nlohmann::json written = nlohmann::json::parse(to_json(r).dump());
+  CHECK(written["measurement"]["loss"].is_null());
+  const UnitResult nan_back = unit_result_from_json(written);
+  REQUIRE(nan_back.measurement);
+  CHECK(std::isnan(nan_back.measurement->loss));
+  CHECK(nan_back.measurement->steps_s == m.steps_s);
+  CHECK(nan_back.measurement->time_error == 0.125);
 }
 
 namespace {
