@@ -151,7 +151,32 @@ TEST_CASE("run_calibration measures every point once, in order, and frees its me
   CHECK(p.at("options").at("max_bytes") == 65536.0);
   for (const char* k : {"host", "date", "machine", "device", "compiler", "eigen", "fit"})
     CHECK(p.contains(k));
+  CHECK(p.at("gemm_operands").at("values").get<std::string>().find("uniform in [-1, 1)") !=
+        std::string::npos);
   CHECK(run.calibration.name == "twin");
+}
+
+TEST_CASE("the timed GEMMs' operands: uniform in [-1, 1), as a step's data, not constants", "[calibrate]") {
+  const std::size_t n = std::size_t{1} << 16;
+  const std::vector<float> a = operand_pattern(n, 1), again = operand_pattern(n, 1),
+                           b = operand_pattern(n, 2);
+  REQUIRE(a.size() == n);
+  CHECK(a == again);  // deterministic
+  CHECK(a != b);      // A and B differ
+  double sum = 0, sq = 0;
+  for (const float v : a) {
+    REQUIRE(v >= -1.0f);
+    REQUIRE(v < 1.0f);
+    sum += v;
+    sq += static_cast<double>(v) * v;
+  }
+  // Uniform on [-1, 1): mean 0 and variance 1/3; the sample mean's sigma is sqrt(1/3 / n) = 0.00226,
+  // the sample variance's sqrt((1/5 - 1/9) / n) = 0.00116. Bounds at about 4.5 sigma.
+  CHECK(std::abs(sum / n) < 0.01);
+  CHECK(std::abs(sq / n - 1.0 / 3.0) < 0.005);
+  // 24 random bits per value: nearly all distinct (n^2 / 2^25 = 128 collisions expected).
+  CHECK(std::set<float>(a.begin(), a.end()).size() > n - 400);
+  CHECK(operand_pattern(kPatternFloats + 7, 1).size() == kPatternFloats + 7);
 }
 
 TEST_CASE("a sweep's points are timed in passes, not one point's repetitions back to back",

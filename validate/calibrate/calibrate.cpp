@@ -53,6 +53,19 @@ class Buffer {
     s.enqueue([this, &s, v] { d_.fill(s, p_, elems_, v); });
     s.synchronize();
   }
+  // Fills with operand_pattern(seed) repeated: GEMMs are timed on values like a step's, not on
+  // constants. (On an H200 a bf16 GEMM ran 13% faster on zeros than on random data, and on one H200
+  // the GEMM-bound tasks of a step took 4-10% longer than the calibration's timed shapes on constants;
+  // data/results/gpu/h200-1gpu-2026-11-29.)
+  void fill_pattern(std::uint64_t seed) {
+    const std::vector<float> pattern = operand_pattern(std::min<std::size_t>(elems_, kPatternFloats), seed);
+    Stream& s = d_.compute_stream();
+    s.enqueue([this, &s, &pattern] {
+      for (std::size_t at = 0; at < elems_; at += pattern.size())
+        d_.upload(s, pattern.data(), p_ + at, std::min(pattern.size(), elems_ - at));
+    });
+    s.synchronize();
+  }
 
  private:
   Device& d_;
@@ -241,8 +254,8 @@ struct GemmPool {
       : a(d, max_of(calls, &GemmCall::elems_a), "calibrate: gemm A"),
         b(d, max_of(calls, &GemmCall::elems_b), "calibrate: gemm B"),
         c(d, max_of(calls, &GemmCall::elems_c), "calibrate: gemm C") {
-    a.fill(0.01f);
-    b.fill(0.01f);
+    a.fill_pattern(1);
+    b.fill_pattern(2);
     c.fill(0.0f);
   }
   static std::size_t max_of(const std::vector<GemmCall>& calls, std::size_t (GemmCall::*elems)() const) {

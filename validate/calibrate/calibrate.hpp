@@ -44,6 +44,12 @@ std::vector<GemmShape> generic_gemm_shapes(bool quick);
 // The provenance's "gemm_operands": how the timed GEMM calls rotated their operands (over a pool of
 // rotation_bytes, twice the last-level cache and at least 64 MiB), written alike for every backend.
 nlohmann::json gemm_operands_provenance(double rotation_bytes, double last_level_cache_bytes);
+
+// The values the timed GEMMs' A and B hold: `n` floats uniform in [-1, 1) from a splitmix64 stream of
+// `seed`, repeated over the operand pool (kPatternFloats at most, 4 MiB). A GPU's power, so its clock,
+// depends on the bits its multipliers toggle: constant operands time faster than a step's data.
+inline constexpr std::size_t kPatternFloats = std::size_t{1} << 20;
+std::vector<float> operand_pattern(std::size_t n, std::uint64_t seed);
 // The distinct GEMM kernels of the models' IR (forward and backward) at the given micro-batch sizes, at
 // most `max_flops` each (osdp calibrate: 8 GFLOP on CPU ranks, where larger ones take seconds; 1 TFLOP
 // on GPUs).

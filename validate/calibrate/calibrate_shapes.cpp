@@ -72,7 +72,22 @@ nlohmann::json gemm_operands_provenance(double rotation_bytes, double last_level
           {"last_level_cache_bytes", last_level_cache_bytes},
           {"rule",
            "every timed GEMM call takes the next copy of its operands in a pool of twice the "
-           "last-level cache (at least 64 MiB)"}};
+           "last-level cache (at least 64 MiB)"},
+          {"values", "A and B uniform in [-1, 1) (a 4 MiB pattern repeated), C zeros"}};
+}
+
+std::vector<float> operand_pattern(std::size_t n, std::uint64_t seed) {
+  std::vector<float> out(n);
+  std::uint64_t x = seed;
+  for (float& v : out) {  // splitmix64
+    x += 0x9e3779b97f4a7c15ULL;
+    std::uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    v = static_cast<float>(static_cast<double>(z >> 40) / 16777216.0 * 2.0 - 1.0);  // 24 bits: exact in float
+  }
+  return out;
 }
 
 nlohmann::json CalibrateOptions::to_json() const {

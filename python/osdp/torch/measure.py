@@ -552,7 +552,10 @@ def _calibrate(job: dict, device: torch.device, status: Callable[[str], None]) -
         return max(1, -(-cold // (4 * count * (m * k + k * n + m * n))))
 
     extents = [[copies(m, n, k, c) * c * e for e in (m * k, k * n, m * n)] for m, n, k, c in shapes]
-    pa, pb, pc = (torch.full((max((x[j] for x in extents), default=1),), 0.01, **f32) for j in range(3))
+    # A and B hold values like a step's, uniform in [-1, 1) (a 4 MiB pattern repeated), not constants: a
+    # GPU's clock depends on the bits its multipliers toggle (validate/calibrate/calibrate.hpp).
+    pa, pb = (_operand_pool(max((x[j] for x in extents), default=1), seed, device) for j, seed in ((0, 1), (1, 2)))
+    pc = torch.zeros(max((x[2] for x in extents), default=1), **f32)
 
     def gemm(m: int, n: int, k: int, count: int) -> Callable[[int], None]:
         r = copies(m, n, k, count)
@@ -568,6 +571,13 @@ def _calibrate(job: dict, device: torch.device, status: Callable[[str], None]) -
                                         for m, n, k, c in shapes])
     return {"measurements": measurements,
             "gemm_operands": {"rotation_bytes": cold, "last_level_cache_bytes": cache}}
+
+
+def _operand_pool(n: int, seed: int, device: torch.device) -> torch.Tensor:
+    """n floats: a pattern of at most 2**20 uniform in [-1, 1) (generator seeded with `seed`), repeated."""
+    g = torch.Generator().manual_seed(seed)
+    pattern = torch.rand(min(n, 1 << 20), generator=g, dtype=torch.float32) * 2 - 1
+    return pattern.repeat(-(-n // pattern.numel()))[:n].contiguous().to(device)
 
 
 def _last_level_cache_bytes(device: torch.device) -> int:
