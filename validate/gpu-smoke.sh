@@ -11,7 +11,8 @@
 # instead of calibrating (about 4 minutes on one H100), and OSDP_SMOKE_BATCHES=1,2 narrows the
 # experiment's micro-batch axis (1,2,4: 24 plans, about 6 minutes on one H100); OSDP_SMOKE_TESTS=0
 # skips the GPU tests (the calibration and the validation alone: the run of docs/intervals.md's
-# checks on a GPU, `OSDP_SMOKE_TESTS=0 OSDP_SMOKE_BATCHES=1,2 validate/gpu-smoke.sh`, under 10 minutes).
+# checks on a GPU, `OSDP_SMOKE_TESTS=0 OSDP_SMOKE_BATCHES=1,2 validate/gpu-smoke.sh`: on one H200
+# the calibration took 245 s and the 16 plans about 300 s, 18 s each of which about 14 s is not steps).
 # The table gives each plan's 90% interval and the summary the coverage and the order checks.
 #
 # Builds BUILD_DIR first when it has no osdp. Exit: 0 when every step ran and the predictions held
@@ -25,6 +26,8 @@ OUT=${2:-$BUILD/gpu-smoke}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 say() { printf '\n== %s\n' "$*"; }
+# Each line of a long step prefixed with the wall clock, so that a log says where the minutes went.
+stamp() { while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done; }
 fail() { echo "gpu-smoke: $*" >&2; exit 1; }
 
 if [ ! -x "$BUILD/cli/osdp" ]; then
@@ -53,6 +56,12 @@ if [ "${GPUS:-0}" -lt 1 ]; then
 fi
 echo "GPUs: $GPUS"
 mkdir -p "$OUT"
+# The GPUs' clocks, power and temperature every half second while the script runs (OUT/gpu-clocks.csv):
+# a step that runs slower than its calibrated kernels may be running at another clock.
+nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
+  --format=csv -lms 500 >"$OUT/gpu-clocks.csv" 2>&1 &
+CLOCKS=$!
+trap 'kill $CLOCKS 2>/dev/null' EXIT
 
 if [ "${OSDP_SMOKE_TESTS:-1}" = 0 ]; then
   say "GPU tests skipped (OSDP_SMOKE_TESTS=0)"
@@ -81,8 +90,8 @@ if [ -n "${OSDP_SMOKE_CALIBRATION:-}" ]; then
   CALIBRATION=$OSDP_SMOKE_CALIBRATION
 else
   say "osdp calibrate --backend nccl -np $GPUS"
-  "$OSDP" calibrate --backend nccl -np "$GPUS" --model nd-48x1024 --out "$CALIBRATION" ||
-    fail "calibration failed"
+  "$OSDP" calibrate --backend nccl -np "$GPUS" --model nd-48x1024 --out "$CALIBRATION" 2>&1 | stamp
+  [ "${PIPESTATUS[0]}" = 0 ] || fail "calibration failed"
 fi
 
 # The bundled GPU experiment, at this machine's world size.
@@ -100,8 +109,8 @@ PY
 
 say "osdp validate --backend nccl -np $GPUS"
 "$OSDP" validate "$OUT/validate-gpu.json" --backend nccl -np "$GPUS" \
-  --calibration "$CALIBRATION" --out "$OUT/validate" --tasks
-rc=$?
+  --calibration "$CALIBRATION" --out "$OUT/validate" --tasks 2>&1 | stamp
+rc=${PIPESTATUS[0]}
 [ -f "$OUT/validate/validation.csv" ] || fail "validation failed (exit $rc) before writing its table"
 
 say "predicted against measured ($OUT/validate/validation.csv)"
