@@ -243,6 +243,36 @@ TEST_CASE("a slice holds ceil(P/n) elements at most and the slices cover every p
     }
 }
 
+TEST_CASE("a slice of a million elements or more, filled on several threads, holds each element's own value",
+          "[numerics]") {
+  // Hidden 512: an MLP of 2 x 512 x 2048 weights, whole (2.1 M) and in 2 slices (1.05 M each): both at
+  // or over the 2^20 elements from which initial_slice spreads rows over the cores.
+  for (const auto& op : costmodel::lower(testing::tiny_model(false, 1, 512)).operators) {
+    if (op.kind != OperatorKind::kMlp) continue;
+    for (const int n : {1, 2}) {
+      CAPTURE(op.name, n);
+      const OperatorLayout l = make_layout(op, n, 1);
+      REQUIRE(l.slice_elems >= (1 << 20));
+      std::vector<float> logical(static_cast<std::size_t>(op.parameters()), -7.0f);
+      for (int j = 0; j < n; ++j) {
+        const auto flat = initial_slice(op, l, j);
+        slice_to_logical(op, l, j, flat.data(), logical);
+      }
+      std::int64_t base = 0, wrong = 0;
+      for (int wi = 0; wi < static_cast<int>(op.weights.size()); ++wi) {
+        const auto& wt = op.weights[static_cast<std::size_t>(wi)];
+        for (std::int64_t r = 0; r < wt.rows; ++r)
+          for (std::int64_t c = 0; c < wt.cols; ++c)
+            wrong += logical[static_cast<std::size_t>(base + r * wt.cols + c)] != initial_value(op, wi, r, c);
+        base += wt.elements();
+      }
+      CHECK(wrong == 0);
+    }
+    return;
+  }
+  FAIL("the model has no MLP");
+}
+
 TEST_CASE("a GQA slice holds its query heads' and its key/value heads' columns; a gated one its gate and up "
           "columns",
           "[numerics]") {

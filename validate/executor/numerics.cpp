@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -556,9 +559,46 @@ void for_each_element(const Operator& op, const OperatorLayout& l, int j, F&& f)
 
 std::vector<float> initial_slice(const Operator& op, const OperatorLayout& l, int j) {
   std::vector<float> out(static_cast<std::size_t>(l.padded_elems), 0.0f);
-  for_each_element(op, l, j, [&](int w, I r, I c, I idx) {
-    out[static_cast<std::size_t>(idx)] = initial_value(op, w, r, c);
-  });
+  const SliceLayout& sl = l.slice[static_cast<std::size_t>(j)];
+  // The matrix blocks' rows, as for_each_element lays them out (row-major from the block's offset),
+  // each computed on its own: a 48-layer GPT's 657 M values took 8.8 s on one core, before every step
+  // a validation runs. Spread over the cores when there are many; the values do not depend on how.
+  std::vector<std::pair<const Block*, I>> rows;  // (block, elements per row)
+  I total = 0;
+  for (const Block& b : sl.blocks) {
+    I per_row = 0;
+    for (const auto& cr : b.columns) per_row += cr.count;
+    rows.emplace_back(&b, per_row);
+    total += b.rows * per_row;
+  }
+  const auto fill_rows = [&](const Block& b, I per_row, I r0, I r1) {
+    for (I r = r0; r < r1; ++r) {
+      I idx = b.offset + r * per_row;
+      for (const auto& cr : b.columns)
+        for (I c = 0; c < cr.count; ++c)
+          out[static_cast<std::size_t>(idx++)] = initial_value(op, b.weight, b.row0 + r, cr.start + c);
+    }
+  };
+  const unsigned threads = total < (I{1} << 20) ? 1u : std::max(1u, std::thread::hardware_concurrency());
+  for (const auto& [b, per_row] : rows) {
+    if (threads == 1 || b->rows < 2) {
+      fill_rows(*b, per_row, 0, b->rows);
+      continue;
+    }
+    std::vector<std::thread> pool;
+    const I step = (b->rows + threads - 1) / threads;
+    for (I r0 = 0; r0 < b->rows; r0 += step)
+      pool.emplace_back(fill_rows, std::cref(*b), per_row, r0, std::min(b->rows, r0 + step));
+    for (auto& t : pool) t.join();
+  }
+  // The vector chunk: positions vector_start .. + len of the concatenated vector weights.
+  I pos = 0, idx = sl.vector_offset;
+  for (const int wi : l.vector_weights) {
+    const I e = op.weights[static_cast<std::size_t>(wi)].elements();
+    const I lo = std::max(pos, sl.vector_start), hi = std::min(pos + e, sl.vector_start + sl.vector_len);
+    for (I t = lo; t < hi; ++t) out[static_cast<std::size_t>(idx++)] = initial_value(op, wi, 0, t - pos);
+    pos += e;
+  }
   return out;
 }
 
