@@ -390,7 +390,16 @@ std::vector<UnitResult> run_measured(const MeasuredJob& job, validate::Communica
   const std::map<std::string, UnitResult> done = open_results(job, o, comm, dir);
   const std::size_t total = job.items.size();
   std::vector<UnitResult> rows;
-  auto report = [&](const UnitResult& row, std::size_t position) {
+  // Where a plan's wall time went, for the progress line: planning and pricing (its intervals' draws
+  // included), setting up (the device, the executor, its initial weights), each step phase of its group,
+  // and finishing (the numerics check where there is one).
+  struct Walls {
+    double plan = 0, set_up = 0, warm_up = 0, timed = 0, finish = 0;
+  };
+  const auto since = [](std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  auto report = [&](const UnitResult& row, std::size_t position, const Walls& wall) {
     if (!root) return;
     dir->append(to_json(row).dump());
     if (!o.progress) return;
@@ -406,7 +415,10 @@ std::vector<UnitResult> run_measured(const MeasuredJob& job, validate::Communica
                   position, total, row.model, row.strategy, row.batch_size, 1e3 * sim->time_s,
                   1e3 * measured->time_s, 100 * m->time_error, at_rest ? "states at rest" : "peak",
                   costmodel::format_bytes(at_rest ? m->predicted_state_bytes : m->predicted_peak_bytes),
-                  costmodel::format_bytes(at_rest ? m->state_bytes : m->peak_bytes), 100 * m->memory_error)
+                  costmodel::format_bytes(at_rest ? m->state_bytes : m->peak_bytes), 100 * m->memory_error) +
+                  fmt::format("; wall {:.1f} s (plan {:.1f}, set-up {:.1f}, steps {:.1f}, finish {:.1f})",
+                              wall.plan + wall.set_up + wall.warm_up + wall.timed + wall.finish, wall.plan,
+                              wall.set_up, wall.warm_up + wall.timed, wall.finish)
             : fmt::format("[{}/{}] {} {}: no plan fits", position, total, row.model, row.strategy));
   };
   // The plans of one group run side by side, their steps interleaved, so that a machine whose speed
@@ -420,6 +432,7 @@ std::vector<UnitResult> run_measured(const MeasuredJob& job, validate::Communica
       std::this_thread::sleep_for(std::chrono::milliseconds(o.group_delay_ms));
     std::vector<std::unique_ptr<Running>> group;
     std::vector<std::size_t> positions;
+    std::vector<Walls> walls;
     for (std::size_t i = first; i < last; ++i) {
       const MeasuredItem& item = job.items[i];
       // Rank 0 decides (it holds the results): every rank skips the same items.
@@ -429,13 +442,19 @@ std::vector<UnitResult> run_measured(const MeasuredJob& job, validate::Communica
         if (root) rows.push_back(finished->second);
         continue;
       }
+      const auto t_plan = std::chrono::steady_clock::now();
       Prepared p = prepare(item, o);
+      Walls wall;
+      wall.plan = since(t_plan);
       if (root && o.progress && p.plan)
         o.progress(fmt::format("[{}/{}] {} {} b={}: running {} + {} steps", i + 1, total, p.row.model,
                                item.label, p.plan->batch_size, job.validation.warmup,
                                job.validation.iterations));
+      const auto t_set_up = std::chrono::steady_clock::now();
       group.push_back(std::make_unique<Running>(item, std::move(p), comm, make_device, o));
+      wall.set_up = since(t_set_up);
       positions.push_back(i + 1);
+      walls.push_back(wall);
     }
     // Each step says where it is in the rank's status file, for a job that ends without osdp's word.
     auto at = [&](std::size_t g, const char* kind, int k, int of) {
@@ -452,7 +471,10 @@ std::vector<UnitResult> run_measured(const MeasuredJob& job, validate::Communica
           which.push_back(g);
         }
       if (!plans.empty()) {
+        const auto t0 = std::chrono::steady_clock::now();
         const std::vector<ExternalResult> results = o.run_group(plans, job.validation);
+        for (const std::size_t g : which)  // the backend ran them together: each its share
+          walls[g].timed = since(t0) / static_cast<double>(which.size());
         if (results.size() != plans.size())
           throw validate::BackendFailure(
               fmt::format("the backend returned {} results for {} plans", results.size(), plans.size()));
@@ -463,17 +485,23 @@ std::vector<UnitResult> run_measured(const MeasuredJob& job, validate::Communica
       for (std::size_t g = 0; g < group.size(); ++g)
         if (group[g]->feasible()) {
           at(g, "warm-up", k, job.validation.warmup);
+          const auto t0 = std::chrono::steady_clock::now();
           group[g]->warm_up();
+          walls[g].warm_up += since(t0);
         }
     for (int k = 0; k < (o.run_group ? 0 : job.validation.iterations); ++k)
       for (std::size_t g = 0; g < group.size(); ++g)
         if (group[g]->feasible()) {
           at(g, "timed", k, job.validation.iterations);
+          const auto t0 = std::chrono::steady_clock::now();
           group[g]->timed_step();
+          walls[g].timed += since(t0);
         }
     for (std::size_t g = 0; g < group.size(); ++g) {
+      const auto t_finish = std::chrono::steady_clock::now();
       UnitResult row = group[g]->finish();
-      report(row, positions[g]);
+      walls[g].finish = since(t_finish);
+      report(row, positions[g], walls[g]);
       if (root) rows.push_back(std::move(row));
     }
     first = last;
