@@ -232,12 +232,12 @@ void MpiCommunicator::send(Stream& /*s*/, const float* buf, std::size_t elems, i
 
 void MpiCommunicator::recv(Stream& /*s*/, float* buf, std::size_t elems, int peer, int tag,
                            const std::string& what) {
-  std::lock_guard lock(*mutex_);
+  std::unique_lock lock(*mutex_);
   begin(what);
   const int n = count(elems, what);
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Irecv(buf, n, MPI_FLOAT, peer, tag, comm_, &request), "MPI_Irecv", what, job_rank_);
-  complete(request, what, elems * sizeof(float));
+  complete(request, what, elems * sizeof(float), &lock);
 }
 
 void MpiCommunicator::flush_sends(Stream& /*s*/, const std::string& what) {
@@ -329,8 +329,26 @@ bool mpi_wait(MPI_Request& request, double timeout_s, std::string_view what, int
   }
 }
 
-void MpiCommunicator::complete(MPI_Request& request, const std::string& what, std::size_t bytes) {
-  if (mpi_wait(request, options_.timeout_s, what, job_rank_)) {
+bool mpi_wait(MPI_Request& request, double timeout_s, std::string_view what, int rank,
+              std::unique_lock<std::mutex>& lock) {
+  using WaitClock = std::chrono::steady_clock;
+  const auto deadline = WaitClock::now() + std::chrono::duration_cast<WaitClock::duration>(
+                                               std::chrono::duration<double>(timeout_s));
+  for (;;) {
+    int done = 0;
+    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", what, rank);
+    if (done != 0) return true;
+    if (WaitClock::now() >= deadline) return false;
+    lock.unlock();  // the other stream's operations (on other communicators) go on meanwhile
+    sched_yield();
+    lock.lock();
+  }
+}
+
+void MpiCommunicator::complete(MPI_Request& request, const std::string& what, std::size_t bytes,
+                               std::unique_lock<std::mutex>* lock) {
+  if (lock == nullptr ? mpi_wait(request, options_.timeout_s, what, job_rank_)
+                      : mpi_wait(request, options_.timeout_s, what, job_rank_, *lock)) {
     job_status_operation("after ", what);
     return;
   }
@@ -342,7 +360,7 @@ void MpiCommunicator::complete(MPI_Request& request, const std::string& what, st
 
 void MpiCommunicator::all_gather(Stream& /*s*/, const float* shard, float* full, std::size_t shard_elems,
                                  const std::string& what) {
-  std::lock_guard lock(*mutex_);
+  std::unique_lock lock(*mutex_);
   begin(what);
   const int n = count(shard_elems, what);
   const std::size_t offset = static_cast<std::size_t>(rank_) * shard_elems;
@@ -350,12 +368,12 @@ void MpiCommunicator::all_gather(Stream& /*s*/, const float* shard, float* full,
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Iallgather(send, n, MPI_FLOAT, full, n, MPI_FLOAT, comm_, &request), "MPI_Iallgather", what,
             job_rank_);
-  complete(request, what, shard_elems * static_cast<std::size_t>(size_) * sizeof(float));
+  complete(request, what, shard_elems * static_cast<std::size_t>(size_) * sizeof(float), &lock);
 }
 
 void MpiCommunicator::reduce_scatter(Stream& /*s*/, const float* full, float* shard, std::size_t shard_elems,
                                      const std::string& what) {
-  std::lock_guard lock(*mutex_);
+  std::unique_lock lock(*mutex_);
   begin(what);
   const int n = count(shard_elems, what);
   // In place, MPI takes the input from the receive buffer and leaves the result at its front.
@@ -365,25 +383,25 @@ void MpiCommunicator::reduce_scatter(Stream& /*s*/, const float* full, float* sh
       MPI_Ireduce_scatter_block(in_place ? MPI_IN_PLACE : full, in_place ? const_cast<float*>(full) : shard,
                                 n, MPI_FLOAT, MPI_SUM, comm_, &request),
       "MPI_Ireduce_scatter_block", what, job_rank_);
-  complete(request, what, shard_elems * static_cast<std::size_t>(size_) * sizeof(float));
+  complete(request, what, shard_elems * static_cast<std::size_t>(size_) * sizeof(float), &lock);
   if (in_place && rank_ > 0) std::memmove(shard, full, shard_elems * sizeof(float));
 }
 
 void MpiCommunicator::all_reduce(Stream& /*s*/, float* buf, std::size_t elems, const std::string& what) {
-  std::lock_guard lock(*mutex_);
+  std::unique_lock lock(*mutex_);
   begin(what);
   const int n = count(elems, what);
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, comm_, &request), "MPI_Iallreduce", what,
             job_rank_);
-  complete(request, what, elems * sizeof(float));
+  complete(request, what, elems * sizeof(float), &lock);
 }
 
 void MpiCommunicator::all_to_all(Stream& /*s*/, const float* send,
                                  const std::vector<std::size_t>& send_counts, float* recv,
                                  const std::vector<std::size_t>& recv_counts, const std::string& what) {
   check_all_to_all_counts(*this, send_counts, recv_counts, what);
-  std::lock_guard lock(*mutex_);
+  std::unique_lock lock(*mutex_);
   begin(what);
   // MPI counts and displacements are ints: every prefix must fit.
   std::vector<int> sc, sd, rc, rd;
@@ -402,25 +420,25 @@ void MpiCommunicator::all_to_all(Stream& /*s*/, const float* send,
   check_mpi(MPI_Ialltoallv(send, sc.data(), sd.data(), MPI_FLOAT, recv, rc.data(), rd.data(), MPI_FLOAT,
                            comm_, &request),
             "MPI_Ialltoallv", what, job_rank_);
-  complete(request, what, std::max(sent, received) * sizeof(float));
+  complete(request, what, std::max(sent, received) * sizeof(float), &lock);
 }
 
 void MpiCommunicator::barrier(const std::string& what) {
-  std::lock_guard lock(*mutex_);
+  std::unique_lock lock(*mutex_);
   begin(what);
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier", what, job_rank_);
-  complete(request, what, 0);
+  complete(request, what, 0, &lock);
 }
 
 double MpiCommunicator::reduce_double(double x, MPI_Op op, const std::string& what) {
-  std::lock_guard lock(*mutex_);
+  std::unique_lock lock(*mutex_);
   begin(what);
   double result = 0.0;
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Iallreduce(&x, &result, 1, MPI_DOUBLE, op, comm_, &request), "MPI_Iallreduce", what,
             job_rank_);
-  complete(request, what, sizeof(double));
+  complete(request, what, sizeof(double), &lock);
   return result;
 }
 
@@ -434,13 +452,13 @@ double MpiCommunicator::sum_over_ranks(double x) {
 
 std::vector<double> MpiCommunicator::all_values(double x) {
   const std::string what = "all values over ranks";
-  std::lock_guard lock(*mutex_);
+  std::unique_lock lock(*mutex_);
   begin(what);
   std::vector<double> values(static_cast<std::size_t>(size_));
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Iallgather(&x, 1, MPI_DOUBLE, values.data(), 1, MPI_DOUBLE, comm_, &request),
             "MPI_Iallgather", what, job_rank_);
-  complete(request, what, values.size() * sizeof(double));
+  complete(request, what, values.size() * sizeof(double), &lock);
   return values;
 }
 

@@ -73,6 +73,9 @@ bool injected_hang(const std::optional<FaultSpec>& fault, int rank, const std::s
 // until it completes (true) or `timeout_s` seconds have passed (false: it is still pending, and what
 // it reads or writes must stay allocated). Both backends wait on MPI this way.
 bool mpi_wait(MPI_Request& request, double timeout_s, std::string_view what, int rank);
+// The same, unlocking `lock` (held on entry and on return) while it yields between polls.
+bool mpi_wait(MPI_Request& request, double timeout_s, std::string_view what, int rank,
+              std::unique_lock<std::mutex>& lock);
 
 struct MpiCommunicatorOptions {
   double timeout_s = 60.0;         // a collective or barrier not done by then fails with BackendFailure
@@ -129,7 +132,12 @@ class MpiCommunicator final : public Communicator {
   void begin(const std::string& what) const;
   int count(std::size_t elems, const std::string& what) const;
   // Polls `request` until done; BackendFailure past the timeout.
-  void complete(MPI_Request& request, const std::string& what, std::size_t bytes);
+  // Waits for `request` (a BackendFailure after the timeout). With `lock` (held), it lets go of the
+  // process's MPI lock between its polls: the other stream's operations, on other communicators, go on
+  // meanwhile, so a collective of the compute stream waiting for its peers never holds up the comm
+  // stream's (their peers may be waiting for those first).
+  void complete(MPI_Request& request, const std::string& what, std::size_t bytes,
+                std::unique_lock<std::mutex>* lock = nullptr);
   double reduce_double(double x, MPI_Op op, const std::string& what);
 
   // A ring: `comm` (owned) split from `parent`.
@@ -140,7 +148,7 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   int job_rank_ = 0;  // this rank in the job (MPI_COMM_WORLD), for messages
-  std::shared_ptr<std::mutex> mutex_ = std::make_shared<std::mutex>();     // one MPI operation at a time
+  std::shared_ptr<std::mutex> mutex_ = std::make_shared<std::mutex>();     // one MPI call at a time
   std::map<std::pair<int, int>, std::unique_ptr<MpiCommunicator>> rings_;  // (level, per_node) ->
   std::vector<std::unique_ptr<MpiCommunicator>> splits_;                   // in the order made
   struct PendingSend {
