@@ -10,6 +10,12 @@
 // 4 ranks: TP 2 x DP 2; PP 2 x DP 2 under both schedules; PP 2 x TP 2; TP 4; degrees that change
 // from unit to unit (1, 4, 2, 4: the activations re-laid out between them); and the same with splits,
 // checkpointing and prefetch.
+// Context parallelism (ring attention's variant), each sample's sequence cut over the CP group: on 2
+// ranks CP 2 (the GPT, whose attention saves the scores, with splits and checkpointing too; the llama
+// model's, which saves none; qwen3 tied with splits and checkpointing); on 4 ranks CP 2 x DP 2 (FSDP:
+// the ZDP choices shard over all four), CP 4 with splits and checkpointing, CP 2 x TP 2, PP 2 x CP 2,
+// and the llama model's CP 2 x DP 2 with splits and checkpointing, without and with prefetch (the comm
+// stream's gathers beside the compute stream's exchanges).
 // Choices mix DP, ZDP (gathered again every micro-batch) and REPLICATE over the operators, and where a
 // case asks for it split slices and checkpointing. Most cases run the GPT; some a llama-family model
 // (grouped-query attention, gated MLP, RMSNorm, rotary positions; qwen2's QKV biases, qwen3's Q/K
@@ -65,6 +71,7 @@ struct Case {
   bool splits = false;  // every fourth operator split 2 ways (1 slice ZDP) and checkpointed where it can be
   int prefetch = 0;
   std::string family = {};  // empty: the GPT; else a llama-family model (executor_fixtures.hpp's llama_model)
+  int cp = 1;               // context parallelism: each sample's sequence cut over cp ranks (ring variant)
 };
 
 // The case's model: the GPT (two stages untied), or the llama-family one (tied when the case is).
@@ -92,6 +99,7 @@ costmodel::Plan make_plan(const costmodel::ModelSpec& model, const costmodel::Cl
   p.batch_size = 1;
   p.prefetch = p.cost_options.prefetch = c.prefetch;
   p.schedule = c.schedule;
+  p.cp = c.cp;
   p.stage_first_unit = c.starts;
   if (p.stage_first_unit.empty())
     for (int s = 0; s < c.pp; ++s) p.stage_first_unit.push_back(s * units / c.pp);
@@ -128,6 +136,22 @@ std::vector<Case> cases_for(int ranks) {
     c.push_back({"TP 2, splits and checkpointing, 2 micro-batches", false, 1, 2, PipelineSchedule::k1F1B,
                  all(2), {}, true, 0, "qwen3"});
     c.push_back({"PP 2 1f1b m 2", false, 2, 2, PipelineSchedule::k1F1B, all(1), {}, false, 0, "qwen2"});
+    // Context parallelism: the GPT saves its scores (materialized attention: S = c Q K^T over every
+    // chunk's keys), the llama model saves K^T V (fused attention); FSDP over the CP pair (the ZDP choices).
+    c.push_back({"CP 2", false, 1, 1, PipelineSchedule::k1F1B, all(1), {}, false, 0, "", 2});
+    c.push_back({"CP 2, splits and checkpointing, 2 micro-batches",
+                 false,
+                 1,
+                 2,
+                 PipelineSchedule::k1F1B,
+                 all(1),
+                 {},
+                 true,
+                 0,
+                 "",
+                 2});
+    c.push_back({"CP 2", false, 1, 1, PipelineSchedule::k1F1B, all(1), {}, false, 0, "llama", 2});
+    c.push_back({"CP 2 (tied)", true, 1, 2, PipelineSchedule::k1F1B, all(1), {}, true, 0, "qwen3", 2});
     for (const auto sched : {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B})
       for (const int m : {2, 3}) {
         const std::string name = fmt::format("PP 2 {} m {}", costmodel::to_string(sched), m);
@@ -155,6 +179,32 @@ std::vector<Case> cases_for(int ranks) {
     c.push_back({"PP 2 x TP 2, splits, checkpointing, prefetch 1", false, 2, 2, PipelineSchedule::k1F1B, all(2), {},
                  true, 1});
     c.push_back({"TP 2 x DP 2", false, 1, 1, PipelineSchedule::k1F1B, all(2), {}, false, 0, "llama"});
+    c.push_back({"CP 2 x DP 2", false, 1, 1, PipelineSchedule::k1F1B, all(1), {}, false, 0, "", 2});
+    c.push_back({"CP 4", false, 1, 2, PipelineSchedule::k1F1B, all(1), {}, true, 0, "", 4});
+    c.push_back({"CP 2 x TP 2 (tied)", true, 1, 1, PipelineSchedule::k1F1B, all(2), {}, false, 0, "", 2});
+    c.push_back({"PP 2 x CP 2 1f1b", false, 2, 2, PipelineSchedule::k1F1B, all(1), {}, false, 0, "", 2});
+    c.push_back({"CP 2 x DP 2, splits and checkpointing",
+                 false,
+                 1,
+                 2,
+                 PipelineSchedule::k1F1B,
+                 all(1),
+                 {},
+                 true,
+                 0,
+                 "llama",
+                 2});
+    c.push_back({"CP 2 x DP 2, splits and checkpointing, prefetch 1",
+                 false,
+                 1,
+                 2,
+                 PipelineSchedule::k1F1B,
+                 all(1),
+                 {},
+                 true,
+                 1,
+                 "llama",
+                 2});
     c.push_back({"PP 2 x TP 2, splits, checkpointing, prefetch 1", false, 2, 2, PipelineSchedule::k1F1B,
                  all(2), {}, true, 1, "qwen3"});
   }

@@ -36,7 +36,9 @@ float* Executor::buffer(int id) const {
 MathShape Executor::shape(int t) const {
   MathShape m;
   m.batch = I{sched_.batch} * t;
-  m.seq = w_.seq;
+  m.seq = w_.seq / plan_.cp;
+  m.context = plan_.cp;
+  m.chunk = (local_ / t) % plan_.cp;  // the rank's place in its CP group {cp, t}
   m.vocab = plan_.model.vocab;
   m.math = opt_.gemm_math;
   return m;
@@ -166,6 +168,11 @@ void Executor::run_collective(int t) {
     const bool forward = task.payload == Payload::kActivations;
     float*& x = carry_[forward ? 0 : 1];
     int& degree = forward ? forward_t_ : backward_t_;
+    // Context parallelism's exchanges run inside the attention's tasks, where their data is (the
+    // forward's gather of every chunk's K/V, the backward's gather and reduce-scatter of their
+    // gradients; numerics.hpp): the schedule's tasks that price them move nothing more. (CP plans have
+    // one TP degree, so no re-layout is among them.)
+    if (plan_.cp > 1 && (task.kind == TaskKind::kAllGather || task.kind == TaskKind::kReduceScatter)) return;
     Communicator& g = group(task.group);
     if (task.kind == TaskKind::kAllReduce) {  // the TP group's partial sums (whole samples at its degree)
       const I width = forward ? I{op.hidden} : width_in(op, task.site == 1 ? 1 : 0);
@@ -235,6 +242,11 @@ void Executor::run_compute(int t) {
   a.dy = carry_[1];
   a.dx = carry_[2];
   a.workspace = buffer(p.workspace);
+  if (plan_.cp > 1 && op.kind == OperatorKind::kAttention) {
+    a.context_group = context_;
+    a.gathered = gathered_;
+    a.partials = partials_;
+  }
   const auto tokens = tokens_.find({task.micro_batch, static_cast<int>(u)});
   a.tokens = tokens == tokens_.end() ? nullptr : reinterpret_cast<const std::int32_t*>(tokens->second);
   // Elementwise kernels pass over the operator's activations (the carried activation when it has none).

@@ -21,13 +21,24 @@
 // (a local copy, where the schedule has no task); a stage sends its output and receives its input in
 // the t = 1 layout. Gradients accumulate over the micro-batches and are reduced after the last.
 //
+// Context parallelism (plan.cp = c > 1, ring attention's variant; the units share one TP degree t):
+// the c ranks of a CP group ({c, t}: c ranks t apart) hold chunks of the same samples, the rank at place
+// k of its group tokens k s/c .. (k + 1) s/c - 1 of each; a stage's micro-batch is b0 N_s / c samples.
+// Every operator but attention works on its rows alone; attention gathers every chunk's Q K V over the
+// group inside its tasks, where its data is, and its backward reduce-scatters every chunk's K and V
+// gradients back (numerics.hpp). The schedule's exchange tasks price those moves and move nothing
+// more. Their scratch (c times a slice's Q K V, twice) is the executor's, in the baseline. The
+// exchanges run on a communicator of their own: the comm stream's collectives go on beside them.
+//
 // Memory: the schedule's resident buffers (shards, Adam states) of the rank's stage are allocated
 // once; the executor's own baseline (the activations and gradients carried between operators, the
 // tokens, the loss) is allocated beside them and reported, so that measured peak - baseline is what
 // the simulator predicts (less the cluster's reserve).
 //
-// Not run: a tied embedding split over pipeline stages (its copy as the LM head of the last stage) and
-// mixed precision (the arithmetic is fp32); both are refused.
+// Not run: a tied embedding split over pipeline stages (its copy as the LM head of the last stage),
+// mixed precision (the arithmetic is fp32), mixture-of-experts layers and latent attention, and
+// context parallelism's all-to-all variant (Ulysses) or with TP degrees that change from unit to unit;
+// all are refused.
 #pragma once
 
 #include <cstddef>
@@ -123,6 +134,7 @@ class Executor {
   ExecutorOptions opt_;
   int world_, stage_ = 0, local_ = 0, per_stage_ = 1;
   std::map<sim::Group, Communicator*> groups_;
+  Communicator* context_ = nullptr;  // the rank's CP group (context parallelism), its ranks in chunk order
   std::vector<std::unique_ptr<NodeShards>> shards_;  // per data-parallel group shape in use
   std::vector<OpRun> ops_;                           // per operator of the workload (its stage's set up)
   std::vector<TaskPlan> tasks_;                      // per task of the rank's stage
@@ -135,6 +147,8 @@ class Executor {
   int forward_t_ = 1, backward_t_ = 1;
   std::map<std::pair<int, int>, float*> tokens_, targets_;  // (micro-batch, operator) -> ids at its degree
   float* loss_ = nullptr;
+  float* gathered_ = nullptr;  // context parallelism: a slice's gathered Q K V (SliceArgs::gathered)
+  float* partials_ = nullptr;  // and its partial K/V gradients of every chunk (SliceArgs::partials)
   std::size_t baseline_bytes_ = 0, padding_bytes_ = 0;
   int steps_ = 0;
   std::vector<Launch> launches_;  // the rank's tasks as enqueued, with their waits

@@ -32,12 +32,18 @@ Executor::Executor(Device& dev, Communicator& comm, const costmodel::Workload& w
       sched_(schedule),
       opt_(options),
       world_(comm.size()) {
-  if (plan.cp > 1)
+  if (plan.cp > 1 && plan.cp_all_to_all)
     throw UsageError(
-        fmt::format("executor: the plan is context-parallel (CP {}); osdp plans and simulates such plans, "
-                    "and its executor "
-                    "runs each sample's whole sequence on a rank",
+        fmt::format("executor: the plan's context parallelism (CP {}) is the all-to-all variant (Ulysses); "
+                    "osdp plans and "
+                    "simulates it, and its executor runs ring attention's variant only",
                     plan.cp));
+  if (plan.cp > 1 &&
+      std::any_of(plan.unit_tp.begin(), plan.unit_tp.end(), [&](int t) { return t != plan.unit_tp.front(); }))
+    throw UsageError(fmt::format(
+        "executor: the plan is context-parallel (CP {}) with TP degrees that change from unit to unit; its "
+        "executor runs CP plans whose units share one TP degree (no re-layouts between them)",
+        plan.cp));
   if (workload.precision != costmodel::Precision::kFp32)
     throw UsageError(fmt::format("the {} backend computes in fp32; model {} is mixed precision",
                                  comm.backend(), workload.model_name));
@@ -68,6 +74,8 @@ Executor::~Executor() {
   for (auto* ids : {&tokens_, &targets_})
     for (auto& [key, p] : *ids) dev_.deallocate(p);
   if (loss_ != nullptr) dev_.deallocate(loss_);
+  for (float* p : {gathered_, partials_})
+    if (p != nullptr) dev_.deallocate(p);
 }
 
 int Executor::first_task() const {
@@ -99,6 +107,14 @@ void Executor::make_groups() {
     }
     groups_[g] = &comm_.split(g.first(r), g.index(r),
                               fmt::format("making the groups of {} ranks {} apart", g.size, g.stride));
+  }
+  // Context parallelism's exchanges run on the compute stream inside the attention's tasks while the
+  // comm stream moves weights and gradients: a communicator of their own, never one the comm stream
+  // may use at the same time (a node's ring can be the same ranks as a CP group).
+  if (plan_.cp > 1) {
+    const sim::Group g{plan_.cp, plan_.unit_tp.front()};
+    context_ = &comm_.split(g.first(r), g.index(r),
+                            fmt::format("making the context-parallel groups of {} ranks", plan_.cp));
   }
 }
 
@@ -413,9 +429,23 @@ void Executor::allocate_baseline() {
   for (int i = 0; i < 4; ++i) carry_.push_back(dev_.allocate(floats_bytes(rows * width), "executor carry"));
   loss_ = dev_.allocate(sizeof(float), "executor loss");
   baseline_bytes_ = floats_bytes(4 * rows * width + 1);
+  // Context parallelism: the gathered Q K V of a slice's CP group and the partial K/V gradients of every
+  // chunk (numerics.hpp), the largest slice's, for the exchanges the attention's tasks run.
+  I exchange = 0;
+  for (std::size_t u = 0; u < w_.operators.size(); ++u)
+    if (ops_[u].here)
+      exchange = std::max(
+          exchange, attention_exchange_floats(w_.operators[u], ops_[u].layout.slices, shape(ops_[u].t)));
+  if (exchange > 0) {
+    gathered_ = dev_.allocate(floats_bytes(exchange), "executor CP gathered Q K V");
+    partials_ = dev_.allocate(floats_bytes(exchange), "executor CP partial K/V gradients");
+    baseline_bytes_ += 2 * floats_bytes(exchange);
+  }
   // The token ids of a lookup and the targets of a head, per micro-batch, at the operator's degree and
   // less its vocabulary columns' first.
-  const I b0 = sched_.batch, seq = w_.seq, vocab = plan_.model.vocab;
+  // Under context parallelism (CP degree c) the ranks of a CP group hold chunks of the same samples: a
+  // stage's micro-batch is b0 N_s / c samples, and a rank's tokens are its chunk's seq / c positions.
+  const I b0 = sched_.batch, cp = plan_.cp, seq = w_.seq / cp, vocab = plan_.model.vocab;
   for (std::size_t u = 0; u < w_.operators.size(); ++u) {
     const OpRun& o = ops_[u];
     const Operator& op = w_.operators[u];
@@ -425,16 +455,17 @@ void Executor::allocate_baseline() {
     if (!lookup && !head) continue;
     const I v0 = o.layout.slice[static_cast<std::size_t>(o.first_slice)].vocab0;
     const I count = b0 * o.t;
+    const I position0 = shape(o.t).chunk * seq;  // the rank's chunk's first position
     for (int k = 0; k < sched_.micro_batches; ++k) {
-      const I first = opt_.sample_offset >= 0 ? opt_.sample_offset + I{k} * b0 * per_stage_
-                                              : I{k} * b0 * per_stage_ + I{local_ / o.t} * count;
+      const I first = opt_.sample_offset >= 0 ? opt_.sample_offset + I{k} * b0 * per_stage_ / cp
+                                              : I{k} * b0 * per_stage_ / cp + I{local_ / (o.t * cp)} * count;
       for (const bool targets : {false, true}) {
         if ((targets && !head) || (!targets && !lookup)) continue;
         std::vector<std::int32_t> ids(static_cast<std::size_t>(count * seq));
         for (I i = 0; i < count; ++i)
           for (I p = 0; p < seq; ++p)
             ids[static_cast<std::size_t>(i * seq + p)] =
-                static_cast<std::int32_t>(token_of(first + i, p + (targets ? 1 : 0), vocab) - v0);
+                static_cast<std::int32_t>(token_of(first + i, position0 + p + (targets ? 1 : 0), vocab) - v0);
         float* buf =
             dev_.allocate(floats_bytes(count * seq), targets ? "executor targets" : "executor tokens");
         baseline_bytes_ += floats_bytes(count * seq);

@@ -76,7 +76,8 @@ void spend_elementwise(Device& dev, Stream& s, const MathShape& m, const SliceAr
     // touch reads and writes every float: 8 bytes moved per element. Under TP a rank runs 1/t of the
     // kernels over heads, ffn columns or the vocabulary and the others whole (workload.hpp).
     const double share = k.tp_sliced ? a.layout->slices : a.layout->local_slices();
-    I left = static_cast<I>(k.bytes_per_sample * static_cast<double>(m.batch) / share / 8.0);
+    I left = static_cast<I>(k.bytes_per_sample * static_cast<double>(m.batch) / share / 8.0 /
+                            static_cast<double>(m.context));  // a CP rank: its chunk's share
     while (left > 0) {
       const I n = std::min(left, a.touch_floats);
       dev.touch(s, a.touch, static_cast<std::size_t>(n));
@@ -103,23 +104,43 @@ float* grad_ptr(const SliceArgs& a, int index) {
          a.layout->slice[static_cast<std::size_t>(a.slice)].blocks[static_cast<std::size_t>(index)].offset;
 }
 
+// Calls f(t0, count, at) for the runs of vector elements t0 .. t0 + count - 1 (of `len`, the first at
+// whole-sequence position `offset`, folded mod period_all) that land in this rank's chunk of the
+// sequence, `at` the first one's place in the chunk's period (chunk x period floats from its start).
+// Without context parallelism: one run of all of them (the kernels fold mod period themselves).
+template <class F>
+void for_each_chunk_run(I len, I offset, I period, const MathShape& m, F&& f) {
+  if (m.context == 1) return f(I{0}, len, offset);
+  const I all = period * m.context, lo = m.chunk * period;
+  for (I wrap = offset / all * all; wrap < offset + len; wrap += all) {
+    const I from = std::max(offset, wrap + lo), to = std::min(offset + len, wrap + lo + period);
+    if (from < to) f(from - offset, to - from, from - wrap - lo);
+  }
+}
+
 // `origin`: the output's first column (a vocabulary-parallel head's vocab0), so that element k of the
 // vector lands where it lands in the whole output.
 void fold_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a, float* out, I width, I origin = 0) {
   const SliceLayout& sl = a.layout->slice[static_cast<std::size_t>(a.slice)];
   if (sl.vector_len == 0) return;
-  dev.add_folded(s, a.weights + sl.vector_offset, static_cast<std::size_t>(sl.vector_len),
-                 static_cast<std::size_t>(sl.vector_start - origin), out, static_cast<std::size_t>(m.seq * width),
-                 static_cast<std::size_t>(m.batch));
+  const I period = m.seq * width;
+  for_each_chunk_run(sl.vector_len, sl.vector_start - origin, period, m, [&](I t0, I count, I at) {
+    dev.add_folded(s, a.weights + sl.vector_offset + t0, static_cast<std::size_t>(count),
+                   static_cast<std::size_t>(at), out, static_cast<std::size_t>(period),
+                   static_cast<std::size_t>(m.batch));
+  });
 }
 
 void fold_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a, const float* dout, I width,
                    I origin = 0) {
   const SliceLayout& sl = a.layout->slice[static_cast<std::size_t>(a.slice)];
   if (sl.vector_len == 0) return;
-  dev.sum_folded(s, dout, static_cast<std::size_t>(m.seq * width), static_cast<std::size_t>(m.batch),
-                 static_cast<std::size_t>(sl.vector_start - origin), a.grads + sl.vector_offset,
-                 static_cast<std::size_t>(sl.vector_len));
+  const I period = m.seq * width;
+  for_each_chunk_run(sl.vector_len, sl.vector_start - origin, period, m, [&](I t0, I count, I at) {
+    dev.sum_folded(s, dout, static_cast<std::size_t>(period), static_cast<std::size_t>(m.batch),
+                   static_cast<std::size_t>(at), a.grads + sl.vector_offset + t0,
+                   static_cast<std::size_t>(count));
+  });
 }
 
 // The attention's sizes, from its weights (the IR states no heads): the projection [q x h] gives the
@@ -160,13 +181,16 @@ HeadShape head_shape(const Operator& op) {
 // (the scores S [b an s s], or the products K^T V [b gn d d] where the IR saves no scores), O [R x wq].
 struct AttentionDims {
   I h, a, g, d, r, an, gn, wq, wk, s, b, rows;
-  bool scores;  // (c Q K^T) V with the scores saved; else c Q (K^T V)
+  I s_all, context, chunk;  // the whole sequence; context parallelism: s = s_all / context tokens here
+  bool scores;              // (c Q K^T) V with the scores saved; else c Q (K^T V)
   I ld() const { return wq + 2 * wk; }
   I qkv() const { return rows * ld(); }
-  I core() const { return scores ? b * an * s * s : b * gn * d * d; }
+  // Under context parallelism K^T V (summed over every chunk) is not kept: the backward, which gathers
+  // every chunk's K and V again, sums it again in the exchange scratch (attention_exchange_floats).
+  I core() const { return scores ? b * an * s * s_all : context > 1 ? 0 : b * gn * d * d; }
   I out() const { return rows * wq; }
   I per_slice() const { return qkv() + core() + out(); }
-  float scale() const { return 1.0f / (static_cast<float>(s) * std::sqrt(static_cast<float>(d))); }
+  float scale() const { return 1.0f / (static_cast<float>(s_all) * std::sqrt(static_cast<float>(d))); }
 };
 
 // Whether the IR's saved activations hold the s x s scores beside the input, Q, K, V and O (fp32, per
@@ -193,9 +217,12 @@ AttentionDims attention_dims(const Operator& op, int n, const MathShape& m) {
   a.wq = a.an * a.d;
   a.wk = a.gn * a.d;
   a.s = m.seq;
+  a.s_all = m.seq_all();
+  a.context = m.context;
+  a.chunk = m.chunk;
   a.b = m.batch;
   a.rows = m.rows();
-  a.scores = scores_saved(op, hs, m.seq);
+  a.scores = scores_saved(op, hs, m.seq_all());  // as for the whole sequence: the IR decides, not CP
   return a;
 }
 
@@ -224,6 +251,42 @@ std::vector<I> column_sections(const Operator& op, const costmodel::Weight& w) {
   return {w.cols};
 }
 
+// Context parallelism (A.context chunks of the sequence, one per rank of the CP group): the slice's Q K V
+// of every chunk gathered over the group (the ring's K/V blocks, all of them at once), then each
+// sample's core over the whole sequence: (c Q K^T) V with the scores [s x s_all] of the rank's queries
+// against every key, or c Q (sum over chunks of K^T V). The output is the rank's rows only.
+void attention_forward_context(Gm& mm, const AttentionDims& A, const SliceArgs& a, const float* qkv,
+                               float* core, float* o) {
+  const I ld = A.ld(), ss = A.s * A.s_all, dd = A.d * A.d, wq = A.wq, wk = A.wk, d = A.d, r = A.r;
+  const I chunk = A.rows * ld;  // one rank's Q K V floats
+  a.context_group->all_gather(
+      mm.s, qkv, a.gathered, static_cast<std::size_t>(chunk),
+      fmt::format("gathering the K/V blocks of {} (context parallelism)", a.op->name));
+  for (I i = 0; i < A.b; ++i) {
+    const float* qi = qkv + i * A.s * ld;
+    float* oi = o + i * A.s * wq;
+    const auto k_of = [&](I j) { return a.gathered + j * chunk + i * A.s * ld + wq; };
+    if (A.scores) {
+      float* si = core + i * A.an * ss;
+      for (I q = 0; q < r; ++q) {
+        for (I j = 0; j < A.context; ++j)  // S[:, chunk j] = c Q K_j^T
+          mm(N, T, A.s, A.s, d, A.scale(), qi + q * d, ld, k_of(j), ld, 0.0f, si + q * ss + j * A.s, A.s_all,
+             A.gn, r * d, d, r * ss);
+        for (I j = 0; j < A.context; ++j)  // O = sum over chunks of S[:, chunk j] V_j
+          mm(N, N, A.s, d, A.s, 1.0f, si + q * ss + j * A.s, A.s_all, k_of(j) + wk, ld, j > 0 ? 1.0f : 0.0f,
+             oi + q * d, wq, A.gn, r * ss, d, r * d);
+      }
+    } else {
+      float* kv = a.partials + A.context * chunk;  // scratch: one sample's K^T V at a time
+      for (I j = 0; j < A.context; ++j)            // K^T V over every chunk
+        mm(T, N, d, d, A.s, 1.0f, k_of(j), ld, k_of(j) + wk, ld, j > 0 ? 1.0f : 0.0f, kv, d, A.gn, d, d, dd);
+      for (I q = 0; q < r; ++q)
+        mm(N, N, A.s, d, d, A.scale(), qi + q * d, ld, kv, d, 0.0f, oi + q * d, wq, A.gn, r * d, dd,
+           r * d);  // O = c Q (K^T V)
+    }
+  }
+}
+
 void attention_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
   const AttentionDims A = attention_dims(*a.op, a.layout->slices, m);
   Gm mm{dev, s, m.math};
@@ -232,6 +295,11 @@ void attention_forward(Device& dev, Stream& s, const MathShape& m, const SliceAr
   float* o = core + A.core();
   const I ld = A.ld(), ss = A.s * A.s, dd = A.d * A.d, wq = A.wq, wk = A.wk, d = A.d, r = A.r;
   mm(N, N, A.rows, ld, A.h, 1.0f, a.x, A.h, block_ptr(a, 0), ld, 0.0f, qkv, ld);
+  if (A.context > 1) {
+    attention_forward_context(mm, A, a, qkv, core, o);
+    mm(N, N, A.rows, A.h, wq, 1.0f, o, wq, block_ptr(a, 1), A.h, 1.0f, a.y, A.h);
+    return;
+  }
   // Query head k r + q (k: its key/value head) for q = 0 .. r - 1: one GEMM batched over the gn groups.
   for (I i = 0; i < A.b; ++i) {
     const float* qi = qkv + i * A.s * ld;
@@ -256,6 +324,64 @@ void attention_forward(Device& dev, Stream& s, const MathShape& m, const SliceAr
   mm(N, N, A.rows, A.h, wq, 1.0f, o, wq, block_ptr(a, 1), A.h, 1.0f, a.y, A.h);
 }
 
+// The backward's core under context parallelism: every chunk's Q K V gathered again; into `partials`
+// (context x the rank's Q K V floats, zeroed) this rank's contributions to every chunk's dK and dV, and
+// its own chunk's dQ; reduce-scattered over the group, each rank gets its chunk's dQ dK dV in dqkv.
+void attention_backward_context(Device& dev, Gm& mm, const AttentionDims& A, const SliceArgs& a,
+                                const float* qkv, float* core, const float* dout, float* dqkv) {
+  const I ld = A.ld(), ss = A.s * A.s_all, dd = A.d * A.d, wq = A.wq, wk = A.wk, d = A.d, r = A.r;
+  const I chunk = A.rows * ld;
+  const std::string what = fmt::format("the K/V blocks of {}'s backward (context parallelism)", a.op->name);
+  a.context_group->all_gather(mm.s, qkv, a.gathered, static_cast<std::size_t>(chunk), "gathering " + what);
+  dev.fill(mm.s, a.partials, static_cast<std::size_t>(A.context * chunk), 0.0f);
+  for (I i = 0; i < A.b; ++i) {
+    const float* qi = qkv + i * A.s * ld;
+    const float* doi = dout + i * A.s * wq;
+    const auto k_of = [&](I j) { return a.gathered + j * chunk + i * A.s * ld + wq; };
+    const auto dk_of = [&](I j) { return a.partials + j * chunk + i * A.s * ld + wq; };
+    float* dq = a.partials + A.chunk * chunk + i * A.s * ld;  // the own chunk's dQ columns
+    if (A.scores) {
+      float* si = core + i * A.an * ss;
+      for (I q = 0; q < r; ++q) {
+        const float beta = q > 0 ? 1.0f : 0.0f;  // a key/value head sums over its group
+        float* sq = si + q * ss;
+        for (I j = 0; j < A.context; ++j)  // dV_j = S[:, chunk j]^T dO
+          mm(T, N, A.s, d, A.s, 1.0f, sq + j * A.s, A.s_all, doi + q * d, wq, beta, dk_of(j) + wk, ld, A.gn,
+             r * ss, r * d, d);
+        float* ds = sq;                    // S is dead once every dV_j has it: dS takes its place
+        for (I j = 0; j < A.context; ++j)  // dS[:, chunk j] = dO V_j^T
+          mm(N, T, A.s, A.s, d, 1.0f, doi + q * d, wq, k_of(j) + wk, ld, 0.0f, ds + j * A.s, A.s_all, A.gn,
+             r * d, d, r * ss);
+        for (I j = 0; j < A.context; ++j) {
+          mm(N, N, A.s, d, A.s, A.scale(), ds + j * A.s, A.s_all, k_of(j), ld, j > 0 ? 1.0f : 0.0f,
+             dq + q * d, ld, A.gn, r * ss, d, r * d);  // dQ = c sum over chunks of dS_j K_j
+          mm(T, N, A.s, d, A.s, A.scale(), ds + j * A.s, A.s_all, qi + q * d, ld, beta, dk_of(j), ld, A.gn,
+             r * ss, r * d, d);  // dK_j = c dS_j^T Q
+        }
+      }
+    } else {
+      float* kv = a.partials + A.context * chunk;  // K^T V over every chunk, summed again
+      for (I j = 0; j < A.context; ++j)
+        mm(T, N, d, d, A.s, 1.0f, k_of(j), ld, k_of(j) + wk, ld, j > 0 ? 1.0f : 0.0f, kv, d, A.gn, d, d, dd);
+      for (I q = 0; q < r; ++q)
+        mm(N, T, A.s, d, d, A.scale(), doi + q * d, wq, kv, d, 0.0f, dq + q * d, ld, A.gn, r * d, dd,
+           r * d);      // dQ = c dO (K^T V)^T
+      float* dkv = kv;  // K^T V is dead: this rank's part of its gradient takes its place
+      for (I q = 0; q < r; ++q)
+        mm(T, N, d, d, A.s, A.scale(), qi + q * d, ld, doi + q * d, wq, q > 0 ? 1.0f : 0.0f, dkv, d, A.gn,
+           r * d, r * d, dd);  // d(K^T V) = c sum over the group Q^T dO (this rank's queries)
+      for (I j = 0; j < A.context; ++j) {
+        mm(N, T, A.s, d, d, 1.0f, k_of(j) + wk, ld, dkv, d, 0.0f, dk_of(j), ld, A.gn, d, dd,
+           d);  // dK_j = V_j d^T
+        mm(N, N, A.s, d, d, 1.0f, k_of(j), ld, dkv, d, 0.0f, dk_of(j) + wk, ld, A.gn, d, dd,
+           d);  // dV_j = K_j d
+      }
+    }
+  }
+  a.context_group->reduce_scatter(mm.s, a.partials, dqkv, static_cast<std::size_t>(chunk),
+                                  "reduce-scattering " + what);
+}
+
 void attention_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
   const AttentionDims A = attention_dims(*a.op, a.layout->slices, m);
   Gm mm{dev, s, m.math};
@@ -267,7 +393,8 @@ void attention_backward(Device& dev, Stream& s, const MathShape& m, const SliceA
   mm(T, N, wq, A.h, A.rows, 1.0f, o, wq, a.dy, A.h, grad_beta(a), grad_ptr(a, 1), A.h);  // dW_proj = O^T dY
   float* dout = o;  // O is dead: dO takes its place
   mm(N, T, A.rows, wq, A.h, 1.0f, a.dy, A.h, block_ptr(a, 1), A.h, 0.0f, dout, wq);
-  for (I i = 0; i < A.b; ++i) {
+  if (A.context > 1) attention_backward_context(dev, mm, A, a, qkv, core, dout, dqkv);
+  for (I i = 0; i < (A.context > 1 ? 0 : A.b); ++i) {
     const float* qi = qkv + i * A.s * ld;
     const float *ki = qi + wq, *vi = qi + wq + wk;
     const float* doi = dout + i * A.s * wq;
@@ -685,6 +812,12 @@ I internal_floats(const Operator& op, int n, const MathShape& m) {
 
 I workspace_floats(const Operator& op, int n, const MathShape& m) {
   return op.kind == OperatorKind::kAttention ? attention_dims(op, n, m).qkv() : 0;
+}
+
+I attention_exchange_floats(const Operator& op, int n, const MathShape& m) {
+  if (op.kind != OperatorKind::kAttention || m.context == 1) return 0;
+  const AttentionDims A = attention_dims(op, n, m);
+  return m.context * A.qkv() + (A.scores ? 0 : A.gn * A.d * A.d);  // partials: and one sample's K^T V
 }
 
 void forward_slice(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {

@@ -23,6 +23,15 @@
 //   head       L = sum_j X_j W_j, loss = sum (L - onehot(next token))^2 / (2 tokens), tokens
 //              counted over every rank (so the reduce-scattered gradients are the global ones)
 //   embedding  Y[:, cols of slice j] = wte_j[:, token]   (a tied table is also the head's W)
+// Context parallelism (MathShape::context = c > 1): a rank holds chunk k of each sample's sequence
+// (s = s_all / c rows per sample); attention gathers the slice's Q K V of every chunk over the CP group
+// (SliceArgs::context_group) and computes its own queries against every key: the scores [s x s_all]
+// where they are saved, else c Q (sum over chunks of K^T V), that sum not kept (the backward sums it
+// again from its own gather); the backward puts this rank's part of every chunk's dK and dV, and its
+// own dQ, in SliceArgs::partials and reduce-scatters them over the group. c in the scale is
+// 1 / (s_all sqrt(d)), the folded vector parameters land at the chunk's positions, and the elementwise
+// passes spend the chunk's share of the IR's bytes. Equal to the unsharded step up to fp32 summation
+// order.
 // Vector parameters (whatever the operator's weights hold of them: biases, norm gains (LayerNorm h
 // and 2h, RMSNorm h), Q/K head norms [d], the position table of learned positions) are added to the
 // operator's output, folded: element t of their concatenation goes to output element t mod
@@ -106,7 +115,11 @@ std::int32_t token_of(std::int64_t sample, std::int64_t t, std::int64_t vocab);
 struct MathShape {
   std::int64_t batch = 1, seq = 1, vocab = 1;
   GemmMath math = GemmMath::kFp32;  // how every GEMM multiplies (storage stays fp32)
+  // Context parallelism: each sample's sequence is cut into `context` chunks of `seq` tokens, and this
+  // rank holds chunk `chunk` (tokens chunk seq .. chunk seq + seq - 1) of each of its samples.
+  std::int64_t context = 1, chunk = 0;
   std::int64_t rows() const { return batch * seq; }
+  std::int64_t seq_all() const { return seq * context; }  // the whole sequence
 };
 
 // Floats of activation storage the arithmetic needs, to check against the IR's bytes: of one rank's
@@ -142,7 +155,18 @@ struct SliceArgs {
   // Token ids (lookup) or targets (head) of the rows, less the slice's vocab0: ids outside its columns
   // are skipped.
   const std::int32_t* tokens = nullptr;
+  // Context parallelism (MathShape::context > 1), attention only: the communicator of the rank's CP
+  // group (its ranks in chunk order), and two scratch buffers of context x the slice's Q K V floats
+  // (attention_exchange_floats): the group's Q K V gathered, and the backward's partial gradients of
+  // every chunk's K and V before they are reduce-scattered to their chunks.
+  Communicator* context_group = nullptr;
+  float* gathered = nullptr;
+  float* partials = nullptr;
 };
+
+// Floats of each of the two CP scratch buffers of SliceArgs for one slice of attention operator `op`
+// cut n ways (0 for other operators or without context parallelism).
+std::int64_t attention_exchange_floats(const costmodel::Operator& op, int n, const MathShape& m);
 
 void forward_slice(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a);
 void backward_slice(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a);
