@@ -183,28 +183,11 @@ std::vector<Case> cases_for(int ranks) {
     c.push_back({"CP 4", false, 1, 2, PipelineSchedule::k1F1B, all(1), {}, true, 0, "", 4});
     c.push_back({"CP 2 x TP 2 (tied)", true, 1, 1, PipelineSchedule::k1F1B, all(2), {}, false, 0, "", 2});
     c.push_back({"PP 2 x CP 2 1f1b", false, 2, 2, PipelineSchedule::k1F1B, all(1), {}, false, 0, "", 2});
-    c.push_back({"CP 2 x DP 2, splits and checkpointing",
-                 false,
-                 1,
-                 2,
-                 PipelineSchedule::k1F1B,
-                 all(1),
-                 {},
-                 true,
-                 0,
-                 "llama",
-                 2});
-    c.push_back({"CP 2 x DP 2, splits and checkpointing, prefetch 1",
-                 false,
-                 1,
-                 2,
-                 PipelineSchedule::k1F1B,
-                 all(1),
-                 {},
-                 true,
-                 1,
-                 "llama",
-                 2});
+    for (const int prefetch : {0, 1}) {
+      const std::string name = prefetch > 0 ? "CP 2 x DP 2, splits and checkpointing, prefetch 1"
+                                            : "CP 2 x DP 2, splits and checkpointing";
+      c.push_back({name, false, 1, 2, PipelineSchedule::k1F1B, all(1), {}, true, prefetch, "llama", 2});
+    }
     c.push_back({"PP 2 x TP 2, splits, checkpointing, prefetch 1", false, 2, 2, PipelineSchedule::k1F1B,
                  all(2), {}, true, 1, "qwen3"});
   }

@@ -316,21 +316,8 @@ bool injected_hang(const std::optional<FaultSpec>& fault, int rank, const std::s
   return false;
 }
 
-bool mpi_wait(MPI_Request& request, double timeout_s, std::string_view what, int rank) {
-  using WaitClock = std::chrono::steady_clock;
-  const auto deadline = WaitClock::now() + std::chrono::duration_cast<WaitClock::duration>(
-                                               std::chrono::duration<double>(timeout_s));
-  for (;;) {
-    int done = 0;
-    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", what, rank);
-    if (done != 0) return true;
-    if (WaitClock::now() >= deadline) return false;
-    sched_yield();
-  }
-}
-
 bool mpi_wait(MPI_Request& request, double timeout_s, std::string_view what, int rank,
-              std::unique_lock<std::mutex>& lock) {
+              std::unique_lock<std::mutex>* lock) {
   using WaitClock = std::chrono::steady_clock;
   const auto deadline = WaitClock::now() + std::chrono::duration_cast<WaitClock::duration>(
                                                std::chrono::duration<double>(timeout_s));
@@ -339,16 +326,15 @@ bool mpi_wait(MPI_Request& request, double timeout_s, std::string_view what, int
     check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", what, rank);
     if (done != 0) return true;
     if (WaitClock::now() >= deadline) return false;
-    lock.unlock();  // the other stream's operations (on other communicators) go on meanwhile
+    if (lock != nullptr) lock->unlock();  // the other stream's operations (other communicators) go on
     sched_yield();
-    lock.lock();
+    if (lock != nullptr) lock->lock();
   }
 }
 
 void MpiCommunicator::complete(MPI_Request& request, const std::string& what, std::size_t bytes,
                                std::unique_lock<std::mutex>* lock) {
-  if (lock == nullptr ? mpi_wait(request, options_.timeout_s, what, job_rank_)
-                      : mpi_wait(request, options_.timeout_s, what, job_rank_, *lock)) {
+  if (mpi_wait(request, options_.timeout_s, what, job_rank_, lock)) {
     job_status_operation("after ", what);
     return;
   }

@@ -71,11 +71,10 @@ bool injected_hang(const std::optional<FaultSpec>& fault, int rank, const std::s
 
 // Polls `request` with MPI_Test (its return code through check_mpi), yielding the CPU between polls,
 // until it completes (true) or `timeout_s` seconds have passed (false: it is still pending, and what
-// it reads or writes must stay allocated). Both backends wait on MPI this way.
-bool mpi_wait(MPI_Request& request, double timeout_s, std::string_view what, int rank);
-// The same, unlocking `lock` (held on entry and on return) while it yields between polls.
+// it reads or writes must stay allocated). Both backends wait on MPI this way. With `lock` (held on
+// entry and on return), it lets go of it while it yields between polls.
 bool mpi_wait(MPI_Request& request, double timeout_s, std::string_view what, int rank,
-              std::unique_lock<std::mutex>& lock);
+              std::unique_lock<std::mutex>* lock = nullptr);
 
 struct MpiCommunicatorOptions {
   double timeout_s = 60.0;         // a collective or barrier not done by then fails with BackendFailure
