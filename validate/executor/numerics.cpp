@@ -105,8 +105,8 @@ float* grad_ptr(const SliceArgs& a, int index) {
 }
 
 // Calls f(t0, count, at) for the runs of vector elements t0 .. t0 + count - 1 (of `len`, the first at
-// whole-sequence position `offset`, folded mod period_all) that land in this rank's chunk of the
-// sequence, `at` the first one's place in the chunk's period (chunk x period floats from its start).
+// whole-sequence position `offset`, folded mod the whole sequence's context x period floats) that land
+// in this rank's chunk, `at` the first one's place in the chunk's `period` floats.
 // Without context parallelism: one run of all of them (the kernels fold mod period themselves).
 template <class F>
 void for_each_chunk_run(I len, I offset, I period, const MathShape& m, F&& f) {
