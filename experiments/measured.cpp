@@ -160,6 +160,12 @@ class Running {
       measurement_.check_weight_diff = c.weight_diff;
       measurement_.check_note = c.note;
     }
+    // The warm-up and timed steps run Adam at a learning rate of 1e-6 (the check above, at the
+    // default 1e-3, compares one step with the unsharded one): the kernels and their sizes are the
+    // same at any rate, and at 1e-3 the executor's arithmetic (no norms, numerics.hpp) diverges within
+    // a few steps on a deep model, so a GPU would time Inf and NaN (a 48-layer GPT's rows on an H200
+    // recorded a NaN loss). The recorded loss is the last timed step's, near the first step's.
+    executor_->set_learning_rate(1e-6f);
   }
 
   bool feasible() const { return row_.feasible; }

@@ -95,6 +95,8 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   StepStats step();
+  // The Adam step's learning rate from the next step on (the kernels are the same at any rate).
+  void set_learning_rate(float lr) { opt_.adam.lr = lr; }
 
   // Collective over the job: operator u's weights (or its reduced gradient of the last step) in the
   // IR's logical order (its weights one after another, row-major), on every rank.
