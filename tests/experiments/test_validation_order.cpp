@@ -24,6 +24,15 @@ using namespace osdp;
 
 namespace {
 
+// A CPU device per plan, counted in `made` where given.
+experiments::DeviceFactory cpu_devices(int* made = nullptr) {
+  return [made](const costmodel::Plan&) {
+    if (made != nullptr) ++*made;
+    return std::unique_ptr<validate::Device>(
+        std::make_unique<validate::CpuDevice>(validate::CpuDeviceOptions{0, false, 0}));
+  };
+}
+
 // Two configurations (memory caps that both fit) of two strategies each, on one rank, of a two-layer
 // model small enough that the ten steps are quick under the sanitizers too (the order of work is the
 // subject, not the arithmetic).
@@ -61,11 +70,7 @@ Run run(bool one_at_a_time) {
       experiments::measured_job(experiments::load_experiment(write_experiment(dir)));
   Run r;
   int held = 0;
-  const experiments::DeviceFactory make_device = [&](const costmodel::Plan&) {
-    ++r.made;
-    return std::unique_ptr<validate::Device>(
-        std::make_unique<validate::CpuDevice>(validate::CpuDeviceOptions{0, false, 0}));
-  };
+  const experiments::DeviceFactory make_device = cpu_devices(&r.made);
   validate::CpuDevice comm_dev(validate::CpuDeviceOptions{0, false, 0});
   validate::SelfCommunicator comm(comm_dev);
   experiments::ValidationOptions o;
@@ -122,15 +127,11 @@ TEST_CASE("validate's timed steps keep a deep model's arithmetic finite", "[expe
       {"validation", {{"warmup", 3}, {"iterations", 10}}}};
   const experiments::MeasuredJob job =
       experiments::measured_job(experiments::load_experiment(dir.write("f.json", e)));
-  const experiments::DeviceFactory make_device = [](const costmodel::Plan&) {
-    return std::unique_ptr<validate::Device>(
-        std::make_unique<validate::CpuDevice>(validate::CpuDeviceOptions{0, false, 0}));
-  };
   validate::CpuDevice comm_dev(validate::CpuDeviceOptions{0, false, 0});
   validate::SelfCommunicator comm(comm_dev);
   experiments::ValidationOptions o;
   o.out_dir = (dir.path / "out").string();
-  const auto rows = experiments::run_measured(job, comm, make_device, o);
+  const auto rows = experiments::run_measured(job, comm, cpu_devices(), o);
   REQUIRE(rows.size() == 1);
   REQUIRE(rows[0].measurement);
   const double last = rows[0].measurement->loss;
