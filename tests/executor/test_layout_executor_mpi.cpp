@@ -87,7 +87,8 @@ costmodel::ModelSpec model_for(const Case& c) {
   return m;
 }
 
-costmodel::Plan make_plan(const costmodel::ModelSpec& model, const costmodel::ClusterSpec& cluster, const Case& c) {
+costmodel::Plan make_plan(const costmodel::ModelSpec& model, const costmodel::ClusterSpec& cluster,
+                          const Case& c) {
   const costmodel::Workload hw = costmodel::lower(model, c.pp);
   const int units = static_cast<int>(hw.units.size());
   costmodel::Plan p;
@@ -128,13 +129,27 @@ std::vector<Case> cases_for(int ranks) {
     c.push_back({"TP 2", false, 1, 1, PipelineSchedule::k1F1B, all(2), {}});
     c.push_back({"TP 2, 2 micro-batches", false, 1, 2, PipelineSchedule::k1F1B, all(2), {}});
     c.push_back({"TP 2 (tied)", true, 1, 1, PipelineSchedule::k1F1B, all(2), {}});
-    c.push_back({"TP 2, splits and checkpointing, 2 micro-batches", false, 1, 2, PipelineSchedule::k1F1B, all(2), {},
+    c.push_back({"TP 2, splits and checkpointing, 2 micro-batches",
+                 false,
+                 1,
+                 2,
+                 PipelineSchedule::k1F1B,
+                 all(2),
+                 {},
                  true});
     // Grouped-query attention, gated MLPs, RMSNorm, rotary positions (llama_model).
     c.push_back({"TP 2", false, 1, 1, PipelineSchedule::k1F1B, all(2), {}, false, 0, "llama"});
     c.push_back({"TP 2 (tied)", true, 1, 1, PipelineSchedule::k1F1B, all(2), {}, false, 0, "qwen2"});
-    c.push_back({"TP 2, splits and checkpointing, 2 micro-batches", false, 1, 2, PipelineSchedule::k1F1B,
-                 all(2), {}, true, 0, "qwen3"});
+    c.push_back({"TP 2, splits and checkpointing, 2 micro-batches",
+                 false,
+                 1,
+                 2,
+                 PipelineSchedule::k1F1B,
+                 all(2),
+                 {},
+                 true,
+                 0,
+                 "qwen3"});
     c.push_back({"PP 2 1f1b m 2", false, 2, 2, PipelineSchedule::k1F1B, all(1), {}, false, 0, "qwen2"});
     // Context parallelism: the GPT saves its scores (materialized attention: S = c Q K^T over every
     // chunk's keys), the llama model saves K^T V (fused attention); FSDP over the CP pair (the ZDP choices).
@@ -176,8 +191,15 @@ std::vector<Case> cases_for(int ranks) {
                                          : u % 2 == 1 ? 4
                                                       : 2; },
                  {}});
-    c.push_back({"PP 2 x TP 2, splits, checkpointing, prefetch 1", false, 2, 2, PipelineSchedule::k1F1B, all(2), {},
-                 true, 1});
+    c.push_back({"PP 2 x TP 2, splits, checkpointing, prefetch 1",
+                 false,
+                 2,
+                 2,
+                 PipelineSchedule::k1F1B,
+                 all(2),
+                 {},
+                 true,
+                 1});
     c.push_back({"TP 2 x DP 2", false, 1, 1, PipelineSchedule::k1F1B, all(2), {}, false, 0, "llama"});
     c.push_back({"CP 2 x DP 2", false, 1, 1, PipelineSchedule::k1F1B, all(1), {}, false, 0, "", 2});
     c.push_back({"CP 4", false, 1, 2, PipelineSchedule::k1F1B, all(1), {}, true, 0, "", 4});
@@ -188,8 +210,16 @@ std::vector<Case> cases_for(int ranks) {
                                             : "CP 2 x DP 2, splits and checkpointing";
       c.push_back({name, false, 1, 2, PipelineSchedule::k1F1B, all(1), {}, true, prefetch, "llama", 2});
     }
-    c.push_back({"PP 2 x TP 2, splits, checkpointing, prefetch 1", false, 2, 2, PipelineSchedule::k1F1B,
-                 all(2), {}, true, 1, "qwen3"});
+    c.push_back({"PP 2 x TP 2, splits, checkpointing, prefetch 1",
+                 false,
+                 2,
+                 2,
+                 PipelineSchedule::k1F1B,
+                 all(2),
+                 {},
+                 true,
+                 1,
+                 "qwen3"});
   }
   return c;
 }

@@ -273,9 +273,10 @@ TEST_CASE("a slice of a million elements or more, filled on several threads, hol
   FAIL("the model has no MLP");
 }
 
-TEST_CASE("a GQA slice holds its query heads' and its key/value heads' columns; a gated one its gate and up "
-          "columns",
-          "[numerics]") {
+TEST_CASE(
+    "a GQA slice holds its query heads' and its key/value heads' columns; a gated one its gate and up "
+    "columns",
+    "[numerics]") {
   // llama_model: h = 48, a = 4 query heads over g = 2 key/value heads of d = 16, f = 64. QKV is
   // [48 x (64 + 2 x 32)]: Q columns 0..63, K 64..95, V 96..127. Two slices: slice 1 holds key/value head
   // 1 (K 80..95, V 112..127) and the query heads of its group, 2 and 3 (Q 32..63); the projection

@@ -37,9 +37,13 @@ experiments::DeviceFactory cpu_devices(int* made = nullptr) {
 // model small enough that the ten steps are quick under the sanitizers too (the order of work is the
 // subject, not the arithmetic).
 std::string write_experiment(const experiments::testing::TempDir& dir) {
-  const std::string model = dir.write(
-      "tiny.json", nlohmann::json{{"schema_version", 1}, {"name", "tiny"}, {"seq", 16}, {"vocab", 64},
-                                  {"layers", 2}, {"hidden", 32}, {"heads", 2}});
+  const std::string model = dir.write("tiny.json", nlohmann::json{{"schema_version", 1},
+                                                                  {"name", "tiny"},
+                                                                  {"seq", 16},
+                                                                  {"vocab", 64},
+                                                                  {"layers", 2},
+                                                                  {"hidden", 32},
+                                                                  {"heads", 2}});
   const nlohmann::json e = {
       {"schema_version", 1},
       {"name", "order"},

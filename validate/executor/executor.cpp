@@ -95,8 +95,8 @@ StepStats Executor::step() {
 void Executor::run_task(int t) {
   const sim::Task& task = sched_.tasks[static_cast<std::size_t>(t)];
   for (const int b : task.allocs) {
-    mem_[static_cast<std::size_t>(b)] =
-        dev_.allocate(alloc_bytes_[static_cast<std::size_t>(b)], sched_.buffers[static_cast<std::size_t>(b)].name);
+    mem_[static_cast<std::size_t>(b)] = dev_.allocate(alloc_bytes_[static_cast<std::size_t>(b)],
+                                                      sched_.buffers[static_cast<std::size_t>(b)].name);
     // A tied gradient collects the head's and the lookup's contributions: it starts at zero.
     if (sched_.buffers[static_cast<std::size_t>(b)].role == BufferRole::kTiedGradient)
       dev_.fill(dev_.compute_stream(), mem_[static_cast<std::size_t>(b)],
@@ -121,8 +121,8 @@ void Executor::run_task(int t) {
 void Executor::take_own(int carry, int from, int to, I width) {
   if (from == to) return;
   if (from < to)
-    throw Error(fmt::format("executor: activations at TP degree {} where {} is needed: no re-layout gathered them",
-                            from, to));
+    throw Error(fmt::format(
+        "executor: activations at TP degree {} where {} is needed: no re-layout gathered them", from, to));
   Stream& s = dev_.compute_stream();
   const I part = shape(to).rows() * width;
   const I own = (local_ % from) / to;
@@ -142,14 +142,16 @@ void Executor::run_transfer(int t) {
   const int peer = comm_.rank() + task.peer * per_stage_;
   const int tag = 2 * task.micro_batch + (activations ? 0 : 1);
   const std::string what =
-      fmt::format("{} micro-batch {}'s {}", task.kind == TaskKind::kSend ? "sending" : "receiving", task.micro_batch,
-                  activations ? "activations" : "gradient");
+      fmt::format("{} micro-batch {}'s {}", task.kind == TaskKind::kSend ? "sending" : "receiving",
+                  task.micro_batch, activations ? "activations" : "gradient");
   if (task.kind == TaskKind::kSend) {
     take_own(carry, degree, 1, width);
     degree = 1;
-    comm_.send(s, carry_[static_cast<std::size_t>(carry)], static_cast<std::size_t>(rows * width), peer, tag, what);
+    comm_.send(s, carry_[static_cast<std::size_t>(carry)], static_cast<std::size_t>(rows * width), peer, tag,
+               what);
   } else {
-    comm_.recv(s, carry_[static_cast<std::size_t>(carry)], static_cast<std::size_t>(rows * width), peer, tag, what);
+    comm_.recv(s, carry_[static_cast<std::size_t>(carry)], static_cast<std::size_t>(rows * width), peer, tag,
+               what);
     degree = 1;
   }
 }
@@ -162,8 +164,9 @@ void Executor::run_collective(int t) {
   const Operator& op = w_.operators[u];
   const bool compute_stream = task.stream == sim::Stream::kCompute;
   Stream& s = compute_stream ? dev_.compute_stream() : dev_.comm_stream();
-  const std::string what = fmt::format("{} of {} slice {} (task {})", costmodel::name_of(sim::collective_of(task.kind)),
-                                       op.name, task.slice, task.name);
+  const std::string what =
+      fmt::format("{} of {} slice {} (task {})", costmodel::name_of(sim::collective_of(task.kind)), op.name,
+                  task.slice, task.name);
   if (task.payload == Payload::kActivations || task.payload == Payload::kActivationGradients) {
     const bool forward = task.payload == Payload::kActivations;
     float*& x = carry_[forward ? 0 : 1];
@@ -278,8 +281,7 @@ void Executor::run_compute(int t) {
     }
     forward_slice(d, s, shape_t, a);
     if (p.last && head && task.kind == TaskKind::kForward) {
-      const I tokens_total = opt_.loss_tokens > 0 ? opt_.loss_tokens
-                                                  : I{plan_.global_batch(world_)} * w_.seq;
+      const I tokens_total = opt_.loss_tokens > 0 ? opt_.loss_tokens : I{plan_.global_batch(world_)} * w_.seq;
       const auto targets = targets_.at({task.micro_batch, static_cast<int>(u)});
       d.mse_onehot(s, a.internals, rows, vocab, reinterpret_cast<const std::int32_t*>(targets),
                    1.0f / static_cast<float>(tokens_total), loss_);

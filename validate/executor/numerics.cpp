@@ -120,7 +120,8 @@ void for_each_chunk_run(I len, I offset, I period, const MathShape& m, F&& f) {
 
 // `origin`: the output's first column (a vocabulary-parallel head's vocab0), so that element k of the
 // vector lands where it lands in the whole output.
-void fold_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a, float* out, I width, I origin = 0) {
+void fold_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a, float* out, I width,
+                  I origin = 0) {
   const SliceLayout& sl = a.layout->slice[static_cast<std::size_t>(a.slice)];
   if (sl.vector_len == 0) return;
   const I period = m.seq * width;
@@ -406,7 +407,7 @@ void attention_backward(Device& dev, Stream& s, const MathShape& m, const SliceA
         const float beta = q > 0 ? 1.0f : 0.0f;  // a key/value head sums over its group
         float* sq = si + q * ss;
         mm(T, N, A.s, d, A.s, 1.0f, sq, A.s, doi + q * d, wq, beta, dv, ld, A.gn, r * ss, r * d,
-           d);  // dV = S^T dO
+           d);           // dV = S^T dO
         float* ds = sq;  // S is dead once dV has it: dS takes its place
         mm(N, T, A.s, A.s, d, 1.0f, doi + q * d, wq, vi, ld, 0.0f, ds, A.s, A.gn, r * d, d,
            r * ss);  // dS = dO V^T
@@ -419,7 +420,7 @@ void attention_backward(Device& dev, Stream& s, const MathShape& m, const SliceA
       float* kv = core + i * A.gn * dd;
       for (I q = 0; q < r; ++q)
         mm(N, T, A.s, d, d, A.scale(), doi + q * d, wq, kv, d, 0.0f, dq + q * d, ld, A.gn, r * d, dd,
-           r * d);  // dQ = c dO (K^T V)^T
+           r * d);      // dQ = c dO (K^T V)^T
       float* dkv = kv;  // K^T V is dead: its gradient takes its place
       for (I q = 0; q < r; ++q)
         mm(T, N, d, d, A.s, A.scale(), qi + q * d, ld, doi + q * d, wq, q > 0 ? 1.0f : 0.0f, dkv, d, A.gn,
@@ -428,7 +429,7 @@ void attention_backward(Device& dev, Stream& s, const MathShape& m, const SliceA
       mm(N, N, A.s, d, d, 1.0f, ki, ld, dkv, d, 0.0f, dv, ld, A.gn, d, dd, d);  // dV = K d(K^T V)
     }
   }
-  mm(N, T, A.rows, A.h, ld, 1.0f, dqkv, ld, block_ptr(a, 0), ld, 1.0f, a.dx, A.h);  // dX += dQKV W^T
+  mm(N, T, A.rows, A.h, ld, 1.0f, dqkv, ld, block_ptr(a, 0), ld, 1.0f, a.dx, A.h);        // dX += dQKV W^T
   mm(T, N, A.h, ld, A.rows, 1.0f, a.x, A.h, dqkv, ld, grad_beta(a), grad_ptr(a, 0), ld);  // dW = X^T dQKV
 }
 
@@ -537,9 +538,10 @@ OperatorLayout make_layout(const Operator& op, int n, int world) {
       sections[static_cast<std::size_t>(wi)] = column_sections(op, w);
       for (const I section : sections[static_cast<std::size_t>(wi)])
         if (section % n != 0)
-          throw UsageError(fmt::format("operator {}: weight {} has a section of {} columns, not {} equal "
-                                       "parts",
-                                       op.name, w.name, section, n));
+          throw UsageError(
+              fmt::format("operator {}: weight {} has a section of {} columns, not {} equal "
+                          "parts",
+                          op.name, w.name, section, n));
     } else {
       l.vector_weights.push_back(wi);
       l.vector_total += w.elements();
@@ -606,13 +608,15 @@ OperatorLayout make_layout(const Operator& op, int tp, int n, int world) {
       l.vector_total += w.elements();
     }
   }
-  if (table < 0) throw UsageError(fmt::format("operator {} has no weight to cut at TP degree {}", op.name, tp));
+  if (table < 0)
+    throw UsageError(fmt::format("operator {} has no weight to cut at TP degree {}", op.name, tp));
   const auto& tw = op.weights[static_cast<std::size_t>(table)];
   const I V = tw.cols, h = tw.rows;
   if (V % tp != 0 || h % n != 0)
-    throw UsageError(fmt::format("operator {}: its {} x {} weight cannot be cut into {} vocabulary parts of {} "
-                                 "slices each",
-                                 op.name, h, V, tp, n));
+    throw UsageError(
+        fmt::format("operator {}: its {} x {} weight cannot be cut into {} vocabulary parts of {} "
+                    "slices each",
+                    op.name, h, V, tp, n));
   const I vt = V / tp;
   const bool head = op.kind == OperatorKind::kHead;
   if (head && l.vector_total > V)
@@ -621,7 +625,8 @@ OperatorLayout make_layout(const Operator& op, int tp, int n, int world) {
   I largest = 0;
   for (int i = 0; i < tp; ++i) {
     // The vector elements of TP rank i: the head's go with their logit column, the rest in t n chunks.
-    const I lo = head ? std::min(l.vector_total, i * vt) : 0, hi = head ? std::min(l.vector_total, (i + 1) * vt) : 0;
+    const I lo = head ? std::min(l.vector_total, i * vt) : 0,
+            hi = head ? std::min(l.vector_total, (i + 1) * vt) : 0;
     for (int j = 0; j < n; ++j) {
       SliceLayout sl;
       Block b;

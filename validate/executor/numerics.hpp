@@ -82,8 +82,8 @@ struct SliceLayout {
 };
 
 struct OperatorLayout {
-  int tp = 1;      // TP degree: slices is tp n, TP rank i's are i n .. i n + n - 1
-  int slices = 1;  // all of them
+  int tp = 1;                     // TP degree: slices is tp n, TP rank i's are i n .. i n + n - 1
+  int slices = 1;                 // all of them
   std::int64_t slice_elems = 0;   // ceil(P / n)
   std::int64_t padded_elems = 0;  // rounded up to a multiple of the world size
   std::int64_t shard_elems = 0;   // padded_elems / world
@@ -138,8 +138,8 @@ struct SliceArgs {
   const costmodel::Operator* op = nullptr;
   const OperatorLayout* layout = nullptr;
   int slice = 0, site = 0;
-  int internal = -1;        // the slice's place among the rank's own slices (internals); -1: `slice`
-  bool accumulate = false;  // backward: the matrix blocks' gradients add to what `grads` holds
+  int internal = -1;               // the slice's place among the rank's own slices (internals); -1: `slice`
+  bool accumulate = false;         // backward: the matrix blocks' gradients add to what `grads` holds
   const float* weights = nullptr;  // the slice's flat buffer
   float* grads = nullptr;          // backward: the slice's flat gradient (matrix blocks overwritten
                                    // unless `accumulate`, the vector chunk accumulated: zero it first)
