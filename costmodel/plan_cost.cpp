@@ -98,6 +98,11 @@ const CostModel& PlanCostModel::strided_model(int pp, int t, int e) const {
   return sub_model({-pp, e * (g + 1) + t}, sub, e);
 }
 
+double ep_shared_elements(const Operator& op, const Choice& ch, const CostModel& sub) {
+  const double shared = static_cast<double>(op.parameters() - op.expert_parameters());
+  return ch.replicate ? shared : shared / sub.shards(ch);
+}
+
 double PlanCostModel::ep_all_to_all_s(int pp, int t, int e, double bytes) const {
   if (e <= 1 || bytes <= 0) return 0;
   return strided_model(pp, t, e).all_to_all_s(bytes, false);
@@ -186,6 +191,10 @@ OpParts PlanCostModel::op_parts(const Operator& op0, const Operator& op, int t, 
     const double a2a = ep_all_to_all_s(pp, t, ch.ep, ep_bytes(op, b));
     x.ep_forward_s = 2 * a2a;
     x.ep_backward_s = 2 * a2a + (ckpt ? x.ep_forward_s : 0.0);
+    x.ep_shared_sync_s =
+        strided_model(pp, t, ch.ep)
+            .collective_s(Collective::kAllReduce, B.reduce * ep_shared_elements(op, ch, sub));
+    x.grad_sync_s += x.ep_shared_sync_s;
   }
   if (cp.degree > 1 && op.kind == OperatorKind::kAttention) {
     const CostModel& ring = strided_model(pp, t, cp.degree);

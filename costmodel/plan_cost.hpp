@@ -32,7 +32,11 @@
 // its weights gathered and reduced over the d / e ranks holding the same experts (stride t e: the
 // expert-data-parallel group, a cluster of one node of d / e when N_s <= G, else of N_s / G nodes of
 // G / (t e), or of N_s / (t e) nodes of one rank when t e > G); the router, the norm and a shared MLP
-// are priced with them (under 0.5% of a DeepSeek-V3 or Qwen3-MoE layer's parameters). Its tokens move
+// are held with them (under 0.5% of a DeepSeek-V3 or Qwen3-MoE layer's parameters), every EP rank
+// the same: their gradients, reduced over the expert-data group, are then all-reduced over the EP
+// group, once per step (OpParts::ep_shared_sync_s, part of grad_sync_s): AR_e(g P_sh / d_e) on the
+// EP group's ring, P_sh the parameters that are not the experts' and d_e the expert-data group's
+// shards (REPLICATE: AR_e(g P_sh)). Its tokens move
 // by all-to-alls on the EP group (e ranks at stride t: within a node when t e <= G, else over
 // t e / G nodes, priced flat on the slowest link), each of X = g b0 s k h e_act bytes per rank (the
 // tokens for the rank's TP slice of experts): forward a dispatch and a combine, backward their two
@@ -115,6 +119,7 @@ struct OpParts {
   double tp_forward_s = 0, tp_backward_s = 0;
   double dp_gather_s = 0, grad_sync_s = 0, optimizer_s = 0;
   double ep_forward_s = 0, ep_backward_s = 0;  // the expert all-to-alls (dispatch and combine)
+  double ep_shared_sync_s = 0;  // the shared parameters' gradients over the EP group (in grad_sync_s)
   double cp_forward_s = 0, cp_backward_s = 0;  // context parallelism's K/V passes or all-to-alls
 };
 
@@ -232,6 +237,11 @@ class PlanCostModel {
 // choice is expert-parallel (with the model's expert imbalance), its CP slice under context parallelism.
 Operator plan_slice(const Operator& op, int t, bool sequence_parallel, const Workload& w,
                     const Choice& choice, double expert_imbalance, CpLayout cp = {});
+
+// Elements of an expert-parallel operator's gradient that are not the experts' (the norm, the router, a
+// shared MLP), per rank, that its EP group all-reduces once per step (OpParts::ep_shared_sync_s): of its
+// shard of the expert-data group `sub` (REPLICATE: all of them). `sliced` is its plan_slice.
+double ep_shared_elements(const Operator& sliced, const Choice& choice, const CostModel& sub);
 
 // The plan cost model of a plan file: its cluster, calibration and cost options, the prefetch depth
 // from the plan, its memory limit as the capacity.

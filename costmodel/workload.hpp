@@ -137,6 +137,7 @@ struct Operator {
   double kept_bytes_per_sample(const Choice& choice) const;
   bool tied_gradient = false;  // its full gradient lives from the LM head's backward to the end
   int experts = 0;             // an MoE layer's MLP: its routed experts (ModelSpec::moe); 0 otherwise
+  int top_k = 0;               // an MoE layer's MLP: the experts each token goes to
   bool latent = false;         // a multi-head latent attention (ModelSpec::mla)
   // An MoE layer's MLP: the bytes of the tokens it sends to its experts per sample (s k h e: each of
   // s tokens to k experts), what one dispatch or combine all-to-all moves under expert parallelism.
@@ -150,6 +151,9 @@ struct Operator {
       0;  // when > 0, split counts must divide it (an attention slice holds whole heads)
 
   std::int64_t parameters() const;
+  // The routed experts' parameters (Weight::expert); an MoE operator's others (the norm, the router,
+  // a shared MLP) are parameters() less these.
+  std::int64_t expert_parameters() const;
   // Allowed split counts: 1, and powers of two <= split_max that divide every splittable weight's
   // split dimension (and split_units).
   std::vector<int> splits(int split_max) const;

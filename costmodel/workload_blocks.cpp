@@ -22,6 +22,7 @@ Operator moe_mlp(int layer, const StageSpec& st, const ModelSpec& m, I s, double
   const double routed = static_cast<double>(t * E);  // token slots the experts run (s k, rounded up)
   Operator op = layer_operator(layer, OperatorKind::kMlp, "mlp", st.hidden);
   op.experts = static_cast<int>(E);
+  op.top_k = static_cast<int>(k);
   op.split_units = E;
   add_norm(op, op.name + ".ln2", h, sd, e, m);
   op.weights.push_back({op.name + ".router", h, E, false});

@@ -68,6 +68,13 @@ std::int64_t Operator::parameters() const {
   return p;
 }
 
+std::int64_t Operator::expert_parameters() const {
+  std::int64_t p = 0;
+  for (const auto& w : weights)
+    if (w.expert) p += w.elements();
+  return p;
+}
+
 double Operator::forward_flops(int batch) const {
   double f = 0;
   for (const auto& k : forward) f += k.flops(batch);

@@ -216,6 +216,28 @@ class Builder {
     }
   }
 
+  // An expert-parallel operator's parameters that are not the experts' (the norm, the router, a shared
+  // MLP; plan_cost.hpp): every EP rank holds them, so once their gradients are reduced over the
+  // expert-data group (`after`), the EP group all-reduces them, on the comm stream, before the optimizer.
+  void expert_shared_allreduce(int u, const std::vector<int>& after) {
+    const double elements = costmodel::ep_shared_elements(sliced(u), choice(u), sub(u));
+    if (ep(u) <= 1 || elements <= 0) return;
+    Task t;
+    t.name = name(u) + ".shared.allreduce";
+    t.kind = TaskKind::kAllReduce;
+    t.stream = Stream::kComm;
+    t.op = u;
+    t.bytes = w_.bytes.reduce * elements;
+    t.payload = Payload::kGradients;
+    t.group = {ep(u), tp(u)};
+    t.calibrated = false;
+    t.expert_shared = true;
+    t.deps = after;
+    const int id = add(std::move(t));
+    collectives_.push_back(id);
+    step_collectives_[current_step_].push_back(id);
+  }
+
   // Context parallelism's exchanges of attention operator u (plan_cost.hpp) on its CP group (cp ranks at
   // stride t), on the compute stream: ring attention's K/V blocks (forward and recompute: an all-gather
   // of cp KV; backward: that and the gradients' reduce-scatter), or Ulysses' all-to-alls (Q, K, V and
@@ -688,6 +710,7 @@ class Builder {
 
     const int workspace = buffer(name(u) + ".workspace" + mb_suffix(), b * op.workspace_bytes_per_sample,
                                  BufferRole::kWorkspace, u);
+    std::vector<int> reduced;  // the last micro-batch's gradient reductions of the slices
     for (int j = 0; j < n; ++j) {
       std::vector<int> deps;
       int gathered = -1;
@@ -728,10 +751,11 @@ class Builder {
       last_compute_[q] = t;
       if (!last) continue;
       if (choice(u).replicate)
-        collective(TaskKind::kAllReduce, u, j, B.reduce * params(u), t, {});
+        reduced.push_back(collective(TaskKind::kAllReduce, u, j, B.reduce * params(u), t, {}));
       else if (!tied)
-        collective(TaskKind::kReduceScatter, u, j, reduce_slice, t, {grad});
+        reduced.push_back(collective(TaskKind::kReduceScatter, u, j, reduce_slice, t, {grad}));
     }
+    if (!reduced.empty()) expert_shared_allreduce(u, reduced);
     if (tied && !choice(u).replicate && last) {  // the tied gradient, complete after the last lookup backward
       for (int j = 0; j < n; ++j)
         collective(

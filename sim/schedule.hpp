@@ -174,6 +174,9 @@ struct Task {
   bool calibrated = true;
   int peer = 0;             // sends and receives: the other stage, relative (+1 the next, -1 the previous)
   int twin = -1;            // a collective two stages run together (the tied copy's): the other stage's task
+  // An expert-parallel operator's all-reduce, over its EP group, of the gradients of its parameters
+  // that are not the experts' (the norm, the router, a shared MLP): of the rank's shard of them.
+  bool expert_shared = false;
   std::vector<int> deps;    // tasks that must finish first (a receive: its send, on the peer rank)
   std::vector<int> allocs;  // buffers allocated when the task starts
   std::vector<int> frees;   // buffers freed when the task ends

@@ -138,6 +138,13 @@ TEST_CASE("EP prices: all-to-alls on the EP group, states and gathers on the exp
                                b0 * (s.saved_bytes_per_sample - s.kept_bytes_per_sample(c)) + 2 * x;
       CHECK(rel(oc.transient_bytes, transient) < 1e-12);
       CHECK(rel(oc.tp_comm_s, parts.ep_forward_s + parts.ep_backward_s) < 1e-12);
+      // The norm's and the router's gradients (576 elements, held by every EP rank) reduce-scattered
+      // over the expert-data group of 2 with the experts', then all-reduced over the EP group of 4:
+      // AR_4(g 576 / 2) = 2 (4 - 1) (alpha + g 288 / 4 beta).
+      const double shared = 2 * 3 * (kAlpha + B.reduce * 288 / 4 / kBandwidth);
+      CHECK(rel(parts.ep_shared_sync_s, shared) < 1e-12);
+      CHECK(rel(parts.grad_sync_s,
+                costmodel::cost_fixtures::ring(2, kAlpha, kBandwidth, B.reduce * pe) + shared) < 1e-12);
       // EP 1 has none of it.
       Choice one{false, 1, 1, ckpt};
       const auto p1 = cost.op_parts(w, op, 1, one, b0, 1, false);
