@@ -16,6 +16,10 @@
 // the ZDP choices shard over all four), CP 4 with splits and checkpointing, CP 2 x TP 2, PP 2 x CP 2,
 // and the llama model's CP 2 x DP 2 with splits and checkpointing, without and with prefetch (the comm
 // stream's gathers beside the compute stream's exchanges).
+// Expert parallelism (llama models whose MLPs are MoE layers of 4 experts, top 2; some with a shared MLP):
+// on 2 ranks EP 2 (the MoE MLPs' states DP, ZDP or REPLICATE over the one rank holding the same experts;
+// checkpointed, 2 micro-batches) and EP 1 sharded over both; on 4 ranks EP 2 x ZDP 2 (FSDP over the two
+// ranks holding the same experts), EP 4, EP 2 x DP 2 with prefetch, PP 2 x EP 2.
 // Choices mix DP, ZDP (gathered again every micro-batch) and REPLICATE over the operators, and where a
 // case asks for it split slices and checkpointing. Most cases run the GPT; some a llama-family model
 // (grouped-query attention, gated MLP, RMSNorm, rotary positions; qwen2's QKV biases, qwen3's Q/K
@@ -72,6 +76,8 @@ struct Case {
   int prefetch = 0;
   std::string family = {};  // empty: the GPT; else a llama-family model (executor_fixtures.hpp's llama_model)
   int cp = 1;               // context parallelism: each sample's sequence cut over cp ranks (ring variant)
+  int ep = 1;               // expert parallelism of the MoE MLPs ("moe" families)
+  int moe_choice = -1;      // the MoE MLPs' choice: 0 DP, 1 ZDP, 2 REPLICATE; -1 the others' turn
 };
 
 // The case's model: the GPT (two stages untied), or the llama-family one (tied when the case is).
@@ -80,6 +86,14 @@ costmodel::ModelSpec model_for(const Case& c) {
   if (c.family.empty()) {
     m = tiny_model(c.tied, c.tied ? 1 : 2);
     m.vocab = 128;  // a vocabulary-parallel head's columns hold its 2h vector parameters (numerics.hpp)
+  } else if (c.family.rfind("moe", 0) == 0) {
+    // MoE MLPs (4 experts of f_e 16, top 2; "moe-shared": and a shared MLP of 16) in the llama model.
+    m = llama_model("llama");
+    m.name = "tiny-" + c.family;
+    m.moe.experts = 4;
+    m.moe.top_k = 2;
+    m.moe.expert_ffn = 16;
+    m.moe.shared_ffn = c.family == "moe-shared" ? 16 : 0;
   } else {
     m = llama_model(c.family);
     m.tied_embeddings = c.tied;
@@ -114,8 +128,14 @@ costmodel::Plan make_plan(const costmodel::ModelSpec& model, const costmodel::Cl
     ch.zdp_slices = o % 3 == 1 ? 1 : 0;
     const costmodel::Operator sliced =
         costmodel::tp_slice(hw.operators[o], p.unit_tp[static_cast<std::size_t>(unit_of[o])], false, hw);
-    if (c.splits && o % 4 == 3 && sliced.splits(2).back() == 2) ch = {false, 2, 1, false};
+    const bool moe = hw.operators[o].experts > 0;  // executed unsplit
+    if (c.splits && o % 4 == 3 && !moe && sliced.splits(2).back() == 2) ch = {false, 2, 1, false};
     if (c.splits && o % 4 == 3) ch.checkpoint = hw.operators[o].checkpointable;
+    if (moe && c.moe_choice >= 0) {
+      ch.replicate = c.moe_choice == 2;
+      ch.zdp_slices = c.moe_choice == 1 ? 1 : 0;
+    }
+    if (moe) ch.ep = c.ep;
     p.choices.push_back(ch);
   }
   return p;
@@ -167,6 +187,38 @@ std::vector<Case> cases_for(int ranks) {
                  2});
     c.push_back({"CP 2", false, 1, 1, PipelineSchedule::k1F1B, all(1), {}, false, 0, "llama", 2});
     c.push_back({"CP 2 (tied)", true, 1, 2, PipelineSchedule::k1F1B, all(1), {}, true, 0, "qwen3", 2});
+    // Expert parallelism: the MoE MLPs' experts over both ranks (dispatch and combine all-to-alls), the
+    // router and norm (and a shared MLP) on both, all-reduced; their states over the expert-data group
+    // (one rank: ZDP and DP hold everything) or replicated; and EP 1 sharded over both.
+    c.push_back({"EP 2", false, 1, 1, PipelineSchedule::k1F1B, all(1), {}, false, 0, "moe", 1, 2});
+    c.push_back(
+        {"EP 2 REPLICATE", false, 1, 1, PipelineSchedule::k1F1B, all(1), {}, false, 0, "moe", 1, 2, 2});
+    c.push_back({"EP 2, checkpointing, 2 micro-batches",
+                 false,
+                 1,
+                 2,
+                 PipelineSchedule::k1F1B,
+                 all(1),
+                 {},
+                 true,
+                 0,
+                 "moe-shared",
+                 1,
+                 2,
+                 1});
+    c.push_back({"EP 1, FSDP over 2",
+                 false,
+                 1,
+                 1,
+                 PipelineSchedule::k1F1B,
+                 all(1),
+                 {},
+                 false,
+                 0,
+                 "moe-shared",
+                 1,
+                 1,
+                 1});
     for (const auto sched : {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B})
       for (const int m : {2, 3}) {
         const std::string name = fmt::format("PP 2 {} m {}", costmodel::to_string(sched), m);
@@ -220,6 +272,48 @@ std::vector<Case> cases_for(int ranks) {
                  true,
                  1,
                  "qwen3"});
+    // Expert parallelism with FSDP: EP 2 x ZDP 2 (each expert's states sharded over the two ranks holding
+    // it), EP 4 (every rank its expert; a shared MLP), EP 2 x DP 2 with prefetch, PP 2 x EP 2.
+    c.push_back({"EP 2 x ZDP 2", false, 1, 1, PipelineSchedule::k1F1B, all(1), {}, false, 0, "moe", 1, 2, 1});
+    c.push_back({"EP 4, checkpointing, 2 micro-batches",
+                 false,
+                 1,
+                 2,
+                 PipelineSchedule::k1F1B,
+                 all(1),
+                 {},
+                 true,
+                 0,
+                 "moe-shared",
+                 1,
+                 4,
+                 1});
+    c.push_back({"EP 2 x DP 2, prefetch 1, 2 micro-batches",
+                 false,
+                 1,
+                 2,
+                 PipelineSchedule::k1F1B,
+                 all(1),
+                 {},
+                 false,
+                 1,
+                 "moe",
+                 1,
+                 2,
+                 0});
+    c.push_back({"PP 2 x EP 2 1f1b",
+                 false,
+                 2,
+                 2,
+                 PipelineSchedule::k1F1B,
+                 all(1),
+                 {},
+                 false,
+                 0,
+                 "moe-shared",
+                 1,
+                 2,
+                 1});
   }
   return c;
 }

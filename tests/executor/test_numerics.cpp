@@ -9,6 +9,7 @@
 #include <cmath>
 #include <random>
 
+#include "costmodel/error.hpp"
 #include "executor_fixtures.hpp"
 #include "validate/cpu/cpu_device.hpp"
 #include "validate/executor/numerics.hpp"
@@ -29,9 +30,11 @@ struct Harness {
   std::vector<float> x, r, internals, workspace;
   std::vector<std::int32_t> tokens;
   std::int64_t in = 0, out = 0;
+  MoeRoute route;  // an MoE operator's (EP 1)
 
   Harness(const costmodel::Operator& o, int site_, int slices, MathShape shape = {2, 8, 40})
-      : op(o), site(site_), n(slices), m(shape), layout(make_layout(o, slices, 1)) {
+      : op(o), site(site_), n(slices), m(shape), layout(make_layout(o, 1, slices, 1, ExpertPlace{})) {
+    if (op.experts > 0) route = moe_route(op, ExpertPlace{}, {0}, m.batch, m.seq, 0);
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
     for (int j = 0; j < n; ++j) {
@@ -66,6 +69,11 @@ struct Harness {
     a.y = y;
     a.workspace = workspace.data();
     a.tokens = tokens.data();
+    if (op.experts > 0) {
+      a.route = &route;
+      a.send_rows = route.send_rows.data();
+      a.gate_at = route.gate_at.data();
+    }
     return a;
   }
 
@@ -168,7 +176,7 @@ void check_model(const costmodel::ModelSpec& model) {
   const MathShape shape{2, model.seq, model.vocab};
   for (const auto& op : w.operators) {
     if (op.layer > 0) continue;
-    for (const int n : op.splits(4)) {
+    for (const int n : op.splits(op.experts > 0 ? 1 : 4)) {  // the executor runs an MoE MLP unsplit
       if (op.kind == OperatorKind::kEmbedding) {
         Harness lookup(op, 0, n, shape);
         check(lookup);
@@ -201,7 +209,112 @@ std::vector<costmodel::ModelSpec> llama_family_models() {
   return out;
 }
 
+// A llama-family model whose MLPs are MoE layers: 4 experts of f_e 16, top 2 (and a shared MLP of
+// f_s 16 where asked), at sequence 16.
+costmodel::ModelSpec moe_model(int shared) {
+  costmodel::ModelSpec m = testing::llama_model("qwen3", 1);
+  m.name = shared > 0 ? "tiny-moe-shared" : "tiny-moe";
+  m.moe.experts = 4;
+  m.moe.top_k = 2;
+  m.moe.expert_ffn = 16;
+  m.moe.shared_ffn = shared;
+  return m;
+}
+
+const costmodel::Operator& first_moe(const costmodel::Workload& w) {
+  for (const auto& op : w.operators)
+    if (op.experts > 0) return op;
+  FAIL("no MoE operator");
+  return w.operators.front();
+}
+
 }  // namespace
+
+TEST_CASE("an MoE layer's backward matches finite differences, with and without a shared MLP", "[numerics]") {
+  for (const int shared : {0, 16}) {
+    CAPTURE(shared);
+    check_model(moe_model(shared));
+  }
+}
+
+// The routing (numerics.hpp's moe): token t of sample g at position p to experts (g + p k + i) mod E.
+// With E = 4 dividing s k = 32, every sample sends s k / E = 8 choices to each expert, so an EP rank of
+// e receives b s k / E rows for each of its E / e experts from each of the e ranks; what one sends
+// another receives; and at EP 1 the rank receives its own choices in send order.
+TEST_CASE("MoE routes: balanced choices, what each EP rank sends another receives", "[numerics][moe]") {
+  const costmodel::Workload w = costmodel::lower(moe_model(0));
+  const costmodel::Operator& op = first_moe(w);
+  REQUIRE(op.experts == 4);
+  REQUIRE(op.top_k == 2);
+  const std::int64_t b = 3, s = 16, k = 2, E = 4;
+  for (const int ep : {1, 2, 4}) {
+    CAPTURE(ep);
+    std::vector<std::int64_t> firsts;
+    for (int q = 0; q < ep; ++q) firsts.push_back(100 + q * b);
+    std::vector<MoeRoute> r;
+    for (int q = 0; q < ep; ++q) r.push_back(moe_route(op, ExpertPlace{ep, q}, firsts, b, s, 0));
+    for (int q = 0; q < ep; ++q) {
+      const MoeRoute& x = r[static_cast<std::size_t>(q)];
+      CHECK(x.slots == b * s * k);
+      CHECK(x.local_experts == E / ep);
+      CHECK(x.received() == b * s * k);
+      for (int p = 0; p < ep; ++p) {
+        CHECK(x.send_counts[static_cast<std::size_t>(p)] ==
+              r[static_cast<std::size_t>(p)].recv_counts[static_cast<std::size_t>(q)]);
+        CHECK(x.send_counts[static_cast<std::size_t>(p)] == static_cast<std::size_t>(b * s * k / ep));
+        for (int e = 0; e < x.local_experts; ++e)
+          CHECK(x.expert_rows[static_cast<std::size_t>(p * x.local_experts + e)] == b * s * k / E);
+      }
+      // Each choice in send order: its row's expert, from the formula, non-decreasing; its gate at that
+      // expert's logit of its row; every (row, expert) pair once.
+      std::vector<int> seen(static_cast<std::size_t>(b * s * E), 0);
+      std::int64_t last = -1;
+      for (std::size_t i = 0; i < x.send_rows.size(); ++i) {
+        const std::int64_t row = x.send_rows[i], e = x.gate_at[i] - row * E;
+        REQUIRE(e >= 0);
+        REQUIRE(e < E);
+        CHECK(e >= last);
+        last = e;
+        const std::int64_t g = firsts[static_cast<std::size_t>(q)] + row / s, pos = row % s;
+        CHECK((e - (g + pos * k) % E + E) % E < k);  // one of the k experts (g + p k + i) mod E
+        ++seen[static_cast<std::size_t>(x.gate_at[i])];
+      }
+      for (std::size_t i = 0; i < seen.size(); ++i) CHECK(seen[i] <= 1);
+    }
+  }
+  CHECK(moe_received_max(op, MathShape{3, 16, 128}) == 3 * 8 * 4);  // b ceil(s k / E) E
+}
+
+// An MoE operator's layout at EP place q of e: the shared prefix (router, norm) alike at every place,
+// the experts' blocks the q-th E / e of them, so the places together hold each element once.
+TEST_CASE("MoE layouts: the shared prefix alike, the experts once over the EP places", "[numerics][moe]") {
+  const costmodel::Workload w = costmodel::lower(moe_model(16));
+  const costmodel::Operator& op = first_moe(w);
+  const std::int64_t P = op.parameters(), Pe = op.expert_parameters();
+  REQUIRE(Pe > 0);
+  for (const int ep : {1, 2, 4}) {
+    CAPTURE(ep);
+    std::vector<float> sum(static_cast<std::size_t>(P), 0.0f);
+    std::vector<int> hits(static_cast<std::size_t>(P), 0);
+    for (int q = 0; q < ep; ++q) {
+      const OperatorLayout l = make_layout(op, 1, 1, 2, ExpertPlace{ep, q});
+      CHECK(l.slice_elems == P - Pe + Pe / ep);
+      CHECK(shared_prefix(op, l, 0) == P - Pe);
+      CHECK(l.padded_elems % 2 == 0);
+      const std::vector<float> flat = initial_slice(op, l, 0);
+      std::vector<float> logical;
+      slice_to_logical(op, l, 0, flat.data(), logical, q != 0);
+      for (std::size_t i = 0; i < logical.size(); ++i)
+        if (logical[i] != 0.0f) ++hits[i];
+    }
+    int once = 0;
+    for (const int h : hits) once += h == 1 ? 1 : 0;
+    CHECK(once == P);  // initial values are never exactly zero here
+  }
+  CHECK_THROWS_AS(make_layout(op, 2, 1, 1, ExpertPlace{}), UsageError);
+  CHECK_THROWS_AS(make_layout(op, 1, 2, 1, ExpertPlace{}), UsageError);
+  CHECK_THROWS_AS(make_layout(op, 1, 1, 1, ExpertPlace{3, 0}), UsageError);
+}
 
 TEST_CASE("every operator's backward matches finite differences, whole and split", "[numerics]") {
   for (const bool tied : {true, false}) check_model(testing::tiny_model(tied, tied ? 1 : 2));

@@ -310,6 +310,35 @@ TEST_CASE("embedding gathers and scatters match the CPU with repeated tokens", "
   require_close(gtable.download(), table, 1e-5, 1e-5);
 }
 
+// An MoE layer's dispatch and combine (numerics.hpp's moe): rows gathered by index with and without
+// weights, scattered back with repeats (atomics: the order of the sums varies), and row dot products.
+TEST_CASE("MoE row kernels match the CPU with repeated rows", "[gpu][device][kernels]") {
+  CudaDevice dev;
+  CpuDevice cpu(CpuDeviceOptions{0, false, 0});
+  Stream &s = dev.compute_stream(), &cs = cpu.compute_stream();
+  const std::int64_t rows = 30, width = 40, ldx = width + 2, n = 200, ldy = width + 5;
+  const auto index = random_values<std::int32_t>(static_cast<std::size_t>(n), 31, 0, rows - 1);
+  const Buffer gindex(dev, index);
+  auto x = random_vector(static_cast<std::size_t>(rows * ldx), 32);
+  auto w = random_vector(static_cast<std::size_t>(n), 33);
+  auto y = random_vector(static_cast<std::size_t>(n * ldy), 34);
+  Buffer gx(dev, x), gw(dev, w), gy(dev, y);
+  for (const bool weighted : {false, true}) {
+    dev.gather_rows(s, gx.get(), ldx, gindex.tokens(), n, width, weighted ? gw.get() : nullptr, gy.get(),
+                    ldy);
+    cpu.gather_rows(cs, x.data(), ldx, index.data(), n, width, weighted ? w.data() : nullptr, y.data(), ldy);
+    require_equal(gy.download(), y);
+  }
+  dev.scatter_add_rows(s, gy.get(), ldy, gindex.tokens(), n, width, gw.get(), gx.get(), ldx);
+  cpu.scatter_add_rows(cs, y.data(), ldy, index.data(), n, width, w.data(), x.data(), ldx);
+  require_close(gx.download(), x, 1e-5, 1e-5);
+  auto out = random_vector(static_cast<std::size_t>(n), 35);
+  Buffer gout(dev, out);
+  dev.row_dots(s, gx.get(), ldx, gindex.tokens(), gy.get(), ldy, n, width, gout.get());
+  cpu.row_dots(cs, x.data(), ldx, index.data(), y.data(), ldy, n, width, out.data());
+  require_close(gout.download(), out, 1e-5, 1e-5);
+}
+
 TEST_CASE("mse_onehot matches the CPU's loss and gradient", "[gpu][device][kernels]") {
   CudaDevice dev;
   CpuDevice cpu(CpuDeviceOptions{0, false, 0});

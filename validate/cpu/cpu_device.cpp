@@ -305,6 +305,38 @@ void CpuDevice::scatter_add_columns(Stream& /*s*/, const float* dy, std::int64_t
   }
 }
 
+void CpuDevice::gather_rows(Stream& /*s*/, const float* x, std::int64_t ldx, const std::int32_t* index,
+                            std::int64_t n, std::int64_t width, const float* w, float* y, std::int64_t ldy) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* from = x + index[i] * ldx;
+    float* to = y + i * ldy;
+    const float f = w != nullptr ? w[i] : 1.0f;
+    for (std::int64_t c = 0; c < width; ++c) to[c] = f * from[c];
+  }
+}
+
+void CpuDevice::scatter_add_rows(Stream& /*s*/, const float* x, std::int64_t ldx, const std::int32_t* index,
+                                 std::int64_t n, std::int64_t width, const float* w, float* y,
+                                 std::int64_t ldy) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* from = x + i * ldx;
+    float* to = y + index[i] * ldy;
+    const float f = w != nullptr ? w[i] : 1.0f;
+    for (std::int64_t c = 0; c < width; ++c) to[c] += f * from[c];
+  }
+}
+
+void CpuDevice::row_dots(Stream& /*s*/, const float* a, std::int64_t lda, const std::int32_t* index,
+                         const float* b, std::int64_t ldb, std::int64_t n, std::int64_t width, float* out) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* x = a + index[i] * lda;
+    const float* y = b + i * ldb;
+    float sum = 0.0f;
+    for (std::int64_t c = 0; c < width; ++c) sum += x[c] * y[c];
+    out[i] = sum;
+  }
+}
+
 void CpuDevice::mse_onehot(Stream& /*s*/, float* logits, std::int64_t rows, std::int64_t vocab,
                            const std::int32_t* targets, float scale, float* loss_out) {
   double loss = 0.0;  // rows summed in double; each row's sum of squares by Eigen in float

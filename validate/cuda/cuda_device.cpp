@@ -442,6 +442,24 @@ void CudaDevice::scatter_add_columns(Stream& s, const float* dy, std::int64_t ld
         "the scatter_add_columns kernel");
 }
 
+void CudaDevice::gather_rows(Stream& s, const float* x, std::int64_t ldx, const std::int32_t* index,
+                             std::int64_t n, std::int64_t width, const float* w, float* y, std::int64_t ldy) {
+  check(cuda_kernels::gather_rows(own(s).handle(), x, ldx, index, n, width, w, y, ldy),
+        "the gather_rows kernel");
+}
+
+void CudaDevice::scatter_add_rows(Stream& s, const float* x, std::int64_t ldx, const std::int32_t* index,
+                                  std::int64_t n, std::int64_t width, const float* w, float* y,
+                                  std::int64_t ldy) {
+  check(cuda_kernels::scatter_add_rows(own(s).handle(), x, ldx, index, n, width, w, y, ldy),
+        "the scatter_add_rows kernel");
+}
+
+void CudaDevice::row_dots(Stream& s, const float* a, std::int64_t lda, const std::int32_t* index,
+                          const float* b, std::int64_t ldb, std::int64_t n, std::int64_t width, float* out) {
+  check(cuda_kernels::row_dots(own(s).handle(), a, lda, index, b, ldb, n, width, out), "the row_dots kernel");
+}
+
 void CudaDevice::mse_onehot(Stream& s, float* logits, std::int64_t rows, std::int64_t vocab,
                             const std::int32_t* targets, float scale, float* loss_out) {
   check(cuda_kernels::mse_onehot(own(s).handle(), logits, rows, vocab, targets, scale, loss_out),

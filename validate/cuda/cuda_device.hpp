@@ -169,6 +169,13 @@ class CudaDevice final : public Device {
                   float* dv, std::size_t len) override;
   void gather_columns(Stream& s, const float* table, std::int64_t vocab, std::int64_t c0, std::int64_t cols,
                       const std::int32_t* tokens, std::int64_t n_rows, float* y, std::int64_t ldy) override;
+  void gather_rows(Stream& s, const float* x, std::int64_t ldx, const std::int32_t* index, std::int64_t n,
+                   std::int64_t width, const float* w, float* y, std::int64_t ldy) override;
+  void scatter_add_rows(Stream& s, const float* x, std::int64_t ldx, const std::int32_t* index,
+                        std::int64_t n, std::int64_t width, const float* w, float* y,
+                        std::int64_t ldy) override;
+  void row_dots(Stream& s, const float* a, std::int64_t lda, const std::int32_t* index, const float* b,
+                std::int64_t ldb, std::int64_t n, std::int64_t width, float* out) override;
   void scatter_add_columns(Stream& s, const float* dy, std::int64_t ldy, const std::int32_t* tokens,
                            std::int64_t n_rows, std::int64_t c0, std::int64_t cols, float* dtable,
                            std::int64_t vocab) override;

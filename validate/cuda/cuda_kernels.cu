@@ -115,6 +115,45 @@ __global__ void scatter_add_columns_kernel(const float* dy, std::int64_t ldy, co
   }
 }
 
+__global__ void gather_rows_kernel(const float* x, std::int64_t ldx, const std::int32_t* index,
+                                   std::int64_t n, std::int64_t width, const float* w, float* y,
+                                   std::int64_t ldy) {
+  const auto total = static_cast<std::size_t>(n * width);
+  for (std::size_t idx = first_index(); idx < total; idx += grid_stride()) {
+    const auto i = static_cast<std::int64_t>(idx) / width, c = static_cast<std::int64_t>(idx) % width;
+    y[i * ldy + c] = (w != nullptr ? w[i] : 1.0f) * x[index[i] * ldx + c];
+  }
+}
+
+__global__ void scatter_add_rows_kernel(const float* x, std::int64_t ldx, const std::int32_t* index,
+                                        std::int64_t n, std::int64_t width, const float* w, float* y,
+                                        std::int64_t ldy) {
+  const auto total = static_cast<std::size_t>(n * width);
+  for (std::size_t idx = first_index(); idx < total; idx += grid_stride()) {
+    const auto i = static_cast<std::int64_t>(idx) / width, c = static_cast<std::int64_t>(idx) % width;
+    atomicAdd(y + index[i] * ldy + c, (w != nullptr ? w[i] : 1.0f) * x[i * ldx + c]);
+  }
+}
+
+// One block per row i: its threads' partial sums added in shared memory.
+__global__ void row_dots_kernel(const float* a, std::int64_t lda, const std::int32_t* index, const float* b,
+                                std::int64_t ldb, std::int64_t n, std::int64_t width, float* out) {
+  __shared__ float partial[kThreads];
+  for (std::int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    float sum = 0.0f;
+    for (std::int64_t c = threadIdx.x; c < width; c += blockDim.x)
+      sum += a[index[i] * lda + c] * b[i * ldb + c];
+    partial[threadIdx.x] = sum;
+    __syncthreads();
+    for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+      if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) out[i] = partial[0];
+    __syncthreads();
+  }
+}
+
 // Blocks take rows in turn; each thread sums the squares of its elements in double, the block adds
 // its threads' sums (a tree in shared memory) and thread 0 adds the block's share to the loss.
 __global__ void mse_onehot_kernel(float* logits, std::int64_t rows, std::int64_t vocab,
@@ -265,6 +304,30 @@ cudaError_t scatter_add_columns(cudaStream_t stream, const float* dy, std::int64
   if (n_rows <= 0 || cols <= 0) return cudaSuccess;
   scatter_add_columns_kernel<<<blocks_for(static_cast<std::size_t>(n_rows * cols)), kThreads, 0, stream>>>(
       dy, ldy, tokens, n_rows, c0, cols, dtable, vocab);
+  return cudaGetLastError();
+}
+
+cudaError_t gather_rows(cudaStream_t stream, const float* x, std::int64_t ldx, const std::int32_t* index,
+                        std::int64_t n, std::int64_t width, const float* w, float* y, std::int64_t ldy) {
+  if (n <= 0 || width <= 0) return cudaSuccess;
+  gather_rows_kernel<<<blocks_for(static_cast<std::size_t>(n * width)), kThreads, 0, stream>>>(
+      x, ldx, index, n, width, w, y, ldy);
+  return cudaGetLastError();
+}
+
+cudaError_t scatter_add_rows(cudaStream_t stream, const float* x, std::int64_t ldx, const std::int32_t* index,
+                             std::int64_t n, std::int64_t width, const float* w, float* y, std::int64_t ldy) {
+  if (n <= 0 || width <= 0) return cudaSuccess;
+  scatter_add_rows_kernel<<<blocks_for(static_cast<std::size_t>(n * width)), kThreads, 0, stream>>>(
+      x, ldx, index, n, width, w, y, ldy);
+  return cudaGetLastError();
+}
+
+cudaError_t row_dots(cudaStream_t stream, const float* a, std::int64_t lda, const std::int32_t* index,
+                     const float* b, std::int64_t ldb, std::int64_t n, std::int64_t width, float* out) {
+  if (n <= 0) return cudaSuccess;
+  const auto grid = static_cast<unsigned>(std::min<std::int64_t>(n, 65535));
+  row_dots_kernel<<<grid, kThreads, 0, stream>>>(a, lda, index, b, ldb, n, width, out);
   return cudaGetLastError();
 }
 

@@ -38,6 +38,14 @@ cudaError_t sum_folded(cudaStream_t stream, const float* dout, std::size_t perio
 cudaError_t gather_columns(cudaStream_t stream, const float* table, std::int64_t vocab, std::int64_t c0,
                            std::int64_t cols, const std::int32_t* tokens, std::int64_t n_rows, float* y,
                            std::int64_t ldy);
+// y[i][c] = w[i] x[index[i]][c] (w null: 1); its gradient y[index[i]][c] += w[i] x[i][c] (atomicAdd);
+// out[i] = a[index[i]] . b[i] (numerics' MoE dispatch and combine; backend.hpp).
+cudaError_t gather_rows(cudaStream_t stream, const float* x, std::int64_t ldx, const std::int32_t* index,
+                        std::int64_t n, std::int64_t width, const float* w, float* y, std::int64_t ldy);
+cudaError_t scatter_add_rows(cudaStream_t stream, const float* x, std::int64_t ldx, const std::int32_t* index,
+                             std::int64_t n, std::int64_t width, const float* w, float* y, std::int64_t ldy);
+cudaError_t row_dots(cudaStream_t stream, const float* a, std::int64_t lda, const std::int32_t* index,
+                     const float* b, std::int64_t ldb, std::int64_t n, std::int64_t width, float* out);
 // dtable[c0 + c][tokens[r]] += dy[r][c] (atomicAdd: tokens repeat, so the order of the sums varies).
 cudaError_t scatter_add_columns(cudaStream_t stream, const float* dy, std::int64_t ldy,
                                 const std::int32_t* tokens, std::int64_t n_rows, std::int64_t c0,

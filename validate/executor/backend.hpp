@@ -163,6 +163,18 @@ class Device {
   virtual void scatter_add_columns(Stream& s, const float* dy, std::int64_t ldy, const std::int32_t* tokens,
                                    std::int64_t n_rows, std::int64_t c0, std::int64_t cols, float* dtable,
                                    std::int64_t vocab) = 0;
+  // Rows by index (an MoE layer's dispatch and combine): y[i][c] = w[i] x[index[i]][c] for i < n,
+  // c < width (w null: 1; y and x must not overlap).
+  virtual void gather_rows(Stream& s, const float* x, std::int64_t ldx, const std::int32_t* index,
+                           std::int64_t n, std::int64_t width, const float* w, float* y,
+                           std::int64_t ldy) = 0;
+  // Its gradient: y[index[i]][c] += w[i] x[i][c] (w null: 1), in order of i.
+  virtual void scatter_add_rows(Stream& s, const float* x, std::int64_t ldx, const std::int32_t* index,
+                                std::int64_t n, std::int64_t width, const float* w, float* y,
+                                std::int64_t ldy) = 0;
+  // out[i] = sum over c < width of a[index[i]][c] b[i][c], for i < n.
+  virtual void row_dots(Stream& s, const float* a, std::int64_t lda, const std::int32_t* index,
+                        const float* b, std::int64_t ldb, std::int64_t n, std::int64_t width, float* out) = 0;
   // Squared-error loss against one-hot targets: loss_out[0] += sum (logits - onehot)^2 * scale / 2,
   // then logits = (logits - onehot) * scale (the gradient). A target outside 0 .. vocab - 1 has no one
   // in the row (its column is another rank's, in a vocabulary-parallel head).

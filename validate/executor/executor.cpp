@@ -3,6 +3,7 @@
 // the logical views.
 #include "validate/executor/executor.hpp"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -176,6 +177,8 @@ void Executor::run_collective(int t) {
     // gradients; numerics.hpp): the schedule's tasks that price them move nothing more. (CP plans have
     // one TP degree, so no re-layout is among them.)
     if (plan_.cp > 1 && (task.kind == TaskKind::kAllGather || task.kind == TaskKind::kReduceScatter)) return;
+    // Likewise the expert all-to-alls: the MoE operator's tasks dispatch and combine (numerics.hpp).
+    if (task.kind == TaskKind::kAllToAll) return;
     Communicator& g = group(task.group);
     if (task.kind == TaskKind::kAllReduce) {  // the TP group's partial sums (whole samples at its degree)
       const I width = forward ? I{op.hidden} : width_in(op, task.site == 1 ? 1 : 0);
@@ -194,6 +197,15 @@ void Executor::run_collective(int t) {
   const OperatorLayout& L = o.layout;
   const I c = o.c();
   float* st = buffer(states_[u]);
+  // What every EP rank holds alike (the layout's shared prefix), reduced over the expert-data group:
+  // all-reduced over the EP group, the rank's shard of it (REPLICATE: all of it).
+  if (task.expert_shared) {
+    const I prefix = shared_prefix(op, L, o.first_slice);
+    const I from = plan_.choices[u].replicate ? 0 : I{o.shards->shard_of(o.sharding)} * L.shard_elems;
+    const I to = std::min(prefix, from + L.shard_elems);
+    if (to > from) group(task.group).all_reduce(s, st + c, static_cast<std::size_t>(to - from), what);
+    return;
+  }
   // REPLICATE all-reduces its whole gradient; a sharded slice's collectives move its shards.
   if (task.kind == TaskKind::kAllReduce && task.level == costmodel::RingLevel::kWorld) {
     o.dp->all_reduce(s, st + c, static_cast<std::size_t>(c), what);
@@ -249,6 +261,15 @@ void Executor::run_compute(int t) {
     a.context_group = context_;
     a.gathered = gathered_;
     a.partials = partials_;
+  }
+  if (op.experts > 0) {
+    const std::pair<int, int> key{task.micro_batch, static_cast<int>(u)};
+    a.route = &routes_.at(key);
+    a.send_rows = reinterpret_cast<const std::int32_t*>(route_ids_.at(key).first);
+    a.gate_at = reinterpret_cast<const std::int32_t*>(route_ids_.at(key).second);
+    a.expert_group = o.expert;
+    a.send = ep_send_;
+    a.recv = ep_recv_;
   }
   const auto tokens = tokens_.find({task.micro_batch, static_cast<int>(u)});
   a.tokens = tokens == tokens_.end() ? nullptr : reinterpret_cast<const std::int32_t*>(tokens->second);
@@ -349,9 +370,11 @@ std::vector<float> Executor::logical(int u, bool gradient) {
                          static_cast<std::size_t>(L.shard_elems), "collecting weights for a check");
       dev_.download(s, full, host.data(), host.size());
       dev_.deallocate(full);
+      // Of an expert-parallel operator, every EP rank writes its experts, the first also the rest.
       if (o.dp->rank() == 0)
         for (int j = 0; j < o.n; ++j)
-          slice_to_logical(op, L, o.first_slice + j, host.data() + j * L.padded_elems, logical);
+          slice_to_logical(op, L, o.first_slice + j, host.data() + j * L.padded_elems, logical,
+                           o.place.index != 0);
     }
     dev_.upload(s, logical.data(), sum, logical.size());
     comm_.all_reduce(s, sum, logical.size(), "collecting weights for a check");

@@ -30,14 +30,26 @@
 // more. Their scratch (c times a slice's Q K V, twice) is the executor's, in the baseline. The
 // exchanges run on a communicator of their own: the comm stream's collectives go on beside them.
 //
+// Expert parallelism (an MoE layer's MLP at Choice::ep = e > 1; at TP 1, unsplit): the e ranks of its
+// EP group ({e, t}) hold different experts, and the ranks holding the same ones ({N_s / (t e), t e}, the
+// expert-data group) shard and reduce its states as any operator's data-parallel group does (flat or
+// REPLICATE). Its tasks route their tokens (numerics.hpp's moe: a fixed function of sample and
+// position, computed for every micro-batch at start) and run the dispatch and combine all-to-alls
+// inside themselves on a communicator of their own; the schedule's all-to-all tasks price them and move
+// nothing more (their send and receive scratch, twice the most rows an expert rank receives, is the
+// executor's, in the baseline). What every EP rank holds alike (the router, a shared MLP, the norm: the
+// prefix of its layout) has its gradient all-reduced over the EP group after the reduction (the
+// schedule's task, sim::Task::expert_shared).
+//
 // Memory: the schedule's resident buffers (shards, Adam states) of the rank's stage are allocated
 // once; the executor's own baseline (the activations and gradients carried between operators, the
 // tokens, the loss) is allocated beside them and reported, so that measured peak - baseline is what
 // the simulator predicts (less the cluster's reserve).
 //
 // Not run: a tied embedding split over pipeline stages (its copy as the LM head of the last stage),
-// mixed precision (the arithmetic is fp32), mixture-of-experts layers and latent attention, and
-// context parallelism's all-to-all variant (Ulysses) or with TP degrees that change from unit to unit;
+// mixed precision (the arithmetic is fp32), latent attention, MoE layers at TP > 1, split, sharded by
+// node or two levels, or with context parallelism, and context parallelism's all-to-all variant
+// (Ulysses) or with TP degrees that change from unit to unit;
 // all are refused.
 #pragma once
 
@@ -151,6 +163,13 @@ class Executor {
   float* loss_ = nullptr;
   float* gathered_ = nullptr;  // context parallelism: a slice's gathered Q K V (SliceArgs::gathered)
   float* partials_ = nullptr;  // and its partial K/V gradients of every chunk (SliceArgs::partials)
+  // Expert parallelism: the EP groups' communicators (by degree), the routes of each (micro-batch, MoE
+  // operator) and their device copies (send_rows, gate_at), the all-to-alls' scratch.
+  std::map<int, Communicator*> experts_;
+  std::map<std::pair<int, int>, MoeRoute> routes_;
+  std::map<std::pair<int, int>, std::pair<float*, float*>> route_ids_;
+  float* ep_send_ = nullptr;
+  float* ep_recv_ = nullptr;
   std::size_t baseline_bytes_ = 0, padding_bytes_ = 0;
   int steps_ = 0;
   std::vector<Launch> launches_;  // the rank's tasks as enqueued, with their waits

@@ -74,8 +74,12 @@ Executor::~Executor() {
   for (auto* ids : {&tokens_, &targets_})
     for (auto& [key, p] : *ids) dev_.deallocate(p);
   if (loss_ != nullptr) dev_.deallocate(loss_);
-  for (float* p : {gathered_, partials_})
+  for (float* p : {gathered_, partials_, ep_send_, ep_recv_})
     if (p != nullptr) dev_.deallocate(p);
+  for (auto& [key, ids] : route_ids_) {
+    dev_.deallocate(ids.first);
+    dev_.deallocate(ids.second);
+  }
 }
 
 int Executor::first_task() const {
@@ -99,6 +103,13 @@ void Executor::make_groups() {
     shapes.insert({t, 1});
     shapes.insert({per_stage_ / t, t});
   }
+  std::set<std::pair<int, int>> ep_groups;  // (e, t) of the expert-parallel operators
+  for (std::size_t u = 0; u < plan_.choices.size() && u < sched_.op_tp.size(); ++u) {
+    const int e = plan_.choices[u].ep, t = sched_.op_tp[u];
+    if (e <= 1) continue;
+    shapes.insert({per_stage_ / (t * e), t * e});
+    ep_groups.insert({e, t});
+  }
   const int r = comm_.rank();
   for (const sim::Group& g : shapes) {
     if (g.size == world_) {
@@ -116,16 +127,26 @@ void Executor::make_groups() {
     context_ = &comm_.split(g.first(r), g.index(r),
                             fmt::format("making the context-parallel groups of {} ranks", plan_.cp));
   }
+  // The expert all-to-alls likewise, on the compute stream inside the MoE operators' tasks.
+  for (const auto& [e, t] : ep_groups) {
+    if (experts_.count(e))
+      throw UsageError(
+          fmt::format("executor: expert parallelism of degree {} at two TP degrees; its executor "
+                      "runs MoE layers at TP 1",
+                      e));
+    const sim::Group g{e, t};
+    experts_[e] = &comm_.split(g.first(r), g.index(r), fmt::format("making the EP groups of {} ranks", e));
+  }
 }
 
 void Executor::setup_operators() {
   for (const costmodel::Operator& op : w_.operators) {
-    if (op.experts > 0)
+    if (op.experts > 0 && plan_.cp > 1)
       throw UsageError(fmt::format(
-          "executor: {} is a mixture-of-experts layer ({} experts); osdp plans and simulates such models, "
-          "and its executor runs dense layers only",
-          op.name, op.experts));
-    else if (op.latent)
+          "executor: {} is a mixture-of-experts layer in a context-parallel plan (CP {}); osdp plans and "
+          "simulates such plans, and its executor runs MoE layers without context parallelism",
+          op.name, plan_.cp));
+    if (op.latent)
       throw UsageError(fmt::format(
           "executor: {} is a multi-head latent attention; osdp plans and simulates such models, and its "
           "executor runs grouped-query attention only",
@@ -175,7 +196,21 @@ void Executor::setup_operators() {
     o.shards = by_degree.at(o.t);
     o.dp = &group({per_stage_ / o.t, o.t});
     o.tp = &group({o.t, 1});
-    o.layout = make_layout(w_.operators[u], o.t, o.n, o.shards->shards(o.sharding));
+    if (const int e = ch.ep; e > 1) {
+      // The ranks holding the same experts shard and reduce its states (flat or replicated).
+      if (o.sharding != Sharding::kWorld && o.sharding != Sharding::kReplicated)
+        throw UsageError(fmt::format(
+            "executor: {} is expert-parallel (EP {}) with its states sharded by node or in two levels; its "
+            "executor runs EP with flat sharding or REPLICATE",
+            w_.operators[u].name, e));
+      const int d = per_stage_ / (o.t * e);
+      o.dp = &group({d, o.t * e});
+      shards_.push_back(std::make_unique<NodeShards>(*o.dp, 1, d, false));
+      o.shards = shards_.back().get();
+      o.place = {e, (local_ / o.t) % e};
+      o.expert = experts_.at(e);
+    }
+    o.layout = make_layout(w_.operators[u], o.t, o.n, o.shards->shards(o.sharding), o.place);
   }
 }
 
@@ -255,6 +290,7 @@ void Executor::resolve() {
           break;
         case BufferRole::kWorkspace:
           if (buf.site != 0) break;  // the LM head's: no kernel of a head's backward needs scratch
+          if (task.kind == TaskKind::kAllToAll) break;  // an expert all-to-all's send and receive buffers
           workspace[{u, mb}] = b;
           need(b, workspace_floats(op, L, m), "backward workspace");
           break;
@@ -441,11 +477,52 @@ void Executor::allocate_baseline() {
     partials_ = dev_.allocate(floats_bytes(exchange), "executor CP partial K/V gradients");
     baseline_bytes_ += 2 * floats_bytes(exchange);
   }
+  // The first global sample of local rank `local`'s rows at degree t in micro-batch k (a stage's
+  // micro-batch is b0 N_s / c samples under context parallelism).
+  const I b0 = sched_.batch, cp = plan_.cp, seq = w_.seq / cp, vocab = plan_.model.vocab;
+  const auto first_sample = [&](int k, int local, int t) {
+    return opt_.sample_offset >= 0 ? opt_.sample_offset + I{k} * b0 * per_stage_ / cp
+                                   : I{k} * b0 * per_stage_ / cp + I{local / (t * cp)} * b0 * t;
+  };
+  // Expert parallelism: each MoE operator's routes per micro-batch (its EP ranks' samples), their
+  // device copies, and the all-to-alls' scratch.
+  I ep_floats = 0;
+  for (std::size_t u = 0; u < w_.operators.size(); ++u) {
+    const OpRun& o = ops_[u];
+    const Operator& op = w_.operators[u];
+    if (!o.here || op.experts <= 0) continue;
+    const MathShape m = shape(o.t);
+    ep_floats = std::max(ep_floats, moe_exchange_floats(op, o.place.ep, m));
+    for (int k = 0; k < sched_.micro_batches; ++k) {
+      std::vector<I> firsts;
+      for (int q = 0; q < o.place.ep; ++q)
+        firsts.push_back(first_sample(k, local_ + (q - o.place.index) * o.t, o.t));
+      MoeRoute route = moe_route(op, o.place, firsts, m.batch, m.seq, m.chunk * m.seq);
+      std::pair<float*, float*> ids;
+      for (const bool gates : {false, true}) {
+        const auto& host = gates ? route.gate_at : route.send_rows;
+        float* buf = dev_.allocate(floats_bytes(static_cast<I>(host.size())),
+                                   gates ? "executor MoE gate positions" : "executor MoE send rows");
+        baseline_bytes_ += floats_bytes(static_cast<I>(host.size()));
+        (gates ? ids.second : ids.first) = buf;
+        s.enqueue([this, buf, &host] {
+          dev_.upload(dev_.compute_stream(), reinterpret_cast<const float*>(host.data()), buf, host.size());
+        });
+      }
+      s.synchronize();
+      route_ids_[{k, static_cast<int>(u)}] = ids;
+      routes_[{k, static_cast<int>(u)}] = std::move(route);
+    }
+  }
+  if (ep_floats > 0) {
+    ep_send_ = dev_.allocate(floats_bytes(ep_floats), "executor EP send scratch");
+    ep_recv_ = dev_.allocate(floats_bytes(ep_floats), "executor EP receive scratch");
+    baseline_bytes_ += 2 * floats_bytes(ep_floats);
+  }
   // The token ids of a lookup and the targets of a head, per micro-batch, at the operator's degree and
   // less its vocabulary columns' first.
   // Under context parallelism (CP degree c) the ranks of a CP group hold chunks of the same samples: a
   // stage's micro-batch is b0 N_s / c samples, and a rank's tokens are its chunk's seq / c positions.
-  const I b0 = sched_.batch, cp = plan_.cp, seq = w_.seq / cp, vocab = plan_.model.vocab;
   for (std::size_t u = 0; u < w_.operators.size(); ++u) {
     const OpRun& o = ops_[u];
     const Operator& op = w_.operators[u];
@@ -457,8 +534,7 @@ void Executor::allocate_baseline() {
     const I count = b0 * o.t;
     const I position0 = shape(o.t).chunk * seq;  // the rank's chunk's first position
     for (int k = 0; k < sched_.micro_batches; ++k) {
-      const I first = opt_.sample_offset >= 0 ? opt_.sample_offset + I{k} * b0 * per_stage_ / cp
-                                              : I{k} * b0 * per_stage_ / cp + I{local_ / (o.t * cp)} * count;
+      const I first = first_sample(k, local_, o.t);
       for (const bool targets : {false, true}) {
         if ((targets && !head) || (!targets && !lookup)) continue;
         std::vector<std::int32_t> ids(static_cast<std::size_t>(count * seq));

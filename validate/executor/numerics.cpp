@@ -10,17 +10,15 @@
 #include <fmt/format.h>
 
 #include "costmodel/error.hpp"
+#include "validate/executor/internal/numerics_common.hpp"
 
 namespace osdp::validate {
+using namespace detail;
 namespace {
 
 using costmodel::Operator;
 using costmodel::OperatorKind;
 using I = std::int64_t;
-
-bool is_matrix(const costmodel::Weight& w) {
-  return w.rows > 1;
-}
 
 std::uint64_t mix(std::uint64_t x) {  // splitmix64
   x += 0x9e3779b97f4a7c15ULL;
@@ -34,38 +32,6 @@ std::uint64_t hash_name(const std::string& s) {
   for (const char ch : s) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ULL;
   return h;
 }
-
-struct Gm {
-  Device& dev;
-  Stream& s;
-  GemmMath math;
-  void operator()(Transpose ta, Transpose tb, I m, I n, I k, float alpha, const float* a, I lda,
-                  const float* b, I ldb, float beta, float* c, I ldc, I batch = 1, I sa = 0, I sb = 0,
-                  I sc = 0) const {
-    Gemm g;
-    g.math = math;
-    g.ta = ta;
-    g.tb = tb;
-    g.m = m;
-    g.n = n;
-    g.k = k;
-    g.alpha = alpha;
-    g.beta = beta;
-    g.a = a;
-    g.lda = lda;
-    g.b = b;
-    g.ldb = ldb;
-    g.c = c;
-    g.ldc = ldc;
-    g.batch = batch;
-    g.stride_a = sa;
-    g.stride_b = sb;
-    g.stride_c = sc;
-    dev.gemm(s, g);
-  }
-};
-constexpr Transpose N = Transpose::kNo;
-constexpr Transpose T = Transpose::kYes;
 
 // The IR's elementwise kernels of one phase and site, a 1/n share of their bytes each.
 void spend_elementwise(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a, bool forward) {
@@ -84,24 +50,6 @@ void spend_elementwise(Device& dev, Stream& s, const MathShape& m, const SliceAr
       left -= n;
     }
   }
-}
-
-const Block& block(const SliceArgs& a, int index) {
-  return a.layout->slice[static_cast<std::size_t>(a.slice)].blocks[static_cast<std::size_t>(index)];
-}
-int internal_index(const SliceArgs& a) {
-  return a.internal >= 0 ? a.internal : a.slice;
-}
-float grad_beta(const SliceArgs& a) {
-  return a.accumulate ? 1.0f : 0.0f;
-}
-const float* block_ptr(const SliceArgs& a, int index) {
-  return a.weights +
-         a.layout->slice[static_cast<std::size_t>(a.slice)].blocks[static_cast<std::size_t>(index)].offset;
-}
-float* grad_ptr(const SliceArgs& a, int index) {
-  return a.grads +
-         a.layout->slice[static_cast<std::size_t>(a.slice)].blocks[static_cast<std::size_t>(index)].offset;
 }
 
 // Calls f(t0, count, at) for the runs of vector elements t0 .. t0 + count - 1 (of `len`, the first at
@@ -735,7 +683,7 @@ std::vector<float> initial_slice(const Operator& op, const OperatorLayout& l, in
 }
 
 void slice_to_logical(const Operator& op, const OperatorLayout& l, int j, const float* flat,
-                      std::vector<float>& logical) {
+                      std::vector<float>& logical, bool experts_only) {
   std::vector<I> base(op.weights.size());
   I p = 0;
   for (std::size_t i = 0; i < op.weights.size(); ++i) {
@@ -745,6 +693,7 @@ void slice_to_logical(const Operator& op, const OperatorLayout& l, int j, const 
   logical.resize(static_cast<std::size_t>(p));
   for_each_element(op, l, j, [&](int w, I r, I c, I idx) {
     const auto& wt = op.weights[static_cast<std::size_t>(w)];
+    if (experts_only && !wt.expert) return;
     logical[static_cast<std::size_t>(base[static_cast<std::size_t>(w)] + r * wt.cols + c)] = flat[idx];
   });
 }
@@ -796,10 +745,12 @@ I internal_floats(const Operator& op, const OperatorLayout& l, const MathShape& 
 }
 
 I workspace_floats(const Operator& op, const OperatorLayout& l, const MathShape& m) {
+  if (op.experts > 0) return moe_workspace_floats(op, m);
   return op.kind == OperatorKind::kAttention ? attention_dims(op, l.slices, m).qkv() : 0;
 }
 
 I internal_floats(const Operator& op, int n, const MathShape& m) {
+  if (op.experts > 0) return moe_internal_floats(op, m);
   switch (op.kind) {
     case OperatorKind::kAttention:
       return n * attention_dims(op, n, m).per_slice();
@@ -816,6 +767,7 @@ I internal_floats(const Operator& op, int n, const MathShape& m) {
 }
 
 I workspace_floats(const Operator& op, int n, const MathShape& m) {
+  if (op.experts > 0) return moe_workspace_floats(op, m);
   return op.kind == OperatorKind::kAttention ? attention_dims(op, n, m).qkv() : 0;
 }
 
@@ -833,7 +785,10 @@ void forward_slice(Device& dev, Stream& s, const MathShape& m, const SliceArgs& 
       fold_forward(dev, s, m, a, a.y, op.hidden);
       break;
     case OperatorKind::kMlp:
-      mlp_forward(dev, s, m, a);
+      if (op.experts > 0)
+        moe_forward(dev, s, m, a);
+      else
+        mlp_forward(dev, s, m, a);
       fold_forward(dev, s, m, a, a.y, op.hidden);
       break;
     case OperatorKind::kProjection:
@@ -869,7 +824,10 @@ void backward_slice(Device& dev, Stream& s, const MathShape& m, const SliceArgs&
       fold_backward(dev, s, m, a, a.dy, op.hidden);
       break;
     case OperatorKind::kMlp:
-      mlp_backward(dev, s, m, a);
+      if (op.experts > 0)
+        moe_backward(dev, s, m, a);
+      else
+        mlp_backward(dev, s, m, a);
       fold_backward(dev, s, m, a, a.dy, op.hidden);
       break;
     case OperatorKind::kProjection:

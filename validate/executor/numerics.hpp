@@ -32,6 +32,23 @@
 // 1 / (s_all sqrt(d)), the folded vector parameters land at the chunk's positions, and the elementwise
 // passes spend the chunk's share of the IR's bytes. Equal to the unsharded step up to fp32 summation
 // order.
+// moe        an MoE layer's MLP (Operator::experts E > 0, top k): Z = X W_r (the router, [h x E]);
+//              token t of global sample g at whole-sequence position p goes to the k experts
+//              (g + p k + i) mod E, i < k (a fixed function, so that the sharded and the unsharded step
+//              route alike; balanced: each sample's s k choices over the E experts), its gate the
+//              router's logit there, z = Z[t, expert] (no softmax: the IR's routing kernels are spent
+//              as memory passes); expert x computes H = silu(X_x G_x) * (X_x U_x), O_x = H D_x on its
+//              tokens X_x (gate_up [h x E 2 f_e]: expert x's gate then up columns at x 2 f_e; down
+//              [E f_e x h]: its rows at x f_e); Y = X + sum over choices z O_expert(t) + the shared
+//              gated MLP of every token where the model has one. Expert parallelism at degree e
+//              (MoeRoute): the rank holds the experts q E / e .. (q + 1) E / e - 1 of its place q in the
+//              EP group, sends each token choice to the rank of its expert (the dispatch: an
+//              all-to-all-v over SliceArgs::expert_group), runs its experts on the tokens of every
+//              EP rank and sends the outputs back (the combine); the backward the same for the
+//              gradients, reversed. The layout of an MoE operator (make_layout with ep) puts what every
+//              EP rank holds first (the router, a shared MLP, the vector chunk) and its experts' blocks
+//              after, so the shared part is a prefix of its states (executor.hpp: the EP group
+//              all-reduces its gradient). Executed unsplit (n = 1) and at TP 1.
 // Vector parameters (whatever the operator's weights hold of them: biases, norm gains (LayerNorm h
 // and 2h, RMSNorm h), Q/K head norms [d], the position table of learned positions) are added to the
 // operator's output, folded: element t of their concatenation goes to output element t mod
@@ -94,6 +111,12 @@ struct OperatorLayout {
   int local_slices() const { return slices / tp; }
 };
 
+// Where an MoE operator's experts are (numerics.hpp's moe): e ranks of an EP group, this rank the
+// index-th; e = 1 for every other operator.
+struct ExpertPlace {
+  int ep = 1, index = 0;
+};
+
 // Throws UsageError when the executor cannot cut `op` n ways (n must divide what splits() requires, and
 // an attention's weights must make whole heads: the opening comment).
 OperatorLayout make_layout(const costmodel::Operator& op, int slices, int world);
@@ -101,13 +124,20 @@ OperatorLayout make_layout(const costmodel::Operator& op, int slices, int world)
 // when the operator cannot run at that degree (its heads or widths, a vocabulary not divisible by t, an
 // LM head's vector parameters longer than the vocabulary).
 OperatorLayout make_layout(const costmodel::Operator& op, int tp, int slices, int world);
+// An MoE operator's layout at EP place `place` (TP 1, one slice: UsageError otherwise); other operators
+// as make_layout(op, tp, slices, world).
+OperatorLayout make_layout(const costmodel::Operator& op, int tp, int slices, int world, ExpertPlace place);
+// Elements at the start of a slice's flat buffer that every EP rank holds alike: an MoE operator's
+// router, shared MLP and vector chunk (all of it for other operators).
+std::int64_t shared_prefix(const costmodel::Operator& op, const OperatorLayout& l, int j);
 
 // Deterministic initial values (the same in every layout and on every rank).
 float initial_value(const costmodel::Operator& op, int weight, std::int64_t r, std::int64_t c);
 std::vector<float> initial_slice(const costmodel::Operator& op, const OperatorLayout& l, int j);
 // Writes a slice's flat values into `logical` (all weights in IR order, row-major; P elements).
+// `experts_only`: only the blocks of the routed experts (an EP rank other than the first).
 void slice_to_logical(const costmodel::Operator& op, const OperatorLayout& l, int j, const float* flat,
-                      std::vector<float>& logical);
+                      std::vector<float>& logical, bool experts_only = false);
 
 // Token at position t of global sample g (targets are the tokens one position on).
 std::int32_t token_of(std::int64_t sample, std::int64_t t, std::int64_t vocab);
@@ -133,6 +163,29 @@ std::int64_t width_in(const costmodel::Operator& op, int site);
 std::int64_t width_out(const costmodel::Operator& op, int site, const MathShape& m);
 // The logits' width of a head slice: its vocabulary columns (all of them without TP).
 std::int64_t vocab_width(const OperatorLayout& l, int slice, const MathShape& m);
+
+// An MoE operator's routing of one rank's tokens for one micro-batch (numerics.hpp's moe), on the host:
+// its K = R k token choices in the order it sends them (by expert: the EP ranks' in turn), and what the
+// EP ranks send each other. e = 1: the rank sends to itself.
+struct MoeRoute {
+  int ep = 1, index = 0, local_experts = 0;  // the EP group and this rank's place; experts per rank
+  std::int64_t rows = 0, slots = 0;          // the rank's tokens R and their choices K = R k
+  std::vector<std::int32_t> send_rows;       // per choice, in send order: its token's row
+  std::vector<std::int32_t> gate_at;         // per choice: its router logit, row R E + expert
+  std::vector<std::size_t> send_counts;      // choices to each EP rank
+  std::vector<std::size_t> recv_counts;      // choices from each EP rank (for this rank's experts)
+  std::vector<std::int64_t> expert_rows;     // [peer * local_experts + x]: of them, local expert x's
+  std::int64_t received() const;
+};
+
+// The routing of the rank at `place` whose EP group's ranks hold `samples` samples each, rank q's first
+// being global sample first_samples[q], of `seq` tokens from whole-sequence position position0.
+MoeRoute moe_route(const costmodel::Operator& op, ExpertPlace place,
+                   const std::vector<std::int64_t>& first_samples, std::int64_t samples, std::int64_t seq,
+                   std::int64_t position0);
+// The most token choices an expert rank can receive (the buffers' rows): b ceil(s k / E) E, the IR's
+// routed slots.
+std::int64_t moe_received_max(const costmodel::Operator& op, const MathShape& m);
 
 struct SliceArgs {
   const costmodel::Operator* op = nullptr;
@@ -162,7 +215,20 @@ struct SliceArgs {
   Communicator* context_group = nullptr;
   float* gathered = nullptr;
   float* partials = nullptr;
+  // An MoE operator: its routing (host counts; device copies of its send_rows and gate_at) and, at
+  // EP degree e > 1, the EP group's communicator and two scratch buffers of moe_exchange_floats (what
+  // one all-to-all sends and receives).
+  const MoeRoute* route = nullptr;
+  const std::int32_t* send_rows = nullptr;
+  const std::int32_t* gate_at = nullptr;
+  Communicator* expert_group = nullptr;
+  float* send = nullptr;
+  float* recv = nullptr;
 };
+
+// Floats of each of the two EP scratch buffers of SliceArgs for an MoE operator at EP degree e > 1 (0
+// otherwise).
+std::int64_t moe_exchange_floats(const costmodel::Operator& op, int ep, const MathShape& m);
 
 // Floats of each of the two CP scratch buffers of SliceArgs for one slice of attention operator `op`
 // cut n ways (0 for other operators or without context parallelism).

@@ -21,6 +21,8 @@ struct Executor::OpRun {
   NodeShards* shards = nullptr;  // its data-parallel group's
   Communicator* dp = nullptr;
   Communicator* tp = nullptr;
+  ExpertPlace place;               // an MoE operator's EP group and this rank's place in it
+  Communicator* expert = nullptr;  // its EP group's communicator for the all-to-alls
   std::int64_t c() const { return n * layout.shard_elems; }  // floats of the rank's weight shards
 };
 
