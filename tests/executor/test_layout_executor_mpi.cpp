@@ -10,12 +10,13 @@
 // 4 ranks: TP 2 x DP 2; PP 2 x DP 2 under both schedules; PP 2 x TP 2; TP 4; degrees that change
 // from unit to unit (1, 4, 2, 4: the activations re-laid out between them); and the same with splits,
 // checkpointing and prefetch.
-// Context parallelism (ring attention's variant), each sample's sequence cut over the CP group: on 2
-// ranks CP 2 (the GPT, whose attention saves the scores, with splits and checkpointing too; the llama
-// model's, which saves none; qwen3 tied with splits and checkpointing); on 4 ranks CP 2 x DP 2 (FSDP:
-// the ZDP choices shard over all four), CP 4 with splits and checkpointing, CP 2 x TP 2, PP 2 x CP 2,
-// and the llama model's CP 2 x DP 2 with splits and checkpointing, without and with prefetch (the comm
-// stream's gathers beside the compute stream's exchanges).
+// Context parallelism (ring attention's loop of point-to-point sends), each sample's sequence cut over
+// the CP group: on 2 ranks CP 2 (the GPT, whose attention saves the scores, with splits and
+// checkpointing too; the llama model's, which saves none; qwen3 tied with splits and checkpointing); on
+// 4 ranks CP 2 x DP 2 (FSDP: the ZDP choices shard over all four), CP 4 with splits and checkpointing
+// (and the llama model's, a ring of four without scores), CP 2 x TP 2, PP 2 x CP 2, and the llama
+// model's CP 2 x DP 2 with splits and checkpointing, without and with prefetch (the comm stream's
+// gathers beside the compute stream's ring passes).
 // Expert parallelism (llama models whose MLPs are MoE layers of 4 experts, top 2; some with a shared MLP):
 // on 2 ranks EP 2 (the MoE MLPs' states DP, ZDP or REPLICATE over the one rank holding the same experts;
 // checkpointed, 2 micro-batches) and EP 1 sharded over both; on 4 ranks EP 2 x ZDP 2 (FSDP over the two
@@ -255,6 +256,7 @@ std::vector<Case> cases_for(int ranks) {
     c.push_back({"TP 2 x DP 2", false, 1, 1, PipelineSchedule::k1F1B, all(2), {}, false, 0, "llama"});
     c.push_back({"CP 2 x DP 2", false, 1, 1, PipelineSchedule::k1F1B, all(1), {}, false, 0, "", 2});
     c.push_back({"CP 4", false, 1, 2, PipelineSchedule::k1F1B, all(1), {}, true, 0, "", 4});
+    c.push_back({"CP 4", false, 1, 1, PipelineSchedule::k1F1B, all(1), {}, false, 0, "llama", 4});
     c.push_back({"CP 2 x TP 2 (tied)", true, 1, 1, PipelineSchedule::k1F1B, all(2), {}, false, 0, "", 2});
     c.push_back({"PP 2 x CP 2 1f1b", false, 2, 2, PipelineSchedule::k1F1B, all(1), {}, false, 0, "", 2});
     for (const int prefetch : {0, 1}) {

@@ -68,7 +68,10 @@ StepStats Executor::step() {
     st.enqueue([this, task = l.task] { run_task(task); });
     if (l.record || timed) done[t] = st.record();
   }
-  cs.enqueue([this] { comm_.flush_sends(dev_.compute_stream(), "the end of a step"); });
+  cs.enqueue([this] {
+    comm_.flush_sends(dev_.compute_stream(), "the end of a step");
+    if (context_ != nullptr) context_->flush_sends(dev_.compute_stream(), "the end of a step (the CP ring)");
+  });
   cs.synchronize();
   ms.synchronize();
   StepStats r;
@@ -260,7 +263,6 @@ void Executor::run_compute(int t) {
   if (plan_.cp > 1 && op.kind == OperatorKind::kAttention) {
     a.context_group = context_;
     a.gathered = gathered_;
-    a.partials = partials_;
   }
   if (op.experts > 0) {
     const std::pair<int, int> key{task.micro_batch, static_cast<int>(u)};

@@ -24,11 +24,12 @@
 // Context parallelism (plan.cp = c > 1, ring attention's variant; the units share one TP degree t):
 // the c ranks of a CP group ({c, t}: c ranks t apart) hold chunks of the same samples, the rank at place
 // k of its group tokens k s/c .. (k + 1) s/c - 1 of each; a stage's micro-batch is b0 N_s / c samples.
-// Every operator but attention works on its rows alone; attention gathers every chunk's Q K V over the
-// group inside its tasks, where its data is, and its backward reduce-scatters every chunk's K and V
-// gradients back (numerics.hpp). The schedule's exchange tasks price those moves and move nothing
-// more. Their scratch (c times a slice's Q K V, twice) is the executor's, in the baseline. The
-// exchanges run on a communicator of their own: the comm stream's collectives go on beside them.
+// Every operator but attention works on its rows alone; attention runs ring attention's loop inside its
+// tasks, where its data is: each chunk's Q K V block passed around the group by point-to-point sends,
+// in backward with its K and V gradients (numerics.hpp). The schedule's exchange tasks price those
+// passes and move nothing more. The ring's two blocks in flight are the executor's scratch, in the
+// baseline. The passes run on a communicator of their own: the comm stream's collectives go on beside
+// them.
 //
 // Expert parallelism (an MoE layer's MLP at Choice::ep = e > 1; at TP 1, unsplit): the e ranks of its
 // EP group ({e, t}) hold different experts, and the ranks holding the same ones ({N_s / (t e), t e}, the
@@ -161,8 +162,7 @@ class Executor {
   int forward_t_ = 1, backward_t_ = 1;
   std::map<std::pair<int, int>, float*> tokens_, targets_;  // (micro-batch, operator) -> ids at its degree
   float* loss_ = nullptr;
-  float* gathered_ = nullptr;  // context parallelism: a slice's gathered Q K V (SliceArgs::gathered)
-  float* partials_ = nullptr;  // and its partial K/V gradients of every chunk (SliceArgs::partials)
+  float* gathered_ = nullptr;  // context parallelism: the ring's blocks in flight (SliceArgs::gathered)
   // Expert parallelism: the EP groups' communicators (by degree), the routes of each (micro-batch, MoE
   // operator) and their device copies (send_rows, gate_at), the all-to-alls' scratch.
   std::map<int, Communicator*> experts_;

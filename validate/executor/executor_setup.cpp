@@ -74,7 +74,7 @@ Executor::~Executor() {
   for (auto* ids : {&tokens_, &targets_})
     for (auto& [key, p] : *ids) dev_.deallocate(p);
   if (loss_ != nullptr) dev_.deallocate(loss_);
-  for (float* p : {gathered_, partials_, ep_send_, ep_recv_})
+  for (float* p : {gathered_, ep_send_, ep_recv_})
     if (p != nullptr) dev_.deallocate(p);
   for (auto& [key, ids] : route_ids_) {
     dev_.deallocate(ids.first);
@@ -465,17 +465,15 @@ void Executor::allocate_baseline() {
   for (int i = 0; i < 4; ++i) carry_.push_back(dev_.allocate(floats_bytes(rows * width), "executor carry"));
   loss_ = dev_.allocate(sizeof(float), "executor loss");
   baseline_bytes_ = floats_bytes(4 * rows * width + 1);
-  // Context parallelism: the gathered Q K V of a slice's CP group and the partial K/V gradients of every
-  // chunk (numerics.hpp), the largest slice's, for the exchanges the attention's tasks run.
+  // Context parallelism: ring attention's blocks in flight (numerics.hpp), the largest slice's.
   I exchange = 0;
   for (std::size_t u = 0; u < w_.operators.size(); ++u)
     if (ops_[u].here)
       exchange = std::max(
           exchange, attention_exchange_floats(w_.operators[u], ops_[u].layout.slices, shape(ops_[u].t)));
   if (exchange > 0) {
-    gathered_ = dev_.allocate(floats_bytes(exchange), "executor CP gathered Q K V");
-    partials_ = dev_.allocate(floats_bytes(exchange), "executor CP partial K/V gradients");
-    baseline_bytes_ += 2 * floats_bytes(exchange);
+    gathered_ = dev_.allocate(floats_bytes(exchange), "executor CP ring blocks");
+    baseline_bytes_ += floats_bytes(exchange);
   }
   // The first global sample of local rank `local`'s rows at degree t in micro-batch k (a stage's
   // micro-batch is b0 N_s / c samples under context parallelism).

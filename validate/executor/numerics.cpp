@@ -200,40 +200,66 @@ std::vector<I> column_sections(const Operator& op, const costmodel::Weight& w) {
   return {w.cols};
 }
 
-// Context parallelism (A.context chunks of the sequence, one per rank of the CP group): the slice's Q K V
-// of every chunk gathered over the group (the ring's K/V blocks, all of them at once), then each
-// sample's core over the whole sequence: (c Q K^T) V with the scores [s x s_all] of the rank's queries
-// against every key, or c Q (sum over chunks of K^T V). The output is the rank's rows only.
+// Context parallelism (A.context = c chunks of the sequence, one per rank of the CP group, in chunk
+// order): ring attention's loop. The rank at chunk k holds, at step j = 0 .. c - 1, the Q K V block of
+// chunk k - j (mod c): its own first, then each passed on by a point-to-point send to rank k + 1 and
+// received from rank k - 1 (two blocks in flight, in `ring`). Each step adds that chunk's part of the
+// rank's queries' core: the scores S[:, chunk] = c Q K^T and O += S[:, chunk] V; or, where no scores
+// are saved, K^T V summed over the chunks (every sample's, in the scratch after the blocks), then
+// O = c Q (sum K^T V). The output is the rank's rows only.
+struct Ring {
+  Gm& mm;
+  const AttentionDims& A;
+  const SliceArgs& a;
+  I block;  // floats of one block
+  float* buf(I j) const { return a.gathered + (j % 2) * block; }
+  // The block after `from` (step j's), passed around the ring: sent to the next rank, received from the
+  // previous one into the other buffer.
+  float* pass(const float* from, I j, const std::string& what) const {
+    const int c = static_cast<int>(A.context), k = static_cast<int>(A.chunk);
+    float* to = buf(j + 1);
+    a.context_group->send(mm.s, from, static_cast<std::size_t>(block), (k + 1) % c, 0, what);
+    a.context_group->recv(mm.s, to, static_cast<std::size_t>(block), (k + c - 1) % c, 0, what);
+    return to;
+  }
+  I src(I j) const { return (A.chunk - j + A.context) % A.context; }
+  float* kv() const { return a.gathered + 4 * A.qkv(); }  // b x gn d x d: sum over chunks of K^T V
+  float* dkv() const { return kv() + A.b * A.gn * A.d * A.d; }
+};
+
 void attention_forward_context(Gm& mm, const AttentionDims& A, const SliceArgs& a, const float* qkv,
                                float* core, float* o) {
   const I ld = A.ld(), ss = A.s * A.s_all, dd = A.d * A.d, wq = A.wq, wk = A.wk, d = A.d, r = A.r;
-  const I chunk = A.rows * ld;  // one rank's Q K V floats
-  a.context_group->all_gather(
-      mm.s, qkv, a.gathered, static_cast<std::size_t>(chunk),
-      fmt::format("gathering the K/V blocks of {} (context parallelism)", a.op->name));
-  for (I i = 0; i < A.b; ++i) {
-    const float* qi = qkv + i * A.s * ld;
-    float* oi = o + i * A.s * wq;
-    const auto k_of = [&](I j) { return a.gathered + j * chunk + i * A.s * ld + wq; };
-    if (A.scores) {
-      float* si = core + i * A.an * ss;
-      for (I q = 0; q < r; ++q) {
-        for (I j = 0; j < A.context; ++j)  // S[:, chunk j] = c Q K_j^T
-          mm(N, T, A.s, A.s, d, A.scale(), qi + q * d, ld, k_of(j), ld, 0.0f, si + q * ss + j * A.s, A.s_all,
-             A.gn, r * d, d, r * ss);
-        for (I j = 0; j < A.context; ++j)  // O = sum over chunks of S[:, chunk j] V_j
-          mm(N, N, A.s, d, A.s, 1.0f, si + q * ss + j * A.s, A.s_all, k_of(j) + wk, ld, j > 0 ? 1.0f : 0.0f,
-             oi + q * d, wq, A.gn, r * ss, d, r * d);
+  const Ring ring{mm, A, a, A.qkv()};
+  const std::string what = fmt::format("passing the K/V blocks of {} (context parallelism)", a.op->name);
+  const float* blk = qkv;
+  for (I j = 0; j < A.context; ++j) {
+    const I src = ring.src(j);
+    // The next block's pass starts before this one's arithmetic (the send does not wait).
+    const float* next = j + 1 < A.context ? ring.pass(blk, j, what) : nullptr;
+    for (I i = 0; i < A.b; ++i) {
+      const float* qi = qkv + i * A.s * ld;
+      const float* ki = blk + i * A.s * ld + wq;
+      if (A.scores) {
+        float* si = core + i * A.an * ss;
+        for (I q = 0; q < r; ++q) {
+          mm(N, T, A.s, A.s, d, A.scale(), qi + q * d, ld, ki, ld, 0.0f, si + q * ss + src * A.s, A.s_all,
+             A.gn, r * d, d, r * ss);  // S[:, chunk] = c Q K^T
+          mm(N, N, A.s, d, A.s, 1.0f, si + q * ss + src * A.s, A.s_all, ki + wk, ld, j > 0 ? 1.0f : 0.0f,
+             o + i * A.s * wq + q * d, wq, A.gn, r * ss, d, r * d);  // O += S[:, chunk] V
+        }
+      } else {
+        mm(T, N, d, d, A.s, 1.0f, ki, ld, ki + wk, ld, j > 0 ? 1.0f : 0.0f, ring.kv() + i * A.gn * dd, d,
+           A.gn, d, d, dd);  // sum K^T V
       }
-    } else {
-      float* kv = a.partials + A.context * chunk;  // scratch: one sample's K^T V at a time
-      for (I j = 0; j < A.context; ++j)            // K^T V over every chunk
-        mm(T, N, d, d, A.s, 1.0f, k_of(j), ld, k_of(j) + wk, ld, j > 0 ? 1.0f : 0.0f, kv, d, A.gn, d, d, dd);
-      for (I q = 0; q < r; ++q)
-        mm(N, N, A.s, d, d, A.scale(), qi + q * d, ld, kv, d, 0.0f, oi + q * d, wq, A.gn, r * d, dd,
-           r * d);  // O = c Q (K^T V)
     }
+    if (next != nullptr) blk = next;
   }
+  if (A.scores) return;
+  for (I i = 0; i < A.b; ++i)
+    for (I q = 0; q < r; ++q)
+      mm(N, N, A.s, d, d, A.scale(), qkv + i * A.s * ld + q * d, ld, ring.kv() + i * A.gn * dd, d, 0.0f,
+         o + i * A.s * wq + q * d, wq, A.gn, r * d, dd, r * d);  // O = c Q (sum K^T V)
 }
 
 void attention_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
@@ -273,62 +299,67 @@ void attention_forward(Device& dev, Stream& s, const MathShape& m, const SliceAr
   mm(N, N, A.rows, A.h, wq, 1.0f, o, wq, block_ptr(a, 1), A.h, 1.0f, a.y, A.h);
 }
 
-// The backward's core under context parallelism: every chunk's Q K V gathered again; into `partials`
-// (context x the rank's Q K V floats, zeroed) this rank's contributions to every chunk's dK and dV, and
-// its own chunk's dQ; reduce-scattered over the group, each rank gets its chunk's dQ dK dV in dqkv.
-void attention_backward_context(Device& dev, Gm& mm, const AttentionDims& A, const SliceArgs& a,
-                                const float* qkv, float* core, const float* dout, float* dqkv) {
+// The backward's core under context parallelism: the ring again, each block now chunk src's Q K V and
+// the partial gradient of its K and V (zero at its owner), c passes so that it comes home. At each step
+// the rank adds its queries' contributions to the block's dK and dV and to its own dQ (in dqkv, whose
+// K and V columns stay zero); returns its own block's gradient (Q columns zero), which adds to dqkv.
+// Without scores: d(K^T V) of the rank's queries first (c sum Q^T dO), dK += V d^T and dV += K d at
+// each block, and dQ = c dO (sum K^T V)^T once the loop has summed K^T V again.
+const float* attention_backward_context(Device& dev, Gm& mm, const AttentionDims& A, const SliceArgs& a,
+                                        const float* qkv, float* core, const float* dout, float* dqkv) {
   const I ld = A.ld(), ss = A.s * A.s_all, dd = A.d * A.d, wq = A.wq, wk = A.wk, d = A.d, r = A.r;
-  const I chunk = A.rows * ld;
-  const std::string what = fmt::format("the K/V blocks of {}'s backward (context parallelism)", a.op->name);
-  a.context_group->all_gather(mm.s, qkv, a.gathered, static_cast<std::size_t>(chunk), "gathering " + what);
-  dev.fill(mm.s, a.partials, static_cast<std::size_t>(A.context * chunk), 0.0f);
-  for (I i = 0; i < A.b; ++i) {
-    const float* qi = qkv + i * A.s * ld;
-    const float* doi = dout + i * A.s * wq;
-    const auto k_of = [&](I j) { return a.gathered + j * chunk + i * A.s * ld + wq; };
-    const auto dk_of = [&](I j) { return a.partials + j * chunk + i * A.s * ld + wq; };
-    float* dq = a.partials + A.chunk * chunk + i * A.s * ld;  // the own chunk's dQ columns
-    if (A.scores) {
-      float* si = core + i * A.an * ss;
-      for (I q = 0; q < r; ++q) {
-        const float beta = q > 0 ? 1.0f : 0.0f;  // a key/value head sums over its group
-        float* sq = si + q * ss;
-        for (I j = 0; j < A.context; ++j)  // dV_j = S[:, chunk j]^T dO
-          mm(T, N, A.s, d, A.s, 1.0f, sq + j * A.s, A.s_all, doi + q * d, wq, beta, dk_of(j) + wk, ld, A.gn,
-             r * ss, r * d, d);
-        float* ds = sq;                    // S is dead once every dV_j has it: dS takes its place
-        for (I j = 0; j < A.context; ++j)  // dS[:, chunk j] = dO V_j^T
-          mm(N, T, A.s, A.s, d, 1.0f, doi + q * d, wq, k_of(j) + wk, ld, 0.0f, ds + j * A.s, A.s_all, A.gn,
-             r * d, d, r * ss);
-        for (I j = 0; j < A.context; ++j) {
-          mm(N, N, A.s, d, A.s, A.scale(), ds + j * A.s, A.s_all, k_of(j), ld, j > 0 ? 1.0f : 0.0f,
-             dq + q * d, ld, A.gn, r * ss, d, r * d);  // dQ = c sum over chunks of dS_j K_j
-          mm(T, N, A.s, d, A.s, A.scale(), ds + j * A.s, A.s_all, qi + q * d, ld, beta, dk_of(j), ld, A.gn,
-             r * ss, r * d, d);  // dK_j = c dS_j^T Q
+  const I chunk = A.qkv();
+  const Ring ring{mm, A, a, 2 * chunk};
+  const std::string what =
+      fmt::format("passing the K/V blocks of {}'s backward (context parallelism)", a.op->name);
+  float* blk = ring.buf(0);
+  dev.copy(mm.s, qkv, blk, static_cast<std::size_t>(chunk));
+  dev.fill(mm.s, blk + chunk, static_cast<std::size_t>(chunk), 0.0f);
+  dev.fill(mm.s, dqkv, static_cast<std::size_t>(chunk), 0.0f);
+  if (!A.scores)
+    for (I i = 0; i < A.b; ++i)
+      for (I q = 0; q < r; ++q)
+        mm(T, N, d, d, A.s, A.scale(), qkv + i * A.s * ld + q * d, ld, dout + i * A.s * wq + q * d, wq,
+           q > 0 ? 1.0f : 0.0f, ring.dkv() + i * A.gn * dd, d, A.gn, r * d, r * d, dd);  // c Q^T dO
+  for (I j = 0; j < A.context; ++j) {
+    const I src = ring.src(j);
+    for (I i = 0; i < A.b; ++i) {
+      const float* qi = qkv + i * A.s * ld;
+      const float* doi = dout + i * A.s * wq;
+      const float* ki = blk + i * A.s * ld + wq;
+      float* dki = blk + chunk + i * A.s * ld + wq;  // the block's dK (then dV at + wk)
+      float* dq = dqkv + i * A.s * ld;
+      if (A.scores) {
+        float* si = core + i * A.an * ss;
+        for (I q = 0; q < r; ++q) {
+          float* sq = si + q * ss + src * A.s;
+          mm(T, N, A.s, d, A.s, 1.0f, sq, A.s_all, doi + q * d, wq, 1.0f, dki + wk, ld, A.gn, r * ss, r * d,
+             d);           // dV += S[:, chunk]^T dO
+          float* ds = sq;  // S[:, chunk] is dead once dV has it: dS takes its place
+          mm(N, T, A.s, A.s, d, 1.0f, doi + q * d, wq, ki + wk, ld, 0.0f, ds, A.s_all, A.gn, r * d, d,
+             r * ss);  // dS = dO V^T
+          mm(N, N, A.s, d, A.s, A.scale(), ds, A.s_all, ki, ld, j > 0 ? 1.0f : 0.0f, dq + q * d, ld, A.gn,
+             r * ss, d, r * d);  // dQ += c dS K
+          mm(T, N, A.s, d, A.s, A.scale(), ds, A.s_all, qi + q * d, ld, 1.0f, dki, ld, A.gn, r * ss, r * d,
+             d);  // dK += c dS^T Q
         }
-      }
-    } else {
-      float* kv = a.partials + A.context * chunk;  // K^T V over every chunk, summed again
-      for (I j = 0; j < A.context; ++j)
-        mm(T, N, d, d, A.s, 1.0f, k_of(j), ld, k_of(j) + wk, ld, j > 0 ? 1.0f : 0.0f, kv, d, A.gn, d, d, dd);
-      for (I q = 0; q < r; ++q)
-        mm(N, T, A.s, d, d, A.scale(), doi + q * d, wq, kv, d, 0.0f, dq + q * d, ld, A.gn, r * d, dd,
-           r * d);      // dQ = c dO (K^T V)^T
-      float* dkv = kv;  // K^T V is dead: this rank's part of its gradient takes its place
-      for (I q = 0; q < r; ++q)
-        mm(T, N, d, d, A.s, A.scale(), qi + q * d, ld, doi + q * d, wq, q > 0 ? 1.0f : 0.0f, dkv, d, A.gn,
-           r * d, r * d, dd);  // d(K^T V) = c sum over the group Q^T dO (this rank's queries)
-      for (I j = 0; j < A.context; ++j) {
-        mm(N, T, A.s, d, d, 1.0f, k_of(j) + wk, ld, dkv, d, 0.0f, dk_of(j), ld, A.gn, d, dd,
-           d);  // dK_j = V_j d^T
-        mm(N, N, A.s, d, d, 1.0f, k_of(j), ld, dkv, d, 0.0f, dk_of(j) + wk, ld, A.gn, d, dd,
-           d);  // dV_j = K_j d
+      } else {
+        mm(T, N, d, d, A.s, 1.0f, ki, ld, ki + wk, ld, j > 0 ? 1.0f : 0.0f, ring.kv() + i * A.gn * dd, d,
+           A.gn, d, d, dd);  // sum K^T V again
+        mm(N, T, A.s, d, d, 1.0f, ki + wk, ld, ring.dkv() + i * A.gn * dd, d, 1.0f, dki, ld, A.gn, d, dd,
+           d);  // dK += V d^T
+        mm(N, N, A.s, d, d, 1.0f, ki, ld, ring.dkv() + i * A.gn * dd, d, 1.0f, dki + wk, ld, A.gn, d, dd,
+           d);  // dV += K d
       }
     }
+    blk = ring.pass(blk, j, what);
   }
-  a.context_group->reduce_scatter(mm.s, a.partials, dqkv, static_cast<std::size_t>(chunk),
-                                  "reduce-scattering " + what);
+  if (!A.scores)
+    for (I i = 0; i < A.b; ++i)
+      for (I q = 0; q < r; ++q)
+        mm(N, T, A.s, d, d, A.scale(), dout + i * A.s * wq + q * d, wq, ring.kv() + i * A.gn * dd, d, 0.0f,
+           dqkv + i * A.s * ld + q * d, ld, A.gn, r * d, dd, r * d);  // dQ = c dO (sum K^T V)^T
+  return blk + chunk;
 }
 
 void attention_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
@@ -342,7 +373,8 @@ void attention_backward(Device& dev, Stream& s, const MathShape& m, const SliceA
   mm(T, N, wq, A.h, A.rows, 1.0f, o, wq, a.dy, A.h, grad_beta(a), grad_ptr(a, 1), A.h);  // dW_proj = O^T dY
   float* dout = o;  // O is dead: dO takes its place
   mm(N, T, A.rows, wq, A.h, 1.0f, a.dy, A.h, block_ptr(a, 1), A.h, 0.0f, dout, wq);
-  if (A.context > 1) attention_backward_context(dev, mm, A, a, qkv, core, dout, dqkv);
+  const float* returned =
+      A.context > 1 ? attention_backward_context(dev, mm, A, a, qkv, core, dout, dqkv) : nullptr;
   for (I i = 0; i < (A.context > 1 ? 0 : A.b); ++i) {
     const float* qi = qkv + i * A.s * ld;
     const float *ki = qi + wq, *vi = qi + wq + wk;
@@ -379,6 +411,9 @@ void attention_backward(Device& dev, Stream& s, const MathShape& m, const SliceA
   }
   mm(N, T, A.rows, A.h, ld, 1.0f, dqkv, ld, block_ptr(a, 0), ld, 1.0f, a.dx, A.h);        // dX += dQKV W^T
   mm(T, N, A.h, ld, A.rows, 1.0f, a.x, A.h, dqkv, ld, grad_beta(a), grad_ptr(a, 0), ld);  // dW = X^T dQKV
+  if (returned == nullptr) return;  // context parallelism: the K and V gradients came home apart
+  mm(N, T, A.rows, A.h, ld, 1.0f, returned, ld, block_ptr(a, 0), ld, 1.0f, a.dx, A.h);
+  mm(T, N, A.h, ld, A.rows, 1.0f, a.x, A.h, returned, ld, 1.0f, grad_ptr(a, 0), ld);
 }
 
 // Floats of internals per row and ffn column of a slice: relu's pre-activation and H; gated, the gate's
@@ -774,7 +809,9 @@ I workspace_floats(const Operator& op, int n, const MathShape& m) {
 I attention_exchange_floats(const Operator& op, int n, const MathShape& m) {
   if (op.kind != OperatorKind::kAttention || m.context == 1) return 0;
   const AttentionDims A = attention_dims(op, n, m);
-  return m.context * A.qkv() + (A.scores ? 0 : A.gn * A.d * A.d);  // partials: and one sample's K^T V
+  // Two blocks in flight of Q K V and their K/V gradients; without scores, every sample's K^T V and
+  // d(K^T V).
+  return 4 * A.qkv() + (A.scores ? 0 : 2 * A.b * A.gn * A.d * A.d);
 }
 
 void forward_slice(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {

@@ -24,11 +24,13 @@
 //              counted over every rank (so the reduce-scattered gradients are the global ones)
 //   embedding  Y[:, cols of slice j] = wte_j[:, token]   (a tied table is also the head's W)
 // Context parallelism (MathShape::context = c > 1): a rank holds chunk k of each sample's sequence
-// (s = s_all / c rows per sample); attention gathers the slice's Q K V of every chunk over the CP group
-// (SliceArgs::context_group) and computes its own queries against every key: the scores [s x s_all]
-// where they are saved, else c Q (sum over chunks of K^T V), that sum not kept (the backward sums it
-// again from its own gather); the backward puts this rank's part of every chunk's dK and dV, and its
-// own dQ, in SliceArgs::partials and reduce-scatters them over the group. c in the scale is
+// (s = s_all / c rows per sample); attention runs ring attention's loop over its CP group
+// (SliceArgs::context_group, its ranks in chunk order): at step j it holds the Q K V block of chunk
+// k - j, computes its own queries' part against that chunk's keys (the scores [s x s_all] where they
+// are saved, else K^T V summed over the chunks, then c Q (sum K^T V)), and passes the block on to rank
+// k + 1 by a point-to-point send while receiving the next from rank k - 1 (two blocks in flight). The
+// backward passes each block with the partial gradient of its K and V, to which every rank adds its
+// queries' contributions, c times so that it comes home; dQ stays on the rank. c in the scale is
 // 1 / (s_all sqrt(d)), the folded vector parameters land at the chunk's positions, and the elementwise
 // passes spend the chunk's share of the IR's bytes. Equal to the unsharded step up to fp32 summation
 // order.
@@ -209,12 +211,11 @@ struct SliceArgs {
   // are skipped.
   const std::int32_t* tokens = nullptr;
   // Context parallelism (MathShape::context > 1), attention only: the communicator of the rank's CP
-  // group (its ranks in chunk order), and two scratch buffers of context x the slice's Q K V floats
-  // (attention_exchange_floats): the group's Q K V gathered, and the backward's partial gradients of
-  // every chunk's K and V before they are reduce-scattered to their chunks.
+  // group (its ranks in chunk order), and the ring's scratch (attention_exchange_floats): two blocks in
+  // flight (a chunk's Q K V and, in backward, its K/V gradient), and without saved scores every
+  // sample's K^T V and d(K^T V).
   Communicator* context_group = nullptr;
   float* gathered = nullptr;
-  float* partials = nullptr;
   // An MoE operator: its routing (host counts; device copies of its send_rows and gate_at) and, at
   // EP degree e > 1, the EP group's communicator and two scratch buffers of moe_exchange_floats (what
   // one all-to-all sends and receives).
@@ -230,8 +231,8 @@ struct SliceArgs {
 // otherwise).
 std::int64_t moe_exchange_floats(const costmodel::Operator& op, int ep, const MathShape& m);
 
-// Floats of each of the two CP scratch buffers of SliceArgs for one slice of attention operator `op`
-// cut n ways (0 for other operators or without context parallelism).
+// Floats of the ring's scratch (SliceArgs::gathered) for one slice of attention operator `op` cut n
+// ways (0 for other operators or without context parallelism).
 std::int64_t attention_exchange_floats(const costmodel::Operator& op, int n, const MathShape& m);
 
 void forward_slice(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a);
