@@ -46,7 +46,7 @@ std::string load_text() {
 }
 
 struct ValidateArgs {
-  std::string file, backend = "mpi", calibration, out, mpirun_args, gemm = "fp32", python;
+  std::string file, backend = "mpi", calibration, out, mpirun_args, gemm = "fp32", python, compute = "real";
   std::vector<std::string> plans, np;
   std::optional<int> warmup, iterations;
   double timeout_s = 120;
@@ -57,8 +57,8 @@ std::vector<std::string> child_args(const ValidateArgs& a, int np) {
   std::vector<std::string> r{"validate"};
   if (!a.file.empty()) r.push_back(a.file);
   for (const auto& p : a.plans) r.insert(r.end(), {"--plan", p});
-  r.insert(r.end(), {"--backend", a.backend, "--gemm", a.gemm, "--np", std::to_string(np), "--timeout",
-                     fmt::format("{}", a.timeout_s)});
+  r.insert(r.end(), {"--backend", a.backend, "--gemm", a.gemm, "--compute", a.compute, "--np",
+                     std::to_string(np), "--timeout", fmt::format("{}", a.timeout_s)});
   if (!a.calibration.empty()) r.insert(r.end(), {"--calibration", a.calibration});
   if (!a.out.empty()) r.insert(r.end(), {"--out", a.out});
   if (a.warmup) r.insert(r.end(), {"--warmup", std::to_string(*a.warmup)});
@@ -102,6 +102,7 @@ experiments::ValidationOptions make_options(const ValidateArgs& a, const experim
   o.force = a.force;
   o.tasks = a.tasks;
   o.gemm_math = gemm_math(a.gemm);
+  o.emulate_compute = a.compute == "emulate";
   o.group_delay_ms = test_delay_ms("OSDP_VALIDATE_TEST_DELAY_MS");
   if (!a.quiet) o.progress = [](const std::string& line) { std::cerr << "validate: " << line << std::endl; };
   return o;
@@ -115,15 +116,17 @@ int report(const ValidateArgs& a, const experiments::MeasuredJob& job,
   prov["date"] = costmodel::utc_now();
   prov["tool"] = costmodel::tool_version();
   prov["gemm"] = a.gemm;
+  prov["compute"] = a.compute == "emulate" ? "emulated" : "real";
   prov["calibration"] = !o.calibration.empty() ? o.calibration
                         : a.plans.empty()      ? std::string("(the clusters' own)")
                                                : std::string("(the plan files' own)");
   const std::string plot = experiments::write_validation_outputs(o.out_dir, job, rows, s, prov);
   std::cout << fmt::format(
-      "osdp validate: {}: {} plans on {} ranks; step time |error| median {:.1f}%, max {:.1f}%;"
+      "osdp validate: {}: {} plans on {} ranks{}; step time |error| median {:.1f}%, max {:.1f}%;"
       " {} |error| max {:.2f}%\n",
-      job.name, s.plans, ranks, 100 * s.median_abs_time_error, 100 * s.max_abs_time_error,
-      a.backend == "torch" ? "memory at rest" : "peak memory", 100 * s.max_abs_memory_error);
+      job.name, s.plans, ranks, o.emulate_compute ? " (compute emulated)" : "", 100 * s.median_abs_time_error,
+      100 * s.max_abs_time_error, a.backend == "torch" ? "memory at rest" : "peak memory",
+      100 * s.max_abs_memory_error);
   if (s.checked > 0)
     std::cout << fmt::format(
         "  one step {}, {} plans: loss within {:.1e}, gradients {:.1e}, weights {:.1e}{}\n",
@@ -262,9 +265,17 @@ int run_validate(const ValidateArgs& a) {
       throw UsageError(
           "--tasks: the torch backend does not time single tasks; osdp's executor does (--backend mpi)");
     if (a.gemm != "fp32") throw UsageError("--gemm bf16: the torch backend runs the plan's own precision");
+    if (a.compute != "real")
+      throw UsageError(
+          "--compute emulate: the torch backend computes; osdp's executor emulates (--backend mpi)");
     if (!a.mpirun_args.empty())
       throw UsageError("--mpirun-args: the torch backend starts its ranks with torchrun, not mpirun");
   } else {
+    if (a.compute != "real" && a.backend != "mpi")
+      throw UsageError(
+          fmt::format("--compute emulate: the host waits in place of each kernel, which a GPU's "
+                      "stream does not (--backend {}); emulate on the mpi backend",
+                      a.backend));
     check_backend(a.backend);
     if (!a.python.empty()) throw UsageError("--python: only for --backend torch");
   }
@@ -384,6 +395,15 @@ Action add_validate_command(CLI::App& app) {
       "Also write OUT/tasks/UNIT.csv (rank 0) and UNIT.rankR.csv (rank R > 0): each task of the rank's "
       "last timed step, predicted (simulator) and measured, to see where a prediction goes wrong");
   app.add_flag("--quiet", a->quiet, "No progress lines");
+  app.add_option("--compute", a->compute,
+                 "real, or emulate: each compute task waits for the time the calibration gives it (from its "
+                 "start, so lateness shows) instead of computing, while collectives, sends and receives move "
+                 "real bytes and memory is tracked as the schedule says; so 4 or 8 ranks fit on 2 cores and "
+                 "what is measured is the communication, its overlap and the pipeline's bubble. Predicted "
+                 "without interference (emulated compute does not slow down beside communication); no "
+                 "numerics check; rows say \"compute emulated\" (mpi backend)")
+      ->check(CLI::IsMember({"real", "emulate"}))
+      ->capture_default_str();
   app.add_option("--gemm", a->gemm,
                  "fp32, or bf16: GEMMs on bf16-rounded operands with fp32 sums (tensor cores on a GPU; "
                  "storage stays fp32)")

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
@@ -113,6 +114,11 @@ class Running {
     plan_ = std::move(*prepared.plan);
     workload_ = std::move(prepared.workload);
     measurement_.prefetch = plan_.prefetch;
+    measurement_.emulated = o.emulate_compute;
+    if (o.emulate_compute) {  // a wait is not slowed by the communication beside it
+      plan_.cluster.overlap.interference = 1.0;
+      if (plan_.calibration && plan_.calibration->interference) plan_.calibration->interference = 1.0;
+    }
     sim::SimOptions so;
     so.record_tasks = o.tasks;
     replay_ = sim::replay_plan(plan_, workload_, so);
@@ -146,10 +152,13 @@ class Running {
     validate::ExecutorOptions xo;
     xo.record_tasks = o.tasks;
     xo.gemm_math = o.gemm_math;
+    xo.emulate_compute = o.emulate_compute;
     naming_the_plan([&] {
       executor_ = std::make_unique<validate::Executor>(*dev_, comm, workload_, plan_, replay_.schedule, xo);
     });
-    if (o.check && !plan_.data_parallel()) {  // numerics_check.hpp
+    if (o.check && !plan_.data_parallel() && o.emulate_compute && comm.rank() == 0 && o.progress)
+      o.progress(fmt::format("{}: no check against the unsharded step: compute emulated", item.origin));
+    if (o.check && !plan_.data_parallel() && !o.emulate_compute) {  // numerics_check.hpp
       if (comm.rank() == 0 && o.progress)
         o.progress(fmt::format("{}: one step against the unsharded step of batch {}", item.origin,
                                plan_.global_batch(plan_.cluster.world_size())));
@@ -242,7 +251,7 @@ class Running {
     // The driver's view (GPUs; 0 on the CPU): the least free memory of any rank, the first's total.
     m.device_free_bytes = -comm_.max_over_ranks(-static_cast<double>(last_.device_free_bytes));
     m.device_total_bytes = static_cast<double>(last_.device_total_bytes);
-    m.loss = last_.loss;
+    m.loss = m.emulated ? std::nan("") : last_.loss;  // emulated compute computes no loss
     if (o_.tasks) {  // rank 0: UNIT.csv; rank r > 0: UNIT.rankR.csv
       if (comm_.rank() == 0) std::filesystem::create_directories(o_.out_dir + "/tasks");
       comm_.barrier("task files");

@@ -154,6 +154,10 @@ struct ValidationOptions {
   bool force = false;
   bool tasks = false;  // OUT/tasks/UNIT.csv: every task's predicted and measured time (rank 0, last step)
   validate::GemmMath gemm_math = validate::GemmMath::kFp32;  // see ExecutorOptions::gemm_math
+  // ExecutorOptions::emulate_compute: the plans are predicted without interference (a wait does not
+  // slow down beside communication), not checked against the unsharded step, and their rows say so
+  // (Measurement::emulated).
+  bool emulate_compute = false;
   Progress progress;                                         // called on rank 0
   // Draws of the calibration's uncertainty each plan's prediction is replayed under for its 90%
   // interval (rank 0; 0: none).

@@ -5,7 +5,8 @@ Usage: plot_validation.py SUMMARY.json OUT.png
 
 One point per plan (colour by strategy, marker by model), the y = x line and the band of the
 experiment's largest allowed step-time error; the title gives the median and largest errors and
-the largest peak-memory error.
+the largest peak-memory error; rows whose compute was emulated (osdp validate --compute emulate)
+say so in the title and the axis.
 """
 import json
 import math
@@ -100,10 +101,12 @@ def main(argv):
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     ax.set_xlabel("predicted step time (ms, simulator; bars: 90% interval)")
-    ax.set_ylabel("measured step time (ms, median; bars: min-max)")
+    emulated = any(r.get("compute") == "emulated" for r in summary["rows"])
+    ax.set_ylabel("measured step time (ms, median; bars: min-max)"
+                  + ("; compute emulated" if emulated else ""))
     name = summary["experiment"].get("name", "")
     one_model = f" ({models[0]})" if len(models) == 1 else ""
-    ax.set_title(f"{name}{one_model}: median |error| "
+    ax.set_title(f"{name}{one_model}{' (compute emulated)' if emulated else ''}: median |error| "
                  f"{100 * summary['median_abs_time_error']:.1f}%, max {100 * summary['max_abs_time_error']:.1f}%\n"
                  f"peak memory max |error| {100 * summary['max_abs_memory_error']:.2f}%"
                  + coverage_text(summary), fontsize=10)

@@ -185,7 +185,8 @@ nlohmann::json to_json(const UnitResult& r) {
                         {"check_loss_error", m->check_loss_error},
                         {"check_grad_diff", m->check_grad_diff},
                         {"check_weight_diff", m->check_weight_diff},
-                        {"check_note", m->check_note}};
+                        {"check_note", m->check_note},
+                        {"compute", m->emulated ? "emulated" : "real"}};
   return j;
 }
 
@@ -259,6 +260,7 @@ UnitResult unit_result_from_json(const nlohmann::json& j) {
     x.check_grad_diff = m.value("check_grad_diff", -1.0);
     x.check_weight_diff = m.value("check_weight_diff", -1.0);
     x.check_note = m.value("check_note", std::string());
+    x.emulated = m.value("compute", std::string("real")) == "emulated";
     r.measurement = std::move(x);
   }
   return r;

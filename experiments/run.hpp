@@ -52,7 +52,8 @@ struct Measurement {
   double baseline_bytes = 0, padding_bytes = 0;
   double device_free_bytes = 0, device_total_bytes = 0;  // the driver's view after the last step (GPUs)
   double time_error = 0, memory_error = 0;               // (measured - predicted) / predicted
-  double loss = 0;
+  double loss = 0;                                       // NaN where compute was emulated (no loss computed)
+  bool emulated = false;  // compute emulated (ExecutorOptions::emulate_compute): communication measured
   // The torch backend, which measures no peak (peak_bytes 0): the bytes of parameters, gradients and
   // optimizer states in the largest rank's local shards, and the plan's at-rest states per rank
   // ((w+g+o) of each operator's share); memory_error compares these two instead.

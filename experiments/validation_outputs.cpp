@@ -103,7 +103,8 @@ nlohmann::json row_json(const UnitResult& r) {
           {"check_loss_error", f.m.check_loss_error},
           {"check_grad_diff", f.m.check_grad_diff},
           {"check_weight_diff", f.m.check_weight_diff},
-          {"loss", f.m.loss}};
+          {"loss", f.m.loss},
+          {"compute", f.m.emulated ? "emulated" : "real"}};
 }
 
 }  // namespace
@@ -247,12 +248,12 @@ std::string write_validation_outputs(const std::string& dir, const MeasuredJob& 
       "predicted_time_s,measured_time_s,measured_min_s,measured_max_s,time_error,predicted_peak_bytes,"
       "measured_peak_bytes,baseline_bytes,padding_bytes,device_free_bytes,device_total_bytes,memory_error,"
       "predicted_state_bytes,measured_state_bytes,loss,plan,pp,micro_batches,global_batch,predicted_low_s,"
-      "predicted_high_s\n";
+      "predicted_high_s,compute\n";
   for (const auto& r : rows) {
     const Flat f = flat(r);
     csv += fmt::format(
         "{},{},{},{},{:.0f},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.0f},{:.0f},{:.0f},{:.0f},"
-        "{:.0f},{:.0f},{:.6g},{:.0f},{:.0f},{:.8g},{},{},{},{},{},{}\n",
+        "{:.0f},{:.0f},{:.6g},{:.0f},{:.0f},{:.8g},{},{},{},{},{},{},{}\n",
         r.index, csv_field(r.model), csv_field(r.strategy), r.world_size, r.memory_limit_bytes,
         r.feasible ? "true" : "false", r.batch_size, f.m.prefetch, f.analytic_time_s, f.predicted_time_s,
         f.measured_time_s, f.m.min_s, f.m.max_s, f.m.time_error, f.m.predicted_peak_bytes, f.m.peak_bytes,
@@ -260,7 +261,8 @@ std::string write_validation_outputs(const std::string& dir, const MeasuredJob& 
         f.m.memory_error, f.m.predicted_state_bytes, f.m.state_bytes, f.m.loss, csv_field(r.plan_summary),
         r.pp, r.micro_batches, r.global_batch,
         interval_of(r).known() ? fmt::format("{:.6g}", interval_of(r).low) : "",
-        interval_of(r).known() ? fmt::format("{:.6g}", interval_of(r).high) : "");
+        interval_of(r).known() ? fmt::format("{:.6g}", interval_of(r).high) : "",
+        f.m.emulated ? "emulated" : "real");
   }
   costmodel::write_file_atomic(dir + "/validation.csv", csv);
 

@@ -423,4 +423,21 @@ assert j["numerics"]["max_grad_diff"] < 1e-3 and j["numerics"]["max_weight_diff"
 assert j["max_abs_memory_error"] == 0, j["max_abs_memory_error"]
 assert all(r["loss"] > 0 and len(r["steps_s"]) > 0 for r in j["rows"]), j["rows"]'
 
+# Emulated compute (issue 36): the same plans with every compute task a wait of its calibrated time;
+# the rows say so, no loss and no numerics check, memory still exact. Only osdp's executor on the mpi
+# backend emulates.
+run EMU "$OSDP" validate --plan moe.plan.json --plan ep.plan.json -np 2 --compute emulate --out EMU
+if [[ $RC -eq 0 || $RC -eq 5 || $RC -eq 6 ]]; then ok "validate --compute emulate (exit $RC)"; else not_ok "validate --compute emulate: exit $RC" "$(cat EMU.err)"; fi
+contains "the summary line says the compute was emulated" EMU.out "2 plans on 2 ranks (compute emulated)"
+jcheck "emulated rows: compute emulated, no loss, no numerics check, peak memory exact" EMU/summary.json '
+assert j["provenance"]["compute"] == "emulated" and j["numerics"]["checked"] == 0, j["numerics"]
+assert all(r["compute"] == "emulated" and r["loss"] is None and len(r["steps_s"]) > 0 for r in j["rows"]), j["rows"]
+assert j["max_abs_memory_error"] == 0, j["max_abs_memory_error"]'
+if head -1 EMU/validation.csv | grep -q ',compute$' && tail -1 EMU/validation.csv | grep -q ',emulated$'; then
+  ok "validation.csv has a compute column: emulated"
+else not_ok "validation.csv compute column" "$(head -2 EMU/validation.csv)"; fi
+run EMUNCCL "$OSDP" validate --plan moe.plan.json -np 2 --compute emulate --backend nccl --out EMUNCCL
+expect_rc "--compute emulate on the nccl backend is refused" EMUNCCL 2
+contains "and says where it runs" EMUNCCL.err "emulate on the mpi backend"
+
 finish

@@ -72,3 +72,51 @@ TEST_CASE("one rank: the executor finds buffers by role, not by name", "[executo
     }
   }
 }
+
+// Emulated compute (ExecutorOptions::emulate_compute): on a cluster whose compute is slow enough that
+// the tiny models' tasks take milliseconds, every compute task of a step takes at least its duration
+// in the schedule (the wait runs from the task's start), the step at least the sum of them (prefetch
+// 0: one stream), nothing is computed (the weights after the step are the initial ones: no gradient,
+// no Adam), and memory peaks where the simulator says, as in a real step.
+TEST_CASE("one rank, emulated compute: each task takes its calibrated time and computes nothing",
+          "[executor][emulate]") {
+  for (const costmodel::ModelSpec& m : {tiny_model(true, 1), llama_model("llama")}) {
+    const costmodel::Workload w = costmodel::lower(m);
+    costmodel::ClusterSpec cluster = tiny_cluster(1, false);
+    cluster.compute.fp32_flops_per_s = 2e8;
+    cluster.compute.memory_bandwidth_bytes_per_s = 1e8;
+    for (const NamedPlan& pattern : plan_patterns()) {
+      CAPTURE(m.name, pattern.name);
+      const costmodel::Plan p = make_plan(m, cluster, w, 2, 0, pattern);
+      const sim::Replay replay = sim::replay_plan(p, sim::SimOptions{});
+      CpuDevice dev(CpuDeviceOptions{0, false, 0});
+      SelfCommunicator self(dev);
+      ExecutorOptions o;
+      o.emulate_compute = true;
+      o.record_tasks = true;
+      Executor ex(dev, self, w, p, replay.schedule, o);
+      std::vector<std::vector<float>> before;
+      for (int u = 0; u < static_cast<int>(w.operators.size()); ++u) before.push_back(ex.logical_weights(u));
+      const StepStats st = ex.step();
+      double compute = 0;
+      int waited = 0;
+      for (int t = ex.first_task(); t < ex.end_task(); ++t) {
+        const sim::Task& task = replay.schedule.tasks[static_cast<std::size_t>(t)];
+        if (sim::is_collective(task.kind) || task.duration_s <= 0) continue;
+        const TaskTiming& tt = st.tasks[static_cast<std::size_t>(t - ex.first_task())];
+        CAPTURE(task.name, task.duration_s);
+        CHECK(tt.end_s - tt.start_s >= task.duration_s);
+        compute += task.duration_s;
+        ++waited;
+      }
+      CHECK(waited > 0);
+      CHECK(compute > 1e-3);  // the durations are not lost in the noise
+      CHECK(st.seconds >= compute);
+      CHECK(st.loss == 0);
+      for (int u = 0; u < static_cast<int>(w.operators.size()); ++u)
+        CHECK(ex.logical_weights(u) == before[static_cast<std::size_t>(u)]);
+      const double measured = static_cast<double>(st.peak_bytes - st.baseline_bytes);
+      CHECK(measured == replay.result.ranks[0].peak_bytes - replay.result.reserve_bytes);
+    }
+  }
+}

@@ -3,8 +3,12 @@
 // the logical views.
 #include "validate/executor/executor.hpp"
 
+#include <sys/prctl.h>
+
 #include <algorithm>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -106,7 +110,9 @@ void Executor::run_task(int t) {
       dev_.fill(dev_.compute_stream(), mem_[static_cast<std::size_t>(b)],
                 alloc_bytes_[static_cast<std::size_t>(b)] / sizeof(float), 0.0f);
   }
-  if (task.kind == TaskKind::kOptimizer)
+  if (task.kind == TaskKind::kOptimizer && opt_.emulate_compute)
+    wait_emulated(dev_.now_s(), task.duration_s);
+  else if (task.kind == TaskKind::kOptimizer)
     run_optimizer();
   else if (task.kind == TaskKind::kSend || task.kind == TaskKind::kRecv)
     run_transfer(t);
@@ -175,13 +181,15 @@ void Executor::run_collective(int t) {
     const bool forward = task.payload == Payload::kActivations;
     float*& x = carry_[forward ? 0 : 1];
     int& degree = forward ? forward_t_ : backward_t_;
-    // Context parallelism's exchanges run inside the attention's tasks, where their data is (the
-    // forward's gather of every chunk's K/V, the backward's gather and reduce-scatter of their
-    // gradients; numerics.hpp): the schedule's tasks that price them move nothing more. (CP plans have
-    // one TP degree, so no re-layout is among them.)
-    if (plan_.cp > 1 && (task.kind == TaskKind::kAllGather || task.kind == TaskKind::kReduceScatter)) return;
-    // Likewise the expert all-to-alls: the MoE operator's tasks dispatch and combine (numerics.hpp).
-    if (task.kind == TaskKind::kAllToAll) return;
+    // Context parallelism's exchanges run inside the attention's tasks, where their data is (ring
+    // attention's passes; numerics.hpp): the schedule's tasks that price them move nothing more. (CP
+    // plans have one TP degree, so no re-layout is among them.) Likewise the expert all-to-alls: the
+    // MoE operator's tasks dispatch and combine. With emulated compute they are these tasks.
+    const bool exchange =
+        task.kind == TaskKind::kAllToAll ||
+        (plan_.cp > 1 && (task.kind == TaskKind::kAllGather || task.kind == TaskKind::kReduceScatter));
+    if (exchange && opt_.emulate_compute) return run_emulated_exchange(task, s, what);
+    if (exchange) return;
     Communicator& g = group(task.group);
     if (task.kind == TaskKind::kAllReduce) {  // the TP group's partial sums (whole samples at its degree)
       const I width = forward ? I{op.hidden} : width_in(op, task.site == 1 ? 1 : 0);
@@ -220,7 +228,40 @@ void Executor::run_collective(int t) {
                        st + c + j * L.shard_elems, static_cast<std::size_t>(L.shard_elems), what);
 }
 
+void Executor::wait_emulated(double start_s, double seconds) const {
+  // Absolute deadlines on the steady clock, with this thread's timer slack at 1 ns (Linux's default
+  // 50 us would add to every task): lateness is never hidden, nothing spins.
+  static thread_local const bool slack = prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL) == 0;
+  (void)slack;
+  const double left = start_s + seconds - dev_.now_s();
+  if (left > 0) std::this_thread::sleep_for(std::chrono::duration<double>(left));
+}
+
+void Executor::run_emulated_exchange(const sim::Task& task, Stream& s, const std::string& what) {
+  const int n = task.group.size;
+  Communicator& g =
+      task.kind == TaskKind::kAllToAll && plan_.choices[static_cast<std::size_t>(task.op)].ep > 1
+          ? *experts_.at(n)
+          : *context_;
+  // Per rank: an all-gather's or reduce-scatter's full buffer of `bytes` (a shard of bytes / n), an
+  // all-to-all's `bytes` sent (bytes / n to each rank) and as many received.
+  const auto part = static_cast<std::size_t>(task.bytes / sizeof(float) / n);
+  switch (task.kind) {
+    case TaskKind::kAllGather:
+      g.all_gather(s, emulated_, emulated_ + part * n, part, what);
+      break;
+    case TaskKind::kReduceScatter:
+      g.reduce_scatter(s, emulated_, emulated_ + part * n, part, what);
+      break;
+    default: {
+      const std::vector<std::size_t> counts(static_cast<std::size_t>(n), part);
+      g.all_to_all(s, emulated_, counts, emulated_ + part * n, counts, what);
+    }
+  }
+}
+
 void Executor::run_compute(int t) {
+  const double start = dev_.now_s();
   const sim::Task& task = sched_.tasks[static_cast<std::size_t>(t)];
   const TaskPlan& p = tasks_[static_cast<std::size_t>(t - first_task())];
   const std::size_t u = static_cast<std::size_t>(task.op);
@@ -244,6 +285,11 @@ void Executor::run_compute(int t) {
   if (p.first && !forward && !head) {
     take_own(1, backward_t_, o.t, h);
     backward_t_ = o.t;
+  }
+  if (opt_.emulate_compute) {  // the degrees of what is carried kept, the arithmetic waited for
+    wait_emulated(start, task.duration_s);
+    if (!forward && p.last && !lookup) backward_t_ = o.t;
+    return;
   }
   SliceArgs a;
   a.op = &op;

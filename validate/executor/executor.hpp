@@ -81,6 +81,14 @@ struct ExecutorOptions {
   // bf16: GEMMs on bf16-rounded operands with fp32 sums (tensor cores); weights, activations and
   // gradients stay fp32, so memory is that of the fp32 plan.
   GemmMath gemm_math = GemmMath::kFp32;
+  // Emulated compute (issue 36): every compute task and the optimizer wait, on their stream, until the
+  // schedule's duration (Task::duration_s, the calibration's) has passed since they started, instead
+  // of computing; collectives, sends and receives move real bytes (their values are whatever the
+  // buffers hold), buffers are allocated and freed as the schedule says. The exchanges a real step
+  // runs inside its compute tasks (context parallelism's ring, the expert all-to-alls) then run as
+  // the schedule's tasks, with the bytes it prices, on the same communicators of their own. The loss
+  // is not computed (0). For host devices (the mpi backend): a GPU's work is not the host's to wait.
+  bool emulate_compute = false;
 };
 
 struct TaskTiming {
@@ -134,6 +142,10 @@ class Executor {
   void run_collective(int t);
   void run_transfer(int t);
   void run_optimizer();
+  // Emulated compute: waits until `seconds` have passed since `start_s` (Device::now_s).
+  void wait_emulated(double start_s, double seconds) const;
+  // Emulated compute: a compute-stream exchange of the schedule (CP, EP) with the bytes it prices.
+  void run_emulated_exchange(const sim::Task& task, Stream& s, const std::string& what);
   float* buffer(int id) const;
   std::vector<float> logical(int u, bool gradient);
   Communicator& group(const sim::Group& g) const;
@@ -163,6 +175,7 @@ class Executor {
   std::map<std::pair<int, int>, float*> tokens_, targets_;  // (micro-batch, operator) -> ids at its degree
   float* loss_ = nullptr;
   float* gathered_ = nullptr;  // context parallelism: the ring's blocks in flight (SliceArgs::gathered)
+  float* emulated_ = nullptr;  // emulated compute: the exchanges' send and receive scratch
   // Expert parallelism: the EP groups' communicators (by degree), the routes of each (micro-batch, MoE
   // operator) and their device copies (send_rows, gate_at), the all-to-alls' scratch.
   std::map<int, Communicator*> experts_;

@@ -32,7 +32,7 @@ Executor::Executor(Device& dev, Communicator& comm, const costmodel::Workload& w
       sched_(schedule),
       opt_(options),
       world_(comm.size()) {
-  if (plan.cp > 1 && plan.cp_all_to_all)
+  if (plan.cp > 1 && plan.cp_all_to_all && !options.emulate_compute)
     throw UsageError(
         fmt::format("executor: the plan's context parallelism (CP {}) is the all-to-all variant (Ulysses); "
                     "osdp plans and "
@@ -74,7 +74,7 @@ Executor::~Executor() {
   for (auto* ids : {&tokens_, &targets_})
     for (auto& [key, p] : *ids) dev_.deallocate(p);
   if (loss_ != nullptr) dev_.deallocate(loss_);
-  for (float* p : {gathered_, ep_send_, ep_recv_})
+  for (float* p : {gathered_, ep_send_, ep_recv_, emulated_})
     if (p != nullptr) dev_.deallocate(p);
   for (auto& [key, ids] : route_ids_) {
     dev_.deallocate(ids.first);
@@ -463,11 +463,35 @@ void Executor::allocate_baseline() {
   }
   rows = std::max(rows, shape(1).rows());
   for (int i = 0; i < 4; ++i) carry_.push_back(dev_.allocate(floats_bytes(rows * width), "executor carry"));
+  // Emulated compute writes no activations: what the TP all-reduces sum starts at zero.
+  if (opt_.emulate_compute)
+    s.enqueue([this, n = static_cast<std::size_t>(rows * width)] {
+      for (float* c : carry_) dev_.fill(dev_.compute_stream(), c, n, 0.0f);
+    });
   loss_ = dev_.allocate(sizeof(float), "executor loss");
   baseline_bytes_ = floats_bytes(4 * rows * width + 1);
+  // Emulated compute: the compute stream's exchanges (CP, EP) run as the schedule's tasks, from a
+  // scratch of each one's send and receive buffers; the arithmetic's scratch below is not needed.
+  if (opt_.emulate_compute) {
+    I floats = 0;
+    for (int t = first_task(); t < end_task(); ++t) {
+      const sim::Task& task = sched_.tasks[static_cast<std::size_t>(t)];
+      const bool exchange =
+          task.stream == sim::Stream::kCompute && sim::is_collective(task.kind) &&
+          (task.kind == TaskKind::kAllToAll || (plan_.cp > 1 && task.kind != TaskKind::kAllReduce));
+      if (exchange) floats = std::max(floats, 2 * static_cast<I>(task.bytes / sizeof(float)));
+    }
+    if (floats > 0) {
+      emulated_ = dev_.allocate(floats_bytes(floats), "executor emulated exchanges");
+      s.enqueue([this, floats] {
+        dev_.fill(dev_.compute_stream(), emulated_, static_cast<std::size_t>(floats), 0.0f);
+      });
+      baseline_bytes_ += floats_bytes(floats);
+    }
+  }
   // Context parallelism: ring attention's blocks in flight (numerics.hpp), the largest slice's.
   I exchange = 0;
-  for (std::size_t u = 0; u < w_.operators.size(); ++u)
+  for (std::size_t u = 0; u < w_.operators.size() && !opt_.emulate_compute; ++u)
     if (ops_[u].here)
       exchange = std::max(
           exchange, attention_exchange_floats(w_.operators[u], ops_[u].layout.slices, shape(ops_[u].t)));
@@ -485,7 +509,7 @@ void Executor::allocate_baseline() {
   // Expert parallelism: each MoE operator's routes per micro-batch (its EP ranks' samples), their
   // device copies, and the all-to-alls' scratch.
   I ep_floats = 0;
-  for (std::size_t u = 0; u < w_.operators.size(); ++u) {
+  for (std::size_t u = 0; u < w_.operators.size() && !opt_.emulate_compute; ++u) {
     const OpRun& o = ops_[u];
     const Operator& op = w_.operators[u];
     if (!o.here || op.experts <= 0) continue;
