@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# validate-lab.sh — the lab validation in one command: a 2 x 1 lab at RATE comes up, `osdp calibrate`
-# measures it (collectives and the experiment's models' GEMMs), `osdp validate` runs the experiment
-# with that calibration, and the lab is removed (also on Ctrl-C or error).
+# validate-lab.sh — the lab validation in one command: a lab of NODES x RANKS at RATE comes up (2 x 1
+# unless told), `osdp calibrate` measures it (collectives, per node level when a node has several
+# ranks, and the experiment's models' GEMMs), `osdp validate` runs the experiment with that
+# calibration, and the lab is removed (also on Ctrl-C or error).
 #
-#   validate-lab.sh [--rate 1gbit] [--experiment experiments/lab-validate.json] [--out DIR]
+#   validate-lab.sh [--rate 1gbit] [--nodes 2] [--ranks-per-node 1] [--topology pair|switch]
+#                   [--compute real|emulate] [--experiment experiments/lab-validate.json] [--out DIR]
 #                   [--name NAME] [--calibration FILE] [--resume] [--hybrid] [-- VALIDATE-OPTIONS...]
 #
 #   --rate         the link rate (tc's units: 1gbit, 200mbit)
+#   --nodes, --ranks-per-node, --topology   the lab's shape (osdp-lab.sh up); shared memory inside a
+#                  node, the shaped TCP link between; with several ranks a node, the calibration fits
+#                  the node rings (osdp calibrate --per-node RANKS)
+#   --compute      emulate: every compute task waits its calibrated time (osdp validate --compute
+#                  emulate), so that 4 or 8 ranks fit on 2 cores and the communication is what is
+#                  measured; the calibration then times collectives and the models' GEMMs quickly
+#                  (--quick), since the GEMMs only set how long the waits are
 #   --experiment   the experiment file (default: experiments/lab-validate.json beside this script)
 #   --out          results directory (default: results/lab-validate/RATE); the calibration goes
 #                  to OUT/calibration.json, the machine's load before and after to OUT/load.txt
@@ -35,6 +44,10 @@ NAME=labval
 CALIBRATION=
 MODE=--force
 HYBRID=0
+NODES=2
+RANKS=1
+TOPOLOGY=
+COMPUTE=real
 VALIDATE_ARGS=()
 OSDP=${OSDP:-osdp}
 
@@ -52,13 +65,21 @@ while (($#)); do
     --calibration) CALIBRATION=${2:?--calibration needs a value}; shift 2 ;;
     --resume) MODE=--resume; shift ;;
     --hybrid) HYBRID=1; shift ;;
+    --nodes) NODES=${2:?--nodes needs a value}; shift 2 ;;
+    --ranks-per-node) RANKS=${2:?--ranks-per-node needs a value}; shift 2 ;;
+    --topology) TOPOLOGY=${2:?--topology needs a value}; shift 2 ;;
+    --compute) COMPUTE=${2:?--compute needs a value}; shift 2 ;;
     --) shift; VALIDATE_ARGS=("$@"); break ;;
-    -h | --help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option \"$1\" (try $PROG --help)" ;;
   esac
 done
 
 [[ -f $EXPERIMENT ]] || die "--experiment: no file $EXPERIMENT"
+[[ $COMPUTE == real || $COMPUTE == emulate ]] || die "--compute: real or emulate, not \"$COMPUTE\""
+[[ $NODES =~ ^[0-9]+$ && $RANKS =~ ^[0-9]+$ && $NODES -ge 2 && $RANKS -ge 1 ]] ||
+  die "--nodes (2 or more) and --ranks-per-node (1 or more) are whole numbers"
+NP=$((NODES * RANKS))
 OSDP=$(command -v "$OSDP") || die "no osdp program (set OSDP or put osdp on PATH)"
 if ((HYBRID)); then
   EXPERIMENT=$HERE/../../experiments/lab-validate-hybrid.json
@@ -91,16 +112,21 @@ inner=$(
 set -euo pipefail
 if [[ -z $CALIBRATION ]]; then
   CALIBRATION=$OUT/calibration.json
-  "$OSDP" calibrate --backend mpi -np 2 --mpirun-args "$OSDP_LAB_MPIRUN_ARGS" "${MODEL_ARGS[@]}" \
-    --max-size 16MiB --out "$CALIBRATION"
+  extra=()
+  if ((RANKS > 1)); then extra+=(--per-node "$RANKS"); fi
+  if [[ $COMPUTE == emulate ]]; then extra+=(--quick); fi
+  "$OSDP" calibrate --backend mpi -np "$NP" --mpirun-args "$OSDP_LAB_MPIRUN_ARGS" "${MODEL_ARGS[@]}" \
+    --max-size 16MiB "${extra[@]}" --out "$CALIBRATION"
 fi
-"$OSDP" validate "$EXPERIMENT" -np 2 --calibration "$CALIBRATION" --mpirun-args "$OSDP_LAB_MPIRUN_ARGS" \
-  --out "$OUT" --tasks $MODE "${VALIDATE_ARGS[@]}"
+"$OSDP" validate "$EXPERIMENT" -np "$NP" --calibration "$CALIBRATION" --mpirun-args "$OSDP_LAB_MPIRUN_ARGS" \
+  --compute "$COMPUTE" --out "$OUT" --tasks $MODE "${VALIDATE_ARGS[@]}"
 EOF
 )
+SHAPE=(--nodes "$NODES" --ranks-per-node "$RANKS")
+[[ -z $TOPOLOGY ]] || SHAPE+=(--topology "$TOPOLOGY")
 status=0
-OSDP=$OSDP OUT=$OUT EXPERIMENT=$EXPERIMENT CALIBRATION=$CALIBRATION MODE=$MODE \
-  "$LAB" run --nodes 2 --ranks-per-node 1 --rate "$RATE" --name "$NAME" -- \
+OSDP=$OSDP OUT=$OUT EXPERIMENT=$EXPERIMENT CALIBRATION=$CALIBRATION MODE=$MODE NP=$NP RANKS=$RANKS \
+  COMPUTE=$COMPUTE "$LAB" run "${SHAPE[@]}" --rate "$RATE" --name "$NAME" -- \
   bash -c "MODEL_ARGS=(${MODEL_ARGS[*]}); VALIDATE_ARGS=(${VALIDATE_ARGS[*]}); $inner" || status=$?
 load after
 exit "$status"
