@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -43,6 +44,7 @@ struct CalibrateArgs {
   int per_node = 0;  // 0: no per-level rings
   double timeout_s = 120;
   bool quick = false, no_comm_thread = false, quiet = false;
+  std::string compute = "real", compute_from;  // --compute emulate: collectives only (--compute-from FILE)
 };
 
 double parse_size(const std::string& text, const char* option) {
@@ -67,7 +69,40 @@ std::vector<std::string> child_args(const CalibrateArgs& a, int np) {
   if (a.quick) r.push_back("--quick");
   if (a.no_comm_thread) r.push_back("--no-comm-thread");
   if (a.quiet) r.push_back("--quiet");
+  r.insert(r.end(), {"--compute", a.compute});
+  if (!a.compute_from.empty()) r.insert(r.end(), {"--compute-from", a.compute_from});
   return r;
+}
+
+// --compute-from FILE: another calibration's compute figures (and timed GEMM shapes), read once.
+std::optional<costmodel::Calibration> compute_source(const CalibrateArgs& a) {
+  if (a.compute_from.empty()) return std::nullopt;
+  if (a.compute != "emulate")
+    throw UsageError(
+        "--compute-from: only with --compute emulate (a full calibration measures its own compute)");
+  costmodel::Calibration c = costmodel::load_calibration(a.compute_from, costmodel::ComputeSpec{});
+  if (!c.compute)
+    throw UsageError(
+        fmt::format("--compute-from {}: the calibration has no compute figures", a.compute_from));
+  return c;
+}
+
+// Collectives only: the compute figures of --compute-from, if given, with their fits' residuals.
+void take_compute(costmodel::Calibration& cal, const std::optional<costmodel::Calibration>& from,
+                  const std::string& file) {
+  if (!from) return;
+  cal.compute = from->compute;
+  cal.gemm_times = from->gemm_times;
+  cal.interference = from->interference;
+  cal.provenance["compute"] = fmt::format("from {} (osdp calibrate --compute-from)", file);
+  if (from->provenance.contains("fit") && from->provenance["fit"].is_object()) {
+    nlohmann::json& fit = cal.provenance["fit"];
+    for (const auto& [k, v] : from->provenance["fit"].items())
+      if (!fit.contains(k) || k == "compute") fit[k] = v;
+    fit.erase("compute");
+    if (from->provenance["fit"].contains("repeat_spread") && fit["repeat_spread"].is_object())
+      fit["repeat_spread"]["compute"] = from->provenance["fit"]["repeat_spread"].value("compute", 0.0);
+  }
 }
 
 validate::CalibrateOptions make_options(const CalibrateArgs& a) {
@@ -79,9 +114,10 @@ validate::CalibrateOptions make_options(const CalibrateArgs& a) {
                                  format_bytes(o.max_bytes)));
   if (a.repeats > 0) o.repeats = a.repeats;
   o.per_node = a.per_node;
+  o.collectives_only = a.compute == "emulate";
   o.gemm_math = gemm_math(a.gemm);
   o.tool_version = costmodel::tool_version();
-  if (!a.quick && !a.models.empty()) {
+  if (!a.quick && !a.models.empty() && !o.collectives_only) {
     std::vector<costmodel::ModelSpec> models;
     for (const auto& m : a.models) models.push_back(costmodel::load_model(m));
     o.gemm_shapes = validate::generic_gemm_shapes(false);
@@ -153,6 +189,11 @@ void print_summary(const costmodel::CalibrationRun& run, const std::string& path
     for (const auto& kind : costmodel::kCollectives)
       rows(costmodel::level_sweep(kind, costmodel::kRingLevels[l]),
            run.levels[l][static_cast<std::size_t>(kind.kind)]);
+  if (!run.calibration.compute || run.gemm.points_used == 0) {
+    std::cout << fmt::format("  compute        {}\n",
+                             p.value("compute", std::string("not measured: the cluster's figures price it")));
+    return;
+  }
   const auto& cs = *run.calibration.compute;
   std::cout << fmt::format(
                    "  gemm           peak {:.1f} GFLOP/s, d_half {:.1f} (residual {}, {} points, {} "
@@ -269,6 +310,7 @@ int run_ranks(const CalibrateArgs& a, int np) {
     fit_failed(e, path);
   }
   if (!root) return kExitOk;
+  take_compute(run.calibration, compute_source(a), a.compute_from);
   costmodel::write_file_atomic(path, costmodel::to_json(run.calibration).dump(2) + "\n");
   print_summary(run, path);
   return kExitOk;
@@ -372,6 +414,12 @@ int run_calibrate(const CalibrateArgs& a) {
         fmt::format("--per-node {}: nodes of {} ranks do not divide -np {}", a.per_node, a.per_node, np));
   if (a.timeout_s <= 0) throw UsageError("--timeout: must be positive");
   (void)gemm_math(a.gemm);
+  if (a.compute != "real" && a.backend != "mpi")
+    throw UsageError(
+        fmt::format("--compute emulate: collectives only, for osdp validate --compute emulate on "
+                    "the mpi backend (not --backend {})",
+                    a.backend));
+  (void)compute_source(a);  // read and checked before any launch
   if (a.backend == "torch") return run_torch(a, np);
   if (!a.python.empty()) throw UsageError("--python: only for --backend torch");
   check_backend(a.backend);
@@ -451,6 +499,16 @@ Action add_calibrate_command(CLI::App& app) {
   app.add_option("--timeout", a->timeout_s, "Seconds before a collective that does not finish fails the job")
       ->capture_default_str();
   app.add_flag("--quiet,-q", a->quiet, "No progress lines");
+  app.add_option("--compute", a->compute,
+                 "real, or emulate: only the collectives (world and --per-node rings), for `osdp validate "
+                 "--compute emulate`, whose compute tasks wait for their priced time: with 4 or 8 ranks on 2 "
+                 "cores the GEMM sweeps would time contention for the cores. The file then has no compute "
+                 "figures (the cluster's price them) unless --compute-from gives them")
+      ->check(CLI::IsMember({"real", "emulate"}))
+      ->capture_default_str();
+  app.add_option("--compute-from", a->compute_from,
+                 "With --compute emulate: take the compute figures, timed GEMM shapes and interference of "
+                 "this calibration (one measured without contention, e.g. 2 ranks on 2 cores)");
   app.add_option("--gemm", a->gemm,
                  "fp32, or bf16: time GEMMs on bf16-rounded operands with fp32 sums (tensor cores on a GPU), "
                  "for validate --gemm bf16")

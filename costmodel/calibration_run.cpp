@@ -81,6 +81,16 @@ void fit_measurements(CalibrationRun& run, const std::string& name, const Segmen
     }
     fit["levels"] = levels;
   }
+  // Collectives only (osdp calibrate --compute emulate): no compute figures; the cluster's price it.
+  const bool compute =
+      std::any_of(run.measurements.begin(), run.measurements.end(),
+                  [](const Measurement& m) { return m.sweep == "gemm" || m.sweep == "elementwise"; });
+  if (!compute) {
+    fit["compute"] = "not measured";
+    fit["repeat_spread"] = repeat_spread_json(run.measurements);
+    cal.provenance["fit"] = fit;
+    return;
+  }
   run.elementwise = fit_elementwise(size_points(run.measurements, "elementwise"));
   // The optimizer streams each operator's shard (megabytes, not cache-resident): its rate is fitted on
   // the Adam points from 4 MiB up when there are enough of them.

@@ -43,6 +43,9 @@ bad sizes "larger than" -np 2 --min-size 2MiB --max-size 1MiB --quick
 bad sizeunit "--max-size" -np 2 --max-size lots --quick
 bad model "nope" -np 2 --model nope.json
 bad timeout "--timeout" -np 2 --timeout 0 --quick
+bad computefrom "only with --compute emulate" -np 2 --quick --compute-from nothere.json
+bad computetorch "collectives only" -np 2 --quick --compute emulate --backend torch
+bad computewhat "--compute" -np 2 --quick --compute fast
 
 # --- a quick calibration on 2 ranks --------------------------------------------------------------
 
@@ -156,6 +159,28 @@ if grep -v "^osdp calibrate: warning: " nothread.err | grep -q .; then
 else
   ok "--quiet: no progress lines"
 fi
+
+# --compute emulate: the collectives only (for validate --compute emulate), no compute figures; with
+# --compute-from another calibration's compute figures, GEMM times and residuals, and its collectives
+# its own.
+run emu "$OSDP" calibrate -np 2 --quick --compute emulate --quiet --out emu.json
+expect_rc "calibrate --compute emulate" emu 0
+jcheck "--compute emulate: collectives, no compute block, and the provenance says so" emu.json '
+assert "compute" not in j and "gemm_times" not in j, sorted(j)
+assert j["provenance"]["options"]["collectives_only"] is True
+assert "not measured" in j["provenance"]["compute"], j["provenance"]["compute"]
+assert set(j["collectives"]) == {"allgather", "reducescatter", "allreduce", "alltoall"}, j["collectives"].keys()'
+contains "the summary says the compute was not measured" emu.out "compute        not measured"
+run emufrom "$OSDP" calibrate -np 2 --quick --compute emulate --compute-from cal2.json --quiet --out emufrom.json
+expect_rc "calibrate --compute emulate --compute-from cal2.json" emufrom 0
+jcheck "--compute-from: the compute figures and GEMM times of cal2.json, the collectives measured here" emufrom.json '
+import json
+src = json.load(open("cal2.json"))
+assert j["compute"] == src["compute"] and j["gemm_times"] == src["gemm_times"], "compute"
+assert j["provenance"]["fit"]["gemm"] == src["provenance"]["fit"]["gemm"]
+assert "from cal2.json" in j["provenance"]["compute"], j["provenance"]["compute"]'
+bad emuplan "" -np 2 --quick --compute emulate --compute-from emu.json
+contains "--compute-from a calibration without compute figures is refused" "$TMP/emuplan.err" "has no compute figures"
 
 # The rings of nodes: 4 ranks as 2 nodes of 2. The file gets a "levels" block with both levels and
 # all three collectives; plan and simulate price a two-level plan by it and agree to the tick

@@ -3,7 +3,8 @@
 # Mbit/s (two ranks a node over shared memory, the shaped link between the nodes), a quick
 # calibration of its node rings, and three plans of val-4x384 at micro-batch 2 run by `osdp validate
 # --compute emulate` (each compute task waits its calibrated time, so 4 ranks fit on 2 cores and the
-# communication is what is measured): flat FSDP over the four ranks, HSDP (sharded within a node,
+# communication is what is measured; the calibration times the collectives only, the cluster file
+# prices the compute): flat FSDP over the four ranks, HSDP (sharded within a node,
 # replicated across), and the exact search with node groups and two-level collectives. FSDP is
 # predicted at least 1.3x slower than both and must measure slower than both; every pair the
 # validation finds predicted apart (their intervals apart) must measure in the predicted order; peak
@@ -59,7 +60,7 @@ notok() {
 cat >"$WORK/inner.sh" <<INNER
 set -euo pipefail
 cd "$WORK"
-"$OSDP" calibrate --backend mpi -np 4 --per-node 2 --mpirun-args "\$OSDP_LAB_MPIRUN_ARGS" --model $MODEL \
+"$OSDP" calibrate --backend mpi -np 4 --per-node 2 --compute emulate --mpirun-args "\$OSDP_LAB_MPIRUN_ARGS" \
   --quick --max-size 16MiB --quiet --out cal.json
 common=(--model $MODEL --cluster lab-2x2 --calibration cal.json --batch 2 --data-parallel --baseline none)
 "$OSDP" plan "\${common[@]}" --strategy fsdp --out fsdp.json >/dev/null

@@ -392,13 +392,15 @@ costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, co
   const int world = comm.size();
   const bool comm_thread = &device.comm_stream() != &device.compute_stream();
   const bool overlap = comm_thread && world >= 2;
-  const std::vector<GemmShape> gemms = o.gemm_shapes.empty() ? generic_gemm_shapes(o.quick) : o.gemm_shapes;
+  const std::vector<GemmShape> gemms = o.collectives_only      ? std::vector<GemmShape>{}
+                                       : o.gemm_shapes.empty() ? generic_gemm_shapes(o.quick)
+                                                               : o.gemm_shapes;
   std::vector<GemmShape> accumulates;
   for (const GemmShape& sh : gemms)
     if (sh.accumulates) accumulates.push_back(sh);
-  const std::vector<GemmShape> overlaps = !overlap                   ? std::vector<GemmShape>{}
-                                          : o.overlap_shapes.empty() ? default_overlap_shapes(o.quick)
-                                                                     : o.overlap_shapes;
+  const std::vector<GemmShape> overlaps = !overlap || o.collectives_only ? std::vector<GemmShape>{}
+                                          : o.overlap_shapes.empty()     ? default_overlap_shapes(o.quick)
+                                                                         : o.overlap_shapes;
   // The rings of nodes of per_node ranks that have two ranks or more: (level name, ring size).
   std::vector<std::pair<costmodel::RingLevel, int>> rings;
   if (o.per_node > 0) {
@@ -409,10 +411,11 @@ costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, co
   }
   std::size_t collective_points = world >= 2 ? collective_sizes(o, world).size() : 0;
   for (const auto& [level, size] : rings) collective_points += collective_sizes(o, size).size();
-  const int total =
-      static_cast<int>(costmodel::kCollectives.size() * collective_points + kernel_sizes(o, 8).size() +
-                       kernel_sizes(o, costmodel::kAdamBytesPerParam).size() + gemms.size() +
-                       accumulates.size() + overlaps.size());
+  const std::size_t kernels =
+      o.collectives_only ? 0
+                         : kernel_sizes(o, 8).size() + kernel_sizes(o, costmodel::kAdamBytesPerParam).size();
+  const int total = static_cast<int>(costmodel::kCollectives.size() * collective_points + kernels +
+                                     gemms.size() + accumulates.size() + overlaps.size());
   Sweeper sw(device, comm, o, progress, total);
   costmodel::CalibrationRun run;
   run.world = world;
@@ -420,7 +423,7 @@ costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, co
   if (world >= 2) sweep_collectives(sw, comm, costmodel::RingLevel::kWorld, run.measurements);
   for (const auto& [level, size] : rings)
     sweep_collectives(sw, comm.ring(level, o.per_node), level, run.measurements);
-  sweep_kernels(sw, run.measurements);
+  if (!o.collectives_only) sweep_kernels(sw, run.measurements);
   sweep_gemms(sw, gemms, 0.0f, "gemm", run.measurements);
   sweep_gemms(sw, accumulates, 1.0f, "gemm-accumulate", run.measurements);
   if (!overlaps.empty()) sweep_overlap(sw, overlaps, run.measurements);
@@ -446,9 +449,11 @@ costmodel::CalibrationRun run_calibration(Device& device, Communicator& comm, co
   p["wall_s"] = run.wall_s;
   p["gemm_operands"] =
       gemm_operands_provenance(cold_pool_bytes(device), static_cast<double>(device.cache_bytes()));
-  p["interference"] = overlap       ? "measured"
-                      : comm_thread ? "not measured: one rank"
-                                    : "not measured: no separate comm stream";
+  if (o.collectives_only) p["compute"] = "not measured: collectives only (osdp calibrate --compute emulate)";
+  p["interference"] = o.collectives_only ? "not measured: collectives only"
+                      : overlap          ? "measured"
+                      : comm_thread      ? "not measured: one rank"
+                                         : "not measured: no separate comm stream";
   for (const auto& [k, v] : o.extra_provenance.items()) p[k] = v;
   return run;
 }

@@ -77,6 +77,9 @@ struct CalibrateOptions {
   // once, as a two-level collective runs them. Rings of one rank are left out.
   int per_node = 0;
   GemmMath gemm_math = GemmMath::kFp32;  // how the GEMM sweeps multiply (validate --gemm alike)
+  // Only the collectives (osdp calibrate --compute emulate): no GEMM, elementwise, Adam or overlap
+  // sweep; the calibration has no compute figures (the cluster's, or another calibration's, price it).
+  bool collectives_only = false;
   costmodel::SegmentOptions segments;
   std::string tool_version;                                    // recorded in the provenance
   nlohmann::json extra_provenance = nlohmann::json::object();  // merged into the provenance

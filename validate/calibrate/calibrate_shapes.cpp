@@ -112,6 +112,7 @@ nlohmann::json CalibrateOptions::to_json() const {
           {"overlap_bytes", overlap_bytes},
           {"quick", quick},
           {"per_node", per_node},
+          {"collectives_only", collectives_only},
           {"gemm", gemm_math == GemmMath::kBf16 ? "bf16" : "fp32"},
           {"segments",
            {{"max_residual", segments.max_residual},
