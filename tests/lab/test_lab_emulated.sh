@@ -30,32 +30,8 @@ NAME=em$$
 NAME=${NAME:0:9}
 MODEL=val-4x384
 
-skip() {
-  echo "skipped: $*"
-  exit 77
-}
-for tool in ip tc unshare taskset mpirun python3; do
-  command -v "$tool" >/dev/null || skip "$tool is not installed"
-done
-probe=osdp-emu-probe-$$
-if ! ip netns add "$probe" 2>/dev/null; then skip "ip netns add not permitted (needs CAP_NET_ADMIN)"; fi
-ip netns delete "$probe"
-
-WORK=$(mktemp -d)
-cleanup() {
-  "$LAB" down --name "$NAME" >/dev/null 2>&1
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-fails=0
-ok() { echo "ok - $*"; }
-notok() {
-  echo "not ok - $*"
-  fails=$((fails + 1))
-}
+# shellcheck source=lab_common.sh
+source "$HERE/lab_common.sh"
 
 cat >"$WORK/inner.sh" <<INNER
 set -euo pipefail

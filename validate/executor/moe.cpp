@@ -79,8 +79,14 @@ std::vector<std::size_t> times(const std::vector<std::size_t>& counts, I h) {
   return out;
 }
 
+const MoeRoute& route_of(const SliceArgs& a) {
+  if (a.route == nullptr)
+    throw Error(fmt::format("executor: MoE operator {} runs without its routing", a.op->name));
+  return *a.route;
+}
+
 void check_args(const MoeDims& d, const SliceArgs& a) {
-  if (a.route == nullptr || a.send_rows == nullptr || a.gate_at == nullptr || a.route->slots != d.K ||
+  if (a.send_rows == nullptr || a.gate_at == nullptr || a.route->slots != d.K ||
       a.route->local_experts != d.El)
     throw Error(fmt::format("executor: MoE operator {} runs without its routing of {} token choices",
                             a.op->name, d.K));
@@ -88,6 +94,34 @@ void check_args(const MoeDims& d, const SliceArgs& a) {
     throw Error(fmt::format("executor: MoE operator {} at EP {} has no EP group or exchange buffers",
                             a.op->name, a.route->ep));
 }
+
+// What both passes of an MoE operator's slice work with: its routing, sizes, internals and weights
+// (router [h x E], this rank's experts' gate_up [h x E_l 2 f_e] with ld E_l 2 f_e, and down).
+struct MoeCall {
+  const MoeRoute& r;
+  MoeDims d;
+  Gm mm;
+  MoeInternals in;
+  I h, fe, ld;
+  const float *wr, *wgu, *wd;
+  bool ep;
+  std::string what;
+  MoeCall(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a, const char* phase)
+      : r(route_of(a)),
+        d(moe_dims(*a.op, m, r.ep)),
+        mm{dev, s, m.math},
+        in(a.internals, d),
+        h(d.h),
+        fe(d.fe),
+        ld(d.El * 2 * d.fe),
+        wr(block_ptr(a, 0)),
+        wgu(block_ptr(a, 1)),
+        wd(block_ptr(a, 2)),
+        ep(r.ep > 1),
+        what(fmt::format("the expert all-to-all of {}{}", a.op->name, phase)) {
+    check_args(d, a);
+  }
+};
 
 }  // namespace
 
@@ -104,15 +138,8 @@ I moe_workspace_floats(const Operator& op, const MathShape& m) {
 // expert's gated MLP on the rows it received, peer by peer; the combine (the outputs back to their
 // tokens' ranks) and Y += gate O at each token; the shared MLP.
 void moe_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
-  const MoeRoute& r = *a.route;
-  const MoeDims d = moe_dims(*a.op, m, r.ep);
-  check_args(d, a);
-  Gm mm{dev, s, m.math};
-  const MoeInternals in(a.internals, d);
-  const I h = d.h, fe = d.fe, ld = d.El * 2 * fe;
-  const float *wr = block_ptr(a, 0), *wgu = block_ptr(a, 1), *wd = block_ptr(a, 2);
-  const bool ep = r.ep > 1;
-  const std::string what = fmt::format("the expert all-to-all of {}", a.op->name);
+  const MoeCall call(dev, s, m, a, "");
+  const auto& [r, d, mm, in, h, fe, ld, wr, wgu, wd, ep, what] = call;
   mm(N, N, d.R, d.E, h, 1.0f, a.x, h, wr, d.E, 0.0f, in.z, d.E);  // Z = X W_r
   dev.gather_rows(s, in.z, 1, a.gate_at, d.K, 1, nullptr, in.g, 1);
   dev.gather_rows(s, a.x, h, a.send_rows, d.K, h, nullptr, ep ? a.send : in.xd, h);
@@ -149,16 +176,9 @@ void moe_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a)
 // gradients back (the dispatch's) and added to their tokens' rows; the router's, from dZ (dz at each
 // choice's logit).
 void moe_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a) {
-  const MoeRoute& r = *a.route;
-  const MoeDims d = moe_dims(*a.op, m, r.ep);
-  check_args(d, a);
-  Gm mm{dev, s, m.math};
-  const MoeInternals in(a.internals, d);
-  const I h = d.h, fe = d.fe, ld = d.El * 2 * fe;
-  const float *wr = block_ptr(a, 0), *wgu = block_ptr(a, 1), *wd = block_ptr(a, 2);
+  const MoeCall call(dev, s, m, a, " (backward)");
+  const auto& [r, d, mm, in, h, fe, ld, wr, wgu, wd, ep, what] = call;
   float *gwr = grad_ptr(a, 0), *gwgu = grad_ptr(a, 1), *gwd = grad_ptr(a, 2);
-  const bool ep = r.ep > 1;
-  const std::string what = fmt::format("the expert all-to-all of {} (backward)", a.op->name);
   if (d.fs > 0) {
     const float *wsgu = block_ptr(a, 3), *wsd = block_ptr(a, 4);
     float *gsgu = grad_ptr(a, 3), *gsd = grad_ptr(a, 4);
