@@ -252,7 +252,7 @@ class Running {
     m.device_free_bytes = -comm_.max_over_ranks(-static_cast<double>(last_.device_free_bytes));
     m.device_total_bytes = static_cast<double>(last_.device_total_bytes);
     m.loss = m.emulated ? std::nan("") : last_.loss;  // emulated compute computes no loss
-    if (o_.tasks) {  // rank 0: UNIT.csv; rank r > 0: UNIT.rankR.csv
+    if (o_.tasks) {                                   // rank 0: UNIT.csv; rank r > 0: UNIT.rankR.csv
       if (comm_.rank() == 0) std::filesystem::create_directories(o_.out_dir + "/tasks");
       comm_.barrier("task files");
       const std::string rank_suffix = comm_.rank() == 0 ? "" : fmt::format(".rank{}", comm_.rank());

@@ -158,7 +158,7 @@ struct ValidationOptions {
   // slow down beside communication), not checked against the unsharded step, and their rows say so
   // (Measurement::emulated).
   bool emulate_compute = false;
-  Progress progress;                                         // called on rank 0
+  Progress progress;  // called on rank 0
   // Draws of the calibration's uncertainty each plan's prediction is replayed under for its 90%
   // interval (rank 0; 0: none).
   int draws = costmodel::kDefaultDraws;

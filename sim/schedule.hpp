@@ -172,8 +172,8 @@ struct Task {
   // calibration's segments of the level (the world's rings); else by the links of each step.
   costmodel::RingLevel level = costmodel::RingLevel::kWorld;
   bool calibrated = true;
-  int peer = 0;             // sends and receives: the other stage, relative (+1 the next, -1 the previous)
-  int twin = -1;            // a collective two stages run together (the tied copy's): the other stage's task
+  int peer = 0;   // sends and receives: the other stage, relative (+1 the next, -1 the previous)
+  int twin = -1;  // a collective two stages run together (the tied copy's): the other stage's task
   // An expert-parallel operator's all-reduce, over its EP group, of the gradients of its parameters
   // that are not the experts' (the norm, the router, a shared MLP): of the rank's shard of them.
   bool expert_shared = false;
