@@ -19,19 +19,12 @@
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-LAB=$ROOT/validate/lab/osdp-lab.sh
-OSDP=${1:-${OSDP:-$ROOT/build/cli/osdp}}
-OSDP=$(realpath "$OSDP")
-export OSDP_DATA_DIR=${OSDP_DATA_DIR:-$ROOT/data}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 NAME=em$$
 NAME=${NAME:0:9}
+# shellcheck source=lab_common.sh
+source "$HERE/lab_common.sh" "$@"
 MODEL=val-4x384
 
-# shellcheck source=lab_common.sh
-source "$HERE/lab_common.sh"
 
 cat >"$WORK/inner.sh" <<INNER
 set -euo pipefail

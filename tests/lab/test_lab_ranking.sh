@@ -18,21 +18,12 @@
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-LAB=$ROOT/validate/lab/osdp-lab.sh
-OSDP=${1:-${OSDP:-$ROOT/build/cli/osdp}}
-OSDP=$(realpath "$OSDP")
-export OSDP_DATA_DIR=${OSDP_DATA_DIR:-$ROOT/data}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# Open MPI leaks by design at exit; the other MPI tests turn leak checks off for it too.
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 NAME=rk$$
 NAME=${NAME:0:9}
+# shellcheck source=lab_common.sh
+source "$HERE/lab_common.sh" "$@"
 MODEL=val-nd-8x256
 BATCH=${OSDP_LAB_RANK_BATCH:-16}
-
-# shellcheck source=lab_common.sh
-source "$HERE/lab_common.sh"
 
 # Inside node 0: a quick calibration (collectives at powers of two up to 4 MiB, the size of the
 # model's largest buffer; 3 repeats; small GEMMs and the model's), both strategies planned with it,
