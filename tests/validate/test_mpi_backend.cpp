@@ -5,8 +5,9 @@
 //                   N (N + 1) / 2 * ((q S + j) mod 97 + 1)
 //   all-reduce:     rank r's buf[i] is (r + 1) (i mod 13) + r       -> N (N + 1) / 2 (i mod 13) + N (N - 1) /
 //   2
-// (reduce-scatter also in place: the shard at its place in the input), with and without a comm thread, issued
-// from the comm stream while the compute stream runs GEMMs.
+// (all-reduce also on buffers the ranks do not divide; reduce-scatter also in place: the shard at its place
+// in the input), with and without a comm thread, issued from the comm stream while the compute stream runs
+// GEMMs.
 //
 // Then the node rings (Communicator::ring) of every node size that divides the job.
 //
@@ -130,6 +131,20 @@ void check_collectives(Checks& checks, bool comm_thread) {
     for (std::size_t i = 0; i < s * n; ++i)
       ok &= sum.p[i] == static_cast<float>(tri * (i % 13) + n * (n - 1) / 2);
     checks.expect(ok, fmt::format("all-reduce of {} elements ({})", s * n, mode));
+
+    // Uneven: a ring's chunks differ by one element where the ranks do not divide the buffer, and some
+    // are empty with fewer elements than ranks (s + 1 for s = 1 on 3 ranks).
+    for (const std::size_t e : {s * n + 1, s + 1}) {
+      Buffer odd(dev, e, "uneven all-reduce");
+      for (std::size_t i = 0; i < e; ++i)
+        odd.p[i] = static_cast<float>((r + 1) * static_cast<int>(i % 13) + r);
+      cs.enqueue([&] { comm.all_reduce(cs, odd.p, e, "uneven all-reduce"); });
+      cs.synchronize();
+      ok = true;
+      for (std::size_t i = 0; i < e; ++i)
+        ok &= odd.p[i] == static_cast<float>(tri * (i % 13) + n * (n - 1) / 2);
+      checks.expect(ok, fmt::format("all-reduce of {} elements over {} ranks ({})", e, n, mode));
+    }
 
     // All-to-all: rank r's part for rank q is s elements j of value 1000 r + q + (j mod 7) / 8; rank q
     // then holds, from every p in rank order, p's part for q.

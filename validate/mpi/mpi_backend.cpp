@@ -344,45 +344,6 @@ void MpiCommunicator::complete(MPI_Request& request, const std::string& what, st
                   what, costmodel::format_bytes(static_cast<double>(bytes)), options_.timeout_s));
 }
 
-void MpiCommunicator::all_gather(Stream& /*s*/, const float* shard, float* full, std::size_t shard_elems,
-                                 const std::string& what) {
-  std::unique_lock lock(*mutex_);
-  begin(what);
-  const int n = count(shard_elems, what);
-  const std::size_t offset = static_cast<std::size_t>(rank_) * shard_elems;
-  const void* send = shard == full + offset ? MPI_IN_PLACE : static_cast<const void*>(shard);
-  MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Iallgather(send, n, MPI_FLOAT, full, n, MPI_FLOAT, comm_, &request), "MPI_Iallgather", what,
-            job_rank_);
-  complete(request, what, shard_elems * static_cast<std::size_t>(size_) * sizeof(float), &lock);
-}
-
-void MpiCommunicator::reduce_scatter(Stream& /*s*/, const float* full, float* shard, std::size_t shard_elems,
-                                     const std::string& what) {
-  std::unique_lock lock(*mutex_);
-  begin(what);
-  const int n = count(shard_elems, what);
-  // In place, MPI takes the input from the receive buffer and leaves the result at its front.
-  const bool in_place = shard == full + static_cast<std::size_t>(rank_) * shard_elems;
-  MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(
-      MPI_Ireduce_scatter_block(in_place ? MPI_IN_PLACE : full, in_place ? const_cast<float*>(full) : shard,
-                                n, MPI_FLOAT, MPI_SUM, comm_, &request),
-      "MPI_Ireduce_scatter_block", what, job_rank_);
-  complete(request, what, shard_elems * static_cast<std::size_t>(size_) * sizeof(float), &lock);
-  if (in_place && rank_ > 0) std::memmove(shard, full, shard_elems * sizeof(float));
-}
-
-void MpiCommunicator::all_reduce(Stream& /*s*/, float* buf, std::size_t elems, const std::string& what) {
-  std::unique_lock lock(*mutex_);
-  begin(what);
-  const int n = count(elems, what);
-  MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, comm_, &request), "MPI_Iallreduce", what,
-            job_rank_);
-  complete(request, what, elems * sizeof(float), &lock);
-}
-
 void MpiCommunicator::all_to_all(Stream& /*s*/, const float* send,
                                  const std::vector<std::size_t>& send_counts, float* recv,
                                  const std::vector<std::size_t>& recv_counts, const std::string& what) {

@@ -1,6 +1,11 @@
-// The communicator of the `mpi` backend: Open MPI collectives on fp32 buffers in host memory,
-// nonblocking (MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Iallreduce) and polled with MPI_Test
-// until they complete or a timeout says a peer died or hung. Also the MPI session (init/finalize),
+// The communicator of the `mpi` backend: collectives on fp32 buffers in host memory. All-gather,
+// reduce-scatter and all-reduce are rings (validate/mpi/mpi_rings.cpp): N - 1 steps (all-reduce 2(N - 1))
+// in each of which every rank sends one chunk to the next rank and receives one from the previous,
+// the algorithm the cost model prices (costmodel/collective.hpp) and NCCL runs on a ring, rather than
+// the library's choice (Open MPI's nonblocking all-reduce and reduce-scatter are a reduction to one rank
+// and a broadcast or scatter, which loads a link's two directions unevenly). All-to-all is
+// MPI_Ialltoallv. Every request is polled with MPI_Test until it completes or a timeout says a peer
+// died or hung. Also the MPI session (init/finalize),
 // the job abort, and fault injection for the tests.
 //
 // Fault injection: OSDP_INJECT_FAULT="rank=R,op=SUBSTRING,kind=hang|exit|delay[,seconds=S]" makes
@@ -86,9 +91,8 @@ struct MpiCommunicatorOptions {
 // collective is called from work running on stream `s` and completes before it returns (the stream is
 // unused). Calls are serialised by a mutex (shared with its rings), so the communicator is safe under
 // MPI_THREAD_SERIALIZED. Sizes in error messages are the whole buffer: shard x ranks for all-gather and
-// reduce-scatter. Buffers may be in place (shard == full + rank * shard_elems): an in-place reduce-scatter
-// is MPI's (the result at the front of `full`) followed by a copy to the rank's place. Rings (ring())
-// are MPI_Comm_split of this communicator; their messages name the rank in the job.
+// reduce-scatter. Buffers may be in place (shard == full + rank * shard_elems). Rings (ring()) are
+// MPI_Comm_split of this communicator; their messages name the rank in the job.
 class MpiCommunicator final : public Communicator {
  public:
   explicit MpiCommunicator(MpiCommunicatorOptions options = {});
@@ -138,6 +142,14 @@ class MpiCommunicator final : public Communicator {
   void complete(MPI_Request& request, const std::string& what, std::size_t bytes,
                 std::unique_lock<std::mutex>* lock = nullptr);
   double reduce_double(double x, MPI_Op op, const std::string& what);
+  // One step of a ring collective: `send_n` floats to the next rank of the ring while `recv_n` come
+  // from the previous one, both polled to completion (the lock let go between polls). `bytes`: the
+  // collective's whole buffer, for messages.
+  void ring_step(const float* send, std::size_t send_n, float* recv, std::size_t recv_n, int tag,
+                 const std::string& what, std::size_t bytes, std::unique_lock<std::mutex>& lock);
+  // The tag of the next ring collective on this communicator (every rank calls them in one order), apart
+  // from the small tags of point-to-point sends.
+  int next_ring_tag();
 
   // A ring: `comm` (owned) split from `parent`.
   MpiCommunicator(const MpiCommunicator& parent, MPI_Comm comm);
@@ -157,6 +169,8 @@ class MpiCommunicator final : public Communicator {
   };
   std::vector<std::unique_ptr<PendingSend>> sends_;  // not yet known to be delivered
   std::string timed_out_;  // the operation that timed out (its request is still pending), if any
+  std::vector<float> ring_scratch_;  // a reduce-scatter's two chunks: the one sent, the one received
+  unsigned ring_sequence_ = 0;
 };
 
 }  // namespace osdp::validate
