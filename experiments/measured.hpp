@@ -67,11 +67,12 @@ struct SpeedupResult {
   bool ok = false;
 };
 
-// Two plans of one configuration predicted apart: the 90% interval of their ratio draw by draw (both
-// priced on the same draws of the calibration's errors) excludes 1; for rows with intervals but no
-// draws, their intervals do not overlap; without either, their predicted step times differ by more
-// than either plan's measured spread ((max - min) / median of its timed steps). The measured order
-// must be the predicted one: a reversal fails the validation.
+// Two plans of one configuration predicted apart: the model is sure of their order (the 90% interval
+// of their ratio draw by draw, both priced on the same draws of the calibration's errors, excludes 1;
+// for rows with intervals but no draws, their intervals do not overlap; without either, no condition)
+// and their predicted step times differ by more than either plan's measured spread ((max - min) /
+// median of its timed steps: a smaller gap is below what the run can resolve). The measured order must
+// be the predicted one: a reversal fails the validation.
 struct OrderResult {
   std::string group, a, b;                // strategy labels; a predicted faster
   double predicted_gap = 0, spread = 0;   // predicted b / a - 1; the larger measured spread

@@ -191,8 +191,8 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
       s.speedups.push_back(x);
     }
   }
-  // The measured order of every two plans of a configuration whose predicted gap exceeds what
-  // either plan's own steps spread over.
+  // The measured order of every two plans of a configuration predicted apart (measured.hpp's
+  // OrderResult).
   for (const auto& [group, strategies] : by_group) {
     std::vector<const UnitResult*> plans;
     for (const auto& entry : strategies) plans.push_back(entry.second);
@@ -216,9 +216,10 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
         const costmodel::Interval ia = interval_of(*a), ib = interval_of(*b);
         const costmodel::Interval ratio = drawn_ratio(*a, *b);
         o.by_interval = ratio.known() || (ia.known() && ib.known());
-        const bool apart = ratio.known()   ? ratio.low > 1.0
-                           : o.by_interval ? ia.high < ib.low
-                                           : o.predicted_gap > o.spread;
+        // The model must be sure of the order (its draws or intervals), and the measurement must be able
+        // to tell it: a gap within the steps' own spread is below what the run resolves.
+        const bool sure = ratio.known() ? ratio.low > 1.0 : o.by_interval ? ia.high < ib.low : true;
+        const bool apart = sure && o.predicted_gap > o.spread;
         if (!apart) continue;
         o.measured_a = time_of(*a, EvaluatorKind::kMeasured);
         o.measured_b = time_of(*b, EvaluatorKind::kMeasured);

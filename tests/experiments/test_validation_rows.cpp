@@ -224,6 +224,36 @@ TEST_CASE("with draws: two plans are compared draw by draw", "[experiments][vali
   CHECK(back.evaluation(EvaluatorKind::kSim)->drawn_s == rows[1].evaluation(EvaluatorKind::kSim)->drawn_s);
 }
 
+TEST_CASE("plans the draws set apart by less than their steps' spread are not judged",
+          "[experiments][validate]") {
+  // In every draw b is 2% slower than a (b / a = 1.02 in all 100 draws: the model is sure), but a's
+  // steps spread over (1.03 - 1.00) / 1.01 = 2.97% and b's over (1.015 - 0.995) / 1.00 = 2%: a 2% gap
+  // is within what the run resolves, so b measured faster is no reversal. c, 4% slower than a in every
+  // draw (beyond 2.97%), measured slower than a: judged, in order. b-c (2% / 1.02 = 1.96% apart) not.
+  std::vector<UnitResult> rows{measured_row(0, "g", "a", 1.00, {1.00, 1.01, 1.03}),
+                               measured_row(1, "g", "b", 1.02, {0.995, 1.00, 1.015}),
+                               measured_row(2, "g", "c", 1.04, {1.05, 1.05, 1.05})};
+  const std::vector<double> scale{1.0, 1.02, 1.04};
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    for (auto& e : rows[i].evaluations) {
+      if (e.evaluator != EvaluatorKind::kSim) continue;
+      for (int d = 0; d < 100; ++d) e.drawn_s.push_back(scale[i] * (0.9 + 0.2 * d / 99.0));
+      e.interval = osdp::costmodel::central_interval(e.drawn_s);
+    }
+  ValidationSpec spec;
+  spec.time_max = 10;
+  spec.time_median = 10;
+  const ValidationSummary s = summarize(rows, spec);
+  CHECK(s.order_pairs == 3);
+  REQUIRE(s.orders.size() == 1);
+  CHECK(s.orders[0].a == "a");
+  CHECK(s.orders[0].b == "c");
+  CHECK(s.orders[0].predicted_gap == Approx(0.04));
+  CHECK(s.orders[0].spread == Approx(0.03 / 1.01));
+  CHECK(s.orders[0].ok);
+  CHECK(s.failures.empty());
+}
+
 TEST_CASE("the states at rest the torch backend is held to, derived per operator",
           "[experiments][validate]") {
   // 2 nodes x 2 ranks: world shards hold ceil(P/4), node groups ceil(P/2), REPLICATE all P; each
