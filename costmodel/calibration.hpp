@@ -56,6 +56,10 @@ struct Calibration {
   std::optional<ComputeSpec> compute;  // overrides (fields not given keep the cluster's)
   std::optional<double> interference;
   std::vector<GemmTime> gemm_times;
+  // The nodes of the job the levels were fitted in (the inter rings' ranks): set on a copy that prices a
+  // smaller group's sub-cluster (PlanCostModel), whose own nodes may be fewer; 0: the priced cluster's.
+  // Never written to a file.
+  int level_nodes = 0;
   // Set on a copy to price one draw of the calibration's uncertainty (costmodel/uncertainty.hpp):
   // every fitted price is scaled by its error in that draw. Never written to a file.
   std::optional<std::uint64_t> draw;

@@ -21,12 +21,24 @@ double prefetch_reserve_bytes(const Workload& w, int prefetch) {
 }
 
 namespace {
-std::vector<LinkSpec> ring_links(const ClusterSpec& cluster) {
-  if (cluster.nodes <= 1 || !cluster.inter) return {cluster.intra};
-  if (cluster.devices_per_node <= 1) return {*cluster.inter};
-  return {cluster.intra, *cluster.inter};
+std::vector<RingLevel> ring_links(const ClusterSpec& cluster) {
+  if (cluster.nodes <= 1 || !cluster.inter) return {RingLevel::kIntra};
+  if (cluster.devices_per_node <= 1) return {RingLevel::kInter};
+  return {RingLevel::kIntra, RingLevel::kInter};
 }
 }  // namespace
+
+std::optional<LevelStep> level_step(const Calibration& cal, int nodes, Collective c, double chunk,
+                                    RingLevel level) {
+  if (cal.per_node <= 0 || level == RingLevel::kWorld) return std::nullopt;
+  const bool intra = level == RingLevel::kIntra;
+  const int ranks = intra ? cal.per_node : cal.level_nodes > 0 ? cal.level_nodes : nodes;
+  const auto& segs = (intra ? cal.intra : cal.inter).segments(c);
+  const double ring_bytes = chunk * ranks;
+  for (std::size_t j = 0; j < segs.size(); ++j)
+    if (ring_bytes <= segs[j].up_to_bytes) return LevelStep{&segs[j], static_cast<int>(j), ring_bytes};
+  return std::nullopt;
+}
 
 const char* to_string(RingLevel l) {
   switch (l) {
@@ -136,23 +148,24 @@ double CostModel::collective_s(Collective c, double bytes) const {
         return segment_s(segs[j], static_cast<int>(j), c, RingLevel::kWorld, op);
   }
   double slowest = 0.0;
-  for (const LinkSpec& l : ring_links_)
-    slowest = std::max(slowest, op.ring_s(l.alpha_s, l.beta_s_per_byte()));
-  return slowest;
+  for (const RingLevel l : ring_links_) slowest = std::max(slowest, link_step_s(c, op.chunk_bytes(), l));
+  return op.steps() * slowest;
+}
+
+double CostModel::link_step_s(Collective c, double chunk, RingLevel level) const {
+  if (calibration_)
+    if (const auto st = level_step(*calibration_, nodes_, c, chunk, level))
+      return (st->segment->alpha_s + chunk * st->segment->beta_s_per_byte) *
+             segment_factor(*st->segment, st->index, c, level, st->ring_bytes);
+  const LinkSpec& l = level == RingLevel::kInter && inter_ ? *inter_ : intra_;
+  return l.alpha_s + chunk * l.beta_s_per_byte();
 }
 
 double CostModel::collective_s(Collective c, double bytes, RingLevel level) const {
   if (level == RingLevel::kWorld || !two_levels()) return collective_s(c, bytes);
   if (bytes <= 0) return 0.0;
-  const bool intra = level == RingLevel::kIntra;
-  const CollectiveOp op{c, bytes, intra ? node_size_ : nodes_};
-  if (calibration_) {
-    const auto& segs = (intra ? calibration_->intra : calibration_->inter).segments(c);
-    for (std::size_t j = 0; j < segs.size(); ++j)
-      if (bytes <= segs[j].up_to_bytes) return segment_s(segs[j], static_cast<int>(j), c, level, op);
-  }
-  const LinkSpec& l = intra ? intra_ : *inter_;
-  return op.ring_s(l.alpha_s, l.beta_s_per_byte());
+  const CollectiveOp op{c, bytes, level == RingLevel::kIntra ? node_size_ : nodes_};
+  return op.steps() * link_step_s(c, op.chunk_bytes(), level);
 }
 
 std::vector<LevelCollective> CostModel::level_collectives(const Choice& ch, Collective c,

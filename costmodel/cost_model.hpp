@@ -81,6 +81,19 @@ enum class RingLevel { kWorld, kIntra, kInter };
 const char* to_string(RingLevel l);
 const char* to_string(Tier t);
 
+// The calibration's fit of one step over the link of `level` (kIntra or kInter) moving `chunk` bytes of
+// collective `c`: the segment of that level's own ring moving the same chunk (its buffer chunk x the
+// ring's ranks: the calibration's per_node within a node, its level_nodes or else `nodes` across), and
+// that buffer. None where the calibration has no fit of that level for `c` (no levels: per_node 0).
+// CostModel::link_step_s and the simulator's rings (sim/network.hpp) price steps by it.
+struct LevelStep {
+  const Segment* segment = nullptr;
+  int index = 0;
+  double ring_bytes = 0;
+};
+std::optional<LevelStep> level_step(const Calibration& cal, int nodes, Collective c, double chunk,
+                                    RingLevel level);
+
 struct CostOptions {
   Tier tier = Tier::kExtended;
   // Under ZDP a checkpointed operator's recompute needs the weights: false reuses the backward
@@ -151,10 +164,17 @@ class CostModel {
   // multiplied by in this draw (1 without one): the communication drift and the segment's residual at
   // the buffer's octave. The simulator's rings take the same factor, so both draw the same step.
   double segment_factor(const Segment& s, int index, Collective c, RingLevel level, double bytes) const;
-  // The same on one level's ring (kWorld: collective_s; the others by the calibration's segment of
-  // that level where it has one, else on the cluster's link of that level: a calibration's world
-  // segments were fitted on world rings).
+  // The same on one level's ring (kWorld: collective_s; the others step by step, link_step_s).
   double collective_s(Collective c, double bytes, RingLevel level) const;
+  // One step of collective `c` (a point-to-point message: kAllGather, a chunk with no reduction) that
+  // moves `chunk` bytes over the link of `level` (kIntra: within a node, kInter: between nodes). Where
+  // the calibration fitted that level (its `levels`), by the fit: the segment of that level's own ring
+  // moving the same chunk (chunk x its ranks), alpha + chunk beta, drawn as the segment; else alpha +
+  // chunk beta of the cluster's link. A ring of any size on one kind of link (a TP group inside a node,
+  // one local index's ranks across nodes, a pipeline's send) is so priced by what the lab or cluster
+  // measured of that link, not by the cluster file's figures; on a level's own ring it is that ring's
+  // segment, step for step.
+  double link_step_s(Collective c, double chunk, RingLevel level) const;
   // One slice's all-gather of `weight_bytes` and reduce-scatter of `gradient_bytes` under a sharded
   // choice's group and communication (the opening comment's formulas; world/flat is collective_s).
   struct ShardComm {
@@ -210,8 +230,9 @@ class CostModel {
   std::optional<LinkSpec> inter_;
   // The links a ring's steps cross: within a node (when a node holds more than one device) and
   // between nodes (when there is more than one). Every step of a ring takes as long as its slowest
-  // step, so the ring is priced on whichever is slower for the message at hand.
-  std::vector<LinkSpec> ring_links_;
+  // step, so without a calibrated segment of its own the ring is priced on whichever is slower for the
+  // message at hand (link_step_s).
+  std::vector<RingLevel> ring_links_;
   const Calibration* calibration_;
   ComputeSpec compute_;
   Precision precision_;

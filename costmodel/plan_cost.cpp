@@ -47,16 +47,16 @@ const CostModel& PlanCostModel::sub_model(std::pair<int, int> key, ClusterSpec s
   if (slot) return *slot;
   const Calibration* cal = calibration_;
   if (cal && ranks != world_size()) {
-    // A calibration's collective segments were fitted on rings of the whole world (or on its
-    // levels): they do not describe a smaller group's rings, which the cluster's links price.
+    // A calibration's world segments were fitted on rings of the whole world: they do not describe a
+    // smaller group's rings. Its levels' fits price a step over a link within or between nodes
+    // (CostModel::link_step_s), which a smaller group's rings take too; without them, the cluster's
+    // links price the steps.
     auto copy = std::make_unique<Calibration>(*cal);
     copy->allgather.clear();
     copy->reducescatter.clear();
     copy->allreduce.clear();
     copy->alltoall.clear();
-    copy->per_node = 0;
-    copy->intra = {};
-    copy->inter = {};
+    copy->level_nodes = cluster_.nodes;
     cal = copy.get();
     dp_calibrations_[key] = std::move(copy);
   }
@@ -115,32 +115,39 @@ Operator plan_slice(const Operator& op, int t, bool sp, const Workload& w, const
   return cp.degree > 1 ? cp_slice(s, cp.degree, cp.all_to_all) : s;
 }
 
+// A ring of `ranks` within a node (TP groups, re-layouts), or of ranks on different nodes: each step on
+// that link, priced by the calibration's fit of it where it has one (CostModel::link_step_s).
+double PlanCostModel::link_ring_s(Collective c, double bytes, int ranks, bool across) const {
+  if (ranks <= 1 || bytes <= 0) return 0;
+  const CollectiveOp op{c, bytes, ranks};
+  const RingLevel level =
+      across && cluster_.nodes > 1 && cluster_.inter ? RingLevel::kInter : RingLevel::kIntra;
+  return op.steps() * group_model(1, 1).link_step_s(c, op.chunk_bytes(), level);
+}
+
 double PlanCostModel::tp_allreduce_s(int t, double bytes) const {
-  if (t <= 1 || bytes <= 0) return 0;
-  return CollectiveOp{Collective::kAllReduce, bytes, t}.ring_s(cluster_.intra.alpha_s,
-                                                               cluster_.intra.beta_s_per_byte());
+  return link_ring_s(Collective::kAllReduce, bytes, t, false);
 }
 
 double PlanCostModel::relayout_s(int t, int t2, int b0, int seq, int hidden, int e) const {
   if (t == t2) return 0;
   const int hi = std::max(t, t2), lo = std::min(t, t2);
   const double x = static_cast<double>(b0) * hi * seq * hidden * e;
-  return CollectiveOp{Collective::kAllGather, x, hi / lo}.ring_s(cluster_.intra.alpha_s,
-                                                                 cluster_.intra.beta_s_per_byte());
+  return link_ring_s(Collective::kAllGather, x, hi / lo, false);
 }
 
 double PlanCostModel::p2p_s(int pp, int b0, int seq, int hidden, int e) const {
   if (pp <= 1) return 0;
   const bool across = cluster_.nodes > 1 && cluster_.inter && world_size() / pp >= node_size();
-  const LinkSpec& l = across ? *cluster_.inter : cluster_.intra;
-  return l.alpha_s + static_cast<double>(b0) * seq * hidden * e * l.beta_s_per_byte();
+  // A message is one step of a ring of two that moves it as its chunk (no reduction: the all-gather's).
+  const double bytes = static_cast<double>(b0) * seq * hidden * e;
+  return link_ring_s(Collective::kAllGather, 2 * bytes, 2, across);
 }
 
 double PlanCostModel::tied_allreduce_s(int pp, double bytes) const {
   if (pp <= 1 || bytes <= 0) return 0;
   const bool across = cluster_.nodes > 1 && cluster_.inter && world_size() - world_size() / pp >= node_size();
-  const LinkSpec& l = across ? *cluster_.inter : cluster_.intra;
-  return CollectiveOp{Collective::kAllReduce, bytes, 2}.ring_s(l.alpha_s, l.beta_s_per_byte());
+  return link_ring_s(Collective::kAllReduce, bytes, 2, across);
 }
 
 int PlanCostModel::in_flight(PipelineSchedule s, int pp, int stage, int m) {

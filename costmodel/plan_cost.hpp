@@ -188,7 +188,9 @@ class PlanCostModel {
                    const PrecisionBytes& bytes, int seq, CpLayout cp = {}) const;
   OpCost op_cost(const OpParts& parts, const Operator& sliced, int t, const Choice& choice, int b0, int m,
                  int pp, const PrecisionBytes& bytes) const;
-  // An all-reduce of `bytes` on a TP ring of t ranks (the intra-node link).
+  // An all-reduce of `bytes` on a TP ring of t ranks (the intra-node link). TP rings, re-layouts, sends
+  // and the tied copy's all-reduce are priced step by step on their link (link_ring_s): by the
+  // calibration's fit of that link where it fitted the node levels, else by the cluster's figures.
   double tp_allreduce_s(int t, double bytes) const;
   // The re-layout from degree t to t2 of activations `hidden` wide at b0 samples per device.
   double relayout_s(int t, int t2, int b0, int seq, int hidden, int activation_bytes) const;
@@ -231,6 +233,9 @@ class PlanCostModel {
   mutable std::map<std::pair<int, int>, std::unique_ptr<CostModel>> dp_models_;
   mutable std::map<std::pair<int, int>, std::unique_ptr<Calibration>> dp_calibrations_;
   const CostModel& sub_model(std::pair<int, int> key, ClusterSpec sub, int ranks) const;
+  // Collective `c` of `bytes` on a ring of `ranks`, every step on the link between nodes (`across`, on a
+  // cluster with more than one node) or within one.
+  double link_ring_s(Collective c, double bytes, int ranks, bool across) const;
 };
 
 // The operator a plan prices for op at degree t with `choice`: its TP slice, its EP slice when the

@@ -34,13 +34,24 @@ Tick RingLinks::ring_step_ticks(TaskKind kind, double total_bytes, int ring_size
       return to_ticks(op.step_s(s.alpha_s, s.beta_s_per_byte) * drawn);
     }
   }
-  const costmodel::LinkSpec& l = link(from, to);
-  return to_ticks(op.step_s(l.alpha_s, l.beta_s_per_byte()));
+  return to_ticks(link_step_s(op.kind, op.chunk_bytes(), from, to));
 }
 
 Tick RingLinks::p2p_ticks(double bytes, int from, int to) const {
+  return to_ticks(link_step_s(costmodel::Collective::kAllGather, bytes, from, to));
+}
+
+double RingLinks::link_step_s(costmodel::Collective c, double chunk, int from, int to) const {
+  const bool across = nodes_ > 1 && from / per_node_ != to / per_node_;
+  const auto level = across ? costmodel::RingLevel::kInter : costmodel::RingLevel::kIntra;
+  if (calibration_)
+    if (const auto st = costmodel::level_step(*calibration_, nodes_, c, chunk, level)) {
+      const double drawn =
+          prices_ ? prices_->segment_factor(*st->segment, st->index, c, level, st->ring_bytes) : 1.0;
+      return (st->segment->alpha_s + chunk * st->segment->beta_s_per_byte) * drawn;
+    }
   const costmodel::LinkSpec& l = link(from, to);
-  return to_ticks(l.alpha_s + bytes * l.beta_s_per_byte());
+  return l.alpha_s + chunk * l.beta_s_per_byte();
 }
 
 int RingLinks::period(int world) const {

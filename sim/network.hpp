@@ -8,7 +8,9 @@
 // the collective and size S, fitted on whole rings of the world (or on its rings within a node and
 // across nodes: `level`), prices every step of such a ring alike (`calibrated`: the rings of a
 // data-parallel group that is the whole world); every other ring (a smaller group's, a TP group's)
-// takes its links. A message takes alpha + bytes beta on the link between the two ranks. Under a draw of
+// prices each step on its link: by the calibration's fit of that link's level where it fitted the node
+// levels (costmodel::level_step, as CostModel::link_step_s prices it), else alpha + chunk beta of the
+// cluster's link. A message is such a step of its bytes (the all-gather's fit). Under a draw of
 // the calibration's uncertainty (costmodel/uncertainty.hpp) a calibrated step is scaled as the cost
 // model scales the segment (`prices`: CostModel::segment_factor).
 #pragma once
@@ -50,6 +52,8 @@ class RingLinks : public NetworkModel {
 
  private:
   const costmodel::LinkSpec& link(int from, int to) const;
+  // One step of `chunk` bytes of collective c from rank `from` to `to`, on their link.
+  double link_step_s(costmodel::Collective c, double chunk, int from, int to) const;
 
   int nodes_, per_node_;
   costmodel::LinkSpec intra_, inter_;

@@ -14,6 +14,7 @@
 #include "costmodel/choice.hpp"
 #include "costmodel/cluster.hpp"
 #include "costmodel/cost_model.hpp"
+#include "costmodel/plan_cost.hpp"
 #include "costmodel/workload.hpp"
 
 using namespace osdp::costmodel;
@@ -200,6 +201,46 @@ TEST_CASE("a calibration's per-level segments price the rings of a node and acro
         Approx(ring(8, 5e-6, 100e9, R) + 2 * ring(4, 50e-6, 3e9, R / 8)).epsilon(kRel));
   // The flat world ring: the world segment over all 32 ranks.
   CHECK(model.shard_comm_s(zdp(), S, R).all_gather_s == Approx(ring(32, 30e-6, 5e9, S)).epsilon(kRel));
+}
+
+// A smaller group's rings under a calibration of the node levels (per_node 4, 2 nodes): every step on
+// the link it crosses, priced by that level's fit for the same chunk (the segment covering chunk x the
+// level ring's ranks), alpha + chunk beta; a ring crossing both links steps at the slower. On 2 x 4:
+//   TP 4's DP group (stride 4): 2 ranks, one a node: all-reduce R = 2 (alpha_e + R/2 beta_e), the inter
+//     all-reduce segment at R/2 x 2 = R;
+//   TP 2's DP group (stride 2): 4 ranks, 2 a node: 6 steps of R/4, each the slower of the intra step
+//     (segment at R/4 x 4) and the inter step (at R/4 x 2);
+//   a TP ring of 2 in a node: 2 (alpha_i + S/2 beta_i), the intra segment at S/2 x 4.
+// Without the levels every step takes the cluster's link (the ring formula).
+TEST_CASE("a smaller group's rings take the node levels' fits of the links they cross", "[cost][groups]") {
+  ClusterSpec c = synthetic_cluster(2, 4);
+  c.intra = LinkSpec{5e-6, 100e9};
+  c.inter = LinkSpec{20e-6, 10e9};
+  Calibration cal;
+  cal.name = "levels";
+  cal.allreduce = {Segment{kInf, 1e-3, 1.0 / 1e9}};  // the world's: not a smaller group's
+  cal.per_node = 4;
+  cal.intra.allreduce = {Segment{1e6, 2e-6, 1.0 / 50e9}, Segment{kInf, 3e-6, 1.0 / 80e9}};
+  cal.inter.allreduce = {Segment{kInf, 50e-6, 1.0 / 3e9}};
+  const PlanCostModel plan(c, &cal, Precision::kFp32, CostOptions{});
+  const double R = 8e6;
+  CHECK(plan.dp_model(1, 4).collective_s(Collective::kAllReduce, R) ==
+        Approx(2 * (50e-6 + R / 2 / 3e9)).epsilon(kRel));
+  const double intra_step = 3e-6 + R / 4 / 80e9, inter_step = 50e-6 + R / 4 / 3e9;
+  CHECK(plan.dp_model(1, 2).collective_s(Collective::kAllReduce, R) ==
+        Approx(6 * std::max(intra_step, inter_step)).epsilon(kRel));
+  CHECK(plan.tp_allreduce_s(2, 4e5) == Approx(2 * (2e-6 + 2e5 / 50e9)).epsilon(kRel));  // 2e5 x 4 <= 1e6
+  CHECK(plan.tp_allreduce_s(2, 4e6) == Approx(2 * (3e-6 + 2e6 / 80e9)).epsilon(kRel));  // 2e6 x 4 > 1e6
+  // The whole world's ring keeps the world's segment.
+  CHECK(plan.dp_model(1, 1).collective_s(Collective::kAllReduce, R) ==
+        Approx(ring(8, 1e-3, 1e9, R) * 2).epsilon(kRel));
+
+  Calibration flat = cal;
+  flat.per_node = 0;
+  const PlanCostModel links(c, &flat, Precision::kFp32, CostOptions{});
+  CHECK(links.dp_model(1, 4).collective_s(Collective::kAllReduce, R) ==
+        Approx(2 * ring(2, 20e-6, 10e9, R)).epsilon(kRel));
+  CHECK(links.tp_allreduce_s(2, 4e6) == Approx(2 * ring(2, 5e-6, 100e9, 4e6)).epsilon(kRel));
 }
 
 // Memory at rest: a node-sharded operator keeps (w+g+o) ceil(P/G) of state, a world shard (flat or

@@ -343,6 +343,79 @@ TEST_CASE("the schedule of a plan of stages carries the cost model's terms", "[s
           ev.stages[static_cast<std::size_t>(rank / 4)].peak_bytes * (1 + 1e-12));
 }
 
+// With a calibration of the node levels (per_node 4 on 2 nodes x 4), a TP ring inside a node and a
+// stage's send to the next node are priced step by step by the fit of their link (costmodel::level_step):
+// TP all-reduce of S over t ranks = 2 (t - 1) (alpha + S/t beta) on the intra all-reduce segment that
+// covers the node ring moving the same chunk (S/t x 4 bytes); a send of B = alpha + B beta on the inter
+// all-gather segment covering B x 2. The simulator's steps (RingLinks) and the plan cost model
+// (tp_comm_s, p2p_s) both take those, so they agree; without the levels both take the cluster's links.
+TEST_CASE("a calibration's node levels price TP rings and sends by their links' fits", "[sim][pipeline]") {
+  const costmodel::ModelSpec model = small_model();
+  costmodel::ClusterSpec cluster = costmodel::cost_fixtures::synthetic_cluster(2, 4);
+  cluster.inter = costmodel::LinkSpec{50e-6, 1e9};
+  costmodel::Calibration cal;
+  cal.per_node = 4;
+  cal.intra.allreduce = {{2e5, 3e-6, 1 / 20e9}, {1e300, 7e-6, 1 / 30e9}};
+  cal.inter.allgather = {{1e300, 80e-6, 1 / 0.5e9}};
+  const int pp = 2, m = 2, t = 2;
+  const costmodel::Workload w = costmodel::lower(model, pp);
+  costmodel::Plan plan;
+  plan.model = model;
+  plan.cluster = cluster;
+  plan.pp = pp;
+  plan.micro_batches = m;
+  plan.batch_size = 2;
+  plan.stage_first_unit = {0, 4};
+  plan.unit_tp.assign(w.units.size(), t);
+  plan.unit_tp.front() = 1;  // the embedding's vocabulary does not split
+  plan.choices.assign(w.operators.size(), costmodel::Choice{false, 1, 1, false});
+  for (const bool levels : {true, false}) {
+    CAPTURE(levels);
+    costmodel::Calibration used = cal;
+    if (!levels) used.per_node = 0;
+    const costmodel::PlanCostModel cost(cluster, &used, model.precision, costmodel::CostOptions{});
+    const costmodel::Evaluation ev = cost.evaluate(w, plan);
+    const Schedule s = build_schedule(plan, w, cost);
+    const RingLinks net(cluster, &used);
+    int tp_tasks = 0;
+    double tp = 0, sends = 0;
+    for (int st = 0; st < pp; ++st) {
+      for (int i = s.first_task(st); i < s.end_task(st); ++i) {
+        const Task& task = s.tasks[static_cast<std::size_t>(i)];
+        if (task.kind == TaskKind::kSend) {
+          // Between stage 0's rank 0 and stage 1's rank 0, on node 1.
+          const double got = to_seconds(net.p2p_ticks(task.bytes, 0, 4));
+          CHECK(rel(got, levels ? 80e-6 + task.bytes / 0.5e9 : 50e-6 + task.bytes / 1e9) < 1e-6);
+          sends += got;
+        }
+        const bool tp_ring =
+            task.kind == TaskKind::kAllReduce && task.twin < 0 &&
+            (task.payload == Payload::kActivations || task.payload == Payload::kActivationGradients);
+        if (!tp_ring || st != 0) continue;
+        REQUIRE(task.group.size == t);
+        REQUIRE_FALSE(task.calibrated);
+        const double chunk = task.bytes / t;
+        const costmodel::Segment& seg = chunk * 4 <= 2e5 ? cal.intra.allreduce[0] : cal.intra.allreduce[1];
+        const double want =
+            levels ? 2 * (t - 1) * (seg.alpha_s + chunk * seg.beta_s_per_byte)
+                   : 2 * (t - 1) * (cluster.intra.alpha_s + chunk * cluster.intra.beta_s_per_byte());
+        const double got =
+            2 * (t - 1) *
+            to_seconds(net.ring_step_ticks(task.kind, task.bytes, t, 0, 1, task.level, task.calibrated));
+        CHECK(rel(got, want) < 1e-6);
+        tp += got;
+        ++tp_tasks;
+      }
+    }
+    REQUIRE(tp_tasks > 0);
+    CHECK(rel(tp, m * ev.stages[0].tp_comm_s) < 1e-6);
+    // p2p_s charges a boundary's sends both ways to the stage before it, and the tied all-reduce per
+    // micro-batch to the last stage.
+    const double tied = cost.tied_sync_s(w, pp, plan.unit_tp.back(), false) / m;
+    CHECK(rel(sends, m * (ev.stages[0].p2p_s + ev.stages[1].p2p_s - tied)) < 1e-6);
+  }
+}
+
 // REPLICATE everywhere, t = 1, one stage, one micro-batch, the paper tier (no optimizer): each
 // gradient all-reduce runs beside the backward of the operators before it, so the step lies between
 // the compute plus the first operator's all-reduce (which can start only after the whole backward)
