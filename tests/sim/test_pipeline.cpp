@@ -271,6 +271,22 @@ double ring_s(const Task& t, const costmodel::ClusterSpec& c) {
       c.intra.alpha_s, c.intra.beta_s_per_byte());
 }
 
+// A plan of small_model() on `cluster`: pp stages (the second from unit 4), m micro-batches of batch 2
+// in all, every unit at TP degree t, every operator DP.
+costmodel::Plan stage_plan(const costmodel::ModelSpec& model, const costmodel::ClusterSpec& cluster,
+                           const costmodel::Workload& w, int pp, int m, int t) {
+  costmodel::Plan plan;
+  plan.model = model;
+  plan.cluster = cluster;
+  plan.pp = pp;
+  plan.micro_batches = m;
+  plan.batch_size = 2;
+  plan.stage_first_unit = {0, 4};
+  plan.unit_tp.assign(w.units.size(), t);
+  plan.choices.assign(w.operators.size(), costmodel::Choice{false, 1, 1, false});
+  return plan;
+}
+
 }  // namespace
 
 // The schedule of a plan carries the cost model's stage terms (plan_cost.hpp): per stage its TP
@@ -284,17 +300,9 @@ TEST_CASE("the schedule of a plan of stages carries the cost model's terms", "[s
   costmodel::PlanCostModel cost(cluster, nullptr, model.precision, costmodel::CostOptions{});
   const int pp = 2, m = 4;
   const costmodel::Workload w = costmodel::lower(model, pp);
-  costmodel::Plan plan;
-  plan.model = model;
-  plan.cluster = cluster;
-  plan.pp = pp;
-  plan.micro_batches = m;
-  plan.batch_size = 2;
-  plan.stage_first_unit = {0, 4};
-  plan.unit_tp.assign(w.units.size(), 1);
+  costmodel::Plan plan = stage_plan(model, cluster, w, pp, m, 1);
   plan.unit_tp[2] = 2;  // layer1 at t = 2, layer2 at 4: re-layouts 1 -> 2 -> 4 -> 1 in stage 0
   plan.unit_tp[3] = 4;
-  plan.choices.assign(w.operators.size(), costmodel::Choice{false, 1, 1, false});
   const costmodel::Evaluation ev = cost.evaluate(w, plan);
   const Schedule s = build_schedule(plan, w, cost);
   REQUIRE(s.pp == 2);
@@ -359,16 +367,8 @@ TEST_CASE("a calibration's node levels price TP rings and sends by their links' 
   cal.inter.allgather = {{1e300, 80e-6, 1 / 0.5e9}};
   const int pp = 2, m = 2, t = 2;
   const costmodel::Workload w = costmodel::lower(model, pp);
-  costmodel::Plan plan;
-  plan.model = model;
-  plan.cluster = cluster;
-  plan.pp = pp;
-  plan.micro_batches = m;
-  plan.batch_size = 2;
-  plan.stage_first_unit = {0, 4};
-  plan.unit_tp.assign(w.units.size(), t);
+  costmodel::Plan plan = stage_plan(model, cluster, w, pp, m, t);
   plan.unit_tp.front() = 1;  // the embedding's vocabulary does not split
-  plan.choices.assign(w.operators.size(), costmodel::Choice{false, 1, 1, false});
   for (const bool levels : {true, false}) {
     CAPTURE(levels);
     costmodel::Calibration used = cal;
