@@ -168,8 +168,8 @@ class MpiCommunicator final : public Communicator {
     std::string what;
   };
   std::vector<std::unique_ptr<PendingSend>> sends_;  // not yet known to be delivered
-  std::string timed_out_;  // the operation that timed out (its request is still pending), if any
-  std::vector<float> ring_scratch_;  // a reduce-scatter's two chunks: the one sent, the one received
+  std::string timed_out_;            // the operation that timed out (its request is still pending), if any
+  std::vector<float> ring_scratch_;  // the chunk a ring step receives (a reduce-scatter's partial sum too)
   unsigned ring_sequence_ = 0;
 };
 
