@@ -268,6 +268,13 @@ double CostModel::phase_s(const std::vector<Kernel>& kernels, int batch, int spl
   return kernels_s(kernels, batch, splits);
 }
 
+double CostModel::ring_block_s(const std::vector<Kernel>& kernels, int batch, int splits) const {
+  std::vector<Kernel> core;
+  for (const Kernel& k : kernels)
+    if (k.ring_block) core.push_back(k);
+  return core.empty() ? 0.0 : phase_s(core, batch, splits);
+}
+
 double CostModel::optimizer_s(double elements, const PrecisionBytes& b) const {
   // Adam reads and writes its states and the weights and reads the gradient:
   //   fp32, bf16: 2 (shard w + o) + shard g = 28 B/param (the fp32 master is the sharded weight);

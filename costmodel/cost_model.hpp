@@ -211,6 +211,8 @@ class CostModel {
   // Compute time of a list of kernels at batch b as the tier prices it: the extended tier runs the
   // kernels at batch b, the paper tier takes b times their time at batch 1 (b gamma).
   double phase_s(const std::vector<Kernel>& kernels, int batch, int splits) const;
+  // phase_s of the kernels among `kernels` that ring attention runs block by block (Kernel::ring_block).
+  double ring_block_s(const std::vector<Kernel>& kernels, int batch, int splits) const;
   double optimizer_s(double elements, const PrecisionBytes& bytes) const;
   // What a REPLICATE operator with `weight_bytes` of weights pays per step in its runtime beyond its
   // kernels and its all-reduce (ComputeSpec::replicate_overhead_s, 0 unless the calibration measured

@@ -68,7 +68,9 @@ struct Plan {
   bool sequence_parallel = false;
   // Context parallelism (plan_cost.hpp): each sample's sequence over cp ranks at stride t of every
   // unit's data-parallel group; its attention passes K/V around a ring (cp_all_to_all false) or
-  // re-shards by heads with all-to-alls (Ulysses).
+  // re-shards by heads with all-to-alls (Ulysses). One degree for every stage: stages of N / pp ranks
+  // running the same micro-batch, a stage above the least degree that micro-batch allows would run
+  // (2 b0, 2 c) where it could run (b0, c), never faster nor smaller (docs/parallelism.md).
   int cp = 1;
   bool cp_all_to_all = false;
   std::vector<int> stage_first_unit{0};  // pp entries: stage s holds units [first[s], first[s+1])

@@ -210,8 +210,15 @@ OpParts PlanCostModel::op_parts(const Operator& op0, const Operator& op, int t, 
       x.cp_forward_s = ring.all_to_all_s(q + kv, false) + ring.all_to_all_s(q, false);
       x.cp_backward_s = x.cp_forward_s;
     } else {
-      x.cp_forward_s = ring.collective_s(Collective::kAllGather, cp.degree * kv);
-      x.cp_backward_s = x.cp_forward_s + ring.collective_s(Collective::kReduceScatter, cp.degree * kv);
+      // Each of the c - 1 passes of a K/V block overlaps one block of the core (a c-th of its kernels'
+      // time): only what a pass takes beyond its block shows.
+      const double pass = ring.collective_s(Collective::kAllGather, cp.degree * kv) / (cp.degree - 1);
+      const int splits = ch.replicate ? 1 : ch.split;
+      const auto exposed = [&](const std::vector<Kernel>& kernels) {
+        return (cp.degree - 1) * std::max(0.0, pass - sub.ring_block_s(kernels, b, splits) / cp.degree);
+      };
+      x.cp_forward_s = exposed(op.forward);
+      x.cp_backward_s = exposed(op.backward) + ring.collective_s(Collective::kReduceScatter, cp.degree * kv);
     }
     if (ckpt) x.cp_backward_s += x.cp_forward_s;
   }

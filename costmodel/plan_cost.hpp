@@ -52,9 +52,12 @@
 // exchanges, per micro-batch, with KV = b kv / c its keys and values and Q = b q / c its queries
 // (b = b0 t; kv and q per sample of its TP slice), on the CP group's ring (within a node when t c <= G,
 // else priced flat on the slowest link):
-//   ring (pass-KV, torchtitan's default): forward the K/V blocks around the ring, an all-gather of
-//        c KV; backward the blocks again and their gradients back, an all-gather and a reduce-scatter
-//        of c KV. Priced whole beside the attention (not overlapped with its blocks: an upper bound).
+//   ring (pass-KV, torchtitan's default): forward the K/V blocks around the ring, the c - 1 steps of
+//        an all-gather of c KV, each pass p = AG(c KV) / (c - 1) overlapping one block of the core
+//        (Kernel::ring_block: a c-th of its kernels' time a, the phase's at the choice's split): what
+//        shows is (c - 1) max(0, p - a / c); backward the blocks again, overlapped the same way with
+//        the backward's core, and their K/V gradients back, a reduce-scatter of c KV after each block
+//        (not overlapped).
 //   all-to-all (Ulysses): forward Q, K, V to head-sharded full sequences and the output back,
 //        A2A(Q + KV) + A2A(Q); backward the same two.
 // Both again in backward when the operator is fully checkpointed (OpParts::cp_forward_s,

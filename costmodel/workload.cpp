@@ -141,6 +141,7 @@ Operator attention(int layer, const StageSpec& st, const ModelSpec& m, I s, doub
     op.selective_recompute.push_back(op.forward.back());
   }
   std::vector<Kernel> core_bwd;
+  const std::size_t core_first = op.forward.size();
   double saved = e * (2 * sd * hd + sd * wd + sd * qd) + (m.qk_norm ? e * sd * (qd + kd) : 0.0);
   if (m.attention == AttentionKind::kMaterialized) {
     op.forward.push_back(gemm(op.name + ".scores", s, s, d, Dim::kCount, Dim::kCount, a));
@@ -182,6 +183,9 @@ Operator attention(int layer, const StageSpec& st, const ModelSpec& m, I s, doub
     op.selective_bytes_per_sample = e * (sd * hd + sd * wd + sd * qd) + 4 * ad * sd + mask * sd * hd;
     op.selective_recompute.insert(op.selective_recompute.begin(), op.forward.front());
   }
+  // The core: every kernel from the scores (or the fused pass) on, before the projection.
+  for (std::size_t i = core_first; i < op.forward.size(); ++i) op.forward[i].ring_block = true;
+  for (auto& k : core_bwd) k.ring_block = true;
   // The projection comes after attention in the forward pass.
   Operator proj_part;
   add_linear(proj_part, op.name + ".proj", s, q, h, false, m.proj_bias);
@@ -386,10 +390,11 @@ Workload lower(const ModelSpec& model, int pp) {
     for (const auto* list : {&op.forward, &op.backward, &op.selective_recompute}) {
       key.push_back(-1.0);  // separates the lists
       for (const auto& k : *list)
-        key.insert(key.end(),
-                   {static_cast<double>(k.kind), static_cast<double>(k.m), static_cast<double>(k.n),
-                    static_cast<double>(k.k), static_cast<double>(k.count), static_cast<double>(k.batch_dim),
-                    static_cast<double>(k.split_dim), k.bytes_per_sample, k.density});
+        key.insert(
+            key.end(),
+            {static_cast<double>(k.kind), static_cast<double>(k.m), static_cast<double>(k.n),
+             static_cast<double>(k.k), static_cast<double>(k.count), static_cast<double>(k.batch_dim),
+             static_cast<double>(k.split_dim), k.bytes_per_sample, k.density, k.ring_block ? 1.0 : 0.0});
     }
     op.shape_id = ids.emplace(std::move(key), static_cast<int>(ids.size())).first->second;
   }

@@ -91,6 +91,10 @@ struct Kernel {
   // the blocks a causal mask or a sliding window leaves out (its FLOPs and time scale by it).
   double density = 1.0;
   bool expert = false;  // an MoE layer's routed experts' kernel (expert parallelism moves its tokens)
+  // Attention's core over the keys (scores, softmax, P V; a fused kernel and its backward): under ring
+  // attention (context parallelism) it runs in c blocks, one per chunk of keys, each while the next
+  // chunk's K/V block is passed around the CP ring (plan_cost.hpp).
+  bool ring_block = false;
 
   double flops(int batch) const;  // 2 m n k count density for the batch
   // The kernel for one slice of an n-way split (m, n or k along split_dim divided by n).

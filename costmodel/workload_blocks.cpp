@@ -140,9 +140,15 @@ Operator latent_attention(int layer, const StageSpec& st, const ModelSpec& m, I 
   auto flash = [&](const std::string& name, I mm, I nn, I kk) {
     Kernel k = gemm(n + name, mm, nn, kk, Dim::kCount, Dim::kCount, a);
     k.density = rho;
+    k.ring_block = true;
     return k;
   };
-  op.forward.push_back(elementwise(n + ".flash", e * sd * ad * (2 * dqd + 2 * dvd) + 4 * ad * sd, true));
+  auto core = [](Kernel k) {
+    k.ring_block = true;
+    return k;
+  };
+  op.forward.push_back(
+      core(elementwise(n + ".flash", e * sd * ad * (2 * dqd + 2 * dvd) + 4 * ad * sd, true)));
   op.forward.push_back(flash(".flash.qk", s, s, dq));
   op.forward.push_back(flash(".flash.pv", s, dv, s));
   const std::vector<Kernel> out_bwd = project(n + ".proj", a * dv, h, Cut::kRows, m.proj_bias);
@@ -150,7 +156,8 @@ Operator latent_attention(int layer, const StageSpec& st, const ModelSpec& m, I 
   // Backward, in reverse order of the forward.
   op.backward.push_back(elementwise(n + ".residual.bwd", 2 * sd * hd * e));
   for (const auto& k : out_bwd) op.backward.push_back(k);
-  op.backward.push_back(elementwise(n + ".flash.bwd", e * sd * ad * (4 * dqd + 5 * dvd) + 8 * ad * sd, true));
+  op.backward.push_back(
+      core(elementwise(n + ".flash.bwd", e * sd * ad * (4 * dqd + 5 * dvd) + 8 * ad * sd, true)));
   op.backward.push_back(flash(".flash.bwd.qk", s, s, dq));
   op.backward.push_back(flash(".flash.bwd.dV", s, dv, s));
   op.backward.push_back(flash(".flash.bwd.dP", s, s, dv));

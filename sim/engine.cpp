@@ -359,6 +359,8 @@ class Engine {
       const int r = members_[i];
       const int next = g.member(r, (g.index(r) + 1) % g.size);
       step_[i] = net_.ring_step_ticks(task.kind, task.bytes, g.size, r, next, task.level, task.calibrated);
+      if (task.block_s > 0)  // ring attention: the block computed while the pass is in flight
+        step_[i] = std::max(step_[i], static_cast<Tick>(std::llround(to_ticks(task.block_s) * speed_[r])));
       entered_[i] = entry[r];
     }
     const Tick* s = entered_.data();

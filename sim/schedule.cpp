@@ -171,9 +171,10 @@ class Builder {
   }
 
   // A collective on the compute stream (TP all-reduces, re-layouts) after the compute so far.
-  void compute_collective(std::string task_name, TaskKind kind, Payload payload, Group group, double bytes,
-                          int u, int site = 0) {
-    if (group.size <= 1 || bytes <= 0) return;
+  // Returns the task (-1: none, a group of one rank or nothing to move).
+  int compute_collective(std::string task_name, TaskKind kind, Payload payload, Group group, double bytes,
+                         int u, int site = 0) {
+    if (group.size <= 1 || bytes <= 0) return -1;
     Task t;
     t.name = std::move(task_name) + mb_suffix();
     t.kind = kind;
@@ -186,6 +187,7 @@ class Builder {
     t.calibrated = false;
     if (last_program_ >= 0) t.deps.push_back(last_program_);
     last_program_ = add(std::move(t));
+    return last_program_;
   }
 
   // The TP all-reduce of operator u's activations (forward) or their gradient (backward) at `site`.
@@ -257,7 +259,11 @@ class Builder {
       run("out", TaskKind::kAllToAll, q);
       return;
     }
-    run("kv", TaskKind::kAllGather, c * kv);
+    // The K/V passes overlap the core's blocks (its forward's in forward and recompute, its backward's
+    // in backward); the gradients' reduce-scatter does not.
+    const int pass = compute_collective(fmt::format("{}.cp.kv.{}", name(u), what), TaskKind::kAllGather,
+                                        payload, group, c * kv, u);
+    if (pass >= 0) s_.tasks[static_cast<std::size_t>(pass)].block_s = ring_block_s(u, kernels(u, 0, forward));
     if (!forward) run("dkv", TaskKind::kReduceScatter, c * kv);
   }
 
@@ -386,8 +392,20 @@ class Builder {
       if (k.site == site) out.push_back(k);
     return out;
   }
+  // A slice's compute; under ring attention less the blocks of the core that overlap the c - 1 passes
+  // (the exchange's steps take them: ring_block_s).
   double slice_duration(int u, int site, bool forward) const {
-    return sub(u).phase_s(kernels(u, site, forward), batch(u), slices(u)) / slices(u);
+    const auto ks = kernels(u, site, forward);
+    const double whole = sub(u).phase_s(ks, batch(u), slices(u));
+    return (whole - (plan_.cp - 1) * ring_block_s(u, ks)) / slices(u);
+  }
+  // One block of operator u's core among `ks` (a c-th of its time) where ring attention passes K/V
+  // blocks around the CP group while it computes; 0 elsewhere.
+  double ring_block_s(int u, const std::vector<Kernel>& ks) const {
+    if (plan_.cp <= 1 || plan_.cp_all_to_all ||
+        w_.operators[static_cast<std::size_t>(u)].kind != costmodel::OperatorKind::kAttention)
+      return 0.0;
+    return sub(u).ring_block_s(ks, batch(u), slices(u)) / plan_.cp;
   }
 
   std::vector<Need> needs(const Step& st, bool forward) const {

@@ -165,6 +165,10 @@ struct Task {
   double duration_s = 0;  // compute tasks: at speed 1, without interference
   // Collectives and transfers:
   double bytes = 0;  // collectives: the full buffer S (gathered or reduced) of the ring; sends: the message
+  // Ring attention's passes of K/V blocks (an all-gather on the CP group): each step takes at least the
+  // block of the attention's core computed while it is in flight (at speed 1; 0: none). The core's
+  // compute tasks are that much shorter (plan_cost.hpp).
+  double block_s = 0;
   Payload payload = Payload::kWeights;
   Group group;  // collectives: the ring's ranks
   // Collectives of an operator's data-parallel group: the group's level (its flat ring, within its

@@ -432,7 +432,8 @@ assert [u["stage"] for u in units] == sorted(u["stage"] for u in units)
 ops = {o["name"].split(".")[0] for o in j["operators"]}
 assert all(u["tp"] in (1, 2, 4, 8) and u["name"] in ops for u in units), (units, ops)
 pr = j["predicted"]
-assert pr["global_batch"] == p["micro_batches"] * j["batch_size"] * 8 // p["stages"]
+cp = p.get("context_parallel", {}).get("degree", 1)
+assert pr["global_batch"] == p["micro_batches"] * j["batch_size"] * 8 // p["stages"] // cp
 assert max(s["peak_memory_bytes"] for s in pr["stages"]) <= 1100 * 2**20
 '
 run hybrid_m3d "$OSDP" plan --strategy megatron-3d --model val-4x384 --cluster h100-8 --memory 1100MiB --baseline none \

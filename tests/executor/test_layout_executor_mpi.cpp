@@ -402,20 +402,41 @@ int main(int argc, char** argv) {
     const std::unique_ptr<Device> dev = backend->make_device(c.prefetch > 0);
     ExecutorOptions o;
     o.emulate_compute = true;
-    Executor ex(*dev, comm, w, plan, replay.schedule, o);
+    o.record_tasks = true;
+    // Ring attention's K/V passes wait at each of their c - 1 steps for the block of the core computed
+    // meanwhile. The tiny model's blocks take microseconds, less than a pass: here they take 2 ms, so a
+    // pass that did not wait for its block would end sooner (a lower bound the waits guarantee whatever
+    // the load). Memory does not depend on it.
+    sim::Schedule sched = replay.schedule;
+    for (sim::Task& task : sched.tasks)
+      if (task.block_s > 0) task.block_s = 2e-3;
+    Executor ex(*dev, comm, w, plan, sched, o);
     ex.step();
     const StepStats st = ex.step();
     const double measured = static_cast<double>(st.peak_bytes - st.baseline_bytes);
     const double predicted =
         replay.result.ranks[static_cast<std::size_t>(rank)].peak_bytes - replay.result.reserve_bytes;
+    int short_passes = 0, passes = 0;
+    const int stage = sched.stage_of(rank), first = sched.first_task(stage);
+    for (int t = first; t < sched.end_task(stage); ++t) {
+      const sim::Task& task = sched.tasks[static_cast<std::size_t>(t)];
+      if (task.block_s <= 0) continue;
+      ++passes;
+      const TaskTiming& tt = st.tasks[static_cast<std::size_t>(t - first)];
+      if (tt.end_s - tt.start_s < (task.group.size - 1) * task.block_s * (1 - 1e-9)) ++short_passes;
+    }
+    if (c.cp > 1 && !c.ulysses && passes == 0) ++short_passes;  // a ring plan has such passes
     // With prefetch the two streams' allocations interleave as they happen to: the peak is held to the
     // simulator's at prefetch 0.
-    const bool ok = comm.sum_over_ranks(measured == predicted || c.prefetch > 0 ? 0.0 : 1.0) == 0.0;
+    const bool ok = comm.sum_over_ranks(
+                        (measured == predicted || c.prefetch > 0) && short_passes == 0 ? 0.0 : 1.0) == 0.0;
     if (!ok) ++emulated_failures;
     if (rank == 0)
-      std::printf("%s: %s on %d ranks, emulated compute, %s (%s): peak %.0f bytes, simulated %.0f\n",
-                  ok ? "ok  " : "FAIL", c.name.c_str(), ranks, backend_name.c_str(), m.name.c_str(), measured,
-                  predicted);
+      std::printf(
+          "%s: %s on %d ranks, emulated compute, %s (%s): peak %.0f bytes, simulated %.0f; rank 0: %d "
+          "of %d K/V passes shorter than their blocks\n",
+          ok ? "ok  " : "FAIL", c.name.c_str(), ranks, backend_name.c_str(), m.name.c_str(), measured,
+          predicted, short_passes, passes);
   }
   if (rank == 0)
     std::printf("%d of %zu cases failed; emulated: %d of %zu\n", failures, cases.size(), emulated_failures,

@@ -7,7 +7,9 @@
 // 8,192 bytes and Q of q = e s a d = 8,192 bytes. At degree c a rank holds s / c tokens of each sample:
 // every per-sample figure divides by c, and per micro-batch (b = b0 t samples) its CP group of c ranks
 // at stride t exchanges, with KV = b kv / c and Q = b q / c:
-//   ring:       forward AG(c KV) = (c - 1)(alpha + KV beta); backward that and RS(c KV), the same
+//   ring:       forward the c - 1 passes of AG(c KV), each p = alpha + KV beta overlapping a c-th of the
+//               core's time a (the fused attention's kernels, `.flash*`): (c - 1) max(0, p - a / c);
+//               backward the same with the backward's core, and RS(c KV) = (c - 1) p not overlapped
 //   all-to-all: forward and backward A2A(Q + KV) + A2A(Q), A2A(S) = (c - 1)(alpha + S / c beta)
 #include <cmath>
 #include <random>
@@ -42,6 +44,16 @@ ModelSpec llama(int layers) {
 
 double rel(double a, double b) {
   return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-300});
+}
+
+// The time the cost model gives the fused attention's core among `kernels` (named `.flash*`, chosen
+// here by name) at batch b: the blocks ring attention overlaps with its passes.
+double core_s(const costmodel::CostModel& m, const std::vector<costmodel::Kernel>& kernels, int b) {
+  std::vector<costmodel::Kernel> core;
+  for (const auto& k : kernels)
+    if (k.name.find(".flash") != std::string::npos) core.push_back(k);
+  REQUIRE(!core.empty());
+  return m.phase_s(core, b, 1);
 }
 
 }  // namespace
@@ -90,9 +102,21 @@ TEST_CASE("CP prices: the ring's passes or the all-to-alls on the CP group, TP t
         const Choice z{false, 1, 1, ckpt};
         const double kv = b0 * 8192.0 / c, q = b0 * 8192.0 / c;
         const auto ring = cost.op_parts(w, attention, 1, z, b0, 1, false, CpLayout{c, false});
-        const double pass = (c - 1) * (kAlpha + kv * beta);
-        CHECK(rel(ring.cp_forward_s, pass) < 1e-12);
-        CHECK(rel(ring.cp_backward_s, (ckpt ? 3 : 2) * pass) < 1e-12);
+        const double step = kAlpha + kv * beta;
+        const Operator slice = costmodel::cp_slice(attention, c, false);
+        const costmodel::CostModel& sub = cost.sharding_model(1, 1, z);
+        const double block_f = core_s(sub, slice.forward, b0) / c,
+                     block_b = core_s(sub, slice.backward, b0) / c;
+        // Both regimes occur: at c = 2 a forward block is shorter than a pass, a backward one longer.
+        CHECK(block_f > 0);
+        if (c == 2) {
+          CHECK(block_f < step);
+          CHECK(block_b > step);
+        }
+        const double fwd = (c - 1) * std::max(0.0, step - block_f);
+        const double bwd = (c - 1) * std::max(0.0, step - block_b) + (c - 1) * step;
+        CHECK(rel(ring.cp_forward_s, fwd) < 1e-12);
+        CHECK(rel(ring.cp_backward_s, bwd + (ckpt ? fwd : 0.0)) < 1e-12);
         if (c == 2) {
           const auto uly = cost.op_parts(w, attention, 1, z, b0, 1, false, CpLayout{c, true});
           const double a2a = (c - 1) * (kAlpha + (q + kv) / c * beta) + (c - 1) * (kAlpha + q / c * beta);
@@ -114,7 +138,92 @@ TEST_CASE("CP prices: the ring's passes or the all-to-alls on the CP group, TP t
   two.inter = costmodel::LinkSpec{5 * kAlpha, kBandwidth / 5};
   const PlanCostModel across(two, nullptr, model.precision, CostOptions{});
   const auto far = across.op_parts(w, attention, 1, z, 1, 1, false, CpLayout{8, false});
-  CHECK(rel(far.cp_forward_s, 7 * (5 * kAlpha + 8192.0 / 8 * 5 * beta)) < 1e-12);
+  const double far_block =
+      core_s(across.sharding_model(1, 1, z), costmodel::cp_slice(attention, 8, false).forward, 1) / 8;
+  CHECK(rel(far.cp_forward_s, 7 * std::max(0.0, 5 * kAlpha + 8192.0 / 8 * 5 * beta - far_block)) < 1e-12);
+  // A long sequence: every block of the core outlasts its pass, which shows no more; the gradients'
+  // reduce-scatter still does.
+  ModelSpec long_model = model;
+  long_model.seq = 8192;
+  const costmodel::Workload lw = costmodel::lower(long_model);
+  const auto hidden = cost.op_parts(lw, lw.operators[1], 1, z, 1, 1, false, CpLayout{4, false});
+  const double long_kv = 8192.0 * 8192 / 32 / 4;  // kv grows with the sequence: 8,192 bytes at 32 tokens
+  CHECK(hidden.cp_forward_s == 0);
+  CHECK(rel(hidden.cp_backward_s, 3 * (kAlpha + long_kv * beta)) < 1e-12);
+}
+
+// Why a plan has one CP degree, not one per stage. Every stage holds N_s = N / pp ranks and runs the
+// same micro-batch of B samples, so a stage at CP c holds b0 = B c / N_s samples per CP group: a stage
+// above the least degree its micro-batch allows runs (2 b0, 2 c) where it could run (b0, c). Both hold
+// the same tokens per rank (b0 s / c), shard the weights over the same N_s / t ranks and send the same
+// activations between stages; (2 b0, 2 c) only cuts each GEMM of the core into shorter blocks and
+// passes more of them. Checked here for each stage of two-stage plans (TP 1 and 2, checkpointed or not,
+// both variants): its time is never shorter, its memory the same (from CP 1 no less: the exchange's
+// buffers), the global batch the same. So
+// per-stage degrees, besides the re-layout of activations between stages of different degrees, would
+// never beat every stage at the least one, and the search loses nothing with one degree per plan.
+TEST_CASE("a stage's CP degree above the least never pays: one degree for the plan loses nothing", "[cp]") {
+  const ModelSpec model = llama(4);
+  const ClusterSpec cluster = synthetic_cluster(1, 16);
+  const PlanCostModel cost(cluster, nullptr, model.precision, CostOptions{});
+  const costmodel::Workload w = costmodel::lower(model, 2);
+  const int per_stage = 8;
+  int compared = 0;
+  for (const int t : {1, 2})
+    for (const bool ckpt : {false, true})
+      for (const bool all_to_all : {false, true})
+        for (const int c : {1, 2})
+          for (const int b0 : {1, 2}) {
+            CAPTURE(t, ckpt, all_to_all, c, b0);
+            if (per_stage % (t * 2 * c) != 0) continue;
+            auto plan_at = [&](int batch, int cp) {
+              costmodel::Plan plan;
+              plan.model = model;
+              plan.cluster = cluster;
+              plan.pp = 2;
+              plan.micro_batches = 2;
+              plan.batch_size = batch;
+              plan.cp = cp;
+              plan.cp_all_to_all = all_to_all;
+              plan.stage_first_unit = {0, 3};
+              for (const auto& unit : w.units) {
+                bool split = true;
+                for (const int oi : unit.ops)
+                  split = split && costmodel::tp_allowed(w.operators[static_cast<std::size_t>(oi)], t);
+                plan.unit_tp.push_back(split ? t : 1);
+              }
+              for (const auto& op : w.operators)
+                plan.choices.push_back(Choice{false, 1, 1, ckpt && op.checkpointable});
+              return plan;
+            };
+            const costmodel::Plan low = plan_at(b0, c), high = plan_at(2 * b0, 2 * c);
+            bool allowed = true;  // Ulysses needs the key/value heads of every TP slice divisible by 2c
+            for (std::size_t u = 0; u < w.units.size(); ++u)
+              for (const int oi : w.units[u].ops)
+                allowed = allowed &&
+                          costmodel::cp_allowed(costmodel::tp_slice(w.operators[static_cast<std::size_t>(oi)],
+                                                                    high.unit_tp[u], false, w),
+                                                2 * c, all_to_all);
+            if (!allowed) continue;
+            const costmodel::Evaluation a = cost.evaluate(w, low), b = cost.evaluate(w, high);
+            CHECK(a.global_batch == b.global_batch);
+            REQUIRE(a.stages.size() == 2);
+            REQUIRE(b.stages.size() == 2);
+            for (std::size_t s = 0; s < 2; ++s) {
+              CAPTURE(s);
+              CHECK(b.stages[s].time_s >= a.stages[s].time_s * (1 - 1e-12));
+              CHECK(b.stages[s].compute_s >= a.stages[s].compute_s * (1 - 1e-12));
+              // From CP 1 the exchange's buffers appear (the ring's two blocks, Ulysses' send and receive
+              // buffers); between two CP degrees they are the same.
+              if (c > 1)
+                CHECK(rel(b.stages[s].peak_bytes, a.stages[s].peak_bytes) < 1e-12);
+              else
+                CHECK(b.stages[s].peak_bytes >= a.stages[s].peak_bytes * (1 - 1e-12));
+              CHECK(rel(b.stages[s].p2p_s, a.stages[s].p2p_s) < 1e-12);
+            }
+            ++compared;
+          }
+  CHECK(compared >= 10);
 }
 
 TEST_CASE("exact hybrid search with CP layouts equals brute force", "[cp][brute]") {
@@ -232,16 +341,23 @@ TEST_CASE("the schedule of a CP plan carries the cost model's exchanges", "[cp][
         cp_terms += p.cp_forward_s + p.cp_backward_s;
       }
       const sim::Schedule s = sim::build_schedule(plan, w, cost);
-      int tasks = 0;
+      int tasks = 0, overlapped = 0;
       double seconds = 0;
       for (const sim::Task& t : s.tasks) {
         if (t.name.find(".cp.") == std::string::npos) continue;
         ++tasks;
         CHECK(t.group.size == 2);
         CHECK(t.group.stride == 1);
-        seconds +=
+        // A ring's K/V pass (1 step at c = 2) shows only beyond its block of the core, whose compute
+        // task is that much shorter.
+        const double ring =
             costmodel::CollectiveOp{sim::collective_of(t.kind), t.bytes, 2}.ring_s(kAlpha, 1 / kBandwidth);
+        const bool pass = !all_to_all && t.kind == sim::TaskKind::kAllGather;
+        CHECK((t.block_s > 0) == pass);
+        overlapped += pass;
+        seconds += pass ? std::max(0.0, ring - t.block_s) : ring;
       }
+      CHECK(overlapped == (all_to_all ? 0 : 2 * 2 * m));
       CHECK(tasks == 2 * 2 * m * (all_to_all ? 2 : 1) + (all_to_all ? 0 : 2 * m));  // 2 layers
       CHECK(rel(seconds, m * cp_terms) < 1e-12);
       const costmodel::Evaluation ev = cost.evaluate(w, plan);

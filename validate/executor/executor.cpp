@@ -246,6 +246,21 @@ void Executor::run_emulated_exchange(const sim::Task& task, Stream& s, const std
   // Per rank: an all-gather's or reduce-scatter's full buffer of `bytes` (a shard of bytes / n), an
   // all-to-all's `bytes` sent (bytes / n to each rank) and as many received.
   const auto part = static_cast<std::size_t>(task.bytes / sizeof(float) / n);
+  if (task.block_s > 0) {
+    // Ring attention's passes: at each of the n - 1 steps the rank sends its block on to the next rank
+    // and receives the next from the previous one while it computes a block of the core (emulated:
+    // the step takes at least block_s from its start).
+    const int me = g.rank();
+    for (int k = 1; k < n; ++k) {
+      const double start = dev_.now_s();
+      g.send(s, emulated_ + part * static_cast<std::size_t>((me - k + 1 + n) % n), part, (me + 1) % n, 0,
+             what);
+      g.recv(s, emulated_ + part * static_cast<std::size_t>((me - k + n) % n), part, (me - 1 + n) % n, 0,
+             what);
+      wait_emulated(start, task.block_s);
+    }
+    return;
+  }
   switch (task.kind) {
     case TaskKind::kAllGather:
       g.all_gather(s, emulated_, emulated_ + part * n, part, what);

@@ -26,10 +26,13 @@
 // k of its group tokens k s/c .. (k + 1) s/c - 1 of each; a stage's micro-batch is b0 N_s / c samples.
 // Every operator but attention works on its rows alone; attention runs ring attention's loop inside its
 // tasks, where its data is: each chunk's Q K V block passed around the group by point-to-point sends,
-// in backward with its K and V gradients (numerics.hpp). The schedule's exchange tasks price those
-// passes and move nothing more. The ring's two blocks in flight are the executor's scratch, in the
-// baseline. The passes run on a communicator of their own: the comm stream's collectives go on beside
-// them.
+// in backward with its K and V gradients (numerics.hpp); a block's send is posted before its
+// arithmetic, the next block received before it (the MPI backend progresses a transfer only inside its
+// calls: passes and blocks take turns). The schedule's exchange tasks price those passes (overlapped
+// with the blocks, sim::Task::block_s) and move nothing more; with emulated compute they run as a ring
+// of sends and receives, each step waiting at least its block's time. The ring's two blocks in flight are the
+// executor's scratch, in the baseline. The passes run on a communicator of their own: the comm stream's
+// collectives go on beside them.
 //
 // Expert parallelism (an MoE layer's MLP at Choice::ep = e > 1; at TP 1, unsplit): the e ranks of its
 // EP group ({e, t}) hold different experts, and the ranks holding the same ones ({N_s / (t e), t e}, the
