@@ -158,11 +158,17 @@ class Builder {
            r == BufferRole::kRecomputed || r == BufferRole::kWorkspace;
   }
 
-  // Appends a task of the stage; with prefetch 0 every task also waits for the one issued before it.
+  // Appends a task of the stage; with prefetch 0 every task also waits for the one issued before it,
+  // except a send: a send returns once posted (the executor's do not wait for their receiver) and its
+  // delivery, on its own stream, holds up only the receive. A task after a send waits for the one
+  // before the send.
   int add(Task t) {
     t.stage = stage_;
     if (t.micro_batch != -1) t.micro_batch = mb_;
-    const int previous = static_cast<int>(s_.tasks.size()) - 1;
+    int previous = static_cast<int>(s_.tasks.size()) - 1;
+    while (previous >= stage_first_task_ &&
+           s_.tasks[static_cast<std::size_t>(previous)].kind == TaskKind::kSend)
+      --previous;
     if (s_.prefetch == 0 && previous >= stage_first_task_ &&
         std::find(t.deps.begin(), t.deps.end(), previous) == t.deps.end())
       t.deps.push_back(previous);

@@ -259,6 +259,50 @@ TEST_CASE("REPLICATE's runtime copies: once per step, in the optimizer task", "[
   }
 }
 
+// At prefetch 0 a stage runs one task at a time in issue order, but a send returns once posted (the
+// executor's sends do not wait for their receiver): its delivery, on its own stream, holds up only the
+// receive on the other stage. Here the link is slow: the same schedule with the next task chained after
+// each send (as if the stage waited for every delivery) is longer.
+TEST_CASE("at prefetch 0 a send holds up only its receive", "[sim][pipeline]") {
+  const costmodel::ModelSpec model = small_model();
+  costmodel::ClusterSpec cluster = costmodel::cost_fixtures::synthetic_cluster(1, 8);
+  cluster.intra = costmodel::LinkSpec{1e-4, 1e7};  // 10 MB/s: a micro-batch's activations take 3.3 ms
+  const costmodel::PlanCostModel cost(cluster, nullptr, model.precision, costmodel::CostOptions{});
+  const costmodel::Workload w = costmodel::lower(model, 2);
+  for (const auto schedule : {costmodel::PipelineSchedule::k1F1B, costmodel::PipelineSchedule::kGpipe}) {
+    CAPTURE(costmodel::to_string(schedule));
+    costmodel::Plan plan = stage_plan(model, cluster, w, 2, 4, 1);
+    plan.schedule = schedule;
+    plan.prefetch = 0;
+    const Schedule s = build_schedule(plan, w, cost);
+    Schedule chained = s;
+    int sends = 0;
+    for (int st = 0; st < 2; ++st) {
+      int previous = -1;  // the last task of the stage that is not a send
+      for (int t = s.first_task(st); t < s.end_task(st); ++t) {
+        const Task& task = s.tasks[static_cast<std::size_t>(t)];
+        for (const int d : task.deps)
+          if (s.tasks[static_cast<std::size_t>(d)].kind == TaskKind::kSend)
+            CHECK(task.kind == TaskKind::kRecv);
+        if (task.kind == TaskKind::kSend) {
+          ++sends;
+          auto& next = chained.tasks[static_cast<std::size_t>(t) + 1];
+          if (t + 1 < s.end_task(st)) next.deps.push_back(t);
+          continue;
+        }
+        // Every other task still waits for the one before it (sends aside).
+        if (previous >= 0) CHECK(std::find(task.deps.begin(), task.deps.end(), previous) != task.deps.end());
+        previous = t;
+      }
+    }
+    CHECK(sends == 2 * 4);  // activations forward, gradients back, per micro-batch
+    const RingLinks net(cluster, nullptr);
+    const SimResult r = simulate(s, net, SimOptions{});
+    const SimResult c = simulate(chained, net, SimOptions{});
+    CHECK(r.iteration < c.iteration);
+  }
+}
+
 TEST_CASE("a plan without a micro-batch or with an empty stage is refused", "[sim][pipeline]") {
   const costmodel::ModelSpec model = small_model();
   const costmodel::ClusterSpec cluster = costmodel::cost_fixtures::synthetic_cluster(1, 8);
