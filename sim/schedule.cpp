@@ -165,13 +165,14 @@ class Builder {
   int add(Task t) {
     t.stage = stage_;
     if (t.micro_batch != -1) t.micro_batch = mb_;
-    int previous = static_cast<int>(s_.tasks.size()) - 1;
-    while (previous >= stage_first_task_ &&
-           s_.tasks[static_cast<std::size_t>(previous)].kind == TaskKind::kSend)
-      --previous;
-    if (s_.prefetch == 0 && previous >= stage_first_task_ &&
-        std::find(t.deps.begin(), t.deps.end(), previous) == t.deps.end())
-      t.deps.push_back(previous);
+    if (s_.prefetch == 0) {
+      int previous = static_cast<int>(s_.tasks.size()) - 1;
+      while (previous >= stage_first_task_ &&
+             s_.tasks[static_cast<std::size_t>(previous)].kind == TaskKind::kSend)
+        --previous;
+      if (previous >= stage_first_task_ && std::find(t.deps.begin(), t.deps.end(), previous) == t.deps.end())
+        t.deps.push_back(previous);
+    }
     s_.tasks.push_back(std::move(t));
     return static_cast<int>(s_.tasks.size()) - 1;
   }
