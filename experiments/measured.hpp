@@ -81,6 +81,25 @@ struct OrderResult {
   bool ok = false;                        // measured_a < measured_b
 };
 
+// Two plans of one configuration, both predicted on the same draws of the calibration's errors: b's
+// measured median step over a's against its predicted 90% interval (the central 90% of b / a draw by
+// draw), allowing for the measured ratio's own uncertainty: the two plans' timed steps resampled in
+// pairs (step i of both ran side by side), ln(resampled ratio / measured ratio) added to ln(drawn
+// ratio) for every draw and resample; the measured ratio must lie in the central 90% of those sums.
+// The speedup intervals `osdp plan` prints are the drawn ones; this says whether they hold what a run
+// measures.
+struct RatioCoverage {
+  std::string group, a, b;
+  double measured = 0, predicted = 0;    // b / a: the medians of the timed steps; the nominal predictions
+  double low = 0, high = 0;              // the drawn 90% interval of b / a
+  double noise_low = 0, noise_high = 0;  // the 90% interval of the sums above, as a ratio
+  bool inside_drawn = false;             // measured within [low, high]
+  bool inside = false;                   // measured within [noise_low, noise_high]
+};
+// The RatioCoverage of b over a; nullopt unless both rows have the same draws (at least two) and
+// measured steps. Deterministic: the resampling is seeded from the two rows' indices.
+std::optional<RatioCoverage> ratio_coverage(const UnitResult& a, const UnitResult& b);
+
 struct ValidationSummary {
   int plans = 0;  // feasible rows
   double median_abs_time_error = 0, max_abs_time_error = 0, max_abs_memory_error = 0;
@@ -95,6 +114,11 @@ struct ValidationSummary {
   // How far the intervals reach from their predictions: the median over those plans of low / predicted
   // - 1 and of high / predicted - 1 (a coverage near 100% with -30% / +50% says little).
   double interval_low = 0, interval_high = 0;
+  // Every two plans of a configuration with draws, b the one predicted slower (RatioCoverage).
+  std::vector<RatioCoverage> ratios;
+  int ratios_inside() const;
+  // The median over those pairs of the drawn interval's reach, sqrt(high / low) - 1.
+  double ratio_reach = 0;
   bool memory_failed = false;  // a peak-memory error passed its tolerance (timing noise aside)
   // The torch backend's numerics check (Measurement::check_*): plans checked, the largest of each
   // difference, and whether one passed its tolerance (kCheck*; noise does not excuse it either).

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -107,7 +108,66 @@ nlohmann::json row_json(const UnitResult& r) {
           {"compute", f.m.emulated ? "emulated" : "real"}};
 }
 
+// Resamples per measured ratio: with 100 draws, 20,000 sums per pair.
+constexpr int kResamples = 200;
+
 }  // namespace
+
+std::optional<RatioCoverage> ratio_coverage(const UnitResult& a, const UnitResult& b) {
+  const Evaluation* ea = a.evaluation(EvaluatorKind::kSim);
+  const Evaluation* eb = b.evaluation(EvaluatorKind::kSim);
+  if (!ea || !eb || !a.measurement || !b.measurement) return std::nullopt;
+  const std::vector<double>&da = ea->drawn_s, &db = eb->drawn_s;
+  const std::vector<double>&sa = a.measurement->steps_s, &sb = b.measurement->steps_s;
+  const std::size_t steps = std::min(sa.size(), sb.size());
+  if (da.size() < 2 || da.size() != db.size() || steps == 0) return std::nullopt;
+  RatioCoverage x;
+  x.a = a.strategy;
+  x.b = b.strategy;
+  x.group = a.measurement->group;
+  x.measured = time_of(b, EvaluatorKind::kMeasured) / time_of(a, EvaluatorKind::kMeasured);
+  x.predicted = time_of(b, EvaluatorKind::kSim) / time_of(a, EvaluatorKind::kSim);
+  const costmodel::Interval drawn = costmodel::ratio_interval(db, da);
+  if (!drawn.known() || !(x.measured > 0)) return std::nullopt;
+  x.low = drawn.low;
+  x.high = drawn.high;
+  x.inside_drawn = drawn.contains(x.measured);
+  // The measured ratio's own spread: the steps resampled in pairs, each resample's ratio of medians
+  // over the measured ratio (in logs).
+  std::mt19937_64 rng(0x5eedULL ^ (static_cast<std::uint64_t>(a.index) << 32) ^
+                      static_cast<std::uint64_t>(b.index));
+  std::uniform_int_distribution<std::size_t> pick(0, steps - 1);
+  std::vector<double> noise, ra(steps), rb(steps);
+  noise.reserve(kResamples);
+  for (int k = 0; k < kResamples; ++k) {
+    for (std::size_t i = 0; i < steps; ++i) {
+      const std::size_t j = pick(rng);
+      ra[i] = sa[j];
+      rb[i] = sb[j];
+    }
+    const double ma = costmodel::median(ra), mb = costmodel::median(rb);
+    if (ma > 0 && mb > 0) noise.push_back(std::log(mb / ma / x.measured));
+  }
+  if (noise.empty()) noise.push_back(0.0);
+  std::vector<double> sums;
+  sums.reserve(da.size() * noise.size());
+  for (std::size_t d = 0; d < da.size(); ++d) {
+    if (!(da[d] > 0) || !(db[d] > 0)) continue;
+    const double l = std::log(db[d] / da[d]);
+    for (double e : noise) sums.push_back(l + e);
+  }
+  const costmodel::Interval both = costmodel::central_interval(sums);
+  if (!both.known() && sums.empty()) return std::nullopt;
+  x.noise_low = std::exp(both.low);
+  x.noise_high = std::exp(both.high);
+  x.inside = x.measured >= x.noise_low && x.measured <= x.noise_high;
+  return x;
+}
+
+int ValidationSummary::ratios_inside() const {
+  return static_cast<int>(
+      std::count_if(ratios.begin(), ratios.end(), [](const RatioCoverage& x) { return x.inside; }));
+}
 
 ValidationSummary summarize(const std::vector<UnitResult>& rows, const ValidationSpec& spec) {
   ValidationSummary s;
@@ -238,8 +298,53 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
         s.orders.push_back(o);
       }
   }
+  // Every two plans of a configuration: the measured ratio against its drawn interval.
+  std::vector<double> reach;
+  for (const auto& [group, strategies] : by_group) {
+    std::vector<const UnitResult*> plans;
+    for (const auto& entry : strategies) plans.push_back(entry.second);
+    for (std::size_t i = 0; i < plans.size(); ++i)
+      for (std::size_t j = i + 1; j < plans.size(); ++j) {
+        const UnitResult* a = plans[i];
+        const UnitResult* b = plans[j];
+        if (time_of(*a, EvaluatorKind::kSim) > time_of(*b, EvaluatorKind::kSim)) std::swap(a, b);
+        if (auto x = ratio_coverage(*a, *b)) {
+          reach.push_back(std::sqrt(x->high / x->low) - 1);
+          s.ratios.push_back(std::move(*x));
+        }
+      }
+  }
+  if (!reach.empty()) s.ratio_reach = costmodel::median(reach);
   return s;
 }
+
+namespace {
+
+// summary.json's "speedup_coverage": the counts and every pair (measured.hpp's RatioCoverage).
+nlohmann::json ratio_coverage_json(const ValidationSummary& s) {
+  nlohmann::json pairs = nlohmann::json::array();
+  int drawn = 0;
+  for (const auto& x : s.ratios) {
+    drawn += x.inside_drawn ? 1 : 0;
+    pairs.push_back({{"config", group_json(x.group)},
+                     {"faster", x.a},
+                     {"than", x.b},
+                     {"predicted", x.predicted},
+                     {"measured", x.measured},
+                     {"interval", {x.low, x.high}},
+                     {"interval_with_measurement", {x.noise_low, x.noise_high}},
+                     {"inside", x.inside},
+                     {"inside_drawn", x.inside_drawn}});
+  }
+  return {{"level", costmodel::kIntervalLevel},
+          {"pairs", s.ratios.size()},
+          {"inside", s.ratios_inside()},
+          {"inside_drawn", drawn},
+          {"median_reach", s.ratios.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.ratio_reach)},
+          {"ratios", pairs}};
+}
+
+}  // namespace
 
 std::string write_validation_outputs(const std::string& dir, const MeasuredJob& job,
                                      const std::vector<UnitResult>& rows, const ValidationSummary& s,
@@ -310,6 +415,7 @@ std::string write_validation_outputs(const std::string& dir, const MeasuredJob& 
         {"fraction", s.with_interval > 0 ? nlohmann::json(s.coverage()) : nlohmann::json(nullptr)},
         {"median_low", s.with_interval > 0 ? nlohmann::json(s.interval_low) : nlohmann::json(nullptr)},
         {"median_high", s.with_interval > 0 ? nlohmann::json(s.interval_high) : nlohmann::json(nullptr)}}},
+      {"speedup_coverage", ratio_coverage_json(s)},
       {"order",
        {{"pairs", s.order_pairs},
         {"required", job.validation.order},

@@ -92,6 +92,29 @@ assert c["median_low"] < 0 < c["median_high"], c
 '
 lo=$(python3 -c 'import json,sys; print("{:+.1f}%".format(100 * json.load(open(sys.argv[1]))["coverage"]["median_low"]))' CI/summary.json)
 contains "the console gives the intervals' reach" CI.out "inside their predicted 90% intervals" "which reach $lo /"
+# Speedups: every two plans of a configuration (here fsdp and dp, at two batches: 2 pairs), the
+# measured ratio of their median steps (the one predicted slower over the other) against its drawn
+# interval and against that interval widened by the ratio's own spread over the steps.
+jcheck "speedup_coverage: one pair per configuration, measured ratios of the rows' medians, counts agree" CI/summary.json '
+import collections
+c = j["speedup_coverage"]
+groups = collections.defaultdict(dict)
+for r in j["rows"]:  # a row config is the configuration JSON, as text
+    groups[json.dumps(json.loads(r["config"]), sort_keys=True)][r["strategy"]] = r
+assert c["pairs"] == len(c["ratios"]) == len(groups) == 2, c
+for x in c["ratios"]:
+    g = groups[json.dumps(x["config"], sort_keys=True)]
+    a, b = g[x["faster"]], g[x["than"]]
+    assert a["predicted_time_s"] <= b["predicted_time_s"], x
+    assert abs(x["measured"] - b["measured_time_s"] / a["measured_time_s"]) < 1e-9 * x["measured"], x
+    lo, hi = x["interval"]
+    assert x["inside_drawn"] == (lo <= x["measured"] <= hi), x
+    nlo, nhi = x["interval_with_measurement"]
+    assert x["inside"] == (nlo <= x["measured"] <= nhi), x
+assert c["inside"] == sum(x["inside"] for x in c["ratios"]), c
+assert c["inside_drawn"] == sum(x["inside_drawn"] for x in c["ratios"]), c
+'
+contains "the console gives the speedups' count" CI.out "speedups: " "measured ratios of two plans of a configuration"
 
 run S "$OSDP" validate strict.json -np 2 --out S --quiet
 expect_rc "a zero time tolerance under the machine's own spread is inconclusive" S 6

@@ -282,3 +282,101 @@ TEST_CASE("the states at rest the torch backend is held to, derived per operator
   CHECK(states_at_rest_bytes(plan, w) == expected);
   CHECK(expected > all_world);
 }
+
+namespace {
+// Gives row r's simulated evaluation the draws `drawn` (and their interval).
+void set_draws(UnitResult& r, std::vector<double> drawn) {
+  for (auto& e : r.evaluations)
+    if (e.evaluator == EvaluatorKind::kSim) {
+      e.drawn_s = std::move(drawn);
+      e.interval = osdp::costmodel::central_interval(e.drawn_s);
+    }
+}
+std::vector<double> constant(double x) {
+  return std::vector<double>(100, x);
+}
+}  // namespace
+
+TEST_CASE("speedups: a measured ratio against its drawn interval, with and without its own spread",
+          "[experiments][validate]") {
+  // g1: b / a drawn 1 + d / 99 over draws d = 0..99, whose central 90% (linear interpolation at
+  // positions 4.95 and 94.05) is 1.05-1.95; the steps are constant, so the measured ratio (1.5) has no
+  // spread of its own: inside both. g2: the same draws, measured 2.5: outside both.
+  std::vector<UnitResult> rows{measured_row(0, "g1", "a", 1.0, std::vector<double>(5, 1.0)),
+                               measured_row(1, "g1", "b", 1.5, std::vector<double>(5, 1.5)),
+                               measured_row(2, "g2", "a", 1.0, std::vector<double>(5, 1.0)),
+                               measured_row(3, "g2", "c", 1.5, std::vector<double>(5, 2.5))};
+  std::vector<double> grid;
+  for (int d = 0; d < 100; ++d) grid.push_back(1.0 + d / 99.0);
+  for (int i : {0, 2}) set_draws(rows[i], constant(1.0));
+  for (int i : {1, 3}) set_draws(rows[i], grid);
+  ValidationSpec spec;
+  spec.time_max = 10;
+  spec.time_median = 10;
+  const ValidationSummary s = summarize(rows, spec);
+  REQUIRE(s.ratios.size() == 2);
+  const RatioCoverage& in = s.ratios[0].group == "g1" ? s.ratios[0] : s.ratios[1];
+  const RatioCoverage& out = s.ratios[0].group == "g1" ? s.ratios[1] : s.ratios[0];
+  CHECK(in.a == "a");
+  CHECK(in.b == "b");
+  CHECK(in.measured == Approx(1.5));
+  CHECK(in.predicted == Approx(1.5));
+  CHECK(in.low == Approx(1.05));
+  CHECK(in.high == Approx(1.95));
+  // Without a spread of its own the widened interval is the drawn one (quantiles taken in logs).
+  CHECK(in.noise_low == Approx(1.05).epsilon(1e-3));
+  CHECK(in.noise_high == Approx(1.95).epsilon(1e-3));
+  CHECK((in.inside && in.inside_drawn));
+  CHECK(out.measured == Approx(2.5));
+  CHECK((!out.inside && !out.inside_drawn));
+  CHECK(s.ratios_inside() == 1);
+  CHECK(s.ratio_reach == Approx(std::sqrt(1.95 / 1.05) - 1));
+}
+
+TEST_CASE("speedups: the measured ratio's own spread, from its steps resampled in pairs",
+          "[experiments][validate]") {
+  // b's nine steps 1.8, 1.9, ..., 2.6 (median 2.2) over a's constant 1.0: measured 2.2. A resample's
+  // median is at most 1.9 with probability P(Bin(9, 2/9) >= 5) = 1.4% and at least 2.4 with
+  // P(Bin(9, 1/3) >= 5) = 14.5%, so its 5th percentile is at most 2.0 and its 95th at least 2.4.
+  // Drawn 2.1 in every draw: the drawn interval [2.1, 2.1] excludes 2.2, the widened one reaches from
+  // at most 2.1 x 2.0 / 2.2 = 1.91 to at least 2.1 x 2.4 / 2.2 = 2.29: inside. Drawn 1.8: the widened
+  // interval ends below 1.8 x 2.6 / 2.2 = 2.13 (the largest step): outside.
+  const std::vector<double> spread{1.8, 1.9, 2.0, 2.1, 2.2, 2.3, 2.4, 2.5, 2.6};
+  std::vector<UnitResult> rows{
+      measured_row(0, "g1", "a", 1.0, std::vector<double>(9, 1.0)), measured_row(1, "g1", "b", 2.1, spread),
+      measured_row(2, "g2", "a", 1.0, std::vector<double>(9, 1.0)), measured_row(3, "g2", "b", 1.8, spread)};
+  set_draws(rows[0], constant(1.0));
+  set_draws(rows[1], constant(2.1));
+  set_draws(rows[2], constant(1.0));
+  set_draws(rows[3], constant(1.8));
+  const auto in = ratio_coverage(rows[0], rows[1]);
+  const auto out = ratio_coverage(rows[2], rows[3]);
+  REQUIRE(in);
+  REQUIRE(out);
+  CHECK(in->measured == Approx(2.2));
+  CHECK(!in->inside_drawn);
+  CHECK(in->noise_low <= 2.1 * 2.0 / 2.2 + 1e-9);
+  CHECK(in->noise_high >= 2.1 * 2.4 / 2.2 - 1e-9);
+  CHECK(in->inside);
+  CHECK(out->noise_high <= 1.8 * 2.6 / 2.2 + 1e-9);
+  CHECK((!out->inside && !out->inside_drawn));
+
+  // Steps that move together (the machine's pace, shared by the plans run side by side): b's step i
+  // is twice a's, so every paired resample gives exactly 2 (an unpaired one would not). Drawn 2.05:
+  // outside, with no spread of the ratio's own to excuse it.
+  const std::vector<double> pace{1.0, 1.2, 0.9, 1.1, 1.3};
+  std::vector<double> twice;
+  for (double x : pace) twice.push_back(2 * x);
+  UnitResult p = measured_row(4, "g3", "a", 1.0, pace), q = measured_row(5, "g3", "b", 2.05, twice);
+  set_draws(p, constant(1.0));
+  set_draws(q, constant(2.05));
+  const auto paired = ratio_coverage(p, q);
+  REQUIRE(paired);
+  CHECK(paired->measured == Approx(2.0));
+  CHECK(paired->noise_low == Approx(2.05));
+  CHECK(paired->noise_high == Approx(2.05));
+  CHECK(!paired->inside);
+  // Rows without draws have no such check.
+  UnitResult bare = measured_row(6, "g3", "c", 1.0, pace);
+  CHECK(!ratio_coverage(p, bare));
+}
