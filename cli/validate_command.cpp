@@ -147,17 +147,14 @@ int report(const ValidateArgs& a, const experiments::MeasuredJob& job,
                    "noise, not the model, sets them; calibrate on a quieter machine to narrow them)\n";
   } else
     std::cout << "  coverage: no intervals (the calibration records no fit residuals)\n";
-  if (!s.ratios.empty()) {
-    const auto drawn = std::count_if(s.ratios.begin(), s.ratios.end(),
-                                     [](const experiments::RatioCoverage& x) { return x.inside_drawn; });
+  if (!s.ratios.empty())
     std::cout << fmt::format(
         "  speedups: {} of {} measured ratios of two plans of a configuration inside their predicted {:.0f}% "
         "intervals, allowing for each measured ratio's own spread over its steps ({:.0f}%; {} inside the "
-        "drawn "
-        "intervals alone, which reach +-{:.1f}%, median)\n",
+        "drawn intervals alone, which reach +-{:.1f}%, median)\n",
         s.ratios_inside(), s.ratios.size(), 100 * costmodel::kIntervalLevel,
-        100.0 * s.ratios_inside() / static_cast<double>(s.ratios.size()), drawn, 100 * s.ratio_reach);
-  }
+        100.0 * s.ratios_inside() / static_cast<double>(s.ratios.size()), s.ratios_inside(true),
+        100 * s.ratio_reach);
   std::cout << fmt::format(
       "  order: {} of {} pairs of plans predicted apart (90% intervals apart; without intervals, further "
       "apart than their steps spread) measure in the predicted order ({} pairs in all){}\n",

@@ -116,7 +116,7 @@ struct ValidationSummary {
   double interval_low = 0, interval_high = 0;
   // Every two plans of a configuration with draws, b the one predicted slower (RatioCoverage).
   std::vector<RatioCoverage> ratios;
-  int ratios_inside() const;
+  int ratios_inside(bool drawn_alone = false) const;  // inside the widened (or the drawn) intervals
   // The median over those pairs of the drawn interval's reach, sqrt(high / low) - 1.
   double ratio_reach = 0;
   bool memory_failed = false;  // a peak-memory error passed its tolerance (timing noise aside)
