@@ -368,6 +368,7 @@ int run_torch(const CalibrateArgs& a, int np) {
       x.max_s = m.at("max_s").get<double>();
       x.repeats = m.at("repeats").get<int>();
       x.batch = m.at("batch").get<int>();
+      if (m.contains("times_s")) x.times_s = m.at("times_s").get<std::vector<double>>();
       run.measurements.push_back(std::move(x));
     }
   } catch (const nlohmann::json::exception& e) {

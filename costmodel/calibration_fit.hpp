@@ -174,6 +174,10 @@ struct Measurement {
   double min_s = 0, max_s = 0;
   int repeats = 0, batch = 0;  // timed repetitions, operations per timed batch
   double with_comm_s = 0;      // overlap: the GEMM's time beside the all-gathers
+  // Each repetition's time, in the order timed (pass 1 first), seconds per operation; empty where not
+  // recorded. Repetition r of every point of a sweep ran in pass r, so a pass's times say how the
+  // machine's pace moved while the sweep ran.
+  std::vector<double> times_s;
 };
 
 // The ring levels a calibration fits apart, in the order of CalibrationRun::levels.

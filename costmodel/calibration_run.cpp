@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "costmodel/bounds.hpp"
 #include "costmodel/error.hpp"
@@ -198,10 +199,11 @@ nlohmann::json repeat_spread_json(const std::vector<Measurement>& ms) {
 }
 
 std::string measurements_csv(const CalibrationRun& run) {
-  std::string out = "sweep,bytes,m,n,k,count,seconds,min_s,max_s,repeats,batch,with_comm_s\n";
+  std::string out = "sweep,bytes,m,n,k,count,seconds,min_s,max_s,repeats,batch,with_comm_s,times_s\n";
   for (const auto& m : run.measurements)
-    out += fmt::format("{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{},{},{:.9g}\n", m.sweep, m.bytes, m.m, m.n,
-                       m.k, m.count, m.seconds, m.min_s, m.max_s, m.repeats, m.batch, m.with_comm_s);
+    out += fmt::format("{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{},{},{:.9g},{:.9g}\n", m.sweep, m.bytes, m.m,
+                       m.n, m.k, m.count, m.seconds, m.min_s, m.max_s, m.repeats, m.batch, m.with_comm_s,
+                       fmt::join(m.times_s, " "));
   return out;
 }
 

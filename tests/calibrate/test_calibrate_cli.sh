@@ -110,7 +110,15 @@ assert j["compute"]["accumulate_bandwidth"] > 0, j["compute"]
 ag = [float(r["bytes"]) for r in rows if r["sweep"] == "all-gather"]
 assert ag[0] == 1024 and ag[-1] == 1048576 and len(ag) == 11, ag  # --quick: 1 KiB .. 1 MiB, powers of 2
 assert all(float(r["seconds"]) > 0 for r in rows)
-assert sum(s["points"] for s in j["provenance"]["fit"]["allgather"]) == len(ag)'
+assert sum(s["points"] for s in j["provenance"]["fit"]["allgather"]) == len(ag)
+# Every repetition kept, in the order timed: as many as the point has, their median its time and
+# their extremes its min and max.
+import statistics
+for r in rows:
+    t = [float(x) for x in r["times_s"].split()]
+    assert len(t) == int(r["repeats"]), r
+    assert abs(statistics.median(t) - float(r["seconds"])) <= 1e-8 * float(r["seconds"]), r
+    assert abs(min(t) - float(r["min_s"])) <= 1e-8 * float(r["min_s"]) and abs(max(t) - float(r["max_s"])) <= 1e-8 * float(r["max_s"]), r'
 # Points are timed in passes (one repetition of each a pass): a line per point as its last
 # repetition is timed, and a line at the end of each pass before the last (--quick: 3 repetitions,
 # so two such lines for each of the 8 interleaved sweeps).

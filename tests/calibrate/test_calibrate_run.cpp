@@ -303,6 +303,13 @@ TEST_CASE("costmodel::fit_measurements recovers the coefficients into the calibr
   const std::string csv = costmodel::measurements_csv(run);
   CHECK(std::count(csv.begin(), csv.end(), '\n') == static_cast<long>(run.measurements.size()) + 1);
   CHECK(csv.rfind("sweep,bytes,m,n,k,count,seconds", 0) == 0);
+  // Each repetition's time, in the order timed, space-separated in the last column.
+  CHECK(csv.find(",with_comm_s,times_s\n") != std::string::npos);
+  costmodel::CalibrationRun timed;
+  timed.measurements.push_back(run.measurements.front());
+  timed.measurements[0].times_s = {0.00125, 0.001, 0.0015};
+  const std::string one = costmodel::measurements_csv(timed);
+  CHECK(one.substr(one.size() - std::string(",0.00125 0.001 0.0015\n").size()) == ",0.00125 0.001 0.0015\n");
 }
 
 // A job of 8 ranks in nodes of 4: besides the world sweeps, each collective on the rings within a node

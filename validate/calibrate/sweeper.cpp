@@ -54,6 +54,7 @@ std::vector<costmodel::Measurement> Sweeper::points(Stream& s, const std::vector
       m.seconds = costmodel::median(t[i]);
       m.min_s = *std::min_element(t[i].begin(), t[i].end());
       m.max_s = *std::max_element(t[i].begin(), t[i].end());
+      m.times_s = t[i];
       if (label) report(sweep, label(i), m.seconds);
     }
     if (label && r + 1 < passes && progress_ && comm_.rank() == 0) {

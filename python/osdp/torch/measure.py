@@ -362,7 +362,8 @@ class _Sweep:
         out = []
         for f, ts, count in zip(fields, times, counts):
             row = {"sweep": name, "bytes": 0.0, "m": 0, "n": 0, "k": 0, "count": 0, "batch": count,
-                   "repeats": len(ts), "seconds": statistics.median(ts), "min_s": min(ts), "max_s": max(ts)}
+                   "repeats": len(ts), "seconds": statistics.median(ts), "min_s": min(ts), "max_s": max(ts),
+                   "times_s": list(ts)}
             row.update(f)
             out.append(row)
         return out
@@ -498,7 +499,7 @@ def _fsdp2_collectives(sweep: _Sweep, sizes: list[float], device: torch.device) 
             per_pass = [t[0][j] - sum(x[j] for x in t[1:]) for j in range(passes)]
             out.append({"sweep": name, "bytes": f["bytes"], "m": 0, "n": 0, "k": 0, "count": 0, "batch": batch[i],
                         "repeats": passes, "seconds": max(seconds, 1e-7), "min_s": min(per_pass),
-                        "max_s": max(per_pass)})
+                        "max_s": max(per_pass), "times_s": per_pass})
 
     derived("reduce-scatter", [[times[4 * i + 1], times[4 * i], times[4 * i + 3]] for i in range(len(sizes))])
     if clock.available:
