@@ -253,8 +253,9 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
       s.speedups.push_back(x);
     }
   }
-  // The measured order of every two plans of a configuration predicted apart (measured.hpp's
-  // OrderResult).
+  // Every two plans of a configuration: the measured ratio against its drawn interval (RatioCoverage),
+  // and the measured order of those predicted apart (OrderResult).
+  std::vector<double> reach;
   for (const auto& [group, strategies] : by_group) {
     std::vector<const UnitResult*> plans;
     for (const auto& entry : strategies) plans.push_back(entry.second);
@@ -264,6 +265,10 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
         const UnitResult* a = plans[i];
         const UnitResult* b = plans[j];
         if (time_of(*a, EvaluatorKind::kSim) > time_of(*b, EvaluatorKind::kSim)) std::swap(a, b);
+        if (auto x = ratio_coverage(*a, *b)) {
+          reach.push_back(std::sqrt(x->high / x->low) - 1);
+          s.ratios.push_back(std::move(*x));
+        }
         const double pa = time_of(*a, EvaluatorKind::kSim), pb = time_of(*b, EvaluatorKind::kSim);
         auto spread = [](const Measurement& m) {
           const double med = costmodel::median(m.steps_s);
@@ -298,22 +303,6 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
                               : fmt::format("measured spread {:.1f}%", 100 * o.spread),
               1e3 * o.measured_a, 1e3 * o.measured_b, group));
         s.orders.push_back(o);
-      }
-  }
-  // Every two plans of a configuration: the measured ratio against its drawn interval.
-  std::vector<double> reach;
-  for (const auto& [group, strategies] : by_group) {
-    std::vector<const UnitResult*> plans;
-    for (const auto& entry : strategies) plans.push_back(entry.second);
-    for (std::size_t i = 0; i < plans.size(); ++i)
-      for (std::size_t j = i + 1; j < plans.size(); ++j) {
-        const UnitResult* a = plans[i];
-        const UnitResult* b = plans[j];
-        if (time_of(*a, EvaluatorKind::kSim) > time_of(*b, EvaluatorKind::kSim)) std::swap(a, b);
-        if (auto x = ratio_coverage(*a, *b)) {
-          reach.push_back(std::sqrt(x->high / x->low) - 1);
-          s.ratios.push_back(std::move(*x));
-        }
       }
   }
   if (!reach.empty()) s.ratio_reach = costmodel::median(reach);
