@@ -154,7 +154,7 @@ int report(const ValidateArgs& a, const experiments::MeasuredJob& job,
         "drawn intervals alone, which reach +-{:.1f}%, median)\n",
         s.ratios_inside(), s.ratios.size(), 100 * costmodel::kIntervalLevel,
         100.0 * s.ratios_inside() / static_cast<double>(s.ratios.size()), s.ratios_inside(true),
-        100 * s.ratio_reach);
+        100 * s.ratio_reach());
   std::cout << fmt::format(
       "  order: {} of {} pairs of plans predicted apart (90% intervals apart; without intervals, further "
       "apart than their steps spread) measure in the predicted order ({} pairs in all){}\n",

@@ -117,8 +117,8 @@ struct ValidationSummary {
   // Every two plans of a configuration with draws, b the one predicted slower (RatioCoverage).
   std::vector<RatioCoverage> ratios;
   int ratios_inside(bool drawn_alone = false) const;  // inside the widened (or the drawn) intervals
-  // The median over those pairs of the drawn interval's reach, sqrt(high / low) - 1.
-  double ratio_reach = 0;
+  // The median over those pairs of the drawn interval's reach, sqrt(high / low) - 1 (0 without pairs).
+  double ratio_reach() const;
   bool memory_failed = false;  // a peak-memory error passed its tolerance (timing noise aside)
   // The torch backend's numerics check (Measurement::check_*): plans checked, the largest of each
   // difference, and whether one passed its tolerance (kCheck*; noise does not excuse it either).

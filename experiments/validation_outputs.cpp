@@ -127,7 +127,7 @@ std::optional<RatioCoverage> ratio_coverage(const UnitResult& a, const UnitResul
   x.group = a.measurement->group;
   x.measured = time_of(b, EvaluatorKind::kMeasured) / time_of(a, EvaluatorKind::kMeasured);
   x.predicted = time_of(b, EvaluatorKind::kSim) / time_of(a, EvaluatorKind::kSim);
-  const costmodel::Interval drawn = costmodel::ratio_interval(db, da);
+  const costmodel::Interval drawn = drawn_ratio(a, b);
   if (!drawn.known() || !(x.measured > 0)) return std::nullopt;
   x.low = drawn.low;
   x.high = drawn.high;
@@ -163,6 +163,12 @@ std::optional<RatioCoverage> ratio_coverage(const UnitResult& a, const UnitResul
   x.noise_high = std::exp(both.high);
   x.inside = x.measured >= x.noise_low && x.measured <= x.noise_high;
   return x;
+}
+
+double ValidationSummary::ratio_reach() const {
+  std::vector<double> reach;
+  for (const auto& x : ratios) reach.push_back(std::sqrt(x.high / x.low) - 1);
+  return reach.empty() ? 0.0 : costmodel::median(reach);
 }
 
 int ValidationSummary::ratios_inside(bool drawn_alone) const {
@@ -255,7 +261,6 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
   }
   // Every two plans of a configuration: the measured ratio against its drawn interval (RatioCoverage),
   // and the measured order of those predicted apart (OrderResult).
-  std::vector<double> reach;
   for (const auto& [group, strategies] : by_group) {
     std::vector<const UnitResult*> plans;
     for (const auto& entry : strategies) plans.push_back(entry.second);
@@ -265,10 +270,7 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
         const UnitResult* a = plans[i];
         const UnitResult* b = plans[j];
         if (time_of(*a, EvaluatorKind::kSim) > time_of(*b, EvaluatorKind::kSim)) std::swap(a, b);
-        if (auto x = ratio_coverage(*a, *b)) {
-          reach.push_back(std::sqrt(x->high / x->low) - 1);
-          s.ratios.push_back(std::move(*x));
-        }
+        if (auto x = ratio_coverage(*a, *b)) s.ratios.push_back(std::move(*x));
         const double pa = time_of(*a, EvaluatorKind::kSim), pb = time_of(*b, EvaluatorKind::kSim);
         auto spread = [](const Measurement& m) {
           const double med = costmodel::median(m.steps_s);
@@ -305,7 +307,6 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
         s.orders.push_back(o);
       }
   }
-  if (!reach.empty()) s.ratio_reach = costmodel::median(reach);
   return s;
 }
 
@@ -328,7 +329,7 @@ nlohmann::json ratio_coverage_json(const ValidationSummary& s) {
           {"pairs", s.ratios.size()},
           {"inside", s.ratios_inside()},
           {"inside_drawn", s.ratios_inside(true)},
-          {"median_reach", s.ratios.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.ratio_reach)},
+          {"median_reach", s.ratios.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.ratio_reach())},
           {"ratios", pairs}};
 }
 

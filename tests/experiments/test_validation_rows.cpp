@@ -330,7 +330,7 @@ TEST_CASE("speedups: a measured ratio against its drawn interval, with and witho
   CHECK(out.measured == Approx(2.5));
   CHECK((!out.inside && !out.inside_drawn));
   CHECK(s.ratios_inside() == 1);
-  CHECK(s.ratio_reach == Approx(std::sqrt(1.95 / 1.05) - 1));
+  CHECK(s.ratio_reach() == Approx(std::sqrt(1.95 / 1.05) - 1));
 }
 
 TEST_CASE("speedups: the measured ratio's own spread, from its steps resampled in pairs",
