@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/calibrate_probes.hpp"
 #include "cli/commands.hpp"
 #include "cli/mpi_args.hpp"
 #include "costmodel/catalog.hpp"
@@ -20,6 +21,7 @@
 #include "costmodel/files.hpp"
 #include "costmodel/provenance.hpp"
 #include "costmodel/units.hpp"
+#include "experiments/probes.hpp"
 #include "validate/calibrate/calibrate.hpp"
 #include "validate/executor/backend.hpp"
 #include "validate/torch/torch_job.hpp"
@@ -45,7 +47,20 @@ struct CalibrateArgs {
   double timeout_s = 120;
   bool quick = false, no_comm_thread = false, quiet = false;
   std::string compute = "real", compute_from;  // --compute emulate: collectives only (--compute-from FILE)
+  std::string probes = "auto", probe_cluster;  // cli/calibrate_probes.hpp
 };
+
+// Whether the probes run: auto, unless --quick, --compute emulate, --per-node or a single rank.
+bool probes_wanted(const CalibrateArgs& a, int np) {
+  if (a.probes == "off") return false;
+  if (a.probes == "on") return true;
+  return !a.quick && a.compute == "real" && a.per_node == 0 && np >= 2;
+}
+
+std::string probe_cluster(const CalibrateArgs& a) {
+  if (!a.probe_cluster.empty()) return a.probe_cluster;
+  return a.backend == "nccl" ? "h100-8" : "cpu-2";
+}
 
 double parse_size(const std::string& text, const char* option) {
   std::string err;
@@ -71,6 +86,8 @@ std::vector<std::string> child_args(const CalibrateArgs& a, int np) {
   if (a.quiet) r.push_back("--quiet");
   r.insert(r.end(), {"--compute", a.compute});
   if (!a.compute_from.empty()) r.insert(r.end(), {"--compute-from", a.compute_from});
+  r.insert(r.end(), {"--probes", a.probes});
+  if (!a.probe_cluster.empty()) r.insert(r.end(), {"--probe-cluster", a.probe_cluster});
   return r;
 }
 
@@ -105,7 +122,9 @@ void take_compute(costmodel::Calibration& cal, const std::optional<costmodel::Ca
   }
 }
 
-validate::CalibrateOptions make_options(const CalibrateArgs& a) {
+// `probes`: the probes will run, so their model's GEMMs are timed too (they are priced as a
+// validation's plans are: from their own measured shapes).
+validate::CalibrateOptions make_options(const CalibrateArgs& a, bool probes) {
   validate::CalibrateOptions o = a.quick ? validate::quick_options() : validate::CalibrateOptions{};
   if (!a.min_size.empty()) o.min_bytes = parse_size(a.min_size, "--min-size");
   if (!a.max_size.empty()) o.max_bytes = parse_size(a.max_size, "--max-size");
@@ -120,6 +139,7 @@ validate::CalibrateOptions make_options(const CalibrateArgs& a) {
   if (!a.quick && !a.models.empty() && !o.collectives_only) {
     std::vector<costmodel::ModelSpec> models;
     for (const auto& m : a.models) models.push_back(costmodel::load_model(m));
+    if (probes) models.push_back(costmodel::load_model(experiments::kProbeModel));
     o.gemm_shapes = validate::generic_gemm_shapes(false);
     // On CPU ranks shapes past 8 GFLOP would take seconds each and are priced by the fitted formula.
     // A GPU times every shape in milliseconds, and a shape left to the formula is priced unlike its
@@ -281,7 +301,8 @@ int run_ranks(const CalibrateArgs& a, int np) {
           a.per_node, comm.size());
     return kExitInput;
   }
-  validate::CalibrateOptions o = make_options(a);
+  const bool probes = probes_wanted(a, comm.size());
+  validate::CalibrateOptions o = make_options(a, probes);
   const std::string path = out_path(a, comm.size());
   const std::string why = root ? unwritable(path) : "";
   if (comm.all_values(why.empty() ? 0.0 : 1.0).front() > 0) {
@@ -309,10 +330,20 @@ int run_ranks(const CalibrateArgs& a, int np) {
   } catch (const osdp::Error& e) {
     fit_failed(e, path);
   }
-  if (!root) return kExitOk;
-  take_compute(run.calibration, compute_source(a), a.compute_from);
-  costmodel::write_file_atomic(path, costmodel::to_json(run.calibration).dump(2) + "\n");
-  print_summary(run, path);
+  if (root) {
+    take_compute(run.calibration, compute_source(a), a.compute_from);
+    costmodel::write_file_atomic(path, costmodel::to_json(run.calibration).dump(2) + "\n");
+    print_summary(run, path);
+  }
+  if (!probes) return kExitOk;
+  (void)comm.all_values(0.0);  // the file is written before any rank reads it
+  try {
+    run_probes({path, probe_cluster(a), comm.size(), a.quiet}, *backend, comm);
+  } catch (const validate::BackendFailure& e) {
+    validate::abort_job(fmt::format("osdp calibrate: probes: {}", e.what()));
+  } catch (const validate::OutOfMemory& e) {
+    validate::abort_job(fmt::format("osdp calibrate: probes: {}", e.what()));
+  }
   return kExitOk;
 }
 #endif
@@ -325,7 +356,8 @@ int run_torch(const CalibrateArgs& a, int np) {
   if (a.gemm != "fp32") throw UsageError("--gemm bf16: the torch backend times fp32 GEMMs only");
   if (!a.mpirun_args.empty())
     throw UsageError("--mpirun-args: the torch backend starts its ranks with torchrun");
-  validate::CalibrateOptions o = make_options(a);
+  const bool probes = probes_wanted(a, np);
+  validate::CalibrateOptions o = make_options(a, probes);
   if (o.gemm_shapes.empty()) o.gemm_shapes = validate::generic_gemm_shapes(o.quick);
   // gloo's collectives through FSDP2 spread 10-30% between repetitions on a shared CPU machine, and a
   // reduce-scatter is a difference of two timings: a segment of 3 points fits that noise (slopes of
@@ -405,6 +437,13 @@ int run_torch(const CalibrateArgs& a, int np) {
   p["measurements_file"] = std::filesystem::path(csv_path(path)).filename().string();
   costmodel::write_file_atomic(path, costmodel::to_json(run.calibration).dump(2) + "\n");
   print_summary(run, path);
+  if (!probes) return kExitOk;
+  try {
+    run_torch_probes({path, probe_cluster(a), np, a.quiet}, t);
+  } catch (const validate::BackendFailure& e) {
+    std::cerr << "osdp calibrate: error: probes: " << e.what() << "\n";
+    return kExitJobFailed;
+  }
   return kExitOk;
 }
 
@@ -424,7 +463,8 @@ int run_calibrate(const CalibrateArgs& a) {
   if (a.backend == "torch") return run_torch(a, np);
   if (!a.python.empty()) throw UsageError("--python: only for --backend torch");
   check_backend(a.backend);
-  make_options(a);  // checks the options (and the model names) before any launch
+  make_options(a, probes_wanted(a, np));  // checks the options (and the model names) before any launch
+  if (probes_wanted(a, np)) (void)costmodel::load_cluster(probe_cluster(a));
 #ifdef OSDP_HAVE_MPI_BACKEND
   return launch_or_run("calibrate", np, child_args(a, np), a.mpirun_args, [&] { return run_ranks(a, np); });
 #else
@@ -453,9 +493,10 @@ Action add_calibrate_command(CLI::App& app) {
       "the collectives as FSDP2 runs them (with its copies and gradient division), elementwise passes,\n"
       "Adam and GEMMs in torch's kernels, for `osdp validate --backend torch`.\n"
       "Rank 0 shows progress on stderr, writes FILE, and the raw points beside it as\n"
-      "<FILE without .json>.measurements.csv, and prints a summary. A full run on 2 ranks takes about\n"
-      "half a minute on an idle 2-core machine (longer on a busy one, whose fits are noisy too); --quick a\n"
-      "few seconds.\n"
+      "<FILE without .json>.measurements.csv, and prints a summary. Then, unless --probes off, whole steps\n"
+      "of a few plans are timed and predicted (--probes): the model's composition error between strategies.\n"
+      "A full run on 2 ranks takes about 45 s on an idle 2-core machine (longer on a busy one, whose fits\n"
+      "are noisy too); --quick a few seconds.\n"
       "Exit codes: 0 done; 2 bad input or usage; 4 a rank failed or timed out (the job is aborted);\n"
       "otherwise mpirun's.");
   app.add_option(
@@ -510,6 +551,20 @@ Action add_calibrate_command(CLI::App& app) {
   app.add_option("--compute-from", a->compute_from,
                  "With --compute emulate: take the compute figures, timed GEMM shapes and interference of "
                  "this calibration (one measured without contention, e.g. 2 ranks on 2 cores)");
+  app.add_option(
+         "--probes", a->probes,
+         "Whole steps timed after the sweeps (auto: unless --quick, --compute emulate, --per-node or one "
+         "rank): plans of probe-3x320, each uniform in one strategy (fsdp, zero2, ddp, checkpointed fsdp) "
+         "at micro-batches 1, 2 and 4, run side by side and predicted from the calibration just fitted; "
+         "how far their residuals spread beyond the steps' noise and the calibration's own errors is the "
+         "model's composition error between strategies, which intervals and speedups then draw "
+         "(provenance fit.composition; rows in <FILE without .json>.probes/). About a minute on 2 CPU "
+         "ranks")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  app.add_option(
+      "--probe-cluster", a->probe_cluster,
+      "The probes' cluster (its figures replaced by the calibration's; default cpu-2, nccl: h100-8)");
   app.add_option("--gemm", a->gemm,
                  "fp32, or bf16: time GEMMs on bf16-rounded operands with fp32 sums (tensor cores on a GPU), "
                  "for validate --gemm bf16")

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "costmodel/composition.hpp"
 #include "costmodel/error.hpp"
 #include "costmodel/uncertainty.hpp"
 
@@ -370,10 +371,13 @@ std::vector<double> drawn_predictions(const Plan& plan, int draws,
                                       const std::function<double(const Plan&)>& predict) {
   std::vector<double> out;
   if (draws <= 0 || !plan.calibration || !has_uncertainty(*plan.calibration)) return out;
+  const double composition = fit_errors(*plan.calibration).composition;
+  const std::vector<std::int64_t> keys =
+      composition > 0 ? composition_keys(plan) : std::vector<std::int64_t>{};
   Plan p = plan;
   for (int d = 1; d <= draws; ++d) {
     p.calibration = drawn(*plan.calibration, static_cast<std::uint64_t>(d));
-    out.push_back(predict(p));
+    out.push_back(predict(p) * composition_factor(keys, static_cast<std::uint64_t>(d), composition));
   }
   return out;
 }

@@ -256,8 +256,9 @@ double ep_shared_elements(const Operator& sliced, const Choice& choice, const Co
 PlanCostModel plan_cost_model(const Plan& plan);
 
 // What a prediction of a plan gives under each of draws 1..`draws` of its calibration's uncertainty
-// (uncertainty.hpp): `predict` run on the plan with its calibration drawn. Empty when the plan has
-// no calibration, it records no error, or draws is 0.
+// (uncertainty.hpp): `predict` run on the plan with its calibration drawn, times the plan's
+// composition factor in that draw (composition.hpp). Empty when the plan has no calibration, it
+// records no error, or draws is 0.
 std::vector<double> drawn_predictions(const Plan& plan, int draws,
                                       const std::function<double(const Plan&)>& predict);
 // The analytic step time of each draw.

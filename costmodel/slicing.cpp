@@ -8,10 +8,6 @@
 namespace osdp::costmodel {
 namespace {
 
-double ceil_div(double a, double b) {
-  return std::ceil(a / b);
-}
-
 // Activations per sample every TP rank keeps whole without sequence parallelism (opening comment).
 double replicated_saved(const Operator& op, int seq, const PrecisionBytes& bytes, bool dropout) {
   if (op.tp_replicated_bytes_per_sample >= 0) return op.tp_replicated_bytes_per_sample;
@@ -95,7 +91,7 @@ Operator tp_slice(const Operator& op, int t, bool sp, const Workload& workload) 
   std::string column_weight;  // the last column-split weight: its bias is split too
   for (auto& w : s.weights) {
     if (w.splittable && (w.split_columns || vocabulary_weight(op, w))) {
-      w.cols = static_cast<std::int64_t>(ceil_div(static_cast<double>(w.cols), td));
+      w.cols = static_cast<std::int64_t>(std::ceil(static_cast<double>(w.cols) / td));
       column_weight = w.split_columns ? w.name : "";
     } else if (w.splittable) {
       w.rows /= t;

@@ -48,6 +48,11 @@ FitErrors fit_errors(const Calibration& cal) {
     e.compute_drift = value("compute");
     e.communication_drift = value("communication");
   }
+  if (fit.contains("composition") && fit["composition"].is_object()) {
+    const auto& c = fit["composition"];
+    if (c.contains("sigma") && c["sigma"].is_number() && c["sigma"].get<double>() > 0)
+      e.composition = c["sigma"].get<double>();
+  }
   if (fit.contains("interference_samples") && fit["interference_samples"].is_array()) {
     std::vector<double> logs;
     for (const auto& v : fit["interference_samples"])
@@ -65,7 +70,7 @@ FitErrors fit_errors(const Calibration& cal) {
 bool has_uncertainty(const Calibration& cal) {
   const FitErrors e = fit_errors(cal);
   if (e.gemm_formula > 0 || e.elementwise > 0 || e.optimizer > 0 || e.interference > 0 || e.accumulate > 0 ||
-      e.replicate > 0 || e.compute_drift > 0 || e.communication_drift > 0)
+      e.replicate > 0 || e.compute_drift > 0 || e.communication_drift > 0 || e.composition > 0)
     return true;
   if (cal.gemm_times.size() >= 2) return true;
   for (const CollectiveKind& k : kCollectives)

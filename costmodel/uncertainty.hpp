@@ -22,10 +22,11 @@
 // point, wherever a plan prices it, has the same error in a draw; the optimizer and the interference are one
 // point each); the drifts are one factor each, common to the whole step and to every plan in a draw (a slower
 // machine slows every plan: step intervals widen, speedups hardly move). Prices the calibration does not give
-// (the cluster's links, a datasheet's compute) have no error here. A plan's interval is the central 90% of
-// its predictions over draws 1..D, every draw pricing the whole step (the analytic model, or the simulator)
-// as it prices the nominal one; a speedup's interval is the same quantiles of the ratio in each draw (both
-// plans priced on the same draw).
+// (the cluster's links, a datasheet's compute) have no error here. Beside the prices, a whole step
+// takes the model's composition error (composition.hpp), drawn per strategy. A plan's interval is the central
+// 90% of its predictions over draws 1..D, every draw pricing the whole step (the analytic model, or the
+// simulator) as it prices the nominal one; a speedup's interval is the same quantiles of the ratio in each
+// draw (both plans priced on the same draw).
 #pragma once
 
 #include <cstdint>
@@ -48,6 +49,9 @@ struct FitErrors {
   // The machine's drift between the repeats of a point (provenance "fit"/"repeat_spread"): one factor
   // per draw shared by every compute price, one by every calibrated collective.
   double compute_drift = 0, communication_drift = 0;
+  // The model's composition error between strategies (composition.hpp; provenance "fit"/"composition"/
+  // "sigma", from the calibration's probes): a plan's step scaled per draw by its operators' factors.
+  double composition = 0;
 };
 // Read from the calibration's provenance ("fit": gemm, elementwise, adam, accumulate, replicate,
 // interference_samples).

@@ -11,6 +11,7 @@
 
 #include "costmodel/error.hpp"
 #include "costmodel/plan_cost.hpp"
+#include "costmodel/uncertainty.hpp"
 #include "search/report.hpp"
 #include "search/request.hpp"
 #include "search/strategy.hpp"
@@ -269,7 +270,10 @@ StrategyRegistry default_strategies(const SolverLimits& limits) {
 PlanOutcome run_strategy(const PreparedSearch& p, const Strategy& s) {
   PlanOutcome o = s.search(p);
   if (o.feasible && p.nominal_calibration) {  // found at the 95th percentile: priced as it is
-    o.robust_throughput = o.evaluation.throughput;
+    // The composition error at the same quantile scales every plan alike (one factor for all its
+    // operators' keys at once): it moves the robust figure, not the choice.
+    const double c = costmodel::fit_errors(*p.nominal_calibration).composition;
+    o.robust_throughput = o.evaluation.throughput / std::exp(c * costmodel::kRobustZ - c * c / 2);
     o.plan.calibration = p.nominal_calibration;
     o.evaluation = costmodel::plan_cost_model(o.plan).evaluate(*o.workload, o.plan);
     o.plan.predicted_iteration_time_s = o.evaluation.time_s;

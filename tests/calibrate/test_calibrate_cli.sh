@@ -190,6 +190,75 @@ assert "from cal2.json" in j["provenance"]["compute"], j["provenance"]["compute"
 bad emuplan "" -np 2 --quick --compute emulate --compute-from emu.json
 contains "--compute-from a calibration without compute figures is refused" "$TMP/emuplan.err" "has no compute figures"
 
+# The probes (--probes on; auto leaves them out with --quick): plans of probe-3x320 run whole after the
+# sweeps. The composition fit in the provenance is recomputed here from the probes' rows as
+# costmodel/composition.hpp defines it: per group (the plans run side by side), step j's pace the mean
+# log over the plans, each plan's residual the median of its steps over the pace against the simulated
+# step, their squares about the group's mean over the degrees of freedom, less the steps' noise and the
+# spread of the drawn predictions.
+run probes "$OSDP" calibrate -np 2 --quick --probes on --quiet --out probes.json
+expect_rc "calibrate --probes on" probes 0
+jcheck "the composition fit is the probes' residuals less the steps' noise and the drawn errors" probes.json '
+import json, math, statistics
+c = j["provenance"]["fit"]["composition"]
+rows = [json.loads(l) for l in open("probes.probes/rows.jsonl")]
+assert len(rows) == 12 and all(r["feasible"] and r["model"] == "probe-3x320" for r in rows), len(rows)
+assert sorted({r["strategy"] for r in rows}) == ["ddp", "fsdp", "fsdp+ckpt", "zero2"]
+groups = {}
+for r in rows:
+    sim = [e for e in r["evaluations"] if e["evaluator"] == "sim"][0]
+    groups.setdefault(json.dumps(r["measurement"]["group"], sort_keys=True), []).append(
+        (sim["iteration_time_s"], sim["drawn_time_s"], r["measurement"]["steps_s"]))
+v = drawn = noise = 0.0
+dof = 0
+for g in groups.values():
+    m = min(len(s) for _, _, s in g)
+    pace = [sum(math.log(s[k]) for _, _, s in g) / len(g) for k in range(m)]
+    res = []
+    for p, _, s in g:
+        e = [math.log(s[k]) - pace[k] for k in range(m)]
+        res.append(statistics.median(e) - math.log(p))
+        noise += math.pi / 2 * statistics.variance(e) / m
+    mean = sum(res) / len(res)
+    v += sum((x - mean) ** 2 for x in res)
+    draws = len(g[0][1])
+    for d in range(draws):
+        x = [math.log(dr[d] / p) for p, dr, _ in g]
+        mx = sum(x) / len(x)
+        drawn += sum((a - mx) ** 2 for a in x) / draws
+    dof += len(g) - 1
+v, drawn, noise = v / dof, drawn / dof, noise / len(rows)
+assert c["dof"] == dof == 9 and c["groups"] == 3 and c["plans"] == 12, c
+for k, want in (("variance", v), ("drawn", drawn), ("noise", noise)):
+    assert abs(c[k] - want) <= 1e-9 * max(1.0, abs(want)), (k, c[k], want)
+assert abs(c["sigma"] - math.sqrt(max(0.0, v - noise - drawn))) < 1e-9, (c["sigma"], v, noise, drawn)'
+contains "the summary gives the composition error" probes.out "composition    " "between strategies"
+for f in validation.csv summary.json; do
+  [[ -s probes.probes/$f ]] && ok "the probes leave $f" || not_ok "the probes leave $f"
+done
+# Drawn into the intervals: with a composition error, fsdp and ddp (different strategies) move apart in
+# every draw, so the speedup interval of one over the other is wider than with it taken out.
+python3 - "$TMP" <<'PY' || not_ok "a copy of probes.json without its composition error"
+import json, sys
+j = json.load(open(sys.argv[1] + "/probes.json"))
+j["provenance"]["fit"]["composition"]["sigma"] = 0.2
+json.dump(j, open(sys.argv[1] + "/wide.json", "w"))
+del j["provenance"]["fit"]["composition"]
+json.dump(j, open(sys.argv[1] + "/bare.json", "w"))
+PY
+for v in wide bare; do
+  run "pplan$v" "$OSDP" plan --model probe-3x320 --cluster cpu-2 --strategy fsdp --batch 2 --baseline ddp \
+    --calibration "$v.json" --json
+done
+expect_rc "plan under the composition error" pplanwide 0
+jcheck "the composition error widens the speedup interval between two strategies" pplanwide.out '
+import json
+bare = json.load(open("pplanbare.out"))
+def reach(doc):
+    lo, hi = doc["baselines"][0]["speedup_interval"]
+    return hi / lo
+assert reach(j) > reach(bare) * 1.3, (reach(j), reach(bare))'
+
 # The rings of nodes: 4 ranks as 2 nodes of 2. The file gets a "levels" block with both levels and
 # all three collectives; plan and simulate price a two-level plan by it and agree to the tick
 # (prefetch 0), and the inter segments price the inter-node legs.

@@ -101,6 +101,8 @@ ms = e.get("axes", {}).get("model") or [e["base"]["model"]]
 print("\n".join(ms))' "$EXPERIMENT")
 MODEL_ARGS=()
 for m in "${MODELS[@]}"; do MODEL_ARGS+=(--model "$m"); done
+# The calibration's probes (whole steps of probe-3x320) run on the experiment's cluster.
+MODEL_ARGS+=(--probe-cluster "$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["base"]["cluster"])' "$EXPERIMENT")")
 
 # Open MPI as root needs these; harmless otherwise.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -126,7 +128,7 @@ EOF
 )
 # Emulated compute: the compute figures from 2 ranks on the machine's cores, outside the lab.
 if [[ $COMPUTE == emulate && -z $CALIBRATION ]]; then
-  "$OSDP" calibrate --backend mpi -np 2 "${MODEL_ARGS[@]}" --max-size 1MiB --quiet \
+  "$OSDP" calibrate --backend mpi -np 2 "${MODEL_ARGS[@]}" --max-size 1MiB --probes off --quiet \
     --out "$OUT/compute-calibration.json" >"$OUT/compute-calibration.txt"
 fi
 SHAPE=(--nodes "$NODES" --ranks-per-node "$RANKS")

@@ -1,0 +1,106 @@
+// osdp calibrate's probes (calibrate_probes.hpp).
+#include "cli/calibrate_probes.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "costmodel/calibration.hpp"
+#include "costmodel/files.hpp"
+#include "costmodel/json_reader.hpp"
+#include "costmodel/provenance.hpp"
+#include "experiments/measured.hpp"
+#include "experiments/probes.hpp"
+#include "experiments/torch_measured.hpp"
+#include "validate/cpu/cpu_device.hpp"
+#include "validate/executor/self_communicator.hpp"
+
+namespace osdp::cli {
+namespace {
+
+experiments::ValidationOptions probe_options(const ProbeRun& run) {
+  experiments::ValidationOptions o;
+  o.calibration = run.calibration;
+  o.out_dir = probes_dir(run.calibration);
+  o.force = true;   // the probes belong to this calibration: a new one times them again
+  o.check = false;  // what is wanted is the steps' time
+  o.selective = false;
+  if (!run.quiet)
+    o.progress = [](const std::string& line) { std::cerr << "calibrate: probes: " << line << "\n"; };
+  return o;
+}
+
+experiments::MeasuredJob probe_job(const ProbeRun& run) {
+  return experiments::measured_job(
+      experiments::probe_experiment(run.cluster, run.world_size, probes_dir(run.calibration)));
+}
+
+// Rank 0: the probes' validation.csv and summary.json beside their rows, the fit into the calibration
+// file's provenance, and a line of the summary.
+void record(const ProbeRun& run, const experiments::MeasuredJob& job,
+            const std::vector<experiments::UnitResult>& rows) {
+  nlohmann::json prov = costmodel::machine(run.world_size, 1);
+  prov["probes_of"] = std::filesystem::path(run.calibration).filename().string();
+  (void)experiments::write_validation_outputs(probes_dir(run.calibration), job, rows,
+                                              experiments::summarize(rows, job.validation), prov);
+  nlohmann::json fit = experiments::probe_fit(rows);
+  fit["model"] = experiments::kProbeModel;
+  fit["cluster"] = run.cluster;
+  fit["rows"] = std::filesystem::path(probes_dir(run.calibration)).filename().string() + "/rows.jsonl";
+  nlohmann::json cal = costmodel::load_json_file(run.calibration);
+  cal["provenance"]["fit"]["composition"] = fit;
+  costmodel::write_file_atomic(run.calibration, cal.dump(2) + "\n");
+  // A variance as the standard deviation it is, in percent.
+  const auto pct = [](double v) { return fmt::format("{:.1f}%", 100 * std::sqrt(std::max(0.0, v))); };
+  if (fit.value("dof", 0) == 0) {
+    std::cout << fmt::format("  composition    not fitted: no two probes of a group ran ({} plans)\n",
+                             fit.value("plans", 0));
+    return;
+  }
+  std::cout << fmt::format(
+      "  composition    {} between strategies, drawn per strategy ({} probes of {} in {} groups: their "
+      "residuals spread {}, of which the steps' noise {} and the calibration's errors {})\n",
+      fmt::format("{:.1f}%", 100 * fit["sigma"].get<double>()), fit.value("plans", 0),
+      experiments::kProbeModel, fit.value("groups", 0), pct(fit.value("variance", 0.0)),
+      pct(fit.value("noise", 0.0)), pct(fit.value("drawn", 0.0)));
+}
+
+}  // namespace
+
+std::string probes_dir(const std::string& calibration) {
+  std::filesystem::path p(calibration);
+  return (p.parent_path() / (p.stem().string() + ".probes")).string();
+}
+
+#ifdef OSDP_HAVE_MPI_BACKEND
+void run_probes(const ProbeRun& run, validate::BackendSession& backend, validate::Communicator& comm) {
+  const experiments::MeasuredJob job = probe_job(run);
+  experiments::ValidationOptions o = probe_options(run);
+  o.one_at_a_time = backend.plans_one_at_a_time();
+  const experiments::DeviceFactory make_device = [&backend](const costmodel::Plan& plan) {
+    return backend.make_device(plan.cluster.overlap.enabled && plan.prefetch > 0);
+  };
+  const auto rows = experiments::run_measured(job, comm, make_device, o);
+  if (comm.rank() == 0) record(run, job, rows);
+}
+#endif
+
+void run_torch_probes(const ProbeRun& run, validate::TorchJobOptions torch) {
+  const experiments::MeasuredJob job = probe_job(run);
+  experiments::ValidationOptions o = probe_options(run);
+  torch.check = false;
+  o.run_group = experiments::torch_group_runner(torch);
+  validate::CpuDevice device;
+  validate::SelfCommunicator self(device);
+  const experiments::DeviceFactory no_device =
+      [](const costmodel::Plan&) -> std::unique_ptr<validate::Device> {
+    throw osdp::Error("the torch backend makes no osdp device");
+  };
+  record(run, job, experiments::run_measured(job, self, no_device, o));
+}
+
+}  // namespace osdp::cli

@@ -1,0 +1,122 @@
+// The model's composition error (composition.hpp).
+#include "costmodel/composition.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numbers>
+
+#include "costmodel/calibration_fit.hpp"
+#include "costmodel/plan.hpp"
+#include "costmodel/uncertainty.hpp"
+
+namespace osdp::costmodel {
+
+namespace {
+
+// What a composition factor's key starts with (distinct from the cost model's points).
+constexpr std::int64_t kCompositionPoint = 100;
+
+double variance(const std::vector<double>& x) {
+  if (x.size() < 2) return 0;
+  double mean = 0, var = 0;
+  for (double v : x) mean += v / static_cast<double>(x.size());
+  for (double v : x) var += (v - mean) * (v - mean);
+  return var / static_cast<double>(x.size() - 1);
+}
+
+// The sum of squares of x about its mean.
+double squares_about_mean(const std::vector<double>& x) {
+  double mean = 0, sum = 0;
+  for (double v : x) mean += v / static_cast<double>(x.size());
+  for (double v : x) sum += (v - mean) * (v - mean);
+  return sum;
+}
+
+std::int64_t mix(std::int64_t h, std::int64_t v) {
+  auto x = static_cast<std::uint64_t>(h) ^
+           (static_cast<std::uint64_t>(v) + 0x9e3779b97f4a7c15ull + (static_cast<std::uint64_t>(h) << 6) +
+            (static_cast<std::uint64_t>(h) >> 2));
+  return static_cast<std::int64_t>(x & 0x7fffffffffffffffull);
+}
+
+}  // namespace
+
+nlohmann::json composition_fit(const std::vector<ProbeStep>& probes) {
+  std::map<std::string, std::vector<const ProbeStep*>> groups;
+  for (const ProbeStep& p : probes)
+    if (p.predicted_s > 0 && !p.steps_s.empty()) groups[p.group].push_back(&p);
+  double sum_v = 0, sum_drawn = 0, sum_noise = 0;
+  int dof = 0, plans = 0, used_groups = 0;
+  nlohmann::json residuals = nlohmann::json::array();
+  for (const auto& [name, g] : groups) {
+    if (g.size() < 2) continue;
+    std::size_t m = g.front()->steps_s.size();
+    for (const ProbeStep* p : g) m = std::min(m, p->steps_s.size());
+    std::vector<double> pace(m, 0.0);  // mean log over the plans at step j
+    for (const ProbeStep* p : g)
+      for (std::size_t j = 0; j < m; ++j) pace[j] += std::log(p->steps_s[j]) / static_cast<double>(g.size());
+    std::vector<double> r;
+    for (const ProbeStep* p : g) {
+      std::vector<double> e(m);
+      for (std::size_t j = 0; j < m; ++j) e[j] = std::log(p->steps_s[j]) - pace[j];
+      r.push_back(median(e) - std::log(p->predicted_s));
+      sum_noise += std::numbers::pi / 2 * variance(e) / static_cast<double>(m);
+    }
+    double mean_r = 0;
+    for (double v : r) mean_r += v / static_cast<double>(r.size());
+    for (double v : r) residuals.push_back(v - mean_r);
+    sum_v += squares_about_mean(r);
+    // The calibration's drawn errors: the same sum of squares over each draw's predictions.
+    std::size_t draws = g.front()->drawn_s.size();
+    for (const ProbeStep* p : g)
+      if (p->drawn_s.size() != draws) draws = 0;
+    for (std::size_t d = 0; d < draws; ++d) {
+      std::vector<double> x;
+      for (const ProbeStep* p : g) x.push_back(std::log(p->drawn_s[d] / p->predicted_s));
+      sum_drawn += squares_about_mean(x) / static_cast<double>(draws);
+    }
+    dof += static_cast<int>(g.size()) - 1;
+    plans += static_cast<int>(g.size());
+    ++used_groups;
+  }
+  nlohmann::json out{{"plans", plans}, {"groups", used_groups}, {"dof", dof}, {"residuals", residuals}};
+  if (dof == 0) {
+    out.update({{"sigma", 0.0}, {"variance", 0.0}, {"noise", 0.0}, {"drawn", 0.0}});
+    return out;
+  }
+  const double v = sum_v / dof, drawn = sum_drawn / dof, noise = sum_noise / plans;
+  out.update({{"sigma", std::sqrt(std::max(0.0, v - noise - drawn))},
+              {"variance", v},
+              {"noise", noise},
+              {"drawn", drawn}});
+  return out;
+}
+
+std::vector<std::int64_t> composition_keys(const Plan& plan) {
+  std::int64_t layout = mix(plan.pp, plan.micro_batches);
+  layout = mix(layout, plan.cp);
+  layout = mix(layout, plan.cp_all_to_all ? 1 : 0);
+  layout = mix(layout, plan.sequence_parallel ? 1 : 0);
+  layout = mix(layout, static_cast<std::int64_t>(plan.schedule));
+  for (const int t : plan.unit_tp) layout = mix(layout, t);
+  std::vector<std::int64_t> keys;
+  for (const Choice& c : plan.choices) {
+    std::int64_t k = layout;
+    for (const std::int64_t v : {std::int64_t{c.replicate}, std::int64_t{c.split}, std::int64_t{c.zdp_slices},
+                                 std::int64_t{c.checkpoint}, std::int64_t{c.node_group},
+                                 std::int64_t{c.two_level}, std::int64_t{c.selective}, std::int64_t{c.ep}})
+      k = mix(k, v);
+    keys.push_back(k);
+  }
+  return keys;
+}
+
+double composition_factor(const std::vector<std::int64_t>& keys, std::uint64_t d, double sigma) {
+  if (!(sigma > 0) || keys.empty()) return 1.0;
+  double sum = 0;
+  for (const std::int64_t k : keys) sum += draw_factor(d, sigma, {kCompositionPoint, k});
+  return sum / static_cast<double>(keys.size());
+}
+
+}  // namespace osdp::costmodel

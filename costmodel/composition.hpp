@@ -1,0 +1,58 @@
+// The model's composition error: how far a whole step's time is from the sum the model composes of
+// its calibrated prices, beyond those prices' own errors (uncertainty.hpp), and differently for
+// different strategies. The microbenchmarks cannot see it (the waits a collective absorbs when the
+// ranks arrive apart, the kernels of a step running beside each other's traffic, a runtime's own work
+// around a strategy's collectives), and it does not cancel between two plans, so without it a
+// speedup's interval is too narrow.
+//
+// Measured by the calibration (osdp calibrate's probes): a few plans of a model no validation set
+// holds, each uniform in one strategy, timed side by side (their steps interleaved, so that the
+// machine's pace cancels between them) and predicted from the calibration just fitted. Step j of a
+// group's plans ran at the pace P_j, the geometric mean of their times at j; plan i's residual is
+// r_i = ln(median_j (t_ij / P_j) / prediction_i). Their variance about each group's mean over the
+// groups' degrees of freedom, less what the run's own noise and the calibration's drawn errors
+// already put there, is sigma^2:
+//   V      = sum_g sum_i (r_i - mean_g r)^2 / sum_g (n_g - 1)
+//   noise  = mean_i (pi / 2) s_i^2 / m_i   the variance of a median of m_i steps whose ln(t_ij / P_j)
+//                                          have the standard deviation s_i
+//   drawn  = the same V over the plans' drawn predictions, ln(drawn_d / nominal), averaged over draws
+//   sigma^2 = max(0, V - noise - drawn)
+//
+// Drawn per strategy: in draw d an operator whose choice has key k (the choice and the plan's layout)
+// runs at exp(sigma z_{d,k} - sigma^2 / 2); a plan's step is scaled by the mean of its operators'
+// factors (mean 1). Two plans that choose alike for every operator share their factor; a uniform plan
+// moves by sigma; two uniform plans of different strategies move apart by sqrt(2) sigma.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace osdp::costmodel {
+
+struct Plan;
+
+// One probe plan of the calibration: its group (the plans timed side by side), the nominal prediction,
+// the prediction under each draw of the calibration's errors (may be empty), each timed step (step j
+// of every plan of a group ran side by side).
+struct ProbeStep {
+  std::string group;
+  double predicted_s = 0;
+  std::vector<double> drawn_s;
+  std::vector<double> steps_s;
+};
+
+// The fit above: {"sigma", "variance", "noise", "drawn", "plans", "groups", "dof", "residuals": [per
+// probe, r_i - mean_g r]}. Probes without steps or a prediction are left out, groups of one plan
+// give no degree of freedom; with no degree of freedom sigma is 0 and "dof" says 0.
+nlohmann::json composition_fit(const std::vector<ProbeStep>& probes);
+
+// The key of each operator's strategy in `plan` (its choice and the plan's layout).
+std::vector<std::int64_t> composition_keys(const Plan& plan);
+// The factor a plan's step takes in draw `d` for a composition error `sigma`: the mean over its
+// operators of exp(sigma z_{d,key} - sigma^2 / 2). 1 when sigma is 0 or the plan has no operator.
+double composition_factor(const std::vector<std::int64_t>& keys, std::uint64_t d, double sigma);
+
+}  // namespace osdp::costmodel

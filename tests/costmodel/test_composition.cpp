@@ -1,0 +1,146 @@
+// The model's composition error (costmodel/composition.hpp): its fit from probe steps, written out in
+// closed form, and its draws per strategy.
+#include <cmath>
+#include <numbers>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "costmodel/calibration.hpp"
+#include "costmodel/composition.hpp"
+#include "costmodel/plan.hpp"
+#include "costmodel/plan_cost.hpp"
+#include "costmodel/uncertainty.hpp"
+
+using namespace osdp::costmodel;
+
+namespace {
+
+// Steps of a plan predicted at p whose step time is p e^delta times the machine's pace at each step.
+ProbeStep probe(const char* group, double p, double delta, const std::vector<double>& pace) {
+  ProbeStep s{group, p, {}, {}};
+  for (double x : pace) s.steps_s.push_back(p * std::exp(delta) * x);
+  return s;
+}
+
+Plan uniform_plan(int operators, Choice c) {
+  Plan plan;
+  plan.unit_tp = {1};
+  plan.choices.assign(static_cast<std::size_t>(operators), c);
+  return plan;
+}
+
+double sd(const std::vector<double>& x) {
+  double m = 0, v = 0;
+  for (double a : x) m += a / static_cast<double>(x.size());
+  for (double a : x) v += (a - m) * (a - m) / static_cast<double>(x.size() - 1);
+  return std::sqrt(v);
+}
+
+}  // namespace
+
+TEST_CASE("composition fit: the residuals about each group's mean, the pace of each step taken out",
+          "[cost][composition]") {
+  // Group a: three plans predicted 1, 2 and 4 s, running e^0.1, e^-0.05 and e^0 times their
+  // predictions, at a pace that moves from step to step; group b: two plans at e^0.2 and e^0, at
+  // another pace. No step noise: each plan's steps over the pace are constant. The residuals about
+  // each group's mean are the deltas about theirs, over 2 + 1 degrees of freedom.
+  const std::vector<double> pace_a{1.0, 1.3, 0.9, 1.1}, pace_b{2.0, 2.2, 1.8, 2.1};
+  std::vector<ProbeStep> probes{probe("a", 1, 0.1, pace_a), probe("a", 2, -0.05, pace_a),
+                                probe("a", 4, 0.0, pace_a), probe("b", 1, 0.2, pace_b),
+                                probe("b", 1, 0.0, pace_b)};
+  probes.push_back(probe("alone", 1, 0.5, pace_a));  // a group of one plan: no degree of freedom
+  probes.push_back({"a", 1, {}, {}});                // no steps: left out
+  const double ma = (0.1 - 0.05 + 0.0) / 3;
+  const double ss = (0.1 - ma) * (0.1 - ma) + (-0.05 - ma) * (-0.05 - ma) + ma * ma + 0.1 * 0.1 + 0.1 * 0.1;
+  const nlohmann::json f = composition_fit(probes);
+  CHECK(f["dof"] == 3);
+  CHECK(f["plans"] == 5);
+  CHECK(f["groups"] == 2);
+  CHECK(f["variance"].get<double>() == Approx(ss / 3));
+  CHECK(f["noise"].get<double>() == Approx(0).margin(1e-15));
+  CHECK(f["drawn"].get<double>() == 0);
+  CHECK(f["sigma"].get<double>() == Approx(std::sqrt(ss / 3)));
+  REQUIRE(f["residuals"].size() == 5);
+  CHECK(f["residuals"][0].get<double>() == Approx(0.1 - ma));
+  CHECK(f["residuals"][3].get<double>() == Approx(0.1));
+}
+
+TEST_CASE("composition fit: the steps' noise and the calibration's draws are taken off",
+          "[cost][composition]") {
+  // Two plans predicted alike and running alike, one alternating e^a and e^-a, the other steady: the
+  // pace at each step is their mean log (+-a/2), so each plan's steps over the pace alternate +-a/2
+  // (median 0: no residual), with the sample variance a^2 / 3 over 4 steps. The noise is
+  // pi / 2 x a^2 / 3 / 4 per plan, and sigma is 0, not negative.
+  const double a = 0.2;
+  const ProbeStep moving{"g", 1.0, {}, {std::exp(a), std::exp(-a), std::exp(a), std::exp(-a)}};
+  const ProbeStep steady{"g", 1.0, {}, {1, 1, 1, 1}};
+  const nlohmann::json n = composition_fit({moving, steady});
+  CHECK(n["variance"].get<double>() == Approx(0).margin(1e-15));
+  CHECK(n["noise"].get<double>() == Approx(std::numbers::pi / 2 * a * a / 3 / 4));
+  CHECK(n["sigma"].get<double>() == 0);
+  // Two plans e^0.2 and e^0 over their predictions (variance 0.02 over one degree of freedom), whose
+  // draws move the first by e^+-0.1 and the second not at all: the draws alone spread them by
+  // (0.1^2 + 0.1^2) / 2 / 2 = 0.005 per draw, averaged over both draws.
+  ProbeStep x = probe("g", 3, 0.2, {1, 1, 1}), y = probe("g", 5, 0.0, {1, 1, 1});
+  x.drawn_s = {3 * std::exp(0.1), 3 * std::exp(-0.1)};
+  y.drawn_s = {5, 5};
+  const nlohmann::json d = composition_fit({x, y});
+  CHECK(d["variance"].get<double>() == Approx(0.02));
+  CHECK(d["drawn"].get<double>() == Approx(0.005));
+  CHECK(d["sigma"].get<double>() == Approx(std::sqrt(0.02 - 0.005)));
+  // No two plans in a group: nothing fitted.
+  const nlohmann::json none = composition_fit({x});
+  CHECK(none["dof"] == 0);
+  CHECK(none["sigma"].get<double>() == 0);
+}
+
+TEST_CASE("composition draws: one factor per strategy, shared by the operators that choose it",
+          "[cost][composition]") {
+  const double sigma = 0.1;
+  Choice zdp;
+  zdp.zdp_slices = 1;
+  Choice replicate;
+  replicate.replicate = true;
+  const Plan a = uniform_plan(4, zdp), b = uniform_plan(4, replicate);
+  Plan mixed = a;
+  mixed.choices[2] = replicate;
+  const std::vector<std::int64_t> ka = composition_keys(a), kb = composition_keys(b),
+                                  km = composition_keys(mixed);
+  CHECK(composition_factor(ka, 1, 0) == 1);
+  CHECK(composition_factor({}, 1, sigma) == 1);
+  CHECK(composition_keys(a) == ka);  // deterministic
+  Plan staged = a;
+  staged.pp = 2;
+  CHECK(composition_keys(staged) != ka);  // another layout: another strategy
+  // A uniform plan moves by its one factor exp(sigma z - sigma^2 / 2): over 4000 draws its log has
+  // the standard deviation sigma (to the estimate's sampling error, about 1.1% here) and the factor
+  // the mean 1; two uniform plans of different strategies move apart by sqrt(2) sigma; a plan with
+  // one operator of four replicated is (3 f_zdp + f_replicate) / 4 in every draw.
+  std::vector<double> la, lratio;
+  double mean = 0;
+  for (std::uint64_t d = 1; d <= 4000; ++d) {
+    const double fa = composition_factor(ka, d, sigma), fb = composition_factor(kb, d, sigma);
+    la.push_back(std::log(fa));
+    lratio.push_back(std::log(fa / fb));
+    mean += fa / 4000;
+    CHECK(composition_factor(km, d, sigma) == Approx((3 * fa + fb) / 4));
+  }
+  CHECK(sd(la) == Approx(sigma).epsilon(0.05));
+  CHECK(sd(lratio) == Approx(std::sqrt(2.0) * sigma).epsilon(0.05));
+  CHECK(mean == Approx(1.0).margin(5 * 0.1 / std::sqrt(4000.0)));
+}
+
+TEST_CASE("a plan's draws take its composition factor", "[cost][composition]") {
+  Choice zdp;
+  zdp.zdp_slices = 1;
+  Plan plan = uniform_plan(3, zdp);
+  plan.calibration = Calibration{};
+  plan.calibration->provenance = {{"fit", {{"composition", {{"sigma", 0.08}}}}}};
+  CHECK(fit_errors(*plan.calibration).composition == 0.08);
+  CHECK(has_uncertainty(*plan.calibration));  // the composition error alone is an error to draw
+  const std::vector<double> draws = drawn_predictions(plan, 50, [](const Plan&) { return 2.0; });
+  REQUIRE(draws.size() == 50);
+  for (std::uint64_t d = 1; d <= 50; ++d)
+    CHECK(draws[d - 1] == Approx(2.0 * composition_factor(composition_keys(plan), d, 0.08)));
+}
