@@ -495,7 +495,8 @@ Action add_calibrate_command(CLI::App& app) {
       "Rank 0 shows progress on stderr, writes FILE, and the raw points beside it as\n"
       "<FILE without .json>.measurements.csv, and prints a summary. Then, unless --probes off, whole steps\n"
       "of a few plans are timed and predicted (--probes): the model's composition error between strategies.\n"
-      "A full run on 2 ranks takes about 45 s on an idle 2-core machine (longer on a busy one, whose fits\n"
+      "A full run on 2 ranks takes about a minute on an idle 2-core machine (longer on a busy one, whose "
+      "fits\n"
       "are noisy too); --quick a few seconds.\n"
       "Exit codes: 0 done; 2 bad input or usage; 4 a rank failed or timed out (the job is aborted);\n"
       "otherwise mpirun's.");
@@ -554,12 +555,13 @@ Action add_calibrate_command(CLI::App& app) {
   app.add_option(
          "--probes", a->probes,
          "Whole steps timed after the sweeps (auto: unless --quick, --compute emulate, --per-node or one "
-         "rank): plans of probe-3x320, each uniform in one strategy (fsdp, zero2, ddp, checkpointed fsdp) "
-         "at micro-batches 1, 2 and 4, run side by side and predicted from the calibration just fitted; "
-         "how far their residuals spread beyond the steps' noise and the calibration's own errors is the "
-         "model's composition error between strategies, which intervals and speedups then draw "
-         "(provenance fit.composition; rows in <FILE without .json>.probes/). About a minute on 2 CPU "
-         "ranks")
+         "rank): plans of probe-3x320, four strategies uniform (fsdp, zero2, ddp, checkpointed fsdp) and "
+         "the exact search without and with splits under 70 and 95 MiB caps, at micro-batches 1, 2 and 4, "
+         "run side by side and predicted from the calibration just fitted; how far their residuals spread "
+         "beyond the steps' noise and the calibration's own errors is the model's composition error "
+         "between strategies, which intervals and speedups then draw (provenance fit.composition; rows in "
+         "<FILE without .json>.probes/). About 30 s on 2 CPU ranks over shared memory, two to three "
+         "minutes in the lab or torch")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   app.add_option(

@@ -35,8 +35,7 @@ experiments::ValidationOptions probe_options(const ProbeRun& run) {
 }
 
 experiments::MeasuredJob probe_job(const ProbeRun& run) {
-  return experiments::measured_job(
-      experiments::probe_experiment(run.cluster, run.world_size, probes_dir(run.calibration)));
+  return experiments::probe_job(run.cluster, run.world_size, probes_dir(run.calibration));
 }
 
 // Rank 0: the probes' validation.csv and summary.json beside their rows, the fit into the calibration

@@ -6,12 +6,12 @@
 // speedup's interval is too narrow.
 //
 // Measured by the calibration (osdp calibrate's probes): a few plans of a model no validation set
-// holds, each uniform in one strategy, timed side by side (their steps interleaved, so that the
-// machine's pace cancels between them) and predicted from the calibration just fitted. Step j of a
-// group's plans ran at the pace P_j, the geometric mean of their times at j; plan i's residual is
-// r_i = ln(median_j (t_ij / P_j) / prediction_i). Their variance about each group's mean over the
-// groups' degrees of freedom, less what the run's own noise and the calibration's drawn errors
-// already put there, is sigma^2:
+// holds (uniform strategies and searched ones, with and without slices), timed side by side (their
+// steps interleaved, so that the machine's pace cancels between them) and predicted from the
+// calibration just fitted. Step j of a group's plans ran at the pace P_j, the geometric mean of their
+// times at j; plan i's residual is r_i = ln(median_j (t_ij / P_j) / prediction_i). Their variance
+// about each group's mean over the groups' degrees of freedom, less what the run's own noise and the
+// calibration's drawn errors already put there, is sigma^2:
 //   V      = sum_g sum_i (r_i - mean_g r)^2 / sum_g (n_g - 1)
 //   noise  = mean_i (pi / 2) s_i^2 / m_i   the variance of a median of m_i steps whose ln(t_ij / P_j)
 //                                          have the standard deviation s_i

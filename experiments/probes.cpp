@@ -1,6 +1,10 @@
 // osdp calibrate's probes (probes.hpp).
 #include "experiments/probes.hpp"
 
+#include <algorithm>
+#include <set>
+#include <utility>
+
 #include "costmodel/composition.hpp"
 
 namespace osdp::experiments {
@@ -11,8 +15,9 @@ Experiment probe_experiment(const std::string& cluster, int world_size, const st
       {"name", "calibration-probes"},
       {"description",
        "osdp calibrate's probes of the model's composition error (costmodel/composition.hpp): probe-3x320 "
-       "at micro-batches 1, 2 and 4, each strategy uniform, run side by side per micro-batch and "
-       "predicted by the simulator from the calibration just fitted."},
+       "at micro-batches 1, 2 and 4, four uniform strategies and the exact search without and with "
+       "splitting under two memory caps (probe_job keeps those units), run side by side per micro-batch "
+       "and predicted by the simulator from the calibration just fitted."},
       {"base",
        {{"model", kProbeModel},
         {"cluster", cluster},
@@ -26,12 +31,14 @@ Experiment probe_experiment(const std::string& cluster, int world_size, const st
         {"pp", 1},
         {"tp", 1},
         {"micro_batches", 1}}},
-      {"axes", {{"batch", {1, 2, 4}}}},
+      {"axes", {{"batch", {1, 2, 4}}, {"memory", kProbeMemory}}},
       {"strategies",
        {{{"label", "fsdp"}, {"strategy", "fsdp"}},
         {{"label", "zero2"}, {"strategy", "zero2"}},
         {{"label", "ddp"}, {"strategy", "ddp"}},
-        {{"label", "fsdp+ckpt"}, {"strategy", "fsdp"}, {"checkpoint", "on"}}}},
+        {{"label", "fsdp+ckpt"}, {"strategy", "fsdp"}, {"checkpoint", "on"}},
+        {{"label", "exact"}, {"strategy", "exact"}, {"checkpoint", "auto"}},
+        {{"label", "exact+split"}, {"strategy", "exact"}, {"checkpoint", "auto"}, {"split_max", 4}}}},
       {"evaluators", {"analytic", "sim"}},
       {"output", output},
       {"validation",
@@ -41,14 +48,45 @@ Experiment probe_experiment(const std::string& cluster, int world_size, const st
   return read_experiment(doc, "(osdp calibrate's probes)");
 }
 
+MeasuredJob probe_job(const std::string& cluster, int world_size, const std::string& output) {
+  MeasuredJob job = measured_job(probe_experiment(cluster, world_size, output));
+  std::vector<MeasuredItem> items;
+  for (MeasuredItem& it : job.items) {
+    const bool searched = it.unit->strategy.strategy == "exact";
+    const bool capped = it.unit->config.memory != kProbeMemory.front();
+    if (searched != capped) continue;  // the uniform strategies unconstrained, the searches under the caps
+    if (capped) {
+      it.label += "@" + it.unit->config.memory;
+      it.unit->strategy.label = it.label;
+    }
+    it.group = nlohmann::json{{"model", kProbeModel}, {"batch", *it.unit->config.batch}}.dump();
+    items.push_back(std::move(it));
+  }
+  std::stable_sort(items.begin(), items.end(), [](const MeasuredItem& a, const MeasuredItem& b) {
+    return *a.unit->config.batch < *b.unit->config.batch;
+  });
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    items[i].index = static_cast<int>(i);
+    items[i].unit->index = static_cast<int>(i);
+  }
+  job.items = std::move(items);
+  return job;
+}
+
 nlohmann::json probe_fit(const std::vector<UnitResult>& rows) {
   std::vector<costmodel::ProbeStep> probes;
+  std::set<std::pair<std::string, std::string>> seen;  // (group, plan): a search may find a uniform plan
+  nlohmann::json used = nlohmann::json::array();
   for (const UnitResult& r : rows) {
     const Evaluation* sim = r.evaluation(EvaluatorKind::kSim);
     if (!r.feasible || !r.measurement || !sim || !sim->feasible || r.measurement->steps_s.empty()) continue;
+    if (!seen.insert({r.measurement->group, r.plan_summary}).second) continue;
     probes.push_back({r.measurement->group, sim->time_s, sim->drawn_s, r.measurement->steps_s});
+    used.push_back(r.index);
   }
-  return costmodel::composition_fit(probes);
+  nlohmann::json fit = costmodel::composition_fit(probes);
+  fit["row_indices"] = used;
+  return fit;
 }
 
 }  // namespace osdp::experiments

@@ -1,9 +1,12 @@
 // osdp calibrate's probes: whole steps of a few plans, timed by the calibration itself, from which the
 // model's composition error between strategies is fitted (costmodel/composition.hpp). The plans are
-// of probe-3x320, a model no validation set holds, each uniform in one strategy (fsdp, zero2, ddp,
-// fsdp with every layer checkpointed) at micro-batches 1, 2 and 4, run side by side per micro-batch
-// as osdp validate runs a configuration (experiments/measured.hpp) and predicted by the simulator from
-// the calibration just fitted. Nothing of a validation's steps goes into it.
+// of probe-3x320, a model no validation set holds, at micro-batches 1, 2 and 4: four strategies uniform
+// (fsdp, zero2, ddp, fsdp with every layer checkpointed) and the exact search without and with
+// splitting (checkpointing searched) under memory caps of 70 and 95 MiB, where all-DP does not fit at
+// every micro-batch and the search mixes, checkpoints and splits (what the uniform strategies never
+// run), all of a micro-batch run side by side as osdp validate runs a configuration
+// (experiments/measured.hpp) and predicted by the simulator from the calibration just fitted. Nothing
+// of a validation's steps goes into it.
 #pragma once
 
 #include <string>
@@ -12,18 +15,26 @@
 #include <nlohmann/json.hpp>
 
 #include "experiments/experiment.hpp"
+#include "experiments/measured.hpp"
 #include "experiments/run.hpp"
 
 namespace osdp::experiments {
 
 inline constexpr const char* kProbeModel = "probe-3x320";
+// The uniform strategies' memory (no limit to speak of), then the searches' caps.
+inline const std::vector<std::string> kProbeMemory{"4GiB", "70MiB", "95MiB"};
 
-// The probes as an experiment on `world_size` ranks of `cluster` (its figures replaced by the
-// calibration's where the calibration has them), results under `output`.
+// The experiment the probes come from, on `world_size` ranks of `cluster` (its figures replaced by the
+// calibration's where the calibration has them), results under `output`: every strategy at every
+// micro-batch and memory.
 Experiment probe_experiment(const std::string& cluster, int world_size, const std::string& output);
+// The probes: the uniform strategies without a cap, the searches under the caps (labelled
+// "exact@70MiB", ...), grouped by micro-batch (a group's plans run side by side).
+MeasuredJob probe_job(const std::string& cluster, int world_size, const std::string& output);
 
 // costmodel::composition_fit over the measured rows: each row's group, its simulated step and draws,
-// its timed steps. Infeasible or unmeasured rows are left out.
+// its timed steps. Infeasible or unmeasured rows are left out, and a plan a group already has (a
+// search that found a uniform plan): the same plan is one strategy. "row_indices" names the rows used.
 nlohmann::json probe_fit(const std::vector<UnitResult>& rows);
 
 }  // namespace osdp::experiments
