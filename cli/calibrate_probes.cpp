@@ -46,7 +46,7 @@ void record(const ProbeRun& run, const experiments::MeasuredJob& job,
   prov["probes_of"] = std::filesystem::path(run.calibration).filename().string();
   (void)experiments::write_validation_outputs(probes_dir(run.calibration), job, rows,
                                               experiments::summarize(rows, job.validation), prov);
-  nlohmann::json fit = experiments::probe_fit(rows);
+  nlohmann::json fit = experiments::composition_fit(rows);
   fit["model"] = experiments::kProbeModel;
   fit["cluster"] = run.cluster;
   fit["rows"] = std::filesystem::path(probes_dir(run.calibration)).filename().string() + "/rows.jsonl";

@@ -155,6 +155,17 @@ int report(const ValidateArgs& a, const experiments::MeasuredJob& job,
         s.ratios_inside(), s.ratios.size(), 100 * costmodel::kIntervalLevel,
         100.0 * s.ratios_inside() / static_cast<double>(s.ratios.size()), s.ratios_inside(true),
         100 * s.ratio_reach());
+  if (!s.composition.is_null()) {
+    const auto sd = [&](const char* k) {
+      return 100 * std::sqrt(std::max(0.0, s.composition.value(k, 0.0)));
+    };
+    std::cout << fmt::format(
+        "  composition: the plans of a configuration depart from their predictions between strategies by "
+        "{:.1f}% beyond their steps' noise and the drawn predictions (residuals {:.1f}%, noise {:.1f}%, "
+        "drawn {:.1f}%; the calibration probes' estimator over {} plans)\n",
+        100 * s.composition.value("sigma", 0.0), sd("variance"), sd("noise"), sd("drawn"),
+        s.composition.value("plans", 0));
+  }
   std::cout << fmt::format(
       "  order: {} of {} pairs of plans predicted apart (90% intervals apart; without intervals, further "
       "apart than their steps spread) measure in the predicted order ({} pairs in all){}\n",

@@ -119,6 +119,11 @@ struct ValidationSummary {
   int ratios_inside(bool drawn_alone = false) const;  // inside the widened (or the drawn) intervals
   // The median over those pairs of the drawn interval's reach, sqrt(high / low) - 1 (0 without pairs).
   double ratio_reach() const;
+  // The calibration probes' estimator (experiments/probes.hpp composition_fit) over this run's rows:
+  // how far the plans of a configuration depart from their predictions between strategies beyond
+  // their steps' noise and what the draws (the calibration's errors and its composition error)
+  // already spread them by. Null without two plans in a configuration.
+  nlohmann::json composition;
   bool memory_failed = false;  // a peak-memory error passed its tolerance (timing noise aside)
   // The torch backend's numerics check (Measurement::check_*): plans checked, the largest of each
   // difference, and whether one passed its tolerance (kCheck*; noise does not excuse it either).

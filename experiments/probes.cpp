@@ -73,14 +73,14 @@ MeasuredJob probe_job(const std::string& cluster, int world_size, const std::str
   return job;
 }
 
-nlohmann::json probe_fit(const std::vector<UnitResult>& rows) {
+nlohmann::json composition_fit(const std::vector<UnitResult>& rows) {
   std::vector<costmodel::ProbeStep> probes;
   std::set<std::pair<std::string, std::string>> seen;  // (group, plan): a search may find a uniform plan
   nlohmann::json used = nlohmann::json::array();
   for (const UnitResult& r : rows) {
     const Evaluation* sim = r.evaluation(EvaluatorKind::kSim);
     if (!r.feasible || !r.measurement || !sim || !sim->feasible || r.measurement->steps_s.empty()) continue;
-    if (!seen.insert({r.measurement->group, r.plan_summary}).second) continue;
+    if (!r.plan_summary.empty() && !seen.insert({r.measurement->group, r.plan_summary}).second) continue;
     probes.push_back({r.measurement->group, sim->time_s, sim->drawn_s, r.measurement->steps_s});
     used.push_back(r.index);
   }

@@ -32,9 +32,11 @@ Experiment probe_experiment(const std::string& cluster, int world_size, const st
 // "exact@70MiB", ...), grouped by micro-batch (a group's plans run side by side).
 MeasuredJob probe_job(const std::string& cluster, int world_size, const std::string& output);
 
-// costmodel::composition_fit over the measured rows: each row's group, its simulated step and draws,
-// its timed steps. Infeasible or unmeasured rows are left out, and a plan a group already has (a
-// search that found a uniform plan): the same plan is one strategy. "row_indices" names the rows used.
-nlohmann::json probe_fit(const std::vector<UnitResult>& rows);
+// costmodel::composition_fit over measured rows (the probes', or a validation's own: osdp validate
+// reports it beside the calibration's): each row's group, its simulated step and draws, its timed
+// steps. Infeasible or unmeasured rows are left out, and a plan a group already has (a search that
+// found a uniform plan; rows without a plan summary are all kept): the same plan is one strategy.
+// "row_indices" names the rows used.
+nlohmann::json composition_fit(const std::vector<UnitResult>& rows);
 
 }  // namespace osdp::experiments

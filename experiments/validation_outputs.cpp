@@ -14,6 +14,7 @@
 #include "costmodel/error.hpp"
 #include "costmodel/files.hpp"
 #include "experiments/measured.hpp"
+#include "experiments/probes.hpp"
 #include "experiments/sweep.hpp"
 
 #ifndef OSDP_PLOT_SCRIPT
@@ -307,6 +308,7 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
         s.orders.push_back(o);
       }
   }
+  if (nlohmann::json c = composition_fit(rows); c.value("dof", 0) > 0) s.composition = std::move(c);
   return s;
 }
 
@@ -405,6 +407,7 @@ std::string write_validation_outputs(const std::string& dir, const MeasuredJob& 
         {"median_low", s.with_interval > 0 ? nlohmann::json(s.interval_low) : nlohmann::json(nullptr)},
         {"median_high", s.with_interval > 0 ? nlohmann::json(s.interval_high) : nlohmann::json(nullptr)}}},
       {"speedup_coverage", ratio_coverage_json(s)},
+      {"composition", s.composition},
       {"order",
        {{"pairs", s.order_pairs},
         {"required", job.validation.order},

@@ -115,6 +115,15 @@ assert c["inside"] == sum(x["inside"] for x in c["ratios"]), c
 assert c["inside_drawn"] == sum(x["inside_drawn"] for x in c["ratios"]), c
 '
 contains "the console gives the speedups' count" CI.out "speedups: " "measured ratios of two plans of a configuration"
+# The calibration probes' estimator over the run's own rows (costmodel/composition.hpp): two plans in
+# each of two configurations, one degree of freedom each; sigma is what the residuals' variance
+# leaves beyond the noise and the draws.
+jcheck "composition: the probes' estimator over the run's rows, 2 configurations of 2 plans" CI/summary.json '
+import math
+c = j["composition"]
+assert c["groups"] == 2 and c["plans"] == 4 and c["dof"] == 2 and len(c["residuals"]) == 4, c
+assert abs(c["sigma"] - math.sqrt(max(0.0, c["variance"] - c["noise"] - c["drawn"]))) < 1e-12, c'
+contains "the console gives it" CI.out "composition: the plans of a configuration depart"
 
 run S "$OSDP" validate strict.json -np 2 --out S --quiet
 expect_rc "a zero time tolerance under the machine's own spread is inconclusive" S 6

@@ -380,3 +380,23 @@ TEST_CASE("speedups: the measured ratio's own spread, from its steps resampled i
   UnitResult bare = measured_row(6, "g3", "c", 1.0, pace);
   CHECK(!ratio_coverage(p, bare));
 }
+
+TEST_CASE("the composition estimator over a run's own rows", "[experiments][validate]") {
+  // Configuration g1: a runs e^0.1 times its prediction and b exactly its own, both at the same pace
+  // (1, 1.2, 0.9 from step to step: taken out), no draws: the residuals 0.1 and 0 about their mean,
+  // over one degree of freedom, 0.005, and no noise. Configuration g2 has one plan: no degree of
+  // freedom. A run of single plans has no estimate.
+  const std::vector<double> pace{1.0, 1.2, 0.9};
+  std::vector<double> sa, sb;
+  for (double p : pace) sa.push_back(std::exp(0.1) * p), sb.push_back(2.0 * p);
+  const std::vector<UnitResult> rows{measured_row(0, "g1", "a", 1.0, sa), measured_row(1, "g1", "b", 2.0, sb),
+                                     measured_row(2, "g2", "a", 1.0, {1.3, 1.3, 1.3})};
+  const ValidationSummary s = summarize(rows, ValidationSpec{});
+  REQUIRE(s.composition.is_object());
+  CHECK(s.composition["dof"] == 1);
+  CHECK(s.composition["plans"] == 2);
+  CHECK(s.composition["variance"].get<double>() == Approx(0.005));
+  CHECK(s.composition["noise"].get<double>() == Approx(0).margin(1e-15));
+  CHECK(s.composition["sigma"].get<double>() == Approx(std::sqrt(0.005)));
+  CHECK(summarize({rows[2]}, ValidationSpec{}).composition.is_null());
+}
