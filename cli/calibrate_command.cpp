@@ -338,7 +338,7 @@ int run_ranks(const CalibrateArgs& a, int np) {
   if (!probes) return kExitOk;
   (void)comm.all_values(0.0);  // the file is written before any rank reads it
   try {
-    run_probes({path, probe_cluster(a), comm.size(), a.quiet}, *backend, comm);
+    run_probes({path, probe_cluster(a), comm.size(), a.quiet, a.quick}, *backend, comm);
   } catch (const validate::BackendFailure& e) {
     validate::abort_job(fmt::format("osdp calibrate: probes: {}", e.what()));
   } catch (const validate::OutOfMemory& e) {
@@ -439,7 +439,7 @@ int run_torch(const CalibrateArgs& a, int np) {
   print_summary(run, path);
   if (!probes) return kExitOk;
   try {
-    run_torch_probes({path, probe_cluster(a), np, a.quiet}, t);
+    run_torch_probes({path, probe_cluster(a), np, a.quiet, a.quick}, t);
   } catch (const validate::BackendFailure& e) {
     std::cerr << "osdp calibrate: error: probes: " << e.what() << "\n";
     return kExitJobFailed;
@@ -561,7 +561,7 @@ Action add_calibrate_command(CLI::App& app) {
          "beyond the steps' noise and the calibration's own errors is the model's composition error "
          "between strategies, which intervals and speedups then draw (provenance fit.composition; rows in "
          "<FILE without .json>.probes/). About 30 s on 2 CPU ranks over shared memory, two to three "
-         "minutes in the lab or torch")
+         "minutes in the lab or torch; with --quick (for tests) micro-batch 2 only and 5 timed steps")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   app.add_option(

@@ -35,7 +35,7 @@ experiments::ValidationOptions probe_options(const ProbeRun& run) {
 }
 
 experiments::MeasuredJob probe_job(const ProbeRun& run) {
-  return experiments::probe_job(run.cluster, run.world_size, probes_dir(run.calibration));
+  return experiments::probe_job(run.cluster, run.world_size, probes_dir(run.calibration), run.quick);
 }
 
 // Rank 0: the probes' validation.csv and summary.json beside their rows, the fit into the calibration

@@ -18,6 +18,7 @@ struct ProbeRun {
   std::string cluster;      // the probes' cluster (its figures replaced by the calibration's)
   int world_size = 0;
   bool quiet = false;
+  bool quick = false;  // --quick: one micro-batch, 5 timed steps (experiments::probe_experiment)
 };
 
 // Where the probes' rows go: <calibration without .json>.probes/.

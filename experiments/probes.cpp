@@ -9,7 +9,8 @@
 
 namespace osdp::experiments {
 
-Experiment probe_experiment(const std::string& cluster, int world_size, const std::string& output) {
+Experiment probe_experiment(const std::string& cluster, int world_size, const std::string& output,
+                            bool quick) {
   const nlohmann::json doc = {
       {"schema_version", 2},
       {"name", "calibration-probes"},
@@ -31,7 +32,9 @@ Experiment probe_experiment(const std::string& cluster, int world_size, const st
         {"pp", 1},
         {"tp", 1},
         {"micro_batches", 1}}},
-      {"axes", {{"batch", {1, 2, 4}}, {"memory", kProbeMemory}}},
+      {"axes",
+       {{"batch", quick ? nlohmann::json::array({2}) : nlohmann::json::array({1, 2, 4})},
+        {"memory", kProbeMemory}}},
       {"strategies",
        {{{"label", "fsdp"}, {"strategy", "fsdp"}},
         {{"label", "zero2"}, {"strategy", "zero2"}},
@@ -42,14 +45,14 @@ Experiment probe_experiment(const std::string& cluster, int world_size, const st
       {"evaluators", {"analytic", "sim"}},
       {"output", output},
       {"validation",
-       {{"warmup", 2},
-        {"iterations", 9},
+       {{"warmup", quick ? 1 : 2},
+        {"iterations", quick ? 5 : 9},
         {"tolerance", {{"time_median", 1.0}, {"time_max", 1.0}, {"memory_max", 1.0}}}}}};
   return read_experiment(doc, "(osdp calibrate's probes)");
 }
 
-MeasuredJob probe_job(const std::string& cluster, int world_size, const std::string& output) {
-  MeasuredJob job = measured_job(probe_experiment(cluster, world_size, output));
+MeasuredJob probe_job(const std::string& cluster, int world_size, const std::string& output, bool quick) {
+  MeasuredJob job = measured_job(probe_experiment(cluster, world_size, output, quick));
   std::vector<MeasuredItem> items;
   for (MeasuredItem& it : job.items) {
     const bool searched = it.unit->strategy.strategy == "exact";

@@ -26,11 +26,14 @@ inline const std::vector<std::string> kProbeMemory{"4GiB", "70MiB", "95MiB"};
 
 // The experiment the probes come from, on `world_size` ranks of `cluster` (its figures replaced by the
 // calibration's where the calibration has them), results under `output`: every strategy at every
-// micro-batch and memory.
-Experiment probe_experiment(const std::string& cluster, int world_size, const std::string& output);
+// micro-batch and memory. `quick` (osdp calibrate --quick, for tests): micro-batch 2 only, 1 warm-up
+// step and 5 timed.
+Experiment probe_experiment(const std::string& cluster, int world_size, const std::string& output,
+                            bool quick = false);
 // The probes: the uniform strategies without a cap, the searches under the caps (labelled
 // "exact@70MiB", ...), grouped by micro-batch (a group's plans run side by side).
-MeasuredJob probe_job(const std::string& cluster, int world_size, const std::string& output);
+MeasuredJob probe_job(const std::string& cluster, int world_size, const std::string& output,
+                      bool quick = false);
 
 // costmodel::composition_fit over measured rows (the probes', or a validation's own: osdp validate
 // reports it beside the calibration's): each row's group, its simulated step and draws, its timed

@@ -191,7 +191,8 @@ bad emuplan "" -np 2 --quick --compute emulate --compute-from emu.json
 contains "--compute-from a calibration without compute figures is refused" "$TMP/emuplan.err" "has no compute figures"
 
 # The probes (--probes on; auto leaves them out with --quick): plans of probe-3x320 run whole after the
-# sweeps: four uniform strategies and two searches under two memory caps, at three micro-batches. The composition fit in the provenance is recomputed here from the probes' rows as
+# sweeps: four uniform strategies and two searches under two memory caps (with --quick at micro-batch
+# 2 alone, 5 timed steps each). The composition fit in the provenance is recomputed here from the probes' rows as
 # costmodel/composition.hpp defines it: per group (the plans run side by side), step j's pace the mean
 # log over the plans, each plan's residual the median of its steps over the pace against the simulated
 # step, their squares about the group's mean over the degrees of freedom, less the steps' noise and the
@@ -202,7 +203,7 @@ jcheck "the composition fit is the probes' residuals less the steps' noise and t
 import json, math, statistics
 c = j["provenance"]["fit"]["composition"]
 rows = [json.loads(l) for l in open("probes.probes/rows.jsonl")]
-assert len(rows) == 24 and all(r["model"] == "probe-3x320" for r in rows), len(rows)
+assert len(rows) == 8 and all(r["model"] == "probe-3x320" and r["batch_size"] in (0, 2) for r in rows), len(rows)
 searches = {f"{s}@{m}" for s in ("exact", "exact+split") for m in ("70MiB", "95MiB")}
 assert {r["strategy"] for r in rows} == {"ddp", "fsdp", "fsdp+ckpt", "zero2"} | searches
 assert all(r["feasible"] for r in rows if r["strategy"] not in searches)
@@ -241,7 +242,7 @@ for g in groups.values():
         drawn += sum((a - mx) ** 2 for a in x) / draws
     dof += len(g) - 1
 v, drawn, noise = v / dof, drawn / dof, noise / len(used)
-assert c["dof"] == dof >= 9 and c["groups"] == 3 and c["plans"] == len(used), c  # 4 uniform plans a group
+assert c["dof"] == dof >= 3 and c["groups"] == 1 and c["plans"] == len(used), c  # 4 uniform plans at least
 for k, want in (("variance", v), ("drawn", drawn), ("noise", noise)):
     assert abs(c[k] - want) <= 1e-9 * max(1.0, abs(want)), (k, c[k], want)
 assert abs(c["sigma"] - math.sqrt(max(0.0, v - noise - drawn))) < 1e-9, (c["sigma"], v, noise, drawn)'
