@@ -17,20 +17,16 @@ namespace {
 // What a composition factor's key starts with (distinct from the cost model's points).
 constexpr std::int64_t kCompositionPoint = 100;
 
-double variance(const std::vector<double>& x) {
-  if (x.size() < 2) return 0;
-  double mean = 0, var = 0;
-  for (double v : x) mean += v / static_cast<double>(x.size());
-  for (double v : x) var += (v - mean) * (v - mean);
-  return var / static_cast<double>(x.size() - 1);
-}
-
 // The sum of squares of x about its mean.
 double squares_about_mean(const std::vector<double>& x) {
   double mean = 0, sum = 0;
   for (double v : x) mean += v / static_cast<double>(x.size());
   for (double v : x) sum += (v - mean) * (v - mean);
   return sum;
+}
+
+double variance(const std::vector<double>& x) {
+  return x.size() < 2 ? 0.0 : squares_about_mean(x) / static_cast<double>(x.size() - 1);
 }
 
 std::int64_t mix(std::int64_t h, std::int64_t v) {

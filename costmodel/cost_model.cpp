@@ -122,7 +122,7 @@ CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration,
 }
 
 double CostModel::factor(double sigma, std::initializer_list<std::int64_t> key) const {
-  if (fixed_z_) return sigma > 0 ? std::exp(sigma * *fixed_z_ - sigma * sigma / 2) : 1.0;
+  if (fixed_z_) return quantile_factor(sigma, *fixed_z_);
   return draw_factor(draw_, sigma, key);
 }
 

@@ -90,9 +90,13 @@ double standard_normal(std::uint64_t draw, std::initializer_list<std::int64_t> k
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
 }
 
+double quantile_factor(double sigma, double z) {
+  return sigma > 0 ? std::exp(sigma * z - sigma * sigma / 2) : 1.0;
+}
+
 double draw_factor(std::uint64_t draw, double sigma, std::initializer_list<std::int64_t> key) {
   if (!(sigma > 0)) return 1.0;
-  return std::exp(sigma * standard_normal(draw, key) - sigma * sigma / 2);
+  return quantile_factor(sigma, standard_normal(draw, key));
 }
 
 Interval central_interval(std::vector<double> samples, double level) {

@@ -63,6 +63,8 @@ bool has_uncertainty(const Calibration& cal);
 double standard_normal(std::uint64_t draw, std::initializer_list<std::int64_t> key);
 // exp(sigma z - sigma^2 / 2) for that variate; 1 when sigma is 0.
 double draw_factor(std::uint64_t draw, double sigma, std::initializer_list<std::int64_t> key);
+// exp(sigma z - sigma^2 / 2) at a given z (a price at that quantile of its error); 1 when sigma is 0.
+double quantile_factor(double sigma, double z);
 
 struct Interval {
   double low = 0, high = 0;

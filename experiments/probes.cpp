@@ -23,7 +23,7 @@ Experiment probe_experiment(const std::string& cluster, int world_size, const st
        {{"model", kProbeModel},
         {"cluster", cluster},
         {"world_size", world_size},
-        {"memory", "4GiB"},
+        {"memory", kProbeMemory.front()},
         {"split_max", 1},
         {"checkpoint", "off"},
         {"prefetch", 0},

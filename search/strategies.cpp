@@ -273,7 +273,7 @@ PlanOutcome run_strategy(const PreparedSearch& p, const Strategy& s) {
     // The composition error at the same quantile scales every plan alike (one factor for all its
     // operators' keys at once): it moves the robust figure, not the choice.
     const double c = costmodel::fit_errors(*p.nominal_calibration).composition;
-    o.robust_throughput = o.evaluation.throughput / std::exp(c * costmodel::kRobustZ - c * c / 2);
+    o.robust_throughput = o.evaluation.throughput / costmodel::quantile_factor(c, costmodel::kRobustZ);
     o.plan.calibration = p.nominal_calibration;
     o.evaluation = costmodel::plan_cost_model(o.plan).evaluate(*o.workload, o.plan);
     o.plan.predicted_iteration_time_s = o.evaluation.time_s;

@@ -57,8 +57,8 @@ struct PlanOutcome {
   // empty: no intervals), for the intervals of report.hpp.
   std::vector<double> drawn_time_s;
   // --objective robust: the throughput the search maximized (every fitted price at its 95th
-  // percentile, and the composition error at it too); 0 otherwise. The plan, its evaluation and its draws are
-  // priced nominally.
+  // percentile, and the composition error at it too); 0 otherwise. The plan, its evaluation and its
+  // draws are priced nominally.
   double robust_throughput = 0;
   double memory_limit_bytes = 0;
   double min_fit_bytes = 0;  // when nothing fits and the strategy can say: the least memory that would
