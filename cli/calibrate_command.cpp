@@ -117,6 +117,7 @@ void take_compute(costmodel::Calibration& cal, const std::optional<costmodel::Ca
     for (const auto& [k, v] : from->provenance["fit"].items())
       if (!fit.contains(k) || k == "compute") fit[k] = v;
     fit.erase("compute");
+    fit.erase("composition");  // measured by that calibration's probes, on its own collectives
     if (from->provenance["fit"].contains("repeat_spread") && fit["repeat_spread"].is_object())
       fit["repeat_spread"]["compute"] = from->provenance["fit"]["repeat_spread"].value("compute", 0.0);
   }
@@ -494,7 +495,8 @@ Action add_calibrate_command(CLI::App& app) {
       "Adam and GEMMs in torch's kernels, for `osdp validate --backend torch`.\n"
       "Rank 0 shows progress on stderr, writes FILE, and the raw points beside it as\n"
       "<FILE without .json>.measurements.csv, and prints a summary. Then, unless --probes off, whole steps\n"
-      "of a few plans are timed and predicted (--probes): the model's composition error between strategies.\n"
+      "of a few plans are timed and predicted (--probes): the step's level (every price scaled by it)\n"
+      "and the model's composition error between strategies.\n"
       "A full run on 2 ranks takes about a minute on an idle 2-core machine (longer on a busy one, whose "
       "fits\n"
       "are noisy too); --quick a few seconds.\n"
@@ -557,11 +559,14 @@ Action add_calibrate_command(CLI::App& app) {
          "Whole steps timed after the sweeps (auto: unless --quick, --compute emulate, --per-node or one "
          "rank): plans of probe-3x320, four strategies uniform (fsdp, zero2, ddp, checkpointed fsdp) and "
          "the exact search without and with splits under 70 and 95 MiB caps, at micro-batches 1, 2 and 4, "
-         "run side by side and predicted from the calibration just fitted; how far their residuals spread "
-         "beyond the steps' noise and the calibration's own errors is the model's composition error "
-         "between strategies, which intervals and speedups then draw (provenance fit.composition; rows in "
-         "<FILE without .json>.probes/). About 30 s on 2 CPU ranks over shared memory, two to three "
-         "minutes in the lab or torch; with --quick (for tests) micro-batch 2 only and 5 timed steps")
+         "run side by side and predicted from the calibration just fitted. Their mean over the "
+         "micro-batches of ln(measured / predicted) is the step's level: every price is scaled by it, and "
+         "the spread of the micro-batches' levels is drawn for the whole step in place of the repeats' "
+         "drift. How far their residuals spread between strategies beyond the steps' noise and the "
+         "calibration's own errors is the model's composition error, which intervals and speedups then "
+         "draw (provenance fit.composition; rows in <FILE without .json>.probes/). About 30 s on 2 CPU "
+         "ranks over shared memory, two to three minutes in the lab or torch; with --quick (for tests) "
+         "micro-batch 2 only and 5 timed steps (no level: one micro-batch)")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   app.add_option(

@@ -38,6 +38,26 @@ experiments::MeasuredJob probe_job(const ProbeRun& run) {
   return experiments::probe_job(run.cluster, run.world_size, probes_dir(run.calibration), run.quick);
 }
 
+// The step's level (costmodel/composition.hpp), a line of the summary.
+void print_level(const nlohmann::json& fit) {
+  const auto pct = [](double factor) { return fmt::format("{:+.1f}%", 100 * (factor - 1)); };
+  if (!fit["level"].is_number()) {
+    std::cout << fmt::format(
+        "  step level     not fitted: the probes ran {} group(s), two are needed; the repeats' drift is "
+        "drawn\n",
+        fit["level_groups"].size());
+    return;
+  }
+  std::vector<double> groups;
+  for (const auto& [k, v] : fit["level_groups"].items()) groups.push_back(v.get<double>());
+  const auto [lo, hi] = std::minmax_element(groups.begin(), groups.end());
+  std::cout << fmt::format(
+      "  step level     {} (whole steps against the calibrated prices; {} groups, {} to {}): every "
+      "price is scaled by it, its spread {:.1f}% drawn for the whole step in place of the repeats' drift\n",
+      pct(fit["level"].get<double>()), groups.size(), pct(*lo), pct(*hi),
+      100 * fit["level_sigma"].get<double>());
+}
+
 // Rank 0: the probes' validation.csv and summary.json beside their rows, the fit into the calibration
 // file's provenance, and a line of the summary.
 void record(const ProbeRun& run, const experiments::MeasuredJob& job,
@@ -55,6 +75,7 @@ void record(const ProbeRun& run, const experiments::MeasuredJob& job,
   costmodel::write_file_atomic(run.calibration, cal.dump(2) + "\n");
   // A variance as the standard deviation it is, in percent.
   const auto pct = [](double v) { return fmt::format("{:.1f}%", 100 * std::sqrt(std::max(0.0, v))); };
+  print_level(fit);
   if (fit.value("dof", 0) == 0) {
     std::cout << fmt::format("  composition    not fitted: no two probes of a group ran ({} plans)\n",
                              fit.value("plans", 0));

@@ -162,9 +162,14 @@ int report(const ValidateArgs& a, const experiments::MeasuredJob& job,
     std::cout << fmt::format(
         "  composition: the plans of a configuration depart from their predictions between strategies by "
         "{:.1f}% beyond their steps' noise and the drawn predictions (residuals {:.1f}%, noise {:.1f}%, "
-        "drawn {:.1f}%; the calibration probes' estimator over {} plans)\n",
+        "drawn {:.1f}%; the calibration probes' estimator over {} plans){}\n",
         100 * s.composition.value("sigma", 0.0), sd("variance"), sd("noise"), sd("drawn"),
-        s.composition.value("plans", 0));
+        s.composition.value("plans", 0),
+        s.composition["level"].is_number()
+            ? fmt::format("; their steps' level against the predictions {:+.1f}% (the probes' estimator, "
+                          "configurations as groups)",
+                          100 * (s.composition["level"].get<double>() - 1))
+            : "");
   }
   std::cout << fmt::format(
       "  order: {} of {} pairs of plans predicted apart (90% intervals apart; without intervals, further "

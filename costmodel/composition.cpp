@@ -36,6 +36,27 @@ std::int64_t mix(std::int64_t h, std::int64_t v) {
   return static_cast<std::int64_t>(x & 0x7fffffffffffffffull);
 }
 
+// The step's level (composition.hpp): each probe's ln(median step / prediction), averaged per group;
+// the mean and the spread of the group means.
+nlohmann::json level_fit(const std::map<std::string, std::vector<const ProbeStep*>>& groups) {
+  std::vector<double> means;
+  nlohmann::json by_group = nlohmann::json::object();
+  for (const auto& [name, g] : groups) {
+    double mean = 0;
+    for (const ProbeStep* p : g)
+      mean += std::log(median(p->steps_s) / p->predicted_s) / static_cast<double>(g.size());
+    means.push_back(mean);
+    by_group[name] = std::exp(mean);
+  }
+  if (means.size() < 2) return {{"level", nullptr}, {"level_sigma", nullptr}, {"level_groups", by_group}};
+  double mean = 0;
+  for (double m : means) mean += m / static_cast<double>(means.size());
+  const double g = static_cast<double>(means.size());
+  return {{"level", std::exp(mean)},
+          {"level_sigma", std::sqrt(variance(means) * (1 + 1 / g))},
+          {"level_groups", by_group}};
+}
+
 }  // namespace
 
 nlohmann::json composition_fit(const std::vector<ProbeStep>& probes) {
@@ -77,6 +98,7 @@ nlohmann::json composition_fit(const std::vector<ProbeStep>& probes) {
     ++used_groups;
   }
   nlohmann::json out{{"plans", plans}, {"groups", used_groups}, {"dof", dof}, {"residuals", residuals}};
+  out.update(level_fit(groups));
   if (dof == 0) {
     out.update({{"sigma", 0.0}, {"variance", 0.0}, {"noise", 0.0}, {"drawn", 0.0}});
     return out;

@@ -18,6 +18,16 @@
 //   drawn  = the same V over the plans' drawn predictions, ln(drawn_d / nominal), averaged over draws
 //   sigma^2 = max(0, V - noise - drawn)
 //
+// The step's level: how far whole steps land from the sum of the calibrated prices, all strategies
+// alike (the runtime's work around a step that no microbenchmark times, the machine's pace in the
+// minutes after the calibration's). Each group's mean of e_i = ln(median_j t_ij / prediction_i) is
+// one workload's level; their mean over the G groups is the level L, the predictions' correction
+// (every calibrated price is scaled by e^L), and the predictive spread of a further workload's level,
+// s_L^2 = var(group means) (1 + 1 / G), is drawn as one factor per draw for every plan (a common
+// factor: it widens step intervals and leaves speedups alone). It replaces the drift of the
+// calibration's repeats (uncertainty.hpp), which it measures on whole steps. Fitted from two groups
+// on; with fewer, none.
+//
 // Drawn per strategy: in draw d an operator whose choice has key k (the choice and the plan's layout)
 // runs at exp(sigma z_{d,k} - sigma^2 / 2); a plan's step is scaled by the mean of its operators'
 // factors (mean 1). Two plans that choose alike for every operator share their factor; a uniform plan
@@ -45,8 +55,10 @@ struct ProbeStep {
 };
 
 // The fit above: {"sigma", "variance", "noise", "drawn", "plans", "groups", "dof", "residuals": [per
-// probe, r_i - mean_g r]}. Probes without steps or a prediction are left out, groups of one plan
-// give no degree of freedom; with no degree of freedom sigma is 0 and "dof" says 0.
+// probe, r_i - mean_g r], "level": e^L, "level_sigma": s_L, "level_groups": {group: e^mean}}. Probes
+// without steps or a prediction are left out, groups of one plan give no degree of freedom; with no
+// degree of freedom sigma is 0 and "dof" says 0; with fewer than two groups "level" and "level_sigma"
+// are null.
 nlohmann::json composition_fit(const std::vector<ProbeStep>& probes);
 
 // The key of each operator's strategy in `plan` (its choice and the plan's layout).

@@ -80,7 +80,8 @@ enum : std::int64_t {
   kComputeDrift,
   kCommunicationDrift,
   kAccumulatePoint,
-  kReplicatePoint
+  kReplicatePoint,
+  kStepLevel
 };
 std::int64_t octave(double bytes) {
   return bytes > 1 ? static_cast<std::int64_t>(std::floor(std::log2(bytes))) : 0;
@@ -106,6 +107,8 @@ CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration,
     gemm_ = GemmPrice([compute = compute_, precision = precision_](
                           const GemmPrice::Shape& s) { return roofline(compute, precision, s, 1.0); },
                       calibration->gemm_times);
+  // The step's level (composition.hpp) scales every calibrated price, nominal or drawn.
+  if (calibration) compute_drift_ = communication_drift_ = step_level(*calibration);
   if (calibration && (calibration->draw || calibration->quantile_z)) {
     draw_ = calibration->draw ? *calibration->draw : 1;
     if (calibration->quantile_z) fixed_z_ = *calibration->quantile_z;
@@ -115,8 +118,12 @@ CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration,
     optimizer_error_ = e.optimizer;
     accumulate_error_ = e.accumulate;
     replicate_error_ = e.replicate;
-    compute_drift_ = factor(e.compute_drift, {kComputeDrift});
-    communication_drift_ = factor(e.communication_drift, {kCommunicationDrift});
+    if (e.has_level) {  // one factor for the whole step
+      compute_drift_ = communication_drift_ = e.level * factor(e.level_sigma, {kStepLevel});
+    } else {
+      compute_drift_ = factor(e.compute_drift, {kComputeDrift});
+      communication_drift_ = factor(e.communication_drift, {kCommunicationDrift});
+    }
     interference_ = std::max(1.0, interference_ * factor(e.interference, {kInterferencePoint}));
   }
 }
@@ -128,7 +135,7 @@ double CostModel::factor(double sigma, std::initializer_list<std::int64_t> key) 
 
 double CostModel::segment_factor(const Segment& s, int index, Collective c, RingLevel level,
                                  double bytes) const {
-  if (!draw_) return 1.0;
+  if (!draw_) return communication_drift_;
   return communication_drift_ * factor(s.residual, {kSegmentPoint, static_cast<std::int64_t>(level),
                                                     static_cast<std::int64_t>(c), index, octave(bytes)});
 }
@@ -213,12 +220,13 @@ double CostModel::kernel_s(const Kernel& k, int batch) const {
   if (k.kind == KernelKind::kElementwise) {
     const double bytes = k.bytes_per_sample * batch;
     const double t = compute_.kernel_overhead_s + bytes / compute_.memory_bandwidth_bytes_per_s;
-    return draw_ ? t * compute_drift_ * factor(elementwise_error_, {kElementwisePoint, octave(bytes)}) : t;
+    return t * compute_drift_ *
+           (draw_ ? factor(elementwise_error_, {kElementwisePoint, octave(bytes)}) : 1.0);
   }
   const GemmPrice::Shape s = shape_of(k, batch);
   const double t =
       gemm_.empty() ? roofline(compute_, precision_, s, k.density) : gemm_.seconds(s) * k.density;
-  return draw_ ? t * compute_drift_ * factor(gemm_error_, {kGemmPoint, s[0], s[1], s[2], s[3]}) : t;
+  return t * compute_drift_ * (draw_ ? factor(gemm_error_, {kGemmPoint, s[0], s[1], s[2], s[3]}) : 1.0);
 }
 
 double CostModel::accumulate_s(const Kernel& piece, int batch) const {
@@ -229,7 +237,7 @@ double CostModel::accumulate_s(const Kernel& piece, int batch) const {
   const double bw = compute_.accumulate_bandwidth_bytes_per_s > 0 ? compute_.accumulate_bandwidth_bytes_per_s
                                                                   : compute_.memory_bandwidth_bytes_per_s;
   const double t = bytes / bw;
-  return draw_ ? t * compute_drift_ * factor(accumulate_error_, {kAccumulatePoint}) : t;
+  return t * compute_drift_ * (draw_ ? factor(accumulate_error_, {kAccumulatePoint}) : 1.0);
 }
 
 double CostModel::kernels_s(const std::vector<Kernel>& kernels, int batch, int splits) const {
@@ -260,7 +268,7 @@ double CostModel::kernels_s(const std::vector<Kernel>& kernels, int batch, int s
 
 double CostModel::launch_s() const {
   const double t = compute_.kernel_overhead_s;
-  return draw_ ? t * compute_drift_ * factor(elementwise_error_, {kElementwisePoint, -1}) : t;
+  return t * compute_drift_ * (draw_ ? factor(elementwise_error_, {kElementwisePoint, -1}) : 1.0);
 }
 
 double CostModel::phase_s(const std::vector<Kernel>& kernels, int batch, int splits) const {
@@ -285,7 +293,7 @@ double CostModel::optimizer_s(double elements, const PrecisionBytes& b) const {
   const double bw = compute_.optimizer_bandwidth_bytes_per_s > 0 ? compute_.optimizer_bandwidth_bytes_per_s
                                                                  : compute_.memory_bandwidth_bytes_per_s;
   const double t = compute_.kernel_overhead_s + elements * per_param / bw;
-  return draw_ ? t * compute_drift_ * factor(optimizer_error_, {kOptimizerPoint}) : t;
+  return t * compute_drift_ * (draw_ ? factor(optimizer_error_, {kOptimizerPoint}) : 1.0);
 }
 
 double CostModel::per_step_s(const Choice& ch, double parameters, const PrecisionBytes& b) const {
@@ -296,7 +304,8 @@ double CostModel::per_step_s(const Choice& ch, double parameters, const Precisio
 double CostModel::replicate_s(double weight_bytes) const {
   if (!(compute_.replicate_bandwidth_bytes_per_s > 0)) return 0.0;
   const double t = compute_.replicate_overhead_s + weight_bytes / compute_.replicate_bandwidth_bytes_per_s;
-  return draw_ ? t * compute_drift_ * factor(replicate_error_, {kReplicatePoint, octave(weight_bytes)}) : t;
+  return t * compute_drift_ *
+         (draw_ ? factor(replicate_error_, {kReplicatePoint, octave(weight_bytes)}) : 1.0);
 }
 
 double CostModel::overlapped_s(double x, double c, double i) {

@@ -161,8 +161,9 @@ class CostModel {
 
   double collective_s(Collective c, double bytes) const;
   // What the price of calibrated segment `index` of a level's collective `c` over `bytes` is
-  // multiplied by in this draw (1 without one): the communication drift and the segment's residual at
-  // the buffer's octave. The simulator's rings take the same factor, so both draw the same step.
+  // multiplied by: the step's level (1 without one), and in a draw the communication drift (or the
+  // level's factor) and the segment's residual at the buffer's octave. The simulator's rings take the same
+  // factor, so both draw the same step.
   double segment_factor(const Segment& s, int index, Collective c, RingLevel level, double bytes) const;
   // The same on one level's ring (kWorld: collective_s; the others step by step, link_step_s).
   double collective_s(Collective c, double bytes, RingLevel level) const;
@@ -247,7 +248,8 @@ class CostModel {
   std::uint64_t draw_ = 0;
   double gemm_error_ = 0, elementwise_error_ = 0, optimizer_error_ = 0, accumulate_error_ = 0,
          replicate_error_ = 0;
-  double compute_drift_ = 1, communication_drift_ = 1;  // this draw's factors (1 without a draw)
+  // The step's level (1 without one) times this draw's drift or level factor.
+  double compute_drift_ = 1, communication_drift_ = 1;
   std::optional<double> fixed_z_;  // Calibration::quantile_z: every factor at this quantile
   // A price's factor in this draw (or at the fixed quantile) for an error of `sigma`.
   double factor(double sigma, std::initializer_list<std::int64_t> key) const;

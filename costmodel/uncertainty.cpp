@@ -52,6 +52,13 @@ FitErrors fit_errors(const Calibration& cal) {
     const auto& c = fit["composition"];
     if (c.contains("sigma") && c["sigma"].is_number() && c["sigma"].get<double>() > 0)
       e.composition = c["sigma"].get<double>();
+    if (c.contains("level") && c["level"].is_number() && c["level"].get<double>() > 0) {
+      e.has_level = true;
+      e.level = c["level"].get<double>();
+      const auto& s = c.value("level_sigma", nlohmann::json(0.0));
+      e.level_sigma = s.is_number() && s.get<double>() > 0 ? s.get<double>() : 0.0;
+      e.compute_drift = e.communication_drift = 0;
+    }
   }
   if (fit.contains("interference_samples") && fit["interference_samples"].is_array()) {
     std::vector<double> logs;
@@ -67,10 +74,21 @@ FitErrors fit_errors(const Calibration& cal) {
   return e;
 }
 
+double step_level(const Calibration& cal) {
+  if (!cal.provenance.is_object()) return 1.0;
+  const auto fit = cal.provenance.find("fit");
+  if (fit == cal.provenance.end() || !fit->is_object()) return 1.0;
+  const auto c = fit->find("composition");
+  if (c == fit->end() || !c->is_object()) return 1.0;
+  const auto level = c->find("level");
+  return level != c->end() && level->is_number() && level->get<double>() > 0 ? level->get<double>() : 1.0;
+}
+
 bool has_uncertainty(const Calibration& cal) {
   const FitErrors e = fit_errors(cal);
   if (e.gemm_formula > 0 || e.elementwise > 0 || e.optimizer > 0 || e.interference > 0 || e.accumulate > 0 ||
-      e.replicate > 0 || e.compute_drift > 0 || e.communication_drift > 0 || e.composition > 0)
+      e.replicate > 0 || e.compute_drift > 0 || e.communication_drift > 0 || e.composition > 0 ||
+      e.level_sigma > 0)
     return true;
   if (cal.gemm_times.size() >= 2) return true;
   for (const CollectiveKind& k : kCollectives)

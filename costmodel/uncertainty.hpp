@@ -13,7 +13,9 @@
 //   the overlap interference i:             the spread of ln of its samples
 //   the machine's drift:                    the spread of the repeats of each point (the calibration
 //                                           times every point in passes over all of them), one factor
-//                                           for all compute, one for all calibrated collectives
+//                                           for all compute, one for all calibrated collectives; where
+//                                           the calibration's probes ran, their step level's spread
+//                                           instead (composition.hpp), one factor for both
 // A draw d scales each price by exp(sigma z - sigma^2 / 2), z standard normal (a factor of mean 1:
 // the fits minimize squared relative errors, so a fitted price is the mean of what it prices, and a
 // step's sum of many prices stays centred on the prediction), drawn independently per fitted
@@ -52,10 +54,17 @@ struct FitErrors {
   // The model's composition error between strategies (composition.hpp; provenance "fit"/"composition"/
   // "sigma", from the calibration's probes): a plan's step scaled per draw by its operators' factors.
   double composition = 0;
+  // The step's level (composition.hpp; "fit"/"composition"/"level" and "level_sigma", from the probes):
+  // every calibrated price scaled by `level`, and one factor per draw of spread `level_sigma` for the
+  // whole step. Where the probes fitted it, it replaces both drifts (set to 0 here).
+  double level = 1, level_sigma = 0;
+  bool has_level = false;
 };
 // Read from the calibration's provenance ("fit": gemm, elementwise, adam, accumulate, replicate,
 // interference_samples).
 FitErrors fit_errors(const Calibration& cal);
+// The step's level alone (1 without one): what the nominal prices are scaled by.
+double step_level(const Calibration& cal);
 // Whether the calibration records any error an interval could be drawn from.
 bool has_uncertainty(const Calibration& cal);
 

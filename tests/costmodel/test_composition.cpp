@@ -66,6 +66,30 @@ TEST_CASE("composition fit: the residuals about each group's mean, the pace of e
   CHECK(f["residuals"][3].get<double>() == Approx(0.1));
 }
 
+TEST_CASE("the step's level: the mean of the groups' levels, and their predictive spread",
+          "[cost][composition]") {
+  // Each probe's level is ln(median step / prediction): its delta plus the log of its pace's median
+  // (pace a: the median of 0.9, 1.0, 1.1, 1.3 is 1.05; pace b: 2.05). A group's level is the mean over
+  // its plans; every group counts, one plan or more. Level = exp(mean of the group levels); its spread
+  // sqrt(var (1 + 1 / G)), the predictive spread of one more group's level.
+  const std::vector<double> pace_a{1.0, 1.3, 0.9, 1.1}, pace_b{2.0, 2.2, 1.8, 2.1};
+  const std::vector<ProbeStep> probes{probe("a", 1, 0.1, pace_a), probe("a", 2, -0.05, pace_a),
+                                      probe("a", 4, 0.0, pace_a), probe("b", 1, 0.2, pace_b),
+                                      probe("b", 1, 0.0, pace_b), probe("c", 3, 0.5, pace_a)};
+  const std::vector<double> g{(0.1 - 0.05 + 0.0) / 3 + std::log(1.05), 0.1 + std::log(2.05),
+                              0.5 + std::log(1.05)};
+  const double mean = (g[0] + g[1] + g[2]) / 3;
+  const nlohmann::json f = composition_fit(probes);
+  CHECK(f["level"].get<double>() == Approx(std::exp(mean)));
+  CHECK(f["level_sigma"].get<double>() == Approx(sd(g) * std::sqrt(1 + 1.0 / 3)));
+  REQUIRE(f["level_groups"].size() == 3);
+  CHECK(f["level_groups"]["b"].get<double>() == Approx(std::exp(g[1])));
+  // One group: no level, no spread (the repeats' drift stays).
+  const nlohmann::json one = composition_fit({probes[0], probes[1]});
+  CHECK(one["level"].is_null());
+  CHECK(one["level_sigma"].is_null());
+}
+
 TEST_CASE("composition fit: the steps' noise and the calibration's draws are taken off",
           "[cost][composition]") {
   // Two plans predicted alike and running alike, one alternating e^a and e^-a, the other steady: the

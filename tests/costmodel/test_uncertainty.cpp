@@ -250,3 +250,57 @@ TEST_CASE("the machine's drift: the spread of each point's repeats, one factor p
   }
   CHECK(sd(ln) == Approx(0.1).epsilon(0.06));
 }
+
+TEST_CASE("the step's level: every calibrated price scaled by it, its spread one factor for the step",
+          "[cost][uncertainty]") {
+  // A calibration whose probes fitted a level of 1.1 with a spread of 0.05, beside a repeats' drift:
+  // the level replaces the drift. Nominally every compute price and every calibrated collective is
+  // 1.1 times its price without the level; a datasheet link is not scaled. In a draw, compute and
+  // calibrated collectives move by one common factor 1.1 exp(0.05 z - 0.05^2 / 2).
+  const ClusterSpec cluster = synthetic_cluster();
+  Calibration bare;
+  bare.allgather = {{kInf, 20e-6, 1e-10, 0.0}};
+  Calibration cal = bare;
+  cal.provenance = {{"fit",
+                     {{"repeat_spread", {{"compute", 0.3}, {"communication", 0.2}}},
+                      {"composition", {{"sigma", 0.0}, {"level", 1.1}, {"level_sigma", 0.05}}}}}};
+  const FitErrors e = fit_errors(cal);
+  CHECK(e.has_level);
+  CHECK(e.level == 1.1);
+  CHECK(e.level_sigma == 0.05);
+  CHECK(e.compute_drift == 0);
+  CHECK(e.communication_drift == 0);
+  CHECK(step_level(cal) == 1.1);
+  CHECK(step_level(bare) == 1.0);
+
+  Kernel g;
+  g.kind = KernelKind::kGemm;
+  g.m = g.n = g.k = 256;
+  const PrecisionBytes b = precision_bytes(Precision::kFp32);
+  const CostModel without(cluster, &bare, Precision::kFp32, CostOptions{});
+  const CostModel with(cluster, &cal, Precision::kFp32, CostOptions{});
+  CHECK(with.kernel_s(g, 1) == Approx(1.1 * without.kernel_s(g, 1)));
+  CHECK(with.optimizer_s(1e6, b) == Approx(1.1 * without.optimizer_s(1e6, b)));
+  CHECK(with.collective_s(Collective::kAllGather, 1e6) ==
+        Approx(1.1 * without.collective_s(Collective::kAllGather, 1e6)));
+  // No calibrated reduce-scatter: the cluster's link prices it, unscaled.
+  CHECK(with.collective_s(Collective::kReduceScatter, 1e6) ==
+        without.collective_s(Collective::kReduceScatter, 1e6));
+
+  std::vector<double> ln;
+  for (int d = 1; d <= 4000; ++d) {
+    const Calibration c = drawn(cal, static_cast<std::uint64_t>(d));
+    const CostModel m(cluster, &c, Precision::kFp32, CostOptions{});
+    const double f = m.kernel_s(g, 1) / with.kernel_s(g, 1);
+    REQUIRE(m.optimizer_s(1e6, b) / with.optimizer_s(1e6, b) == Approx(f));
+    REQUIRE(m.collective_s(Collective::kAllGather, 1e6) / with.collective_s(Collective::kAllGather, 1e6) ==
+            Approx(f));
+    ln.push_back(std::log(f));
+  }
+  CHECK(sd(ln) == Approx(0.05).epsilon(0.06));  // the drift's 0.3 is not drawn
+  // At the robust quantile every price is at exp(1.645 x 0.05 - 0.05^2 / 2) over its level's price.
+  const Calibration q = at_quantile(cal, kRobustZ);
+  const CostModel robust(cluster, &q, Precision::kFp32, CostOptions{});
+  CHECK(robust.collective_s(Collective::kAllGather, 1e6) / with.collective_s(Collective::kAllGather, 1e6) ==
+        Approx(std::exp(kRobustZ * 0.05 - 0.05 * 0.05 / 2)));
+}
