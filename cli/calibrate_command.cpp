@@ -140,7 +140,9 @@ validate::CalibrateOptions make_options(const CalibrateArgs& a, bool probes) {
   if (!a.quick && !a.models.empty() && !o.collectives_only) {
     std::vector<costmodel::ModelSpec> models;
     for (const auto& m : a.models) models.push_back(costmodel::load_model(m));
-    if (probes) models.push_back(costmodel::load_model(experiments::kProbeModel));
+    if (probes)
+      for (const char* m : {experiments::kProbeModel, experiments::kProbeDeepModel})
+        models.push_back(costmodel::load_model(m));
     o.gemm_shapes = validate::generic_gemm_shapes(false);
     // On CPU ranks shapes past 8 GFLOP would take seconds each and are priced by the fitted formula.
     // A GPU times every shape in milliseconds, and a shape left to the formula is priced unlike its
@@ -558,15 +560,16 @@ Action add_calibrate_command(CLI::App& app) {
          "--probes", a->probes,
          "Whole steps timed after the sweeps (auto: unless --quick, --compute emulate, --per-node or one "
          "rank): plans of probe-3x320, four strategies uniform (fsdp, zero2, ddp, checkpointed fsdp) and "
-         "the exact search without and with splits under 70 and 95 MiB caps, at micro-batches 1, 2 and 4, "
-         "run side by side and predicted from the calibration just fitted. Their mean over the "
-         "micro-batches of ln(measured / predicted) is the step's level: every price is scaled by it, and "
-         "the spread of the micro-batches' levels is drawn for the whole step in place of the repeats' "
-         "drift. How far their residuals spread between strategies beyond the steps' noise and the "
+         "the exact search without and with splits under 70 and 95 MiB caps, and probe-8x192's uniform "
+         "ones, at micro-batches 1, 2 and 4, those of a model and micro-batch run side by side and "
+         "predicted from the calibration just fitted. Their mean over the groups of ln(measured / "
+         "predicted) is the step's level: every price is scaled by it, and the spread of the groups' "
+         "levels is drawn for the whole step in place of the repeats' drift. How far their residuals spread "
+         "between strategies beyond the steps' noise and the "
          "calibration's own errors is the model's composition error, which intervals and speedups then "
          "draw (provenance fit.composition; rows in <FILE without .json>.probes/). About 30 s on 2 CPU "
-         "ranks over shared memory, two to three minutes in the lab or torch; with --quick (for tests) "
-         "micro-batch 2 only and 5 timed steps (no level: one micro-batch)")
+         "ranks over shared memory, three to four minutes in the lab or torch; with --quick (for tests) "
+         "micro-batch 2 only and 5 timed steps")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   app.add_option(

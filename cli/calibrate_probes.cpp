@@ -43,8 +43,8 @@ void print_level(const nlohmann::json& fit) {
   const auto pct = [](double factor) { return fmt::format("{:+.1f}%", 100 * (factor - 1)); };
   if (!fit["level"].is_number()) {
     std::cout << fmt::format(
-        "  step level     not fitted: the probes ran {} group(s), two are needed; the repeats' drift is "
-        "drawn\n",
+        "  step level     not fitted: the probes ran {} group(s) of a model and micro-batch, two are "
+        "needed; the repeats' drift is drawn\n",
         fit["level_groups"].size());
     return;
   }
@@ -67,7 +67,7 @@ void record(const ProbeRun& run, const experiments::MeasuredJob& job,
   (void)experiments::write_validation_outputs(probes_dir(run.calibration), job, rows,
                                               experiments::summarize(rows, job.validation), prov);
   nlohmann::json fit = experiments::composition_fit(rows);
-  fit["model"] = experiments::kProbeModel;
+  fit["models"] = {experiments::kProbeModel, experiments::kProbeDeepModel};
   fit["cluster"] = run.cluster;
   fit["rows"] = std::filesystem::path(probes_dir(run.calibration)).filename().string() + "/rows.jsonl";
   nlohmann::json cal = costmodel::load_json_file(run.calibration);
@@ -85,8 +85,9 @@ void record(const ProbeRun& run, const experiments::MeasuredJob& job,
       "  composition    {} between strategies, drawn per strategy ({} probes of {} in {} groups: their "
       "residuals spread {}, of which the steps' noise {} and the calibration's errors {})\n",
       fmt::format("{:.1f}%", 100 * fit["sigma"].get<double>()), fit.value("plans", 0),
-      experiments::kProbeModel, fit.value("groups", 0), pct(fit.value("variance", 0.0)),
-      pct(fit.value("noise", 0.0)), pct(fit.value("drawn", 0.0)));
+      fmt::format("{} and {}", experiments::kProbeModel, experiments::kProbeDeepModel),
+      fit.value("groups", 0), pct(fit.value("variance", 0.0)), pct(fit.value("noise", 0.0)),
+      pct(fit.value("drawn", 0.0)));
 }
 
 }  // namespace

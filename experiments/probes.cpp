@@ -15,9 +15,10 @@ Experiment probe_experiment(const std::string& cluster, int world_size, const st
       {"schema_version", 2},
       {"name", "calibration-probes"},
       {"description",
-       "osdp calibrate's probes of the model's composition error (costmodel/composition.hpp): probe-3x320 "
-       "at micro-batches 1, 2 and 4, four uniform strategies and the exact search without and with "
-       "splitting under two memory caps (probe_job keeps those units), run side by side per micro-batch "
+       "osdp calibrate's probes of the step's level and the model's composition error "
+       "(costmodel/composition.hpp): probe-3x320 at micro-batches 1, 2 and 4, four uniform strategies "
+       "and the exact search without and with splitting under two memory caps, and probe-8x192's "
+       "uniform strategies (probe_job keeps those units), run side by side per model and micro-batch "
        "and predicted by the simulator from the calibration just fitted."},
       {"base",
        {{"model", kProbeModel},
@@ -33,7 +34,8 @@ Experiment probe_experiment(const std::string& cluster, int world_size, const st
         {"tp", 1},
         {"micro_batches", 1}}},
       {"axes",
-       {{"batch", quick ? nlohmann::json::array({2}) : nlohmann::json::array({1, 2, 4})},
+       {{"model", {kProbeModel, kProbeDeepModel}},
+        {"batch", quick ? nlohmann::json::array({2}) : nlohmann::json::array({1, 2, 4})},
         {"memory", kProbeMemory}}},
       {"strategies",
        {{{"label", "fsdp"}, {"strategy", "fsdp"}},
@@ -58,15 +60,18 @@ MeasuredJob probe_job(const std::string& cluster, int world_size, const std::str
     const bool searched = it.unit->strategy.strategy == "exact";
     const bool capped = it.unit->config.memory != kProbeMemory.front();
     if (searched != capped) continue;  // the uniform strategies unconstrained, the searches under the caps
+    const std::string model = it.unit->config.model;
+    if (model != kProbeModel && searched) continue;  // the caps are the first model's
     if (capped) {
       it.label += "@" + it.unit->config.memory;
       it.unit->strategy.label = it.label;
     }
-    it.group = nlohmann::json{{"model", kProbeModel}, {"batch", *it.unit->config.batch}}.dump();
+    it.group = nlohmann::json{{"model", model}, {"batch", *it.unit->config.batch}}.dump();
     items.push_back(std::move(it));
   }
   std::stable_sort(items.begin(), items.end(), [](const MeasuredItem& a, const MeasuredItem& b) {
-    return *a.unit->config.batch < *b.unit->config.batch;
+    return std::pair(a.unit->config.model, *a.unit->config.batch) <
+           std::pair(b.unit->config.model, *b.unit->config.batch);
   });
   for (std::size_t i = 0; i < items.size(); ++i) {
     items[i].index = static_cast<int>(i);

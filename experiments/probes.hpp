@@ -20,18 +20,22 @@
 
 namespace osdp::experiments {
 
+// The probes' models: the first runs every strategy (uniform, and searched under kProbeMemory's caps,
+// which are its own); the second, a deep and narrow one, the uniform strategies, so that the step's
+// level is seen across models as well as micro-batches.
 inline constexpr const char* kProbeModel = "probe-3x320";
+inline constexpr const char* kProbeDeepModel = "probe-8x192";
 // The uniform strategies' memory (no limit to speak of), then the searches' caps.
 inline const std::vector<std::string> kProbeMemory{"4GiB", "70MiB", "95MiB"};
 
 // The experiment the probes come from, on `world_size` ranks of `cluster` (its figures replaced by the
 // calibration's where the calibration has them), results under `output`: every strategy at every
-// micro-batch and memory. `quick` (osdp calibrate --quick, for tests): micro-batch 2 only, 1 warm-up
+// model, micro-batch and memory. `quick` (osdp calibrate --quick, for tests): micro-batch 2 only, 1 warm-up
 // step and 5 timed.
 Experiment probe_experiment(const std::string& cluster, int world_size, const std::string& output,
                             bool quick = false);
-// The probes: the uniform strategies without a cap, the searches under the caps (labelled
-// "exact@70MiB", ...), grouped by micro-batch (a group's plans run side by side).
+// The probes: the uniform strategies without a cap, the first model's searches under the caps
+// (labelled "exact@70MiB", ...), grouped by model and micro-batch (a group's plans run side by side).
 MeasuredJob probe_job(const std::string& cluster, int world_size, const std::string& output,
                       bool quick = false);
 

@@ -191,8 +191,8 @@ bad emuplan "" -np 2 --quick --compute emulate --compute-from emu.json
 contains "--compute-from a calibration without compute figures is refused" "$TMP/emuplan.err" "has no compute figures"
 
 # The probes (--probes on; auto leaves them out with --quick): plans of probe-3x320 run whole after the
-# sweeps: four uniform strategies and two searches under two memory caps (with --quick at micro-batch
-# 2 alone, 5 timed steps each). The composition fit in the provenance is recomputed here from the probes' rows as
+# sweeps, four uniform strategies and two searches under two memory caps, and probe-8x192's uniform
+# ones (with --quick at micro-batch 2 alone, 5 timed steps each). The composition fit in the provenance is recomputed here from the probes' rows as
 # costmodel/composition.hpp defines it: per group (the plans run side by side), step j's pace the mean
 # log over the plans, each plan's residual the median of its steps over the pace against the simulated
 # step, their squares about the group's mean over the degrees of freedom, less the steps' noise and the
@@ -203,9 +203,12 @@ jcheck "the composition fit is the probes' residuals less the steps' noise and t
 import json, math, statistics
 c = j["provenance"]["fit"]["composition"]
 rows = [json.loads(l) for l in open("probes.probes/rows.jsonl")]
-assert len(rows) == 8 and all(r["model"] == "probe-3x320" and r["batch_size"] in (0, 2) for r in rows), len(rows)
+assert len(rows) == 12 and all(r["batch_size"] in (0, 2) for r in rows), len(rows)
 searches = {f"{s}@{m}" for s in ("exact", "exact+split") for m in ("70MiB", "95MiB")}
-assert {r["strategy"] for r in rows} == {"ddp", "fsdp", "fsdp+ckpt", "zero2"} | searches
+uniform = {"ddp", "fsdp", "fsdp+ckpt", "zero2"}
+assert {r["strategy"] for r in rows if r["model"] == "probe-3x320"} == uniform | searches
+assert {r["strategy"] for r in rows if r["model"] == "probe-8x192"} == uniform
+assert all(json.loads(r["measurement"]["group"]) == {"model": r["model"], "batch": 2} for r in rows if r["feasible"])
 assert all(r["feasible"] for r in rows if r["strategy"] not in searches)
 # A plan a group already has (the search finding a uniform plan) counts once: the first by index.
 # Infeasible searches (nothing fits the cap) have no steps.
@@ -242,11 +245,27 @@ for g in groups.values():
         drawn += sum((a - mx) ** 2 for a in x) / draws
     dof += len(g) - 1
 v, drawn, noise = v / dof, drawn / dof, noise / len(used)
-assert c["dof"] == dof >= 3 and c["groups"] == 1 and c["plans"] == len(used), c  # 4 uniform plans at least
+assert c["dof"] == dof >= 6 and c["groups"] == 2 and c["plans"] == len(used), c  # 4 uniform plans a model at least
 for k, want in (("variance", v), ("drawn", drawn), ("noise", noise)):
     assert abs(c[k] - want) <= 1e-9 * max(1.0, abs(want)), (k, c[k], want)
 assert abs(c["sigma"] - math.sqrt(max(0.0, v - noise - drawn))) < 1e-9, (c["sigma"], v, noise, drawn)'
+# The step level: each group's (model's) mean of ln(median step / simulated step), e^(their mean), and
+# the spread of the two as one more group's, sqrt(var (1 + 1/2)).
+jcheck "the step level: the mean of the groups' mean ln(median step / simulated), and their spread" probes.json '
+import json, math, statistics
+c = j["provenance"]["fit"]["composition"]
+used = [json.loads(l) for l in open("probes.probes/rows.jsonl")]
+used = [r for r in used if r["index"] in c["row_indices"]]
+by = {}
+for r in used:
+    sim = [x for x in r["evaluations"] if x["evaluator"] == "sim"][0]["iteration_time_s"]
+    by.setdefault(r["model"], []).append(math.log(statistics.median(r["measurement"]["steps_s"]) / sim))
+g = [sum(v) / len(v) for v in by.values()]
+assert len(g) == 2 and len(c["level_groups"]) == 2, c["level_groups"]
+assert abs(c["level"] - math.exp(sum(g) / 2)) < 1e-9, (c["level"], g)
+assert abs(c["level_sigma"] - statistics.stdev(g) * math.sqrt(1.5)) < 1e-9, (c["level_sigma"], g)'
 contains "the summary gives the composition error" probes.out "composition    " "between strategies"
+contains "the summary gives the step level" probes.out "step level     " "in place of the repeats' drift"
 for f in validation.csv summary.json; do
   [[ -s probes.probes/$f ]] && ok "the probes leave $f" || not_ok "the probes leave $f"
 done
@@ -257,10 +276,12 @@ import json, sys
 j = json.load(open(sys.argv[1] + "/probes.json"))
 j["provenance"]["fit"]["composition"]["sigma"] = 0.2
 json.dump(j, open(sys.argv[1] + "/wide.json", "w"))
+j["provenance"]["fit"]["composition"].update(level=1.25, level_sigma=0.0)
+json.dump(j, open(sys.argv[1] + "/level.json", "w"))
 del j["provenance"]["fit"]["composition"]
 json.dump(j, open(sys.argv[1] + "/bare.json", "w"))
 PY
-for v in wide bare; do
+for v in wide bare level; do
   run "pplan$v" "$OSDP" plan --model probe-3x320 --cluster cpu-2 --strategy fsdp --batch 2 --baseline ddp \
     --calibration "$v.json" --json
 done
@@ -272,6 +293,15 @@ def reach(doc):
     lo, hi = doc["baselines"][0]["speedup_interval"]
     return hi / lo
 assert reach(j) > reach(bare) * 1.3, (reach(j), reach(bare))'
+# A step level of 1.25 scales every price the calibration gives (this one prices every collective and
+# kernel of an fsdp step): the step is 1.25 times the bare calibration's, and so is ddp's.
+expect_rc "plan under a step level" pplanlevel 0
+jcheck "the step level scales the predicted step" pplanlevel.out '
+import json
+bare = json.load(open("pplanbare.out"))
+assert abs(j["iteration_time_s"] / bare["iteration_time_s"] - 1.25) < 1e-6, (j["iteration_time_s"], bare["iteration_time_s"])
+b, bb = j["baselines"][0], bare["baselines"][0]
+assert abs(b["iteration_time_s"] / bb["iteration_time_s"] - 1.25) < 1e-6, (b, bb)'
 
 # The rings of nodes: 4 ranks as 2 nodes of 2. The file gets a "levels" block with both levels and
 # all three collectives; plan and simulate price a two-level plan by it and agree to the tick
