@@ -264,3 +264,30 @@ TEST_CASE("a draw of the calibration's errors: the simulator prices each draw as
 }
 
 }  // namespace osdp::sim
+
+namespace osdp::sim {
+
+TEST_CASE("the step's level: the simulated step scaled by it, nominal and drawn as the analytic model",
+          "[sim][intervals]") {
+  // The recorded calibration with a step level of 1.25 (spread 0.1) in its provenance: every price
+  // it gives (this plan's compute and collectives) scaled by 1.25, so the simulated step is 1.25
+  // times the one without, to the tick; each draw still simulates to the analytic draw.
+  search::PlanOutcome o = uniform_plan("fsdp");
+  REQUIRE(o.plan.calibration);
+  SimOptions opt;
+  opt.symmetric = true;
+  opt.memory_rank = SimOptions::kNoRanks;
+  const double bare = to_seconds(replay_plan(o.plan, *o.workload, opt).result.iteration);
+  o.plan.calibration->provenance["fit"]["composition"] = {{"level", 1.25}, {"level_sigma", 0.1}};
+  const double level = to_seconds(replay_plan(o.plan, *o.workload, opt).result.iteration);
+  CHECK(level / bare == Approx(1.25).epsilon(1e-6));
+  const double analytic = costmodel::plan_cost_model(o.plan).evaluate(*o.workload, o.plan).time_s;
+  CHECK(level == Approx(analytic).epsilon(1e-6));
+  constexpr int kDraws = 24;
+  const std::vector<double> simulated = simulated_step_times(o.plan, *o.workload, kDraws, opt);
+  const std::vector<double> drawn = costmodel::drawn_step_times(*o.workload, o.plan, kDraws);
+  REQUIRE(simulated.size() == kDraws);
+  for (int d = 0; d < kDraws; ++d) CHECK(simulated[d] == Approx(drawn[d]).epsilon(1e-6));
+}
+
+}  // namespace osdp::sim
