@@ -54,7 +54,7 @@ FitErrors fit_errors(const Calibration& cal) {
       e.composition = c["sigma"].get<double>();
     if (c.contains("level") && c["level"].is_number() && c["level"].get<double>() > 0) {
       e.has_level = true;
-      e.level = c["level"].get<double>();
+      e.level = step_level(cal);
       const auto& s = c.value("level_sigma", nlohmann::json(0.0));
       e.level_sigma = s.is_number() && s.get<double>() > 0 ? s.get<double>() : 0.0;
       e.compute_drift = e.communication_drift = 0;
