@@ -17,10 +17,16 @@ namespace {
 // What a composition factor's key starts with (distinct from the cost model's points).
 constexpr std::int64_t kCompositionPoint = 100;
 
+double mean_of(const std::vector<double>& x) {
+  double mean = 0;
+  for (double v : x) mean += v / static_cast<double>(x.size());
+  return mean;
+}
+
 // The sum of squares of x about its mean.
 double squares_about_mean(const std::vector<double>& x) {
-  double mean = 0, sum = 0;
-  for (double v : x) mean += v / static_cast<double>(x.size());
+  const double mean = mean_of(x);
+  double sum = 0;
   for (double v : x) sum += (v - mean) * (v - mean);
   return sum;
 }
@@ -42,17 +48,14 @@ nlohmann::json level_fit(const std::map<std::string, std::vector<const ProbeStep
   std::vector<double> means;
   nlohmann::json by_group = nlohmann::json::object();
   for (const auto& [name, g] : groups) {
-    double mean = 0;
-    for (const ProbeStep* p : g)
-      mean += std::log(median(p->steps_s) / p->predicted_s) / static_cast<double>(g.size());
-    means.push_back(mean);
-    by_group[name] = std::exp(mean);
+    std::vector<double> e;
+    for (const ProbeStep* p : g) e.push_back(std::log(median(p->steps_s) / p->predicted_s));
+    means.push_back(mean_of(e));
+    by_group[name] = std::exp(means.back());
   }
   if (means.size() < 2) return {{"level", nullptr}, {"level_sigma", nullptr}, {"level_groups", by_group}};
-  double mean = 0;
-  for (double m : means) mean += m / static_cast<double>(means.size());
   const double g = static_cast<double>(means.size());
-  return {{"level", std::exp(mean)},
+  return {{"level", std::exp(mean_of(means))},
           {"level_sigma", std::sqrt(variance(means) * (1 + 1 / g))},
           {"level_groups", by_group}};
 }
@@ -80,8 +83,7 @@ nlohmann::json composition_fit(const std::vector<ProbeStep>& probes) {
       r.push_back(median(e) - std::log(p->predicted_s));
       sum_noise += std::numbers::pi / 2 * variance(e) / static_cast<double>(m);
     }
-    double mean_r = 0;
-    for (double v : r) mean_r += v / static_cast<double>(r.size());
+    const double mean_r = mean_of(r);
     for (double v : r) residuals.push_back(v - mean_r);
     sum_v += squares_about_mean(r);
     // The calibration's drawn errors: the same sum of squares over each draw's predictions.

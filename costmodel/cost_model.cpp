@@ -118,8 +118,8 @@ CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration,
     optimizer_error_ = e.optimizer;
     accumulate_error_ = e.accumulate;
     replicate_error_ = e.replicate;
-    if (e.has_level) {  // one factor for the whole step
-      compute_drift_ = communication_drift_ = e.level * factor(e.level_sigma, {kStepLevel});
+    if (e.level) {  // one factor for the whole step
+      compute_drift_ = communication_drift_ = *e.level * factor(e.level_sigma, {kStepLevel});
     } else {
       compute_drift_ = factor(e.compute_drift, {kComputeDrift});
       communication_drift_ = factor(e.communication_drift, {kCommunicationDrift});

@@ -52,9 +52,8 @@ FitErrors fit_errors(const Calibration& cal) {
     const auto& c = fit["composition"];
     if (c.contains("sigma") && c["sigma"].is_number() && c["sigma"].get<double>() > 0)
       e.composition = c["sigma"].get<double>();
-    if (c.contains("level") && c["level"].is_number() && c["level"].get<double>() > 0) {
-      e.has_level = true;
-      e.level = step_level(cal);
+    e.level = fitted_level(cal);
+    if (e.level) {
       const auto& s = c.value("level_sigma", nlohmann::json(0.0));
       e.level_sigma = s.is_number() && s.get<double>() > 0 ? s.get<double>() : 0.0;
       e.compute_drift = e.communication_drift = 0;
@@ -74,14 +73,15 @@ FitErrors fit_errors(const Calibration& cal) {
   return e;
 }
 
-double step_level(const Calibration& cal) {
-  if (!cal.provenance.is_object()) return 1.0;
+std::optional<double> fitted_level(const Calibration& cal) {
+  if (!cal.provenance.is_object()) return std::nullopt;
   const auto fit = cal.provenance.find("fit");
-  if (fit == cal.provenance.end() || !fit->is_object()) return 1.0;
+  if (fit == cal.provenance.end() || !fit->is_object()) return std::nullopt;
   const auto c = fit->find("composition");
-  if (c == fit->end() || !c->is_object()) return 1.0;
+  if (c == fit->end() || !c->is_object()) return std::nullopt;
   const auto level = c->find("level");
-  return level != c->end() && level->is_number() && level->get<double>() > 0 ? level->get<double>() : 1.0;
+  if (level == c->end() || !level->is_number() || !(level->get<double>() > 0)) return std::nullopt;
+  return level->get<double>();
 }
 
 bool has_uncertainty(const Calibration& cal) {

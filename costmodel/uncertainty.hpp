@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -57,14 +58,18 @@ struct FitErrors {
   // The step's level (composition.hpp; "fit"/"composition"/"level" and "level_sigma", from the probes):
   // every calibrated price scaled by `level`, and one factor per draw of spread `level_sigma` for the
   // whole step. Where the probes fitted it, it replaces both drifts (set to 0 here).
-  double level = 1, level_sigma = 0;
-  bool has_level = false;
+  std::optional<double> level;
+  double level_sigma = 0;
 };
 // Read from the calibration's provenance ("fit": gemm, elementwise, adam, accumulate, replicate,
 // interference_samples).
 FitErrors fit_errors(const Calibration& cal);
-// The step's level alone (1 without one): what the nominal prices are scaled by.
-double step_level(const Calibration& cal);
+// The step's level the calibration's probes fitted ("fit"/"composition"/"level"), if they did.
+std::optional<double> fitted_level(const Calibration& cal);
+// That level, 1 without one: what the nominal prices are scaled by.
+inline double step_level(const Calibration& cal) {
+  return fitted_level(cal).value_or(1.0);
+}
 // Whether the calibration records any error an interval could be drawn from.
 bool has_uncertainty(const Calibration& cal);
 

@@ -265,13 +265,15 @@ TEST_CASE("the step's level: every calibrated price scaled by it, its spread one
                      {{"repeat_spread", {{"compute", 0.3}, {"communication", 0.2}}},
                       {"composition", {{"sigma", 0.0}, {"level", 1.1}, {"level_sigma", 0.05}}}}}};
   const FitErrors e = fit_errors(cal);
-  CHECK(e.has_level);
-  CHECK(e.level == 1.1);
+  REQUIRE(e.level);
+  CHECK(*e.level == 1.1);
   CHECK(e.level_sigma == 0.05);
   CHECK(e.compute_drift == 0);
   CHECK(e.communication_drift == 0);
   CHECK(step_level(cal) == 1.1);
   CHECK(step_level(bare) == 1.0);
+  CHECK_FALSE(fitted_level(bare));
+  CHECK_FALSE(fit_errors(bare).level);
 
   Kernel g;
   g.kind = KernelKind::kGemm;
