@@ -142,6 +142,13 @@ int report(const ValidateArgs& a, const experiments::MeasuredJob& job,
         "reach {:+.1f}% / {:+.1f}% around their predictions (median over the plans)\n",
         s.covered, s.with_interval, 100 * costmodel::kIntervalLevel, 100 * s.coverage(), 100 * s.interval_low,
         100 * s.interval_high);
+    if (s.covered_about_level)
+      std::cout << fmt::format(
+          "  coverage about this run's own level ({:+.1f}%, the composition line's): {} of {} ({:.0f}%); the "
+          "plans of a run share most of their error, so a run's coverage is nearly all or far less, and this "
+          "count is how well the intervals hold the plans' spread, the level aside\n",
+          100 * (s.composition["level"].get<double>() - 1), *s.covered_about_level, s.with_interval,
+          100.0 * *s.covered_about_level / s.with_interval);
     if (s.coverage() > 0.99 && s.interval_high - s.interval_low > 2 * s.median_abs_time_error)
       std::cout << "  (every step inside intervals wider than twice the median error: the calibration's own "
                    "noise, not the model, sets them; calibrate on a quieter machine to narrow them)\n";

@@ -114,6 +114,11 @@ struct ValidationSummary {
   // How far the intervals reach from their predictions: the median over those plans of low / predicted
   // - 1 and of high / predicted - 1 (a coverage near 100% with -30% / +50% says little).
   double interval_low = 0, interval_high = 0;
+  // The same count with every measured step divided by the run's own level (composition's "level":
+  // the probes' estimator over this run, configurations as groups); none without that level. A run's
+  // plans share most of their error (the machine's level at that time), so its coverage is nearly all
+  // or much less; about its own level, what is left is how well the intervals hold the plans' spread.
+  std::optional<int> covered_about_level;
   // Every two plans of a configuration with draws, b the one predicted slower (RatioCoverage).
   std::vector<RatioCoverage> ratios;
   int ratios_inside(bool drawn_alone = false) const;  // inside the widened (or the drawn) intervals

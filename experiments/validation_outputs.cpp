@@ -309,6 +309,17 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
       }
   }
   if (nlohmann::json c = composition_fit(rows); c.value("dof", 0) > 0) s.composition = std::move(c);
+  if (s.with_interval > 0 && !s.composition.is_null() && s.composition["level"].is_number()) {
+    const double level = s.composition["level"].get<double>();
+    int inside = 0;
+    for (const auto& r : rows) {
+      const Evaluation* sim = r.evaluation(EvaluatorKind::kSim);
+      const Evaluation* measured = r.evaluation(EvaluatorKind::kMeasured);
+      if (r.feasible && r.measurement && sim && measured && sim->interval.known())
+        inside += sim->interval.contains(measured->time_s / level);
+    }
+    s.covered_about_level = inside;
+  }
   return s;
 }
 
@@ -405,7 +416,9 @@ std::string write_validation_outputs(const std::string& dir, const MeasuredJob& 
         {"inside", s.covered},
         {"fraction", s.with_interval > 0 ? nlohmann::json(s.coverage()) : nlohmann::json(nullptr)},
         {"median_low", s.with_interval > 0 ? nlohmann::json(s.interval_low) : nlohmann::json(nullptr)},
-        {"median_high", s.with_interval > 0 ? nlohmann::json(s.interval_high) : nlohmann::json(nullptr)}}},
+        {"median_high", s.with_interval > 0 ? nlohmann::json(s.interval_high) : nlohmann::json(nullptr)},
+        {"inside_about_level",
+         s.covered_about_level ? nlohmann::json(*s.covered_about_level) : nlohmann::json(nullptr)}}},
       {"speedup_coverage", ratio_coverage_json(s)},
       {"composition", s.composition},
       {"order",

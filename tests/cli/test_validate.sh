@@ -90,6 +90,16 @@ hi = statistics.median(r["predicted_interval_s"][1] / r["predicted_time_s"] - 1 
 assert abs(c["median_low"] - lo) < 1e-6 and abs(c["median_high"] - hi) < 1e-6, (c, lo, hi)
 assert c["median_low"] < 0 < c["median_high"], c
 '
+# About the run's own level (composition.level, the two configurations as groups): each measured step
+# divided by it, counted inside its interval again.
+jcheck "coverage about the run's own level: the rows' measured steps over composition.level, counted" CI/summary.json '
+c, level = j["coverage"], j["composition"]["level"]
+assert level > 0, j["composition"]
+n = sum(r["predicted_interval_s"][0] <= r["measured_time_s"] / level <= r["predicted_interval_s"][1]
+        for r in j["rows"])
+assert c["inside_about_level"] == n, (c, n, level)
+'
+contains "the console gives the coverage about the run's own level" CI.out "coverage about this run's own level"
 lo=$(python3 -c 'import json,sys; print("{:+.1f}%".format(100 * json.load(open(sys.argv[1]))["coverage"]["median_low"]))' CI/summary.json)
 contains "the console gives the intervals' reach" CI.out "inside their predicted 90% intervals" "which reach $lo /"
 # Speedups: every two plans of a configuration (here fsdp and dp, at two batches: 2 pairs), the

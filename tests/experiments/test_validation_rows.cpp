@@ -140,6 +140,7 @@ TEST_CASE("without intervals, the measured order is checked where the predicted 
   CHECK(order_failures == 1);
   CHECK_FALSE(s.ok());
   CHECK(s.with_interval == 0);  // no row has an interval
+  CHECK_FALSE(s.covered_about_level);
   // "order": false reports the same checks, the reversal among them, and fails on none of them.
   spec.order = false;
   const ValidationSummary lax = summarize(rows, spec);
@@ -173,6 +174,16 @@ TEST_CASE("with intervals: coverage, and the order checked where the intervals a
   CHECK(s.with_interval == 5);
   CHECK(s.covered == 3);  // b, c, e
   CHECK(s.coverage() == Approx(0.6));
+  // About the run's own level: the mean over the two configurations of their mean ln(measured /
+  // predicted), g1 (ln 1.06 + ln(1.05 / 1.10) + ln(1.25 / 1.30)) / 3, g2 (ln 1.5 + ln(1.45 / 1.5)) / 2;
+  // L = e^((g1 + g2) / 2) = 1.0923. Divided by it, a 1.06 -> 0.970 is inside [0.95, 1.05]; b 0.961, c
+  // 1.144, d 1.373 and e 1.327 are outside: 1 of 5.
+  const double g1 = (std::log(1.06) + std::log(1.05 / 1.10) + std::log(1.25 / 1.30)) / 3;
+  const double g2 = (std::log(1.5) + std::log(1.45 / 1.5)) / 2;
+  REQUIRE(s.composition["level"].is_number());
+  CHECK(s.composition["level"].get<double>() == Approx(std::exp((g1 + g2) / 2)));
+  REQUIRE(s.covered_about_level);
+  CHECK(*s.covered_about_level == 1);
   // The intervals' reach around their predictions, the median over the five: below -5%, -5.45%,
   // -7.69%, -10% and -6.67%, above the same in magnitude; e's (1.4 and 1.6 around 1.5) is the median.
   CHECK(s.interval_low == Approx(1.4 / 1.5 - 1));
