@@ -141,8 +141,7 @@ validate::CalibrateOptions make_options(const CalibrateArgs& a, bool probes) {
     std::vector<costmodel::ModelSpec> models;
     for (const auto& m : a.models) models.push_back(costmodel::load_model(m));
     if (probes)
-      for (const char* m : {experiments::kProbeModel, experiments::kProbeDeepModel})
-        models.push_back(costmodel::load_model(m));
+      for (const std::string& m : experiments::kProbeModels) models.push_back(costmodel::load_model(m));
     o.gemm_shapes = validate::generic_gemm_shapes(false);
     // On CPU ranks shapes past 8 GFLOP would take seconds each and are priced by the fitted formula.
     // A GPU times every shape in milliseconds, and a shape left to the formula is priced unlike its
@@ -559,8 +558,9 @@ Action add_calibrate_command(CLI::App& app) {
          "--probes", a->probes,
          "Whole steps timed after the sweeps (auto: unless --quick, --compute emulate, --per-node or one "
          "rank): plans of probe-3x320, four strategies uniform (fsdp, zero2, ddp, checkpointed fsdp) and "
-         "the exact search without and with splits under 70 and 95 MiB caps, and probe-8x192's uniform "
-         "ones, at micro-batches 1, 2 and 4, those of a model and micro-batch run side by side and "
+         "the exact search without and with splits under 70 and 95 MiB caps, and the uniform ones of "
+         "probe-8x192 (deep, narrow) and probe-2x448 (wide, shallow), at micro-batches 1, 2 and 4, those of "
+         "a model and micro-batch run side by side and "
          "predicted from the calibration just fitted. Their mean over the groups of ln(measured / "
          "predicted) is the step's level: every price is scaled by it, and the spread of the groups' "
          "levels is drawn for the whole step in place of the repeats' drift. How far their residuals "

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "costmodel/calibration.hpp"
 #include "costmodel/files.hpp"
@@ -67,7 +68,7 @@ void record(const ProbeRun& run, const experiments::MeasuredJob& job,
   (void)experiments::write_validation_outputs(probes_dir(run.calibration), job, rows,
                                               experiments::summarize(rows, job.validation), prov);
   nlohmann::json fit = experiments::composition_fit(rows);
-  fit["models"] = {experiments::kProbeModel, experiments::kProbeDeepModel};
+  fit["models"] = experiments::kProbeModels;
   fit["cluster"] = run.cluster;
   fit["rows"] = std::filesystem::path(probes_dir(run.calibration)).filename().string() + "/rows.jsonl";
   nlohmann::json cal = costmodel::load_json_file(run.calibration);
@@ -85,9 +86,8 @@ void record(const ProbeRun& run, const experiments::MeasuredJob& job,
       "  composition    {} between strategies, drawn per strategy ({} probes of {} in {} groups: their "
       "residuals spread {}, of which the steps' noise {} and the calibration's errors {})\n",
       fmt::format("{:.1f}%", 100 * fit["sigma"].get<double>()), fit.value("plans", 0),
-      fmt::format("{} and {}", experiments::kProbeModel, experiments::kProbeDeepModel),
-      fit.value("groups", 0), pct(fit.value("variance", 0.0)), pct(fit.value("noise", 0.0)),
-      pct(fit.value("drawn", 0.0)));
+      fmt::format("{}", fmt::join(experiments::kProbeModels, ", ")), fit.value("groups", 0),
+      pct(fit.value("variance", 0.0)), pct(fit.value("noise", 0.0)), pct(fit.value("drawn", 0.0)));
 }
 
 }  // namespace

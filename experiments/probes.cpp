@@ -17,8 +17,9 @@ Experiment probe_experiment(const std::string& cluster, int world_size, const st
       {"description",
        "osdp calibrate's probes of the step's level and the model's composition error "
        "(costmodel/composition.hpp): probe-3x320 at micro-batches 1, 2 and 4, four uniform strategies "
-       "and the exact search without and with splitting under two memory caps, and probe-8x192's "
-       "uniform strategies (probe_job keeps those units), run side by side per model and micro-batch "
+       "and the exact search without and with splitting under two memory caps, and probe-8x192's and "
+       "probe-2x448's uniform strategies (probe_job keeps those units), run side by side per model and "
+       "micro-batch "
        "and predicted by the simulator from the calibration just fitted."},
       {"base",
        {{"model", kProbeModel},
@@ -34,7 +35,7 @@ Experiment probe_experiment(const std::string& cluster, int world_size, const st
         {"tp", 1},
         {"micro_batches", 1}}},
       {"axes",
-       {{"model", {kProbeModel, kProbeDeepModel}},
+       {{"model", kProbeModels},
         {"batch", quick ? nlohmann::json::array({2}) : nlohmann::json::array({1, 2, 4})},
         {"memory", kProbeMemory}}},
       {"strategies",

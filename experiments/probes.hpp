@@ -21,10 +21,10 @@
 namespace osdp::experiments {
 
 // The probes' models: the first runs every strategy (uniform, and searched under kProbeMemory's caps,
-// which are its own); the second, a deep and narrow one, the uniform strategies, so that the step's
-// level is seen across models as well as micro-batches.
+// which are its own); the others, a deep and narrow one and a wide and shallow one, the uniform
+// strategies, so that the step's level is seen across models' shapes as well as micro-batches.
 inline constexpr const char* kProbeModel = "probe-3x320";
-inline constexpr const char* kProbeDeepModel = "probe-8x192";
+inline const std::vector<std::string> kProbeModels{kProbeModel, "probe-8x192", "probe-2x448"};
 // The uniform strategies' memory (no limit to speak of), then the searches' caps.
 inline const std::vector<std::string> kProbeMemory{"4GiB", "70MiB", "95MiB"};
 

@@ -191,8 +191,8 @@ bad emuplan "" -np 2 --quick --compute emulate --compute-from emu.json
 contains "--compute-from a calibration without compute figures is refused" "$TMP/emuplan.err" "has no compute figures"
 
 # The probes (--probes on; auto leaves them out with --quick): plans of probe-3x320 run whole after the
-# sweeps, four uniform strategies and two searches under two memory caps, and probe-8x192's uniform
-# ones (with --quick at micro-batch 2 alone, 5 timed steps each). The composition fit in the provenance is recomputed here from the probes' rows as
+# sweeps, four uniform strategies and two searches under two memory caps, and the uniform ones of
+# probe-8x192 and probe-2x448 (with --quick at micro-batch 2 alone, 5 timed steps each). The composition fit in the provenance is recomputed here from the probes' rows as
 # costmodel/composition.hpp defines it: per group (the plans run side by side), step j's pace the mean
 # log over the plans, each plan's residual the median of its steps over the pace against the simulated
 # step, their squares about the group's mean over the degrees of freedom, less the steps' noise and the
@@ -203,11 +203,12 @@ jcheck "the composition fit is the probes' residuals less the steps' noise and t
 import json, math, statistics
 c = j["provenance"]["fit"]["composition"]
 rows = [json.loads(l) for l in open("probes.probes/rows.jsonl")]
-assert len(rows) == 12 and all(r["batch_size"] in (0, 2) for r in rows), len(rows)
+assert len(rows) == 16 and all(r["batch_size"] in (0, 2) for r in rows), len(rows)
 searches = {f"{s}@{m}" for s in ("exact", "exact+split") for m in ("70MiB", "95MiB")}
 uniform = {"ddp", "fsdp", "fsdp+ckpt", "zero2"}
 assert {r["strategy"] for r in rows if r["model"] == "probe-3x320"} == uniform | searches
 assert {r["strategy"] for r in rows if r["model"] == "probe-8x192"} == uniform
+assert {r["strategy"] for r in rows if r["model"] == "probe-2x448"} == uniform
 assert all(json.loads(r["measurement"]["group"]) == {"model": r["model"], "batch": 2} for r in rows if r["feasible"])
 assert all(r["feasible"] for r in rows if r["strategy"] not in searches)
 # A plan a group already has (the search finding a uniform plan) counts once: the first by index.
@@ -245,12 +246,12 @@ for g in groups.values():
         drawn += sum((a - mx) ** 2 for a in x) / draws
     dof += len(g) - 1
 v, drawn, noise = v / dof, drawn / dof, noise / len(used)
-assert c["dof"] == dof >= 6 and c["groups"] == 2 and c["plans"] == len(used), c  # 4 uniform plans a model at least
+assert c["dof"] == dof >= 9 and c["groups"] == 3 and c["plans"] == len(used), c  # 4 uniform plans a model at least
 for k, want in (("variance", v), ("drawn", drawn), ("noise", noise)):
     assert abs(c[k] - want) <= 1e-9 * max(1.0, abs(want)), (k, c[k], want)
 assert abs(c["sigma"] - math.sqrt(max(0.0, v - noise - drawn))) < 1e-9, (c["sigma"], v, noise, drawn)'
 # The step level: each group's (model's) mean of ln(median step / simulated step), e^(their mean), and
-# the spread of the two as one more group's, sqrt(var (1 + 1/2)).
+# the spread of the three as one more group's, sqrt(var (1 + 1/3)).
 jcheck "the step level: the mean of the groups' mean ln(median step / simulated), and their spread" probes.json '
 import json, math, statistics
 c = j["provenance"]["fit"]["composition"]
@@ -261,9 +262,9 @@ for r in used:
     sim = [x for x in r["evaluations"] if x["evaluator"] == "sim"][0]["iteration_time_s"]
     by.setdefault(r["model"], []).append(math.log(statistics.median(r["measurement"]["steps_s"]) / sim))
 g = [sum(v) / len(v) for v in by.values()]
-assert len(g) == 2 and len(c["level_groups"]) == 2, c["level_groups"]
-assert abs(c["level"] - math.exp(sum(g) / 2)) < 1e-9, (c["level"], g)
-assert abs(c["level_sigma"] - statistics.stdev(g) * math.sqrt(1.5)) < 1e-9, (c["level_sigma"], g)'
+assert len(g) == 3 and len(c["level_groups"]) == 3, c["level_groups"]
+assert abs(c["level"] - math.exp(sum(g) / 3)) < 1e-9, (c["level"], g)
+assert abs(c["level_sigma"] - statistics.stdev(g) * math.sqrt(4 / 3)) < 1e-9, (c["level_sigma"], g)'
 contains "the summary gives the composition error" probes.out "composition    " "between strategies"
 contains "the summary gives the step level" probes.out "step level     " "in place of the repeats' drift"
 for f in validation.csv summary.json; do

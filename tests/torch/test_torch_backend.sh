@@ -108,21 +108,22 @@ expect_rc "calibrate --backend torch without -np" calnp 2
 
 # Calibration: the three collectives, the kernels, and a file osdp plan reads.
 # From 64 KiB: below it a reduce-scatter (a difference of two timings) is mostly gloo's noise.
-# With the probes (plans of probe-3x320 and probe-8x192 run whole by torchrun; test_calibrate_cli.sh
-# recomputes the fit from the rows): the composition fit over their 8 + 4 plans of micro-batch 2
-# (--quick; a search's plan that repeats a uniform one counts once, one that does not fit its cap not
-# at all: at least the 4 uniform strategies of each model), in 2 groups, and a step level from them.
+# With the probes (plans of probe-3x320, probe-8x192 and probe-2x448 run whole by torchrun;
+# test_calibrate_cli.sh recomputes the fit from the rows): the composition fit over their 8 + 4 + 4
+# plans of micro-batch 2 (--quick; a search's plan that repeats a uniform one counts once, one that does
+# not fit its cap not at all: at least the 4 uniform strategies of each model), in 3 groups, and a step
+# level from them.
 run cal "$OSDP" calibrate --backend torch -np 2 --quick --min-size 64KiB --probes on --out cal/torch.json
 expect_rc "calibrate --backend torch -np 2 --quick --min-size 64KiB --probes on" cal 0
-jcheck "the probes ran in torch: the composition fit over their distinct plans in 2 groups" cal/torch.json '
+jcheck "the probes ran in torch: the composition fit over their distinct plans in 3 groups" cal/torch.json '
 import json, math
 c = j["provenance"]["fit"]["composition"]
-assert 8 <= c["plans"] <= 12 and c["groups"] == 2 and c["dof"] == c["plans"] - 2, c
+assert 12 <= c["plans"] <= 16 and c["groups"] == 3 and c["dof"] == c["plans"] - 3, c
 assert abs(c["sigma"] - math.sqrt(max(0.0, c["variance"] - c["noise"] - c["drawn"]))) < 1e-12, c
 g = [math.log(v) for v in c["level_groups"].values()]
-assert len(g) == 2 and abs(c["level"] - math.exp(sum(g) / 2)) < 1e-9, c
+assert len(g) == 3 and abs(c["level"] - math.exp(sum(g) / 3)) < 1e-9, c
 rows = [json.loads(l) for l in open("cal/torch.probes/rows.jsonl")]
-assert len(rows) == 12 and all(len(r["measurement"]["steps_s"]) == 5 for r in rows if r["feasible"]), len(rows)'
+assert len(rows) == 16 and all(len(r["measurement"]["steps_s"]) == 5 for r in rows if r["feasible"]), len(rows)'
 jcheck "the calibration: every collective fitted, torch named, the points kept" cal/torch.json '
 assert set(j["collectives"]) == {"allgather", "reducescatter", "allreduce"}, list(j["collectives"])
 for k in ("allgather", "reducescatter", "allreduce"):
