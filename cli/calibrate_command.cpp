@@ -498,7 +498,7 @@ Action add_calibrate_command(CLI::App& app) {
       "<FILE without .json>.measurements.csv, and prints a summary. Then, unless --probes off, whole steps\n"
       "of a few plans are timed and predicted (--probes): the step's level (every price scaled by it)\n"
       "and the model's composition error between strategies.\n"
-      "A full run on 2 ranks takes one to two minutes, its probes included, on an idle 2-core machine\n"
+      "A full run on 2 ranks takes two to three minutes, its probes included, on an idle 2-core machine\n"
       "(longer on a busy one, whose fits are noisy too); --quick a few seconds.\n"
       "Exit codes: 0 done; 2 bad input or usage; 4 a rank failed or timed out (the job is aborted);\n"
       "otherwise mpirun's.");
@@ -560,15 +560,14 @@ Action add_calibrate_command(CLI::App& app) {
          "rank): plans of probe-3x320, four strategies uniform (fsdp, zero2, ddp, checkpointed fsdp) and "
          "the exact search without and with splits under 70 and 95 MiB caps, and the uniform ones of "
          "probe-8x192 (deep, narrow) and probe-2x448 (wide, shallow), at micro-batches 1, 2 and 4, those of "
-         "a model and micro-batch run side by side and "
-         "predicted from the calibration just fitted. Their mean over the groups of ln(measured / "
-         "predicted) is the step's level: every price is scaled by it, and the spread of the groups' "
-         "levels is drawn for the whole step in place of the repeats' drift. How far their residuals "
-         "spread between strategies beyond the steps' noise and the calibration's own errors is the "
-         "model's composition error, which intervals and speedups then draw (provenance "
-         "fit.composition; rows in <FILE without .json>.probes/). About a minute on 2 CPU ranks over "
-         "shared memory, three to four minutes in the lab or torch; with --quick (for tests) micro-batch "
-         "2 only and 5 timed steps")
+         "a model and micro-batch run side by side and predicted from the calibration just fitted. Their "
+         "mean over the groups of ln(measured / predicted) is the step's level: every price is scaled by "
+         "it, and the spread of the groups' levels is drawn for the whole step in place of the repeats' "
+         "drift. How far their residuals spread between strategies beyond the steps' noise and the "
+         "calibration's own errors is the model's composition error, which intervals and speedups then "
+         "draw (provenance fit.composition; rows in <FILE without .json>.probes/). About a minute and a "
+         "half on 2 CPU ranks over shared memory, three to five minutes in the lab or torch; with --quick "
+         "(for tests) micro-batch 2 only and 5 timed steps")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   app.add_option(

@@ -19,8 +19,7 @@ Experiment probe_experiment(const std::string& cluster, int world_size, const st
        "(costmodel/composition.hpp): probe-3x320 at micro-batches 1, 2 and 4, four uniform strategies "
        "and the exact search without and with splitting under two memory caps, and probe-8x192's and "
        "probe-2x448's uniform strategies (probe_job keeps those units), run side by side per model and "
-       "micro-batch "
-       "and predicted by the simulator from the calibration just fitted."},
+       "micro-batch and predicted by the simulator from the calibration just fitted."},
       {"base",
        {{"model", kProbeModel},
         {"cluster", cluster},

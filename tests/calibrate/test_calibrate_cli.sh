@@ -192,7 +192,8 @@ contains "--compute-from a calibration without compute figures is refused" "$TMP
 
 # The probes (--probes on; auto leaves them out with --quick): plans of probe-3x320 run whole after the
 # sweeps, four uniform strategies and two searches under two memory caps, and the uniform ones of
-# probe-8x192 and probe-2x448 (with --quick at micro-batch 2 alone, 5 timed steps each). The composition fit in the provenance is recomputed here from the probes' rows as
+# probe-8x192 and probe-2x448 (with --quick at micro-batch 2 alone, 5 timed steps each). The
+# composition fit in the provenance is recomputed here from the probes' rows as
 # costmodel/composition.hpp defines it: per group (the plans run side by side), step j's pace the mean
 # log over the plans, each plan's residual the median of its steps over the pace against the simulated
 # step, their squares about the group's mean over the degrees of freedom, less the steps' noise and the
