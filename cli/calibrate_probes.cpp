@@ -86,8 +86,8 @@ void record(const ProbeRun& run, const experiments::MeasuredJob& job,
       "  composition    {} between strategies, drawn per strategy ({} probes of {} in {} groups: their "
       "residuals spread {}, of which the steps' noise {} and the calibration's errors {})\n",
       fmt::format("{:.1f}%", 100 * fit["sigma"].get<double>()), fit.value("plans", 0),
-      fmt::format("{}", fmt::join(experiments::kProbeModels, ", ")), fit.value("groups", 0),
-      pct(fit.value("variance", 0.0)), pct(fit.value("noise", 0.0)), pct(fit.value("drawn", 0.0)));
+      fmt::join(experiments::kProbeModels, ", "), fit.value("groups", 0), pct(fit.value("variance", 0.0)),
+      pct(fit.value("noise", 0.0)), pct(fit.value("drawn", 0.0)));
 }
 
 }  // namespace

@@ -196,9 +196,6 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
         lows.push_back(sim->interval.low / sim->time_s - 1);
         highs.push_back(sim->interval.high / sim->time_s - 1);
       }
-      if (const Evaluation* measured = r.evaluation(EvaluatorKind::kMeasured);
-          measured && sim->interval.contains(measured->time_s))
-        ++s.covered;
     }
     s.max_abs_memory_error = std::max(s.max_abs_memory_error, std::fabs(m.memory_error));
     if (std::fabs(m.time_error) > spec.time_max)
@@ -309,17 +306,20 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
       }
   }
   if (nlohmann::json c = composition_fit(rows); c.value("dof", 0) > 0) s.composition = std::move(c);
-  if (s.with_interval > 0 && !s.composition.is_null() && s.composition["level"].is_number()) {
-    const double level = s.composition["level"].get<double>();
-    int inside = 0;
+  // The measured steps, each divided by `level`, inside their predictions' intervals.
+  const auto inside = [&rows](double level) {
+    int n = 0;
     for (const auto& r : rows) {
       const Evaluation* sim = r.evaluation(EvaluatorKind::kSim);
       const Evaluation* measured = r.evaluation(EvaluatorKind::kMeasured);
       if (r.feasible && r.measurement && sim && measured && sim->interval.known())
-        inside += sim->interval.contains(measured->time_s / level);
+        n += sim->interval.contains(measured->time_s / level);
     }
-    s.covered_about_level = inside;
-  }
+    return n;
+  };
+  s.covered = inside(1.0);
+  if (s.with_interval > 0 && !s.composition.is_null() && s.composition["level"].is_number())
+    s.covered_about_level = inside(s.composition["level"].get<double>());
   return s;
 }
 

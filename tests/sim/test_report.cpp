@@ -263,10 +263,6 @@ TEST_CASE("a draw of the calibration's errors: the simulator prices each draw as
   }
 }
 
-}  // namespace osdp::sim
-
-namespace osdp::sim {
-
 TEST_CASE("the step's level: the simulated step scaled by it, nominal and drawn as the analytic model",
           "[sim][intervals]") {
   // The recorded calibration with a step level of 1.25 (spread 0.1) in its provenance: every price
