@@ -53,10 +53,11 @@ void print_level(const nlohmann::json& fit) {
   for (const auto& [k, v] : fit["level_groups"].items()) groups.push_back(v.get<double>());
   const auto [lo, hi] = std::minmax_element(groups.begin(), groups.end());
   std::cout << fmt::format(
-      "  step level     {} (whole steps against the calibrated prices; {} groups, {} to {}): every "
-      "price is scaled by it, its spread {:.1f}% drawn for the whole step in place of the repeats' drift\n",
-      pct(fit["level"].get<double>()), groups.size(), pct(*lo), pct(*hi),
-      100 * fit["level_sigma"].get<double>());
+      "  step level     {} (whole steps against the calibrated prices; {} groups of {} models, {} to {}): "
+      "every price is scaled by it, its spread {:.1f}% (a further model's, to {} degrees of freedom) "
+      "drawn for the whole step in place of the repeats' drift\n",
+      pct(fit["level"].get<double>()), groups.size(), fit.value("level_workloads", 0), pct(*lo), pct(*hi),
+      100 * fit["level_sigma"].get<double>(), fit.value("level_dof", 0));
 }
 
 // Rank 0: the probes' validation.csv and summary.json beside their rows, the fit into the calibration

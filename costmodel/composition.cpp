@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <numbers>
+#include <set>
 
 #include "costmodel/calibration_fit.hpp"
 #include "costmodel/plan.hpp"
@@ -43,20 +44,39 @@ std::int64_t mix(std::int64_t h, std::int64_t v) {
 }
 
 // The step's level (composition.hpp): each probe's ln(median step / prediction), averaged per group;
-// the mean and the spread of the group means.
+// the groups' means averaged per workload; the level their mean, and the predictive spread of a further
+// workload's group with its degrees of freedom.
 nlohmann::json level_fit(const std::map<std::string, std::vector<const ProbeStep*>>& groups) {
-  std::vector<double> means;
+  std::set<std::string> workloads;
+  for (const auto& [name, g] : groups) workloads.insert(g.front()->workload);
+  const bool per_group = workloads.size() < 2;  // one workload, or none: each group stands for one
+  std::map<std::string, std::vector<double>> by_workload;
   nlohmann::json by_group = nlohmann::json::object();
   for (const auto& [name, g] : groups) {
     std::vector<double> e;
     for (const ProbeStep* p : g) e.push_back(std::log(median(p->steps_s) / p->predicted_s));
-    means.push_back(mean_of(e));
-    by_group[name] = std::exp(means.back());
+    const double m = mean_of(e);
+    by_group[name] = std::exp(m);
+    const std::string& w = g.front()->workload;
+    by_workload[per_group || w.empty() ? name : w].push_back(m);
   }
-  if (means.size() < 2) return {{"level", nullptr}, {"level_sigma", nullptr}, {"level_groups", by_group}};
-  const double g = static_cast<double>(means.size());
+  if (groups.size() < 2)
+    return {{"level", nullptr}, {"level_sigma", nullptr}, {"level_dof", nullptr}, {"level_groups", by_group}};
+  std::vector<double> means;  // per workload
+  double within = 0, groups_n = 0;
+  int within_dof = 0;
+  for (const auto& [w, m] : by_workload) {
+    means.push_back(mean_of(m));
+    within += squares_about_mean(m);
+    within_dof += static_cast<int>(m.size()) - 1;
+    groups_n += static_cast<double>(m.size());
+  }
+  const double k = static_cast<double>(means.size()), n = groups_n / k;
+  const double within_var = within_dof > 0 ? within / within_dof : 0.0;
   return {{"level", std::exp(mean_of(means))},
-          {"level_sigma", std::sqrt(variance(means) * (1 + 1 / g))},
+          {"level_sigma", std::sqrt(variance(means) * (1 + 1 / k) + within_var * (1 - 1 / n))},
+          {"level_dof", static_cast<int>(means.size()) - 1},
+          {"level_workloads", static_cast<int>(means.size())},
           {"level_groups", by_group}};
 }
 

@@ -21,10 +21,16 @@
 // The step's level: how far whole steps land from the sum of the calibrated prices, all strategies
 // alike (the runtime's work around a step that no microbenchmark times, the machine's pace in the
 // minutes after the calibration's). Each group's mean of e_i = ln(median_j t_ij / prediction_i) is
-// one workload's level; their mean over the G groups is the level L, the predictions' correction
-// (every calibrated price is scaled by e^L), and the predictive spread of a further workload's level,
-// s_L^2 = var(group means) (1 + 1 / G), is drawn as one factor per draw for every plan (a common
-// factor: it widens step intervals and leaves speedups alone). It replaces the drift of the
+// one workload's level at one micro-batch; the groups of a workload (its model) are averaged to M_w,
+// and the level L is the mean of the K workloads' M_w, the predictions' correction (every calibrated
+// price is scaled by e^L). A further model's level is what it is uncertain about: a random effect per
+// workload and one per group within it, so the predictive spread of a further workload's group is
+//   s_L^2 = var(M_w) (1 + 1 / K) + s_within^2 (1 - 1 / n)
+// (var(M_w) estimates the workloads' spread plus s_within^2 / n, n the groups per workload, s_within^2
+// the groups' pooled variance about their workload's mean), and with K workloads it is known to K - 1
+// degrees of freedom: it is drawn as a Student t factor of K - 1 degrees of freedom, one per draw for
+// every plan (a common factor: it widens step intervals and leaves speedups alone). Groups without a
+// workload, or all of one, stand each for a workload (K = G, n = 1). It replaces the drift of the
 // calibration's repeats (uncertainty.hpp), which it measures on whole steps. Fitted from two groups
 // on; with fewer, none.
 //
@@ -46,19 +52,21 @@ struct Plan;
 
 // One probe plan of the calibration: its group (the plans timed side by side), the nominal prediction,
 // the prediction under each draw of the calibration's errors (may be empty), each timed step (step j
-// of every plan of a group ran side by side).
+// of every plan of a group ran side by side), and the workload (the model) the group ran: groups of
+// one workload share its part of the level ("": the group is a workload of its own).
 struct ProbeStep {
   std::string group;
   double predicted_s = 0;
   std::vector<double> drawn_s;
   std::vector<double> steps_s;
+  std::string workload;
 };
 
 // The fit above: {"sigma", "variance", "noise", "drawn", "plans", "groups", "dof", "residuals": [per
-// probe, r_i - mean_g r], "level": e^L, "level_sigma": s_L, "level_groups": {group: e^mean}}. Probes
-// without steps or a prediction are left out, groups of one plan give no degree of freedom; with no
-// degree of freedom sigma is 0 and "dof" says 0; with fewer than two groups "level" and "level_sigma"
-// are null.
+// probe, r_i - mean_g r], "level": e^L, "level_sigma": s_L, "level_dof": K - 1, "level_workloads": K,
+// "level_groups": {group: e^mean}}. Probes without steps or a prediction are left out, groups of one
+// plan give no degree of freedom; with no degree of freedom sigma is 0 and "dof" says 0; with fewer
+// than two groups "level", "level_sigma" and "level_dof" are null.
 nlohmann::json composition_fit(const std::vector<ProbeStep>& probes);
 
 // The key of each operator's strategy in `plan` (its choice and the plan's layout).

@@ -118,8 +118,10 @@ CostModel::CostModel(const ClusterSpec& cluster, const Calibration* calibration,
     optimizer_error_ = e.optimizer;
     accumulate_error_ = e.accumulate;
     replicate_error_ = e.replicate;
-    if (e.level) {  // one factor for the whole step
-      compute_drift_ = communication_drift_ = *e.level * factor(e.level_sigma, {kStepLevel});
+    if (e.level) {  // one factor for the whole step, a Student t of the level's degrees of freedom
+      const double t =
+          fixed_z_ ? student_t_at(e.level_dof, *fixed_z_) : student_t(draw_, e.level_dof, kStepLevel);
+      compute_drift_ = communication_drift_ = *e.level * quantile_factor(e.level_sigma, t);
     } else {
       compute_drift_ = factor(e.compute_drift, {kComputeDrift});
       communication_drift_ = factor(e.communication_drift, {kCommunicationDrift});

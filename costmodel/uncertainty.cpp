@@ -5,6 +5,8 @@
 #include <cmath>
 #include <numbers>
 
+#include <boost/math/distributions/students_t.hpp>
+
 #include "costmodel/calibration.hpp"
 
 namespace osdp::costmodel {
@@ -56,6 +58,8 @@ FitErrors fit_errors(const Calibration& cal) {
     if (e.level) {
       const auto& s = c.value("level_sigma", nlohmann::json(0.0));
       e.level_sigma = s.is_number() && s.get<double>() > 0 ? s.get<double>() : 0.0;
+      const auto& dof = c.value("level_dof", nlohmann::json(0));
+      e.level_dof = dof.is_number_integer() && dof.get<int>() > 0 ? dof.get<int>() : 0;
       e.compute_drift = e.communication_drift = 0;
     }
   }
@@ -106,6 +110,23 @@ double standard_normal(std::uint64_t draw, std::initializer_list<std::int64_t> k
   const double u1 = (static_cast<double>(a >> 11) + 1.0) / 9007199254740992.0;
   const double u2 = static_cast<double>(b >> 11) / 9007199254740992.0;
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+double student_t(std::uint64_t draw, int dof, std::int64_t key) {
+  const double z = standard_normal(draw, {key});
+  if (dof <= 0) return z;
+  double chi2 = 0;
+  for (int i = 1; i <= dof; ++i) {
+    const double x = standard_normal(draw, {key, i});
+    chi2 += x * x;
+  }
+  return z / std::sqrt(chi2 / dof);
+}
+
+double student_t_at(int dof, double z) {
+  if (dof <= 0) return z;
+  const double p = 0.5 * std::erfc(-z / std::numbers::sqrt2);
+  return boost::math::quantile(boost::math::students_t_distribution<double>(dof), p);
 }
 
 double quantile_factor(double sigma, double z) {

@@ -60,6 +60,7 @@ struct FitErrors {
   // whole step. Where the probes fitted it, it replaces both drifts (set to 0 here).
   std::optional<double> level;
   double level_sigma = 0;
+  int level_dof = 0;  // "level_dof": its factor is a Student t of these degrees of freedom (0: normal)
 };
 // Read from the calibration's provenance ("fit": gemm, elementwise, adam, accumulate, replicate,
 // interference_samples).
@@ -77,6 +78,12 @@ bool has_uncertainty(const Calibration& cal);
 double standard_normal(std::uint64_t draw, std::initializer_list<std::int64_t> key);
 // exp(sigma z - sigma^2 / 2) for that variate; 1 when sigma is 0.
 double draw_factor(std::uint64_t draw, double sigma, std::initializer_list<std::int64_t> key);
+// A Student t variate of `dof` degrees of freedom for draw `draw` of the point `key` (deterministic):
+// the normal of {key} over the root of the mean square of the normals of {key, 1..dof}; the normal
+// itself for dof 0.
+double student_t(std::uint64_t draw, int dof, std::int64_t key);
+// Student's t quantile of `dof` degrees of freedom at the normal's probability of z; z for dof 0.
+double student_t_at(int dof, double z);
 // exp(sigma z - sigma^2 / 2) at a given z (a price at that quantile of its error); 1 when sigma is 0.
 double quantile_factor(double sigma, double z);
 

@@ -89,7 +89,7 @@ nlohmann::json composition_fit(const std::vector<UnitResult>& rows) {
     const Evaluation* sim = r.evaluation(EvaluatorKind::kSim);
     if (!r.feasible || !r.measurement || !sim || !sim->feasible || r.measurement->steps_s.empty()) continue;
     if (!r.plan_summary.empty() && !seen.insert({r.measurement->group, r.plan_summary}).second) continue;
-    probes.push_back({r.measurement->group, sim->time_s, sim->drawn_s, r.measurement->steps_s});
+    probes.push_back({r.measurement->group, sim->time_s, sim->drawn_s, r.measurement->steps_s, r.model});
     used.push_back(r.index);
   }
   nlohmann::json fit = costmodel::composition_fit(probes);

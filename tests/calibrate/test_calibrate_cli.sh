@@ -252,7 +252,8 @@ for k, want in (("variance", v), ("drawn", drawn), ("noise", noise)):
     assert abs(c[k] - want) <= 1e-9 * max(1.0, abs(want)), (k, c[k], want)
 assert abs(c["sigma"] - math.sqrt(max(0.0, v - noise - drawn))) < 1e-9, (c["sigma"], v, noise, drawn)'
 # The step level: each group's (model's) mean of ln(median step / simulated step), e^(their mean), and
-# the spread of the three as one more group's, sqrt(var (1 + 1/3)).
+# the spread of the three as one more model's, sqrt(var (1 + 1/3)) (one group a model: none within),
+# to 2 degrees of freedom.
 jcheck "the step level: the mean of the groups' mean ln(median step / simulated), and their spread" probes.json '
 import json, math, statistics
 c = j["provenance"]["fit"]["composition"]
@@ -265,9 +266,11 @@ for r in used:
 g = [sum(v) / len(v) for v in by.values()]
 assert len(g) == 3 and len(c["level_groups"]) == 3, c["level_groups"]
 assert abs(c["level"] - math.exp(sum(g) / 3)) < 1e-9, (c["level"], g)
-assert abs(c["level_sigma"] - statistics.stdev(g) * math.sqrt(4 / 3)) < 1e-9, (c["level_sigma"], g)'
+assert abs(c["level_sigma"] - statistics.stdev(g) * math.sqrt(4 / 3)) < 1e-9, (c["level_sigma"], g)
+assert c["level_dof"] == 2 and c["level_workloads"] == 3, c'
 contains "the summary gives the composition error" probes.out "composition    " "between strategies"
-contains "the summary gives the step level" probes.out "step level     " "in place of the repeats' drift"
+contains "the summary gives the step level" probes.out "step level     " "3 groups of 3 models" \
+  "to 2 degrees of freedom" "in place of the repeats' drift"
 for f in validation.csv summary.json; do
   [[ -s probes.probes/$f ]] && ok "the probes leave $f" || not_ok "the probes leave $f"
 done

@@ -17,8 +17,9 @@ using namespace osdp::costmodel;
 namespace {
 
 // Steps of a plan predicted at p whose step time is p e^delta times the machine's pace at each step.
-ProbeStep probe(const char* group, double p, double delta, const std::vector<double>& pace) {
-  ProbeStep s{group, p, {}, {}};
+ProbeStep probe(const char* group, double p, double delta, const std::vector<double>& pace,
+                const char* workload = "") {
+  ProbeStep s{group, p, {}, {}, workload};
   for (double x : pace) s.steps_s.push_back(p * std::exp(delta) * x);
   return s;
 }
@@ -50,7 +51,7 @@ TEST_CASE("composition fit: the residuals about each group's mean, the pace of e
                                 probe("a", 4, 0.0, pace_a), probe("b", 1, 0.2, pace_b),
                                 probe("b", 1, 0.0, pace_b)};
   probes.push_back(probe("alone", 1, 0.5, pace_a));  // a group of one plan: no degree of freedom
-  probes.push_back({"a", 1, {}, {}});                // no steps: left out
+  probes.push_back({"a", 1, {}, {}, ""});            // no steps: left out
   const double ma = (0.1 - 0.05 + 0.0) / 3;
   const double ss = (0.1 - ma) * (0.1 - ma) + (-0.05 - ma) * (-0.05 - ma) + ma * ma + 0.1 * 0.1 + 0.1 * 0.1;
   const nlohmann::json f = composition_fit(probes);
@@ -71,7 +72,8 @@ TEST_CASE("the step's level: the mean of the groups' levels, and their predictiv
   // Each probe's level is ln(median step / prediction): its delta plus the log of its pace's median
   // (pace a: the median of 0.9, 1.0, 1.1, 1.3 is 1.05; pace b: 2.05). A group's level is the mean over
   // its plans; every group counts, one plan or more. Level = exp(mean of the group levels); its spread
-  // sqrt(var (1 + 1 / G)), the predictive spread of one more group's level.
+  // sqrt(var (1 + 1 / G)), the predictive spread of one more group's level: groups without a workload
+  // stand each for one, to G - 1 degrees of freedom.
   const std::vector<double> pace_a{1.0, 1.3, 0.9, 1.1}, pace_b{2.0, 2.2, 1.8, 2.1};
   const std::vector<ProbeStep> probes{probe("a", 1, 0.1, pace_a), probe("a", 2, -0.05, pace_a),
                                       probe("a", 4, 0.0, pace_a), probe("b", 1, 0.2, pace_b),
@@ -82,12 +84,43 @@ TEST_CASE("the step's level: the mean of the groups' levels, and their predictiv
   const nlohmann::json f = composition_fit(probes);
   CHECK(f["level"].get<double>() == Approx(std::exp(mean)));
   CHECK(f["level_sigma"].get<double>() == Approx(sd(g) * std::sqrt(1 + 1.0 / 3)));
+  CHECK(f["level_dof"] == 2);  // groups without a workload stand each for one
   REQUIRE(f["level_groups"].size() == 3);
   CHECK(f["level_groups"]["b"].get<double>() == Approx(std::exp(g[1])));
   // One group: no level, no spread (the repeats' drift stays).
   const nlohmann::json one = composition_fit({probes[0], probes[1]});
   CHECK(one["level"].is_null());
   CHECK(one["level_sigma"].is_null());
+  CHECK(one["level_dof"].is_null());
+}
+
+TEST_CASE("the step's level over workloads: a further model's group, to K - 1 degrees of freedom",
+          "[cost][composition]") {
+  // Six groups of three models: x at micro-batches 1, 2 and 4 (levels 0.1, 0.2, 0.3), y at 1 and 2
+  // (-0.1, 0.1), z at 1 (0.05). Model means 0.2, 0, 0.05; the level is their mean, each model one
+  // vote: 0.25 / 3. The groups' pooled variance about their model's mean: (0.02 + 0.02 + 0) / (2 + 1 +
+  // 0); n = 6 / 3 = 2 groups per model. The predictive spread of a further model's group:
+  // var(0.2, 0, 0.05) (1 + 1 / 3) + 0.04 / 3 x (1 - 1 / 2), known to K - 1 = 2 degrees of freedom.
+  const std::vector<double> steady{1, 1, 1};
+  const std::vector<ProbeStep> probes{probe("x1", 1, 0.1, steady, "x"), probe("x2", 2, 0.2, steady, "x"),
+                                      probe("x4", 4, 0.3, steady, "x"), probe("y1", 1, -0.1, steady, "y"),
+                                      probe("y2", 2, 0.1, steady, "y"), probe("z1", 1, 0.05, steady, "z")};
+  const nlohmann::json f = composition_fit(probes);
+  CHECK(f["level"].get<double>() == Approx(std::exp(0.25 / 3)));
+  const double var_means = std::pow(sd({0.2, 0.0, 0.05}), 2);
+  CHECK(f["level_sigma"].get<double>() ==
+        Approx(std::sqrt(var_means * (1 + 1.0 / 3) + 0.04 / 3 * (1 - 1.0 / 2))));
+  CHECK(f["level_dof"] == 2);
+  CHECK(f["level_workloads"] == 3);
+  CHECK(f["level_groups"].size() == 6);
+  // All of one model: each group stands for a workload, as without one (six, five degrees of freedom).
+  std::vector<ProbeStep> one_model = probes;
+  for (ProbeStep& p : one_model) p.workload = "x";
+  const nlohmann::json o = composition_fit(one_model);
+  const std::vector<double> g{0.1, 0.2, 0.3, -0.1, 0.1, 0.05};
+  CHECK(o["level"].get<double>() == Approx(std::exp(0.65 / 6)));
+  CHECK(o["level_sigma"].get<double>() == Approx(sd(g) * std::sqrt(1 + 1.0 / 6)));
+  CHECK(o["level_dof"] == 5);
 }
 
 TEST_CASE("composition fit: the steps' noise and the calibration's draws are taken off",
@@ -97,8 +130,8 @@ TEST_CASE("composition fit: the steps' noise and the calibration's draws are tak
   // (median 0: no residual), with the sample variance a^2 / 3 over 4 steps. The noise is
   // pi / 2 x a^2 / 3 / 4 per plan, and sigma is 0, not negative.
   const double a = 0.2;
-  const ProbeStep moving{"g", 1.0, {}, {std::exp(a), std::exp(-a), std::exp(a), std::exp(-a)}};
-  const ProbeStep steady{"g", 1.0, {}, {1, 1, 1, 1}};
+  const ProbeStep moving{"g", 1.0, {}, {std::exp(a), std::exp(-a), std::exp(a), std::exp(-a)}, ""};
+  const ProbeStep steady{"g", 1.0, {}, {1, 1, 1, 1}, ""};
   const nlohmann::json n = composition_fit({moving, steady});
   CHECK(n["variance"].get<double>() == Approx(0).margin(1e-15));
   CHECK(n["noise"].get<double>() == Approx(std::numbers::pi / 2 * a * a / 3 / 4));

@@ -306,3 +306,38 @@ TEST_CASE("the step's level: every calibrated price scaled by it, its spread one
   CHECK(robust.collective_s(Collective::kAllGather, 1e6) / with.collective_s(Collective::kAllGather, 1e6) ==
         Approx(std::exp(kRobustZ * 0.05 - 0.05 * 0.05 / 2)));
 }
+
+TEST_CASE("the step's level to 2 degrees of freedom: drawn as Student's t, at its quantile",
+          "[cost][uncertainty]") {
+  // level_dof 2: the factor is exp(0.05 t - 0.05^2 / 2) with t a Student t of 2 degrees of freedom,
+  // whose distribution function is 1/2 + t / (2 sqrt(2 + t^2)): |t| <= 1.645 with probability
+  // 1.645 / sqrt(2 + 1.645^2) = 0.758 (a normal: 0.90), and its quantile at p is
+  // (2p - 1) / sqrt(2 p (1 - p)).
+  const ClusterSpec cluster = synthetic_cluster();
+  Calibration cal;
+  cal.provenance = {
+      {"fit", {{"composition", {{"sigma", 0.0}, {"level", 1.1}, {"level_sigma", 0.05}, {"level_dof", 2}}}}}};
+  REQUIRE(fit_errors(cal).level_dof == 2);
+  Kernel g;
+  g.kind = KernelKind::kGemm;
+  g.m = g.n = g.k = 256;
+  const CostModel nominal(cluster, &cal, Precision::kFp32, CostOptions{});
+  const int n = 4000;
+  int within_z = 0, within_t = 0;
+  const double t90 = 0.9 / std::sqrt(2 * 0.95 * 0.05);  // its 0.95 quantile, 2.920
+  for (int d = 1; d <= n; ++d) {
+    const Calibration c = drawn(cal, static_cast<std::uint64_t>(d));
+    const CostModel m(cluster, &c, Precision::kFp32, CostOptions{});
+    const double t = (std::log(m.kernel_s(g, 1) / nominal.kernel_s(g, 1)) + 0.05 * 0.05 / 2) / 0.05;
+    within_z += std::abs(t) <= 1.645;
+    within_t += std::abs(t) <= t90;
+  }
+  CHECK(within_z / double(n) == Approx(1.645 / std::sqrt(2 + 1.645 * 1.645)).margin(0.03));
+  CHECK(within_t / double(n) == Approx(0.90).margin(0.03));
+  const double p = 0.5 * std::erfc(-kRobustZ / std::sqrt(2.0));
+  const Calibration q = at_quantile(cal, kRobustZ);
+  const CostModel robust(cluster, &q, Precision::kFp32, CostOptions{});
+  CHECK(robust.kernel_s(g, 1) / nominal.kernel_s(g, 1) ==
+        Approx(std::exp(0.05 * (2 * p - 1) / std::sqrt(2 * p * (1 - p)) - 0.05 * 0.05 / 2)));
+  CHECK(student_t_at(0, kRobustZ) == kRobustZ);
+}

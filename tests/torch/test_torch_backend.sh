@@ -122,6 +122,7 @@ assert 12 <= c["plans"] <= 16 and c["groups"] == 3 and c["dof"] == c["plans"] - 
 assert abs(c["sigma"] - math.sqrt(max(0.0, c["variance"] - c["noise"] - c["drawn"]))) < 1e-12, c
 g = [math.log(v) for v in c["level_groups"].values()]
 assert len(g) == 3 and abs(c["level"] - math.exp(sum(g) / 3)) < 1e-9, c
+assert c["level_dof"] == 2 and abs(c["level_sigma"] - math.sqrt(sum((x - sum(g) / 3) ** 2 for x in g) / 2 * 4 / 3)) < 1e-9, c
 rows = [json.loads(l) for l in open("cal/torch.probes/rows.jsonl")]
 assert len(rows) == 16 and all(len(r["measurement"]["steps_s"]) == 5 for r in rows if r["feasible"]), len(rows)'
 jcheck "the calibration: every collective fitted, torch named, the points kept" cal/torch.json '
