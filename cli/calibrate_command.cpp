@@ -230,7 +230,12 @@ int run_ranks(const CalibrateArgs& a, int np) {
   } catch (const validate::OutOfMemory& e) {
     validate::abort_job(fmt::format("osdp calibrate: {}", e.what()));
   } catch (const osdp::Error& e) {
-    fit_failed(e, path);
+    // Every rank fits the same points (the max over the job) and fails alike: rank 0 says why once,
+    // and each rank answers through its status file, so that mpirun adds no abort banner.
+    if (root)
+      std::cerr << fmt::format("osdp calibrate: error: {} (the measured points are in {})\n", e.what(),
+                               csv_path(path));
+    return kExitInput;
   }
   if (root) {
     take_compute(run.calibration, compute_source(a), a.compute_from);

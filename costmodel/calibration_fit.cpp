@@ -7,8 +7,9 @@
 // (one coefficient at 0, the other's one-variable optimum clamped at 0): nnls2 below tries exactly these.
 //
 // Segmentation (fit_collective): cost(i, j) = the smallest summed squared relative error of one pair on
-// the sorted points [i, j); best_k(j) = min over i of best_{k-1}(i) + cost(i, j). O(n^2) range fits of
-// O(n) each, so O(n^3) for n points (a sweep gives a few dozen per collective).
+// the sorted points [i, j), infinite where that pair is not one a calibration file holds (holdable);
+// best_k(j) = min over i of best_{k-1}(i) + cost(i, j). O(n^2) range fits of O(n) each, so O(n^3) for n
+// points (a sweep gives a few dozen per collective).
 //
 // From measurements to a calibration file (fit_measurements and the files): calibration_run.cpp.
 #include "costmodel/calibration_fit.hpp"
@@ -126,6 +127,13 @@ struct CollectiveSystem {
   }
 };
 
+// Whether a range's pair is one a calibration file can hold: a latency of at most a second per ring
+// step and a bandwidth of at least 1 MB/s (costmodel/bounds.hpp). A steep pair on a few small sizes
+// (a rank descheduled for a few milliseconds while the others wait) is neither a link nor a file's.
+bool holdable(const Fit2& f) {
+  return f.c0 <= bounds::kLatency.max && f.c1 * bounds::kLinkBandwidth.min <= 1.0;
+}
+
 // The optimal partition of the sorted points into k = 1..max_k contiguous ranges.
 class Partitioner {
  public:
@@ -137,7 +145,10 @@ class Partitioner {
     for (std::size_t i = 0; i < n; ++i) {
       if (!cut_ok(i)) continue;
       for (std::size_t j = i + min_len; j <= n; ++j)
-        if (cut_ok(j)) cost_[i * (n + 1) + j] = sys.fit(i, j).sse;
+        if (cut_ok(j)) {
+          const Fit2 f = sys.fit(i, j);
+          if (holdable(f)) cost_[i * (n + 1) + j] = f.sse;
+        }
     }
     // best_[k][j]: the first j points in k ranges; from_[k][j]: where the last range starts.
     best_.assign(static_cast<std::size_t>(max_k + 1), std::vector<double>(n + 1, kInf));
@@ -201,6 +212,12 @@ double max_residual(const std::vector<FitSegment>& segs) {
   return m;
 }
 
+bool holdable(const std::vector<FitSegment>& segs) {
+  return std::all_of(segs.begin(), segs.end(), [](const FitSegment& s) {
+    return holdable(Fit2{s.alpha_s, s.beta_s_per_byte, 0});
+  });
+}
+
 }  // namespace
 
 double collective_model_s(Collective c, int world, double alpha_s, double beta_s_per_byte, double bytes) {
@@ -224,9 +241,10 @@ std::vector<FitSegment> fit_collective(Collective c, int world, std::vector<Size
   int k = 1;
   std::vector<FitSegment> segs = segments_for(sys, {0, n});
   double sse = sys.fit(0, n).sse;
-  while (k < max_k && max_residual(segs) > options.max_residual) {
+  // One pair a file cannot hold is split further whatever the improvement; a split never makes one.
+  while (k < max_k && (max_residual(segs) > options.max_residual || !holdable(segs))) {
     const double next = part.total(k + 1);
-    if (!std::isfinite(next) || next > (1.0 - options.min_improvement) * sse) break;
+    if (!std::isfinite(next) || (holdable(segs) && next > (1.0 - options.min_improvement) * sse)) break;
     ++k;
     sse = next;
     segs = segments_for(sys, part.cuts(k));

@@ -61,7 +61,9 @@ double collective_model_s(costmodel::Collective c, int world, double alpha_s, do
 // Fits alpha and beta per contiguous message-size range. One pair first; while some segment's residual
 // exceeds options.max_residual, the optimal partition into one more segment (dynamic programming over the
 // points sorted by size, equal sizes never separated, at least min_points each) replaces it if it cuts
-// the summed squared relative error by at least options.min_improvement, up to max_segments. Needs
+// the summed squared relative error by at least options.min_improvement, up to max_segments. Only
+// partitions whose every pair a calibration file can hold compete (a latency of at most 1 s, a bandwidth
+// of at least 1 MB/s); a single pair outside those is split while a holdable partition exists. Needs
 // world >= 2 and at least two points, all with bytes > 0 and seconds > 0 (throws osdp::Error).
 // Segments are sorted by size; the last one's up_to_bytes is +infinity.
 std::vector<FitSegment> fit_collective(costmodel::Collective c, int world, std::vector<SizePoint> points,

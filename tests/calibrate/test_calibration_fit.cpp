@@ -108,6 +108,72 @@ TEST_CASE("a segment boundary is found where the truth changes", "[calibrate][fi
   CHECK(segs[1].from_bytes == 524288.0);
 }
 
+// A lab's link on 4 ranks (100 us a step, 25 MB/s), 1 KiB .. 256 MiB by doublings, with the three
+// smallest sizes stretched to 1, 2 and 4 ms (a rank descheduled while the others wait: 4 ranks on 2
+// CPUs). Alone those three are one exact pair of 0.77 MB/s, below the 1 MB/s a calibration file holds,
+// so the unconstrained best partition (that range plus the truth) would fail the calibration. The fit
+// keeps to partitions whose every pair is holdable, and among those with as many segments as it
+// returns it is the best: brute force over every partition into ranges of at least 3 points, each
+// range's pair from a one-segment fit.
+TEST_CASE("segments a calibration file cannot hold are not chosen", "[calibrate][fit]") {
+  const Collective c = Collective::kReduceScatter;
+  auto pts = synthetic(c, 4, {{kInf, 100e-6, 1.0 / 25e6}}, 1);
+  REQUIRE(pts.size() == 19);
+  pts[0].seconds = 1e-3;
+  pts[1].seconds = 2e-3;
+  pts[2].seconds = 4e-3;
+  costmodel::SegmentOptions one;
+  one.max_segments = 1;
+  struct Range {
+    double sse;
+    bool holdable;
+  };
+  auto range = [&](std::size_t i, std::size_t j) {
+    const auto f = costmodel::fit_collective(c, 4, {pts.begin() + i, pts.begin() + j}, one);
+    return Range{f[0].residual_rms * f[0].residual_rms * f[0].points,
+                 f[0].alpha_s <= 1.0 && f[0].beta_s_per_byte * 1e6 <= 1.0};
+  };
+  // The three stretched sizes alone: 0.77 MB/s.
+  const auto small = costmodel::fit_collective(c, 4, {pts.begin(), pts.begin() + 3}, one);
+  CHECK(1.0 / small[0].beta_s_per_byte == Approx(0.75 * 1024 / 1e-3).epsilon(1e-6));
+  // best[k] (any ranges) and held[k] (holdable ranges only): the least summed error in k ranges.
+  const std::size_t n = pts.size();
+  std::vector<double> best(7, kInf), held(7, kInf);
+  std::vector<std::size_t> cuts{0};
+  auto walk = [&](auto&& self, double sse, bool ok) -> void {
+    const std::size_t i = cuts.back();
+    if (i == n) {
+      const std::size_t k = cuts.size() - 1;
+      if (k > 6) return;
+      best[k] = std::min(best[k], sse);
+      if (ok) held[k] = std::min(held[k], sse);
+      return;
+    }
+    for (std::size_t j = i + 3; j <= n; ++j) {
+      const Range r = range(i, j);
+      cuts.push_back(j);
+      self(self, sse + r.sse, ok && r.holdable);
+      cuts.pop_back();
+    }
+  };
+  walk(walk, 0.0, true);
+  const auto segs = costmodel::fit_collective(c, 4, pts);
+  const std::size_t k = segs.size();
+  REQUIRE(k >= 2);
+  double sse = 0;
+  int points = 0;
+  for (const auto& s : segs) {
+    CAPTURE(s.from_bytes);
+    CHECK(s.alpha_s <= 1.0);
+    CHECK(s.beta_s_per_byte * 1e6 <= 1.0);
+    sse += s.residual_rms * s.residual_rms * s.points;
+    points += s.points;
+  }
+  CHECK(points == 19);
+  CHECK(sse == Approx(held[k]).epsilon(1e-9));
+  CHECK(best[k] < 0.5 * held[k]);  // the constraint costs: the unconstrained optimum is not holdable
+}
+
 // World 2, all-gather (A = 1): t = alpha + (S/2) beta. Points (S, t) = (2, 1), (4, 2), (6, 2).
 // Weighted by 1/t, rows (1/t, (S/2)/t) = (1, 1), (1/2, 1), (1/2, 3/2), right-hand side 1.
 // Normal equations [[3/2, 9/4], [9/4, 17/4]] (alpha, beta) = (2, 7/2), determinant 21/16:
