@@ -48,6 +48,7 @@ struct CalibrateArgs {
   bool quick = false, no_comm_thread = false, quiet = false;
   std::string compute = "real", compute_from;  // --compute emulate: collectives only (--compute-from FILE)
   std::string probes = "auto", probe_cluster;  // cli/calibrate_probes.hpp
+  std::vector<int> probe_batches;              // the --model models probed at these micro-batches
 };
 
 // Whether the probes run: auto, unless --quick, --compute emulate, --per-node or a single rank.
@@ -88,6 +89,7 @@ std::vector<std::string> child_args(const CalibrateArgs& a, int np) {
   if (!a.compute_from.empty()) r.insert(r.end(), {"--compute-from", a.compute_from});
   r.insert(r.end(), {"--probes", a.probes});
   if (!a.probe_cluster.empty()) r.insert(r.end(), {"--probe-cluster", a.probe_cluster});
+  for (const int b : a.probe_batches) r.insert(r.end(), {"--probe-batch", std::to_string(b)});
   return r;
 }
 
@@ -150,7 +152,10 @@ validate::CalibrateOptions make_options(const CalibrateArgs& a, bool probes) {
     // predicted 2% faster than FSDP's plan, measured 9% slower
     // (data/results/gpu/h100-1gpu-2026-11-27).
     const double max_flops = a.backend == "nccl" ? 1e12 : 8e9;
-    for (auto& s : validate::model_gemm_shapes(models, {1, 2, 4}, max_flops)) o.gemm_shapes.push_back(s);
+    std::vector<int> batches{1, 2, 4};  // and those the --model models are probed at
+    for (const int b : a.probe_batches)
+      if (std::find(batches.begin(), batches.end(), b) == batches.end()) batches.push_back(b);
+    for (auto& s : validate::model_gemm_shapes(models, batches, max_flops)) o.gemm_shapes.push_back(s);
   }
   return o;
 }
@@ -245,7 +250,8 @@ int run_ranks(const CalibrateArgs& a, int np) {
   if (!probes) return kExitOk;
   (void)comm.all_values(0.0);  // the file is written before any rank reads it
   try {
-    run_probes({path, probe_cluster(a), comm.size(), a.quiet, a.quick}, *backend, comm);
+    run_probes({path, probe_cluster(a), comm.size(), a.quiet, a.quick, a.models, a.probe_batches}, *backend,
+               comm);
   } catch (const validate::BackendFailure& e) {
     validate::abort_job(fmt::format("osdp calibrate: probes: {}", e.what()));
   } catch (const validate::OutOfMemory& e) {
@@ -346,7 +352,7 @@ int run_torch(const CalibrateArgs& a, int np) {
   print_summary(run, path);
   if (!probes) return kExitOk;
   try {
-    run_torch_probes({path, probe_cluster(a), np, a.quiet, a.quick}, t);
+    run_torch_probes({path, probe_cluster(a), np, a.quiet, a.quick, a.models, a.probe_batches}, t);
   } catch (const validate::BackendFailure& e) {
     std::cerr << "osdp calibrate: error: probes: " << e.what() << "\n";
     return kExitJobFailed;
@@ -367,6 +373,14 @@ int run_calibrate(const CalibrateArgs& a) {
                     "the mpi backend (not --backend {})",
                     a.backend));
   (void)compute_source(a);  // read and checked before any launch
+  for (const int b : a.probe_batches) {
+    if (b < 1 || b > 1024) throw UsageError(fmt::format("--probe-batch: expected 1 to 1024, got {}", b));
+    if (a.models.empty()) throw UsageError("--probe-batch: probes the --model models, and there are none");
+    if (!probes_wanted(a, np))
+      throw UsageError(
+          "--probe-batch: the probes do not run (--probes off, or auto with --quick, --compute emulate, "
+          "--per-node or one rank; --probes on runs them)");
+  }
   if (a.backend == "torch") return run_torch(a, np);
   if (!a.python.empty()) throw UsageError("--python: only for --backend torch");
   check_backend(a.backend);
@@ -476,6 +490,12 @@ Action add_calibrate_command(CLI::App& app) {
          "(for tests) micro-batch 2 only and 5 timed steps")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
+  app.add_option("--probe-batch", a->probe_batches,
+                 "Also probe every --model at this micro-batch (repeatable): its four uniform strategies, "
+                 "side by side, so that its plans are priced at its own level rather than the probe models' "
+                 "(its spread that of a further micro-batch of it). Pick micro-batches its plans will not "
+                 "use (e.g. 3): steps of the plans to be validated must not calibrate them. Each adds about "
+                 "half a minute on 2 CPU ranks for a model of val-4x384's size");
   app.add_option(
       "--probe-cluster", a->probe_cluster,
       "The probes' cluster (its figures replaced by the calibration's; default cpu-2, nccl: h100-8)");

@@ -36,7 +36,12 @@ experiments::ValidationOptions probe_options(const ProbeRun& run) {
 }
 
 experiments::MeasuredJob probe_job(const ProbeRun& run) {
-  return experiments::probe_job(run.cluster, run.world_size, probes_dir(run.calibration), run.quick);
+  return experiments::probe_job(
+      {run.cluster, run.world_size, probes_dir(run.calibration), run.quick, run.models, run.batches});
+}
+
+std::string freedom(int dof) {
+  return fmt::format("{} degree{} of freedom", dof, dof == 1 ? "" : "s");
 }
 
 // The step's level (costmodel/composition.hpp), a line of the summary.
@@ -54,10 +59,23 @@ void print_level(const nlohmann::json& fit) {
   const auto [lo, hi] = std::minmax_element(groups.begin(), groups.end());
   std::cout << fmt::format(
       "  step level     {} (whole steps against the calibrated prices; {} groups of {} models, {} to {}): "
-      "every price is scaled by it, its spread {:.1f}% (a further model's, to {} degrees of freedom) "
-      "drawn for the whole step in place of the repeats' drift\n",
+      "every price is scaled by it, its spread {:.1f}% (a further model's, to {}) drawn for the whole "
+      "step in place of the repeats' drift\n",
       pct(fit["level"].get<double>()), groups.size(), fit.value("level_workloads", 0), pct(*lo), pct(*hi),
-      100 * fit["level_sigma"].get<double>(), fit.value("level_dof", 0));
+      100 * fit["level_sigma"].get<double>(), freedom(fit.value("level_dof", 0)));
+  // The planned models' own levels (--probe-batch): each prices that model's plans.
+  if (!fit.contains("level_models")) return;
+  for (const auto& [model, own] : fit["level_models"].items()) {
+    if (std::find(experiments::kProbeModels.begin(), experiments::kProbeModels.end(), model) !=
+        experiments::kProbeModels.end())
+      continue;
+    std::cout << fmt::format(
+        "  model level    {} {} ({} micro-batch{}): its plans are priced at it, its spread {:.1f}% (a "
+        "further micro-batch's, to {})\n",
+        model, pct(own["level"].get<double>()), own.value("groups", 0),
+        own.value("groups", 0) == 1 ? "" : "es", 100 * own["level_sigma"].get<double>(),
+        freedom(own.value("level_dof", 0)));
+  }
 }
 
 // Rank 0: the probes' validation.csv and summary.json beside their rows, the fit into the calibration
@@ -70,6 +88,7 @@ void record(const ProbeRun& run, const experiments::MeasuredJob& job,
                                               experiments::summarize(rows, job.validation), prov);
   nlohmann::json fit = experiments::composition_fit(rows);
   fit["models"] = experiments::kProbeModels;
+  if (!run.batches.empty()) fit["planned"] = {{"models", run.models}, {"batches", run.batches}};
   fit["cluster"] = run.cluster;
   fit["rows"] = std::filesystem::path(probes_dir(run.calibration)).filename().string() + "/rows.jsonl";
   nlohmann::json cal = costmodel::load_json_file(run.calibration);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "validate/torch/torch_job.hpp"
 #ifdef OSDP_HAVE_MPI_BACKEND
@@ -19,6 +20,8 @@ struct ProbeRun {
   int world_size = 0;
   bool quiet = false;
   bool quick = false;  // --quick: one micro-batch, 5 timed steps (experiments::probe_experiment)
+  std::vector<std::string> models;  // --model, probed at --probe-batch (experiments::ProbeSet)
+  std::vector<int> batches;
 };
 
 // Where the probes' rows go: <calibration without .json>.probes/.

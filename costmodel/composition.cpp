@@ -73,11 +73,26 @@ nlohmann::json level_fit(const std::map<std::string, std::vector<const ProbeStep
   }
   const double k = static_cast<double>(means.size()), n = groups_n / k;
   const double within_var = within_dof > 0 ? within / within_dof : 0.0;
-  return {{"level", std::exp(mean_of(means))},
-          {"level_sigma", std::sqrt(variance(means) * (1 + 1 / k) + within_var * (1 - 1 / n))},
-          {"level_dof", static_cast<int>(means.size()) - 1},
-          {"level_workloads", static_cast<int>(means.size())},
-          {"level_groups", by_group}};
+  nlohmann::json out{{"level", std::exp(mean_of(means))},
+                     {"level_sigma", std::sqrt(variance(means) * (1 + 1 / k) + within_var * (1 - 1 / n))},
+                     {"level_dof", static_cast<int>(means.size()) - 1},
+                     {"level_workloads", static_cast<int>(means.size())},
+                     {"level_groups", by_group}};
+  // Each workload's own level, for plans of that model: the mean of its groups, and the spread a further
+  // group of it (another micro-batch) may take, s_within^2 (1 + 1 / n_w), known to the pooled
+  // within-workload degrees of freedom.
+  if (!per_group && within_dof > 0) {
+    nlohmann::json own = nlohmann::json::object();
+    for (const auto& [w, m] : by_workload) {
+      if (!workloads.contains(w)) continue;  // a group standing for a workload of its own
+      own[w] = {{"level", std::exp(mean_of(m))},
+                {"level_sigma", std::sqrt(within_var * (1 + 1 / static_cast<double>(m.size())))},
+                {"level_dof", within_dof},
+                {"groups", static_cast<int>(m.size())}};
+    }
+    out["level_models"] = own;
+  }
+  return out;
 }
 
 }  // namespace

@@ -34,6 +34,13 @@
 // calibration's repeats (uncertainty.hpp), which it measures on whole steps. Fitted from two groups
 // on; with fewer, none.
 //
+// A model the probes ran (osdp calibrate --probe-model: the model to be planned, at micro-batches its
+// plans will not use) has its own level, M_w, for its plans (for_model, uncertainty.hpp): what a
+// further micro-batch of it may take is s_within^2 (1 + 1 / n_w), known to the pooled within-workload
+// degrees of freedom sum_w (n_w - 1). Across the probe models of the EPYC runs a model's own level
+// at one micro-batch was predicted by its other micro-batches about twice as closely as by the other
+// models' level (docs/intervals.md).
+//
 // Drawn per strategy: in draw d an operator whose choice has key k (the choice and the plan's layout)
 // runs at exp(sigma z_{d,k} - sigma^2 / 2); a plan's step is scaled by the mean of its operators'
 // factors (mean 1). Two plans that choose alike for every operator share their factor; a uniform plan
@@ -64,9 +71,11 @@ struct ProbeStep {
 
 // The fit above: {"sigma", "variance", "noise", "drawn", "plans", "groups", "dof", "residuals": [per
 // probe, r_i - mean_g r], "level": e^L, "level_sigma": s_L, "level_dof": K - 1, "level_workloads": K,
-// "level_groups": {group: e^mean}}. Probes without steps or a prediction are left out, groups of one
-// plan give no degree of freedom; with no degree of freedom sigma is 0 and "dof" says 0; with fewer
-// than two groups "level", "level_sigma" and "level_dof" are null.
+// "level_groups": {group: e^mean}, "level_models": {workload: {"level": e^M_w, "level_sigma",
+// "level_dof", "groups": n_w}}}; "level_models" with two workloads or more and a degree of freedom
+// within one. Probes without steps or a prediction are left out, groups of one plan give no degree of
+// freedom; with no degree of freedom sigma is 0 and "dof" says 0; with fewer than two groups "level",
+// "level_sigma" and "level_dof" are null.
 nlohmann::json composition_fit(const std::vector<ProbeStep>& probes);
 
 // The key of each operator's strategy in `plan` (its choice and the plan's layout).

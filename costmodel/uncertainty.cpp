@@ -171,6 +171,27 @@ Calibration drawn(const Calibration& cal, std::uint64_t d) {
   return c;
 }
 
+Calibration for_model(const Calibration& cal, const std::string& model) {
+  if (!fitted_level(cal)) return cal;
+  const nlohmann::json& c = cal.provenance["fit"]["composition"];
+  const auto models = c.find("level_models");
+  if (models == c.end() || !models->is_object()) return cal;
+  const auto own = models->find(model);
+  if (own == models->end() || !own->is_object() || !own->value("level", nlohmann::json()).is_number())
+    return cal;
+  Calibration out = cal;
+  nlohmann::json& oc = out.provenance["fit"]["composition"];
+  for (const char* k : {"level", "level_sigma", "level_dof"}) oc[k] = own->value(k, nlohmann::json());
+  oc["level_of"] = model;
+  return out;
+}
+
+std::string level_of(const Calibration& cal) {
+  if (!fitted_level(cal)) return "";
+  const auto& of = cal.provenance["fit"]["composition"].value("level_of", nlohmann::json());
+  return of.is_string() ? of.get<std::string>() : "";
+}
+
 Calibration at_quantile(const Calibration& cal, double z) {
   Calibration c = cal;
   c.draw.reset();

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -73,6 +74,12 @@ inline double step_level(const Calibration& cal) {
 }
 // Whether the calibration records any error an interval could be drawn from.
 bool has_uncertainty(const Calibration& cal);
+// The calibration as it prices plans of `model`: where its probes ran that model (osdp calibrate
+// --probe-model; "fit"/"composition"/"level_models"), its own level, spread and degrees of freedom
+// replace the probes' level across models, and "level_of" names it; otherwise `cal` unchanged.
+Calibration for_model(const Calibration& cal, const std::string& model);
+// The model whose own level `cal` prices with (for_model), "" for the level across models.
+std::string level_of(const Calibration& cal);
 
 // A standard normal variate for draw `draw` of the point named by `key` (deterministic).
 double standard_normal(std::uint64_t draw, std::initializer_list<std::int64_t> key);

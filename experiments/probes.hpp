@@ -9,6 +9,7 @@
 // of a validation's steps goes into it.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,16 +29,28 @@ inline const std::vector<std::string> kProbeModels{kProbeModel, "probe-8x192", "
 // The uniform strategies' memory (no limit to speak of), then the searches' caps.
 inline const std::vector<std::string> kProbeMemory{"4GiB", "70MiB", "95MiB"};
 
-// The experiment the probes come from, on `world_size` ranks of `cluster` (its figures replaced by the
-// calibration's where the calibration has them), results under `output`: every strategy at every
-// model, micro-batch and memory. `quick` (osdp calibrate --quick, for tests): micro-batch 2 only, 1 warm-up
-// step and 5 timed.
-Experiment probe_experiment(const std::string& cluster, int world_size, const std::string& output,
-                            bool quick = false);
+// What the probes run: on `world_size` ranks of `cluster` (its figures replaced by the calibration's
+// where the calibration has them), results under `output`; `quick` (osdp calibrate --quick, for
+// tests): micro-batch 2 only, 1 warm-up step and 5 timed. `models` at `batches` (osdp calibrate's
+// --model and --probe-batch): the models to be planned, their uniform strategies at micro-batches
+// their plans will not use, for each one's own level (costmodel/composition.hpp); none without both.
+struct ProbeSet {
+  std::string cluster;
+  int world_size = 0;
+  std::string output;
+  bool quick = false;
+  std::vector<std::string> models;
+  std::vector<int> batches;
+};
+
+// The experiment the probes come from: every strategy at every probe model, micro-batch and memory.
+Experiment probe_experiment(const ProbeSet& set);
+// The planned models' experiment (their uniform strategies at set.batches), if set names any.
+std::optional<Experiment> planned_probe_experiment(const ProbeSet& set);
 // The probes: the uniform strategies without a cap, the first model's searches under the caps
-// (labelled "exact@70MiB", ...), grouped by model and micro-batch (a group's plans run side by side).
-MeasuredJob probe_job(const std::string& cluster, int world_size, const std::string& output,
-                      bool quick = false);
+// (labelled "exact@70MiB", ...), then the planned models' uniform strategies; grouped by model and
+// micro-batch (a group's plans run side by side).
+MeasuredJob probe_job(const ProbeSet& set);
 
 // costmodel::composition_fit over measured rows (the probes', or a validation's own: osdp validate
 // reports it beside the calibration's): each row's group, its simulated step and draws, its timed

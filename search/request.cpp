@@ -16,6 +16,7 @@
 #include "costmodel/json_reader.hpp"
 #include "costmodel/plan.hpp"
 #include "costmodel/provenance.hpp"
+#include "costmodel/uncertainty.hpp"
 #include "costmodel/units.hpp"
 
 namespace osdp::search {
@@ -127,7 +128,10 @@ std::unique_ptr<PreparedSearch> prepare_search(const PlanRequest& a) {
   if (a.seq != 0) costmodel::set_sequence_length(ctx.model, a.seq, "--seq");
   ctx.cluster = costmodel::resized(costmodel::load_cluster(a.cluster), a.world_size);
   const std::string cal_name = !a.calibration.empty() ? a.calibration : ctx.cluster.calibration;
-  if (!cal_name.empty()) ctx.calibration = costmodel::load_calibration(cal_name, ctx.cluster.compute);
+  // A calibration whose probes ran this model prices its plans at the model's own level.
+  if (!cal_name.empty())
+    ctx.calibration =
+        costmodel::for_model(costmodel::load_calibration(cal_name, ctx.cluster.compute), ctx.model.name);
   if (a.objective != "throughput" && a.objective != "robust")
     throw UsageError(fmt::format("--objective: expected throughput or robust, got \"{}\"", a.objective));
   if (a.objective == "robust") {

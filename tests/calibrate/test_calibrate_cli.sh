@@ -197,20 +197,25 @@ contains "--compute-from a calibration without compute figures is refused" "$TMP
 # costmodel/composition.hpp defines it: per group (the plans run side by side), step j's pace the mean
 # log over the plans, each plan's residual the median of its steps over the pace against the simulated
 # step, their squares about the group's mean over the degrees of freedom, less the steps' noise and the
-# spread of the drawn predictions.
-run probes "$OSDP" calibrate -np 2 --quick --probes on --quiet --out probes.json
+# spread of the drawn predictions. With --model val-4x384 --probe-batch 1 --probe-batch 3 the model to
+# be planned is probed too: its uniform strategies at micro-batches 1 and 3.
+run probes "$OSDP" calibrate -np 2 --quick --probes on --model val-4x384 --probe-batch 1 --probe-batch 3 \
+  --quiet --out probes.json
 expect_rc "calibrate --probes on" probes 0
 jcheck "the composition fit is the probes' residuals less the steps' noise and the drawn errors" probes.json '
 import json, math, statistics
 c = j["provenance"]["fit"]["composition"]
 rows = [json.loads(l) for l in open("probes.probes/rows.jsonl")]
-assert len(rows) == 16 and all(r["batch_size"] in (0, 2) for r in rows), len(rows)
+assert len(rows) == 24 and all(r["batch_size"] in (0, 2) for r in rows if r["model"] != "val-4x384"), len(rows)
 searches = {f"{s}@{m}" for s in ("exact", "exact+split") for m in ("70MiB", "95MiB")}
 uniform = {"ddp", "fsdp", "fsdp+ckpt", "zero2"}
 assert {r["strategy"] for r in rows if r["model"] == "probe-3x320"} == uniform | searches
 assert {r["strategy"] for r in rows if r["model"] == "probe-8x192"} == uniform
 assert {r["strategy"] for r in rows if r["model"] == "probe-2x448"} == uniform
-assert all(json.loads(r["measurement"]["group"]) == {"model": r["model"], "batch": 2} for r in rows if r["feasible"])
+assert {(r["strategy"], r["batch_size"]) for r in rows if r["model"] == "val-4x384"} == {
+    (s, b) for s in uniform for b in (1, 3)}
+assert all(json.loads(r["measurement"]["group"]) == {"model": r["model"], "batch": 2 if r["model"] != "val-4x384" else r["batch_size"]}
+           for r in rows if r["feasible"])
 assert all(r["feasible"] for r in rows if r["strategy"] not in searches)
 # A plan a group already has (the search finding a uniform plan) counts once: the first by index.
 # Infeasible searches (nothing fits the cap) have no steps.
@@ -247,14 +252,16 @@ for g in groups.values():
         drawn += sum((a - mx) ** 2 for a in x) / draws
     dof += len(g) - 1
 v, drawn, noise = v / dof, drawn / dof, noise / len(used)
-assert c["dof"] == dof >= 9 and c["groups"] == 3 and c["plans"] == len(used), c  # 4 uniform plans a model at least
+assert c["dof"] == dof >= 15 and c["groups"] == 5 and c["plans"] == len(used), c  # 4 uniform plans a group at least
 for k, want in (("variance", v), ("drawn", drawn), ("noise", noise)):
     assert abs(c[k] - want) <= 1e-9 * max(1.0, abs(want)), (k, c[k], want)
 assert abs(c["sigma"] - math.sqrt(max(0.0, v - noise - drawn))) < 1e-9, (c["sigma"], v, noise, drawn)'
-# The step level: each group's (model's) mean of ln(median step / simulated step), e^(their mean), and
-# the spread of the three as one more model's, sqrt(var (1 + 1/3)) (one group a model: none within),
-# to 2 degrees of freedom.
-jcheck "the step level: the mean of the groups' mean ln(median step / simulated), and their spread" probes.json '
+# The step level: each group's (model and micro-batch) mean of ln(median step / simulated step), each
+# model's mean of its groups (val-4x384 has two), e^(the four models' mean); the spread a further
+# model's group may take, var(models) (1 + 1/4) + within (1 - 1/n), within val-4x384's two groups'
+# variance (one degree of freedom), n = 5/4 groups a model; to 3 degrees of freedom. Each model's own
+# level: e^(its mean), spread sqrt(within (1 + 1/n_w)), to the one degree of freedom within.
+jcheck "the step level: the mean of the models' mean ln(median step / simulated), and their spread" probes.json '
 import json, math, statistics
 c = j["provenance"]["fit"]["composition"]
 used = [json.loads(l) for l in open("probes.probes/rows.jsonl")]
@@ -262,15 +269,28 @@ used = [r for r in used if r["index"] in c["row_indices"]]
 by = {}
 for r in used:
     sim = [x for x in r["evaluations"] if x["evaluator"] == "sim"][0]["iteration_time_s"]
-    by.setdefault(r["model"], []).append(math.log(statistics.median(r["measurement"]["steps_s"]) / sim))
-g = [sum(v) / len(v) for v in by.values()]
-assert len(g) == 3 and len(c["level_groups"]) == 3, c["level_groups"]
-assert abs(c["level"] - math.exp(sum(g) / 3)) < 1e-9, (c["level"], g)
-assert abs(c["level_sigma"] - statistics.stdev(g) * math.sqrt(4 / 3)) < 1e-9, (c["level_sigma"], g)
-assert c["level_dof"] == 2 and c["level_workloads"] == 3, c'
+    by.setdefault(r["model"], {}).setdefault(r["measurement"]["group"], []).append(
+        math.log(statistics.median(r["measurement"]["steps_s"]) / sim))
+groups = {m: [sum(v) / len(v) for v in gs.values()] for m, gs in by.items()}
+assert sorted(len(v) for v in groups.values()) == [1, 1, 1, 2] and len(c["level_groups"]) == 5, c["level_groups"]
+g = {m: sum(v) / len(v) for m, v in groups.items()}
+within = statistics.variance(groups["val-4x384"])
+assert abs(c["level"] - math.exp(sum(g.values()) / 4)) < 1e-9, (c["level"], g)
+want = math.sqrt(statistics.variance(g.values()) * (1 + 1 / 4) + within * (1 - 4 / 5))
+assert abs(c["level_sigma"] - want) < 1e-9, (c["level_sigma"], want)
+assert c["level_dof"] == 3 and c["level_workloads"] == 4, c
+own = c["level_models"]
+assert set(own) == set(g), own
+for m, v in groups.items():
+    assert abs(own[m]["level"] - math.exp(g[m])) < 1e-9, (m, own[m], g[m])
+    assert abs(own[m]["level_sigma"] - math.sqrt(within * (1 + 1 / len(v)))) < 1e-9, (m, own[m])
+    assert own[m]["level_dof"] == 1 and own[m]["groups"] == len(v), own[m]
+assert c["planned"] == {"models": ["val-4x384"], "batches": [1, 3]}, c["planned"]'
 contains "the summary gives the composition error" probes.out "composition    " "between strategies"
-contains "the summary gives the step level" probes.out "step level     " "3 groups of 3 models" \
-  "to 2 degrees of freedom" "in place of the repeats' drift"
+contains "the summary gives the step level" probes.out "step level     " "5 groups of 4 models" \
+  "to 3 degrees of freedom" "in place of the repeats' drift"
+contains "the summary gives the planned model's own level" probes.out "model level    val-4x384 " \
+  "(2 micro-batches): its plans are priced at it" "to 1 degree of freedom)"
 for f in validation.csv summary.json; do
   [[ -s probes.probes/$f ]] && ok "the probes leave $f" || not_ok "the probes leave $f"
 done
@@ -282,6 +302,7 @@ j = json.load(open(sys.argv[1] + "/probes.json"))
 j["provenance"]["fit"]["composition"]["sigma"] = 0.2
 json.dump(j, open(sys.argv[1] + "/wide.json", "w"))
 j["provenance"]["fit"]["composition"].update(level=1.25, level_sigma=0.0)
+del j["provenance"]["fit"]["composition"]["level_models"]  # else probe-3x320 is priced at its own
 json.dump(j, open(sys.argv[1] + "/level.json", "w"))
 del j["provenance"]["fit"]["composition"]
 json.dump(j, open(sys.argv[1] + "/bare.json", "w"))
@@ -298,6 +319,31 @@ def reach(doc):
     lo, hi = doc["baselines"][0]["speedup_interval"]
     return hi / lo
 assert reach(j) > reach(bare) * 1.3, (reach(j), reach(bare))'
+# A plan of the probed model is priced at that model's own level: its step is level_models' level over
+# the level across models times the step under a copy without the own levels, and its file's
+# calibration says whose level it is.
+python3 - "$TMP" <<'PY' || not_ok "a copy of probes.json without the models' own levels"
+import json, sys
+j = json.load(open(sys.argv[1] + "/probes.json"))
+del j["provenance"]["fit"]["composition"]["level_models"]
+json.dump(j, open(sys.argv[1] + "/across.json", "w"))
+PY
+for v in probes across; do
+  run "pval$v" "$OSDP" plan --model val-4x384 --cluster cpu-2 --strategy fsdp --batch 2 --baseline ddp \
+    --calibration "$v.json" --json --out "pval$v.json"
+done
+expect_rc "plan of the probed model at its own level" pvalprobes 0
+jcheck "the probed model's plans are priced at its own level" pvalprobes.out '
+import json
+c = json.load(open("probes.json"))["provenance"]["fit"]["composition"]
+across = json.load(open("pvalacross.out"))
+ratio = c["level_models"]["val-4x384"]["level"] / c["level"]
+assert abs(j["iteration_time_s"] / across["iteration_time_s"] - ratio) < 1e-6, (j["iteration_time_s"], across["iteration_time_s"], ratio)
+b, bb = j["baselines"][0], across["baselines"][0]
+assert abs(b["iteration_time_s"] / bb["iteration_time_s"] - ratio) < 1e-6, (b, bb)
+own = json.load(open("pvalprobes.json"))["calibration"]["provenance"]["fit"]["composition"]
+assert own["level_of"] == "val-4x384" and own["level"] == c["level_models"]["val-4x384"]["level"], own
+assert "level_of" not in json.load(open("pvalacross.json"))["calibration"]["provenance"]["fit"]["composition"]'
 # A step level of 1.25 scales every price the calibration gives (this one prices every collective and
 # kernel of an fsdp step): the step is 1.25 times the bare calibration's, and so is ddp's.
 expect_rc "plan under a step level" pplanlevel 0

@@ -113,6 +113,19 @@ TEST_CASE("the step's level over workloads: a further model's group, to K - 1 de
   CHECK(f["level_dof"] == 2);
   CHECK(f["level_workloads"] == 3);
   CHECK(f["level_groups"].size() == 6);
+  // Each model's own level (for its plans): its groups' mean, and the spread of a further micro-batch
+  // of it, the pooled within-model variance 0.04 / 3 times (1 + 1 / n_w), to 3 degrees of freedom.
+  const nlohmann::json& own = f["level_models"];
+  REQUIRE(own.size() == 3);
+  CHECK(own["x"]["level"].get<double>() == Approx(std::exp(0.2)));
+  CHECK(own["y"]["level"].get<double>() == Approx(std::exp(0.0)));
+  CHECK(own["z"]["level"].get<double>() == Approx(std::exp(0.05)));
+  CHECK(own["x"]["level_sigma"].get<double>() == Approx(std::sqrt(0.04 / 3 * (1 + 1.0 / 3))));
+  CHECK(own["z"]["level_sigma"].get<double>() == Approx(std::sqrt(0.04 / 3 * 2)));
+  CHECK(own["x"]["level_dof"] == 3);
+  CHECK(own["y"]["groups"] == 2);
+  // One group a model: nothing within a model to spread a further micro-batch by, so no own levels.
+  CHECK_FALSE(composition_fit({probes[0], probes[3], probes[5]}).contains("level_models"));
   // All of one model: each group stands for a workload, as without one (six, five degrees of freedom).
   std::vector<ProbeStep> one_model = probes;
   for (ProbeStep& p : one_model) p.workload = "x";
@@ -121,6 +134,7 @@ TEST_CASE("the step's level over workloads: a further model's group, to K - 1 de
   CHECK(o["level"].get<double>() == Approx(std::exp(0.65 / 6)));
   CHECK(o["level_sigma"].get<double>() == Approx(sd(g) * std::sqrt(1 + 1.0 / 6)));
   CHECK(o["level_dof"] == 5);
+  CHECK_FALSE(o.contains("level_models"));
 }
 
 TEST_CASE("composition fit: the steps' noise and the calibration's draws are taken off",

@@ -341,3 +341,51 @@ TEST_CASE("the step's level to 2 degrees of freedom: drawn as Student's t, at it
         Approx(std::exp(0.05 * (2 * p - 1) / std::sqrt(2 * p * (1 - p)) - 0.05 * 0.05 / 2)));
   CHECK(student_t_at(0, kRobustZ) == kRobustZ);
 }
+
+TEST_CASE("a model the probes ran is priced at its own level, with its own spread", "[cost][uncertainty]") {
+  // Probes across models: level 1.1, spread 0.05 to 2 degrees of freedom; model m's own level 0.97,
+  // spread 0.02 to 6. Plans of m are priced at 0.97 (0.97 / 1.1 of the level across models) and drawn
+  // with m's spread; plans of another model, or a calibration without own levels, are as before.
+  const ClusterSpec cluster = synthetic_cluster();
+  Calibration cal;
+  cal.allgather = {{kInf, 20e-6, 1e-10, 0.0}};
+  cal.provenance = {
+      {"fit",
+       {{"composition",
+         {{"sigma", 0.0},
+          {"level", 1.1},
+          {"level_sigma", 0.05},
+          {"level_dof", 2},
+          {"level_models",
+           {{"m", {{"level", 0.97}, {"level_sigma", 0.02}, {"level_dof", 6}, {"groups", 2}}}}}}}}}};
+  const Calibration own = for_model(cal, "m");
+  CHECK(step_level(own) == 0.97);
+  CHECK(level_of(own) == "m");
+  const FitErrors e = fit_errors(own);
+  CHECK(e.level_sigma == 0.02);
+  CHECK(e.level_dof == 6);
+  const Calibration other = for_model(cal, "another");
+  CHECK(step_level(other) == 1.1);
+  CHECK(level_of(other).empty());
+  CHECK(fit_errors(other).level_dof == 2);
+  Calibration bare = cal;
+  bare.provenance.erase("fit");
+  CHECK_FALSE(fitted_level(for_model(bare, "m")));
+
+  Kernel g;
+  g.kind = KernelKind::kGemm;
+  g.m = g.n = g.k = 256;
+  const CostModel across(cluster, &cal, Precision::kFp32, CostOptions{});
+  const CostModel mine(cluster, &own, Precision::kFp32, CostOptions{});
+  CHECK(mine.kernel_s(g, 1) == Approx(0.97 / 1.1 * across.kernel_s(g, 1)));
+  CHECK(mine.collective_s(Collective::kAllGather, 1e6) ==
+        Approx(0.97 / 1.1 * across.collective_s(Collective::kAllGather, 1e6)));
+  // At the robust quantile: 0.97 exp(0.02 t6 - 0.02^2 / 2), t6 the Student t of 6 degrees of freedom
+  // at the normal's probability of kRobustZ (boost's quantile, as the cost model takes it).
+  const Calibration q = at_quantile(own, kRobustZ);
+  const CostModel robust(cluster, &q, Precision::kFp32, CostOptions{});
+  CHECK(robust.kernel_s(g, 1) / mine.kernel_s(g, 1) ==
+        Approx(std::exp(0.02 * student_t_at(6, kRobustZ) - 0.02 * 0.02 / 2)));
+  CHECK(student_t_at(6, kRobustZ) > kRobustZ);
+  CHECK(student_t_at(6, kRobustZ) < student_t_at(2, kRobustZ));
+}

@@ -6,7 +6,8 @@
 #
 #   validate-lab.sh [--rate 1gbit] [--nodes 2] [--ranks-per-node 1] [--topology pair|switch]
 #                   [--compute real|emulate] [--experiment experiments/lab-validate.json] [--out DIR]
-#                   [--name NAME] [--calibration FILE] [--resume] [--hybrid] [-- VALIDATE-OPTIONS...]
+#                   [--name NAME] [--calibration FILE] [--resume] [--hybrid] [--probe-batch B]
+#                   [-- VALIDATE-OPTIONS...]
 #
 #   --rate         the link rate (tc's units: 1gbit, 200mbit)
 #   --nodes, --ranks-per-node, --topology   the lab's shape (osdp-lab.sh up); shared memory inside a
@@ -28,6 +29,9 @@
 #   --hybrid       the pipeline experiment instead (experiments/lab-validate-hybrid.json): 2 stages,
 #                  one per node, so that each micro-batch's activation and gradient cross the link,
 #                  GPipe and 1F1B; OUT defaults to results/lab-validate-hybrid/RATE
+#   --probe-batch  also probe the experiment's models at micro-batch B (osdp calibrate --probe-batch;
+#                  repeatable), so that each is priced at its own level; B one the experiment does not
+#                  run
 #   -- ...         more options for osdp validate, e.g. -- --warmup 1 --iterations 5
 #
 # Environment: OSDP (the osdp program; default: osdp on PATH), OSDP_DATA_DIR as for osdp.
@@ -51,6 +55,7 @@ RANKS=1
 TOPOLOGY=
 COMPUTE=real
 VALIDATE_ARGS=()
+PROBE_ARGS=()
 OSDP=${OSDP:-osdp}
 
 die() {
@@ -71,8 +76,9 @@ while (($#)); do
     --ranks-per-node) RANKS=${2:?--ranks-per-node needs a value}; shift 2 ;;
     --topology) TOPOLOGY=${2:?--topology needs a value}; shift 2 ;;
     --compute) COMPUTE=${2:?--compute needs a value}; shift 2 ;;
+    --probe-batch) PROBE_ARGS+=(--probe-batch "${2:?--probe-batch needs a value}"); shift 2 ;;
     --) shift; VALIDATE_ARGS=("$@"); break ;;
-    -h | --help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option \"$1\" (try $PROG --help)" ;;
   esac
 done
@@ -120,7 +126,7 @@ if [[ -z $CALIBRATION ]]; then
   if ((RANKS > 1)); then extra+=(--per-node "$RANKS"); fi
   if [[ $COMPUTE == emulate ]]; then extra+=(--compute emulate --compute-from "$OUT/compute-calibration.json"); fi
   "$OSDP" calibrate --backend mpi -np "$NP" --mpirun-args "$OSDP_LAB_MPIRUN_ARGS" "${MODEL_ARGS[@]}" \
-    --max-size 16MiB "${extra[@]}" --out "$CALIBRATION"
+    "${PROBE_ARGS[@]}" --max-size 16MiB "${extra[@]}" --out "$CALIBRATION"
 fi
 "$OSDP" validate "$EXPERIMENT" -np "$NP" --calibration "$CALIBRATION" --mpirun-args "$OSDP_LAB_MPIRUN_ARGS" \
   --compute "$COMPUTE" --out "$OUT" --tasks $MODE "${VALIDATE_ARGS[@]}"
@@ -136,6 +142,6 @@ SHAPE=(--nodes "$NODES" --ranks-per-node "$RANKS")
 status=0
 OSDP=$OSDP OUT=$OUT EXPERIMENT=$EXPERIMENT CALIBRATION=$CALIBRATION MODE=$MODE NP=$NP RANKS=$RANKS \
   COMPUTE=$COMPUTE "$LAB" run "${SHAPE[@]}" --rate "$RATE" --name "$NAME" -- \
-  bash -c "MODEL_ARGS=(${MODEL_ARGS[*]}); VALIDATE_ARGS=(${VALIDATE_ARGS[*]}); $inner" || status=$?
+  bash -c "MODEL_ARGS=(${MODEL_ARGS[*]}); PROBE_ARGS=(${PROBE_ARGS[*]}); VALIDATE_ARGS=(${VALIDATE_ARGS[*]}); $inner" || status=$?
 load after
 exit "$status"
