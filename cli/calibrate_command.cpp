@@ -63,6 +63,11 @@ std::string probe_cluster(const CalibrateArgs& a) {
   return a.backend == "nccl" ? "h100-8" : "cpu-2";
 }
 
+// The probes of a calibration written to `path` on `world` ranks (cli/calibrate_probes.hpp).
+ProbeRun probe_run(const CalibrateArgs& a, const std::string& path, int world) {
+  return {path, a.quiet, {probe_cluster(a), world, probes_dir(path), a.quick, a.models, a.probe_batches}};
+}
+
 double parse_size(const std::string& text, const char* option) {
   std::string err;
   auto v = costmodel::parse_quantity(text, costmodel::UnitKind::kBytes, &err);
@@ -169,8 +174,9 @@ void keep_points(const costmodel::CalibrationRun& run, const std::string& path) 
   costmodel::write_file_atomic(csv_path(path), costmodel::measurements_csv(run));
 }
 
-[[noreturn]] void fit_failed(const osdp::Error& e, const std::string& path) {
-  throw osdp::Error(fmt::format("{} (the measured points are in {})", e.what(), csv_path(path)));
+// Why a fit failed, and where its measured points are.
+std::string fit_failure(const osdp::Error& e, const std::string& path) {
+  return fmt::format("{} (the measured points are in {})", e.what(), csv_path(path));
 }
 
 // Where the results go must be writable before minutes of measuring, not after: "" or why not.
@@ -237,9 +243,7 @@ int run_ranks(const CalibrateArgs& a, int np) {
   } catch (const osdp::Error& e) {
     // Every rank fits the same points (the max over the job) and fails alike: rank 0 says why once,
     // and each rank answers through its status file, so that mpirun adds no abort banner.
-    if (root)
-      std::cerr << fmt::format("osdp calibrate: error: {} (the measured points are in {})\n", e.what(),
-                               csv_path(path));
+    if (root) std::cerr << "osdp calibrate: error: " << fit_failure(e, path) << "\n";
     return kExitInput;
   }
   if (root) {
@@ -250,8 +254,7 @@ int run_ranks(const CalibrateArgs& a, int np) {
   if (!probes) return kExitOk;
   (void)comm.all_values(0.0);  // the file is written before any rank reads it
   try {
-    run_probes({path, probe_cluster(a), comm.size(), a.quiet, a.quick, a.models, a.probe_batches}, *backend,
-               comm);
+    run_probes(probe_run(a, path, comm.size()), *backend, comm);
   } catch (const validate::BackendFailure& e) {
     validate::abort_job(fmt::format("osdp calibrate: probes: {}", e.what()));
   } catch (const validate::OutOfMemory& e) {
@@ -325,7 +328,7 @@ int run_torch(const CalibrateArgs& a, int np) {
   try {
     costmodel::fit_measurements(run, o.name, o.segments);
   } catch (const osdp::Error& e) {
-    fit_failed(e, path);
+    throw osdp::Error(fit_failure(e, path));
   }
   run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   nlohmann::json& p = run.calibration.provenance;
@@ -352,7 +355,7 @@ int run_torch(const CalibrateArgs& a, int np) {
   print_summary(run, path);
   if (!probes) return kExitOk;
   try {
-    run_torch_probes({path, probe_cluster(a), np, a.quiet, a.quick, a.models, a.probe_batches}, t);
+    run_torch_probes(probe_run(a, path, np), t);
   } catch (const validate::BackendFailure& e) {
     std::cerr << "osdp calibrate: error: probes: " << e.what() << "\n";
     return kExitJobFailed;

@@ -26,18 +26,13 @@ namespace {
 experiments::ValidationOptions probe_options(const ProbeRun& run) {
   experiments::ValidationOptions o;
   o.calibration = run.calibration;
-  o.out_dir = probes_dir(run.calibration);
+  o.out_dir = run.set.output;
   o.force = true;   // the probes belong to this calibration: a new one times them again
   o.check = false;  // what is wanted is the steps' time
   o.selective = false;
   if (!run.quiet)
     o.progress = [](const std::string& line) { std::cerr << "calibrate: probes: " << line << "\n"; };
   return o;
-}
-
-experiments::MeasuredJob probe_job(const ProbeRun& run) {
-  return experiments::probe_job(
-      {run.cluster, run.world_size, probes_dir(run.calibration), run.quick, run.models, run.batches});
 }
 
 std::string freedom(int dof) {
@@ -82,15 +77,15 @@ void print_level(const nlohmann::json& fit) {
 // file's provenance, and a line of the summary.
 void record(const ProbeRun& run, const experiments::MeasuredJob& job,
             const std::vector<experiments::UnitResult>& rows) {
-  nlohmann::json prov = costmodel::machine(run.world_size, 1);
+  nlohmann::json prov = costmodel::machine(run.set.world_size, 1);
   prov["probes_of"] = std::filesystem::path(run.calibration).filename().string();
-  (void)experiments::write_validation_outputs(probes_dir(run.calibration), job, rows,
+  (void)experiments::write_validation_outputs(run.set.output, job, rows,
                                               experiments::summarize(rows, job.validation), prov);
   nlohmann::json fit = experiments::composition_fit(rows);
   fit["models"] = experiments::kProbeModels;
-  if (!run.batches.empty()) fit["planned"] = {{"models", run.models}, {"batches", run.batches}};
-  fit["cluster"] = run.cluster;
-  fit["rows"] = std::filesystem::path(probes_dir(run.calibration)).filename().string() + "/rows.jsonl";
+  if (!run.set.batches.empty()) fit["planned"] = {{"models", run.set.models}, {"batches", run.set.batches}};
+  fit["cluster"] = run.set.cluster;
+  fit["rows"] = std::filesystem::path(run.set.output).filename().string() + "/rows.jsonl";
   nlohmann::json cal = costmodel::load_json_file(run.calibration);
   cal["provenance"]["fit"]["composition"] = fit;
   costmodel::write_file_atomic(run.calibration, cal.dump(2) + "\n");
@@ -119,7 +114,7 @@ std::string probes_dir(const std::string& calibration) {
 
 #ifdef OSDP_HAVE_MPI_BACKEND
 void run_probes(const ProbeRun& run, validate::BackendSession& backend, validate::Communicator& comm) {
-  const experiments::MeasuredJob job = probe_job(run);
+  const experiments::MeasuredJob job = experiments::probe_job(run.set);
   experiments::ValidationOptions o = probe_options(run);
   o.one_at_a_time = backend.plans_one_at_a_time();
   const experiments::DeviceFactory make_device = [&backend](const costmodel::Plan& plan) {
@@ -131,7 +126,7 @@ void run_probes(const ProbeRun& run, validate::BackendSession& backend, validate
 #endif
 
 void run_torch_probes(const ProbeRun& run, validate::TorchJobOptions torch) {
-  const experiments::MeasuredJob job = probe_job(run);
+  const experiments::MeasuredJob job = experiments::probe_job(run.set);
   experiments::ValidationOptions o = probe_options(run);
   torch.check = false;
   o.run_group = experiments::torch_group_runner(torch);

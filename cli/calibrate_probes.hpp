@@ -5,7 +5,8 @@
 #pragma once
 
 #include <string>
-#include <vector>
+
+#include "experiments/probes.hpp"
 
 #include "validate/torch/torch_job.hpp"
 #ifdef OSDP_HAVE_MPI_BACKEND
@@ -16,12 +17,10 @@ namespace osdp::cli {
 
 struct ProbeRun {
   std::string calibration;  // the file written; its provenance gets the fit
-  std::string cluster;      // the probes' cluster (its figures replaced by the calibration's)
-  int world_size = 0;
   bool quiet = false;
-  bool quick = false;  // --quick: one micro-batch, 5 timed steps (experiments::probe_experiment)
-  std::vector<std::string> models;  // --model, probed at --probe-batch (experiments::ProbeSet)
-  std::vector<int> batches;
+  // What runs: the probes' cluster (its figures replaced by the calibration's), ranks, --quick, the
+  // --model models at --probe-batch; output probes_dir(calibration).
+  experiments::ProbeSet set;
 };
 
 // Where the probes' rows go: <calibration without .json>.probes/.

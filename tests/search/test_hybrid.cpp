@@ -9,8 +9,8 @@
 #include "../costmodel/cost_fixtures.hpp"
 #include "costmodel/cost_model.hpp"
 #include "costmodel/error.hpp"
-#include "costmodel/plan_cost.hpp"
 #include "costmodel/plan.hpp"
+#include "costmodel/plan_cost.hpp"
 #include "search/hybrid.hpp"
 #include "search/internal/hybrid_layout.hpp"
 
@@ -21,10 +21,10 @@ using costmodel::Choice;
 using costmodel::ClusterSpec;
 using costmodel::CostModel;
 using costmodel::CostOptions;
-using costmodel::PlanCostModel;
-using costmodel::Plan;
 using costmodel::ModelSpec;
 using costmodel::PipelineSchedule;
+using costmodel::Plan;
+using costmodel::PlanCostModel;
 using costmodel::cost_fixtures::kAlpha;
 using costmodel::cost_fixtures::kBandwidth;
 using costmodel::cost_fixtures::synthetic_cluster;
