@@ -34,12 +34,13 @@
 // calibration's repeats (uncertainty.hpp), which it measures on whole steps. Fitted from two groups
 // on; with fewer, none.
 //
-// A model the probes ran (osdp calibrate --probe-model: the model to be planned, at micro-batches its
-// plans will not use) has its own level, M_w, for its plans (for_model, uncertainty.hpp): what a
-// further micro-batch of it may take is s_within^2 (1 + 1 / n_w), known to the pooled within-workload
-// degrees of freedom sum_w (n_w - 1). Across the probe models of the EPYC runs a model's own level
-// at one micro-batch was predicted by its other micro-batches about twice as closely as by the other
-// models' level (docs/intervals.md).
+// A model the probes ran (osdp calibrate --model M --probe-batch B: the model to be planned, at
+// micro-batches its plans will not use) has its own level, M_w, for its plans (for_model,
+// uncertainty.hpp): what a further micro-batch of it may take is s_within^2 (1 + 1 / n_w), known to
+// the pooled within-workload degrees of freedom sum_w (n_w - 1). Within a calibration a model's other
+// micro-batches predicted its group about twice as closely as the other models did; in the
+// validations that followed, one micro-batch of it predicted them worse than the level across models
+// (docs/intervals.md), so it is asked for, not the default.
 //
 // Drawn per strategy: in draw d an operator whose choice has key k (the choice and the plan's layout)
 // runs at exp(sigma z_{d,k} - sigma^2 / 2); a plan's step is scaled by the mean of its operators'

@@ -75,7 +75,7 @@ inline double step_level(const Calibration& cal) {
 // Whether the calibration records any error an interval could be drawn from.
 bool has_uncertainty(const Calibration& cal);
 // The calibration as it prices plans of `model`: where its probes ran that model (osdp calibrate
-// --probe-model; "fit"/"composition"/"level_models"), its own level, spread and degrees of freedom
+// --probe-batch; "fit"/"composition"/"level_models"), its own level, spread and degrees of freedom
 // replace the probes' level across models, and "level_of" names it; otherwise `cal` unchanged.
 Calibration for_model(const Calibration& cal, const std::string& model);
 // The model whose own level `cal` prices with (for_model), "" for the level across models.
