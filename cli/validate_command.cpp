@@ -149,6 +149,18 @@ int report(const ValidateArgs& a, const experiments::MeasuredJob& job,
           "count is how well the intervals hold the plans' spread, the level aside\n",
           100 * (s.composition["level"].get<double>() - 1), *s.covered_about_level, s.with_interval,
           100.0 * *s.covered_about_level / s.with_interval);
+    if (const auto& x = s.expected_coverage)
+      std::cout << fmt::format(
+          "  coverage expected of a run: the {} draws, each taken as a run (every plan's drawn step, its "
+          "median's "
+          "noise resampled from its steps), put {}-{} of {} inside (median {}; {:.0f}% of the draws within "
+          "{:.0f}-{:.0f}%); "
+          "the draws share the step's level across plans as a run does, so this run's {} is {}\n",
+          x->draws, x->low, x->high, s.with_interval, x->median, 100 * x->in_band,
+          100 * experiments::kCoverageBand[0], 100 * experiments::kCoverageBand[1], s.covered,
+          s.covered < x->low ? "below that range: the intervals miss more than the calibration's errors say"
+          : s.covered > x->high ? "above that range: the intervals are wider than the run needed"
+                                : "within that range");
     if (s.coverage() > 0.99 && s.interval_high - s.interval_low > 2 * s.median_abs_time_error)
       std::cout << "  (every step inside intervals wider than twice the median error: the calibration's own "
                    "noise, not the model, sets them; calibrate on a quieter machine to narrow them)\n";

@@ -119,6 +119,19 @@ struct ValidationSummary {
   // plans share most of their error (the machine's level at that time), so its coverage is nearly all
   // or much less; about its own level, what is left is how well the intervals hold the plans' spread.
   std::optional<int> covered_about_level;
+  // The count a run of these plans is expected to have inside, from the draws themselves: draw d taken
+  // as the run (each plan's step in draw d, times its median's own noise: its timed steps resampled,
+  // the plans of a configuration at the same indices, since they ran side by side), counted inside the
+  // intervals. The draws share across plans what a run's plans share (the step's level, every GEMM and
+  // collective they both price), so a run's count spreads far wider than a binomial's: with the level
+  // most of an interval's width, a run is nearly all inside or far less. None unless every plan with an
+  // interval has the same draws, at least 20.
+  struct ExpectedCoverage {
+    int draws = 0;
+    int low = 0, median = 0, high = 0;  // the count's 5th percentile, median and 95th (order statistics)
+    double in_band = 0;                 // the share of draws whose count is within kCoverageBand
+  };
+  std::optional<ExpectedCoverage> expected_coverage;
   // Every two plans of a configuration with draws, b the one predicted slower (RatioCoverage).
   std::vector<RatioCoverage> ratios;
   int ratios_inside(bool drawn_alone = false) const;  // inside the widened (or the drawn) intervals
@@ -154,6 +167,9 @@ struct ValidationSummary {
 // more); the weights after Adam's first step absolute, where the step's sign is stable (the step moves
 // each weight by about the learning rate, 1e-3).
 inline constexpr double kCheckLoss = 1e-5, kCheckGrad = 1e-3, kCheckWeight = 5e-5;
+// The band of a run's coverage the validations aim at: at least 85% of the plans inside their
+// 90% intervals, at most 99%.
+inline constexpr double kCoverageBand[2] = {0.85, 0.99};
 ValidationSummary summarize(const std::vector<UnitResult>& rows, const ValidationSpec& spec);
 
 using DeviceFactory = std::function<std::unique_ptr<validate::Device>(const costmodel::Plan&)>;

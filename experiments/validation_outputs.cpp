@@ -178,6 +178,72 @@ int ValidationSummary::ratios_inside(bool drawn_alone) const {
   }));
 }
 
+namespace {
+
+// Fewer draws than this say too little of a count's percentiles.
+constexpr std::size_t kMinCoverageDraws = 20;
+
+// ValidationSummary::expected_coverage over the rows with an interval (see there).
+std::optional<ValidationSummary::ExpectedCoverage> expected_coverage(const std::vector<UnitResult>& rows) {
+  struct Plan {
+    const std::vector<double>* drawn;
+    const std::vector<double>* steps;
+    double median = 0;
+    costmodel::Interval interval;
+    std::string group;
+  };
+  std::vector<Plan> plans;
+  std::map<std::string, std::size_t> group_steps;  // the most timed steps of a plan of the group
+  for (const auto& r : rows) {
+    const Evaluation* sim = r.evaluation(EvaluatorKind::kSim);
+    if (!r.feasible || !r.measurement || !sim || !sim->interval.known()) continue;
+    const Measurement& m = *r.measurement;
+    if (m.steps_s.empty()) return std::nullopt;
+    plans.push_back({&sim->drawn_s, &m.steps_s, costmodel::median(m.steps_s), sim->interval, m.group});
+    group_steps[m.group] = std::max(group_steps[m.group], m.steps_s.size());
+  }
+  if (plans.empty()) return std::nullopt;
+  const std::size_t draws = plans.front().drawn->size();
+  for (const auto& p : plans)
+    if (p.drawn->size() != draws || draws < kMinCoverageDraws || !(p.median > 0)) return std::nullopt;
+  std::mt19937_64 rng(0xc0ffeeULL);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::map<std::string, std::vector<double>> picks;  // per group, this draw's resampling positions
+  std::vector<int> counts(draws);
+  std::vector<double> resampled;
+  for (std::size_t d = 0; d < draws; ++d) {
+    for (const auto& [group, steps] : group_steps) {
+      auto& u = picks[group];
+      u.resize(steps);
+      for (double& x : u) x = unit(rng);
+    }
+    for (const auto& p : plans) {
+      const std::vector<double>& u = picks[p.group];
+      const std::size_t m = p.steps->size();
+      resampled.resize(m);
+      for (std::size_t i = 0; i < m; ++i)
+        resampled[i] = (*p.steps)[std::min(m - 1, static_cast<std::size_t>(u[i] * static_cast<double>(m)))];
+      counts[d] += p.interval.contains((*p.drawn)[d] * costmodel::median(resampled) / p.median);
+    }
+  }
+  std::sort(counts.begin(), counts.end());
+  const double n = static_cast<double>(draws - 1);
+  ValidationSummary::ExpectedCoverage x;
+  x.draws = static_cast<int>(draws);
+  x.low = counts[static_cast<std::size_t>(std::floor(0.05 * n))];
+  x.median = counts[static_cast<std::size_t>(std::floor(0.5 * n))];
+  x.high = counts[static_cast<std::size_t>(std::ceil(0.95 * n))];
+  const double total = static_cast<double>(plans.size());
+  x.in_band =
+      static_cast<double>(std::count_if(
+          counts.begin(), counts.end(),
+          [total](int c) { return c >= kCoverageBand[0] * total && c <= kCoverageBand[1] * total; })) /
+      static_cast<double>(draws);
+  return x;
+}
+
+}  // namespace
+
 ValidationSummary summarize(const std::vector<UnitResult>& rows, const ValidationSpec& spec) {
   ValidationSummary s;
   s.spread_tolerance = spec.time_median;
@@ -320,6 +386,7 @@ ValidationSummary summarize(const std::vector<UnitResult>& rows, const Validatio
   s.covered = inside(1.0);
   if (s.with_interval > 0 && !s.composition.is_null() && s.composition["level"].is_number())
     s.covered_about_level = inside(s.composition["level"].get<double>());
+  s.expected_coverage = expected_coverage(rows);
   return s;
 }
 
@@ -418,7 +485,14 @@ std::string write_validation_outputs(const std::string& dir, const MeasuredJob& 
         {"median_low", s.with_interval > 0 ? nlohmann::json(s.interval_low) : nlohmann::json(nullptr)},
         {"median_high", s.with_interval > 0 ? nlohmann::json(s.interval_high) : nlohmann::json(nullptr)},
         {"inside_about_level",
-         s.covered_about_level ? nlohmann::json(*s.covered_about_level) : nlohmann::json(nullptr)}}},
+         s.covered_about_level ? nlohmann::json(*s.covered_about_level) : nlohmann::json(nullptr)},
+        {"expected", s.expected_coverage ? nlohmann::json{{"draws", s.expected_coverage->draws},
+                                                          {"low", s.expected_coverage->low},
+                                                          {"median", s.expected_coverage->median},
+                                                          {"high", s.expected_coverage->high},
+                                                          {"band", {kCoverageBand[0], kCoverageBand[1]}},
+                                                          {"in_band", s.expected_coverage->in_band}}
+                                         : nlohmann::json(nullptr)}}},
       {"speedup_coverage", ratio_coverage_json(s)},
       {"composition", s.composition},
       {"order",

@@ -100,6 +100,15 @@ n = sum(r["predicted_interval_s"][0] <= r["measured_time_s"] / level <= r["predi
 assert c["inside_about_level"] == n, (c, n, level)
 '
 contains "the console gives the coverage about the run's own level" CI.out "coverage about this run's own level"
+# The coverage expected of a run (each of the 100 draws taken as a run; the counts in closed form are
+# in test_validation_rows.cpp): its percentiles are counts of the 4 plans, in order, and the console
+# places this run's count against them.
+jcheck "coverage.expected: 100 draws, 0 <= low <= median <= high <= 4, the band 85-99%" CI/summary.json '
+x = j["coverage"]["expected"]
+assert x["draws"] == 100 and 0 <= x["low"] <= x["median"] <= x["high"] <= 4, x
+assert x["band"] == [0.85, 0.99] and 0 <= x["in_band"] <= 1, x
+'
+contains "the console gives the coverage expected of a run" CI.out "coverage expected of a run: the 100 draws"
 lo=$(python3 -c 'import json,sys; print("{:+.1f}%".format(100 * json.load(open(sys.argv[1]))["coverage"]["median_low"]))' CI/summary.json)
 contains "the console gives the intervals' reach" CI.out "inside their predicted 90% intervals" "which reach $lo /"
 # Speedups: every two plans of a configuration (here fsdp and dp, at two batches: 2 pairs), the

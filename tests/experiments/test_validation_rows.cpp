@@ -411,3 +411,95 @@ TEST_CASE("the composition estimator over a run's own rows", "[experiments][vali
   CHECK(s.composition["sigma"].get<double>() == Approx(std::sqrt(0.005)));
   CHECK(summarize({rows[2]}, ValidationSpec{}).composition.is_null());
 }
+
+namespace {
+// Row r's simulated evaluation with the draws `drawn` and the interval [low, high] as given.
+void set_draws(UnitResult& r, std::vector<double> drawn, double low, double high) {
+  for (auto& e : r.evaluations)
+    if (e.evaluator == EvaluatorKind::kSim) {
+      e.drawn_s = std::move(drawn);
+      e.interval = {low, high};
+    }
+}
+}  // namespace
+
+TEST_CASE("the coverage a run is expected to have, each draw taken as a run", "[experiments][validate]") {
+  ValidationSpec spec;
+  spec.time_max = 10;
+  spec.time_median = 10;
+  SECTION("plans that share their whole error: a run is all inside or none") {
+    // Four plans (two configurations), each drawn p (0.5 + 0.01 d) over draws d = 0..99, each
+    // interval p [0.595, 1.405]: draws 10..90 are inside for every plan at once (81 draws count 4),
+    // the other 19 for none (count 0). Constant steps: the medians have no noise. Sorted counts: 19
+    // zeros, then fours; the 5th percentile is the 5th smallest (position floor(0.05 * 99) = 4): 0; the
+    // median (position 49) and the 95th (position ceil(0.95 * 99) = 95) are 4. No count is within
+    // 85-99% of four plans (4 of 4 is 100%).
+    const std::vector<double> p{1.0, 1.5, 2.0, 3.0};
+    std::vector<UnitResult> rows;
+    for (int i = 0; i < 4; ++i) {
+      rows.push_back(
+          measured_row(i, i < 2 ? "g1" : "g2", "s" + std::to_string(i), p[i], std::vector<double>(5, p[i])));
+      std::vector<double> drawn;
+      for (int d = 0; d < 100; ++d) drawn.push_back(p[i] * (0.5 + 0.01 * d));
+      set_draws(rows.back(), drawn, p[i] * 0.595, p[i] * 1.405);
+    }
+    const ValidationSummary s = summarize(rows, spec);
+    CHECK(s.covered == 4);
+    REQUIRE(s.expected_coverage);
+    CHECK(s.expected_coverage->draws == 100);
+    CHECK(s.expected_coverage->low == 0);
+    CHECK(s.expected_coverage->median == 4);
+    CHECK(s.expected_coverage->high == 4);
+    CHECK(s.expected_coverage->in_band == 0.0);
+  }
+  SECTION("plans whose errors are apart: the count hardly moves") {
+    // Ten plans, plan i drawn 0.5 + 0.01 ((d + 10 i) mod 100) in draw d, every interval [0.595, 1.405]
+    // (inside: (d + 10 i) mod 100 in 10..90). In draw d the ten positions are the residues of d mod 10,
+    // r, one per decade: r itself (below 10) is always outside, and r + 90 (above 90) is outside when r
+    // >= 1. So draws with r = 0 count 9 (10 draws), the others 8 (90 draws): the 5th percentile and the
+    // median 8, the 95th 9; 9 of 10 (90%) is within 85-99%, 8 of 10 is not: 10% of the draws.
+    std::vector<UnitResult> rows;
+    for (int i = 0; i < 10; ++i) {
+      rows.push_back(measured_row(i, "g", "s" + std::to_string(i), 1.0, std::vector<double>(3, 1.0)));
+      std::vector<double> drawn;
+      for (int d = 0; d < 100; ++d) drawn.push_back(0.5 + 0.01 * ((d + 10 * i) % 100));
+      set_draws(rows.back(), drawn, 0.595, 1.405);
+    }
+    const ValidationSummary s = summarize(rows, spec);
+    REQUIRE(s.expected_coverage);
+    CHECK(s.expected_coverage->low == 8);
+    CHECK(s.expected_coverage->median == 8);
+    CHECK(s.expected_coverage->high == 9);
+    CHECK(s.expected_coverage->in_band == Approx(0.10));
+  }
+  SECTION("a median's own noise moves the count") {
+    // One plan drawn exactly 1.0 in every draw, interval [0.99, 1.01], steps {0.5, 1, 2}: a resample of
+    // three steps has median 1 unless two or three of them are the same outer step, with probability
+    // 1 - 2 (3 (1/3)^2 (2/3) + (1/3)^3) = 13/27. Over 100 draws the count is 1 in about 48 of them
+    // (binomial, sd 5): both counts are far more than 5 draws, so the 5th percentile is 0 and the 95th
+    // 1. With constant steps every draw counts 1.
+    std::vector<UnitResult> rows{measured_row(0, "g", "a", 1.0, {0.5, 1.0, 2.0})};
+    set_draws(rows[0], std::vector<double>(100, 1.0), 0.99, 1.01);
+    const ValidationSummary noisy = summarize(rows, spec);
+    REQUIRE(noisy.expected_coverage);
+    CHECK(noisy.expected_coverage->low == 0);
+    CHECK(noisy.expected_coverage->high == 1);
+    std::vector<UnitResult> still{measured_row(0, "g", "a", 1.0, {1.0, 1.0, 1.0})};
+    set_draws(still[0], std::vector<double>(100, 1.0), 0.99, 1.01);
+    const ValidationSummary quiet = summarize(still, spec);
+    REQUIRE(quiet.expected_coverage);
+    CHECK(quiet.expected_coverage->low == 1);
+    CHECK(quiet.expected_coverage->high == 1);
+  }
+  SECTION("none without the same draws for every plan, at least 20") {
+    std::vector<UnitResult> rows{measured_row(0, "g", "a", 1.0, {1.0, 1.0, 1.0}),
+                                 measured_row(1, "g", "b", 1.0, {1.0, 1.0, 1.0})};
+    set_draws(rows[0], std::vector<double>(100, 1.0), 0.9, 1.1);
+    set_draws(rows[1], std::vector<double>(50, 1.0), 0.9, 1.1);
+    CHECK_FALSE(summarize(rows, spec).expected_coverage);
+    set_draws(rows[1], std::vector<double>(100, 1.0), 0.9, 1.1);
+    CHECK(summarize(rows, spec).expected_coverage);
+    for (auto& r : rows) set_draws(r, std::vector<double>(19, 1.0), 0.9, 1.1);
+    CHECK_FALSE(summarize(rows, spec).expected_coverage);
+  }
+}
