@@ -14,6 +14,7 @@
 
 #include "cli/calibrate_probes.hpp"
 #include "cli/calibrate_summary.hpp"
+#include "cli/calibrate_torch.hpp"
 #include "cli/commands.hpp"
 #include "cli/mpi_args.hpp"
 #include "costmodel/catalog.hpp"
@@ -301,24 +302,8 @@ int run_torch(const CalibrateArgs& a, int np) {
     return kExitJobFailed;
   }
   costmodel::CalibrationRun run;
-  run.world = np;
   try {
-    for (const auto& m : out.at("measurements")) {
-      costmodel::Measurement x;
-      x.sweep = m.at("sweep").get<std::string>();
-      x.bytes = m.at("bytes").get<double>();
-      x.m = m.at("m").get<std::int64_t>();
-      x.n = m.at("n").get<std::int64_t>();
-      x.k = m.at("k").get<std::int64_t>();
-      x.count = m.at("count").get<std::int64_t>();
-      x.seconds = m.at("seconds").get<double>();
-      x.min_s = m.at("min_s").get<double>();
-      x.max_s = m.at("max_s").get<double>();
-      x.repeats = m.at("repeats").get<int>();
-      x.batch = m.at("batch").get<int>();
-      if (m.contains("times_s")) x.times_s = m.at("times_s").get<std::vector<double>>();
-      run.measurements.push_back(std::move(x));
-    }
+    run = torch_measurements(out, np);
   } catch (const nlohmann::json::exception& e) {
     std::cerr << "osdp calibrate: error: the torch job's result is not what osdp expects: " << e.what()
               << "\n";
@@ -331,26 +316,8 @@ int run_torch(const CalibrateArgs& a, int np) {
     throw osdp::Error(fit_failure(e, path));
   }
   run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  nlohmann::json& p = run.calibration.provenance;
-  const nlohmann::json machine = costmodel::machine(np, 1);
-  p["host"] = machine["hostname"];
-  p["date"] = costmodel::utc_now();
-  p["machine"] = machine;
-  if (load_at_start) p["machine"]["load_average"] = *load_at_start;
-  p["backend"] = fmt::format("torch ({})", out.value("backend", "?"));
-  p["backend_version"] = fmt::format("torch {}", out.value("torch", "?"));
-  p["device"] = fmt::format("{} ({} thread{} per rank)", out.value("device", "?"), out.value("threads", 0),
-                            out.value("threads", 0) == 1 ? "" : "s");
-  if (const auto g = out.find("gemm_operands"); g != out.end())
-    p["gemm_operands"] = validate::gemm_operands_provenance(g->value("rotation_bytes", 0.0),
-                                                            g->value("last_level_cache_bytes", 0.0));
-  p["python"] = t.python;
-  p["world_size"] = np;
-  p["tool_version"] = o.tool_version;
-  p["options"] = o.to_json();
-  p["wall_s"] = run.wall_s;
-  p["interference"] = "not measured: the torch backend runs each rank's collectives on its compute stream";
-  p["measurements_file"] = std::filesystem::path(csv_path(path)).filename().string();
+  set_torch_provenance(run, out, t, o, load_at_start,
+                       std::filesystem::path(csv_path(path)).filename().string());
   costmodel::write_file_atomic(path, costmodel::to_json(run.calibration).dump(2) + "\n");
   print_summary(run, path);
   if (!probes) return kExitOk;
