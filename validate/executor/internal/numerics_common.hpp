@@ -1,5 +1,6 @@
-// Internal to the executor's arithmetic (numerics.cpp, moe.cpp): the GEMM call and the slice helpers
-// both use, and the MoE operator's forward and backward (numerics.hpp's moe).
+// Internal to the executor's arithmetic (numerics.cpp, layout.cpp, moe.cpp): the GEMM call and the
+// slice helpers they use, an operator's heads and MLP width, and the MoE operator's forward and backward
+// (numerics.hpp's moe).
 #pragma once
 
 #include <cstdint>
@@ -63,6 +64,21 @@ inline float* grad_ptr(const SliceArgs& a, int index) {
   return a.grads +
          a.layout->slice[static_cast<std::size_t>(a.slice)].blocks[static_cast<std::size_t>(index)].offset;
 }
+
+// The attention's sizes, from its weights (the IR states no heads): the projection [q x h] gives the
+// query width q = a d, the QKV weight [h x (q + 2k)] the key/value width k = g d, the operator's
+// split_units the key/value heads g (a slice holds whole ones); so d = k / g and a = q / d.
+struct HeadShape {
+  I a = 0, g = 0, d = 0;
+  I q() const { return a * d; }
+  I k() const { return g * d; }
+};
+HeadShape head_shape(const costmodel::Operator& op);
+
+// The MLP's inner width f: the rows of its row-split weight (fc2 [f x h]); its column-split weight
+// (fc1) is [h x f], or [h x 2f] for a gated MLP (gate columns, then up columns).
+I ffn_of(const costmodel::Operator& op);
+bool gated(const costmodel::Operator& op);
 
 void moe_forward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a);
 void moe_backward(Device& dev, Stream& s, const MathShape& m, const SliceArgs& a);
