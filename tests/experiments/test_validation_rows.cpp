@@ -295,13 +295,18 @@ TEST_CASE("the states at rest the torch backend is held to, derived per operator
 }
 
 namespace {
-// Gives row r's simulated evaluation the draws `drawn` (and their interval).
-void set_draws(UnitResult& r, std::vector<double> drawn) {
+// Gives row r's simulated evaluation the draws `drawn` and the interval [low, high].
+void set_draws(UnitResult& r, std::vector<double> drawn, double low, double high) {
   for (auto& e : r.evaluations)
     if (e.evaluator == EvaluatorKind::kSim) {
       e.drawn_s = std::move(drawn);
-      e.interval = osdp::costmodel::central_interval(e.drawn_s);
+      e.interval = {low, high};
     }
+}
+// The same with the draws' own central interval.
+void set_draws(UnitResult& r, std::vector<double> drawn) {
+  const osdp::costmodel::Interval i = osdp::costmodel::central_interval(drawn);
+  set_draws(r, std::move(drawn), i.low, i.high);
 }
 std::vector<double> constant(double x) {
   return std::vector<double>(100, x);
@@ -411,17 +416,6 @@ TEST_CASE("the composition estimator over a run's own rows", "[experiments][vali
   CHECK(s.composition["sigma"].get<double>() == Approx(std::sqrt(0.005)));
   CHECK(summarize({rows[2]}, ValidationSpec{}).composition.is_null());
 }
-
-namespace {
-// Row r's simulated evaluation with the draws `drawn` and the interval [low, high] as given.
-void set_draws(UnitResult& r, std::vector<double> drawn, double low, double high) {
-  for (auto& e : r.evaluations)
-    if (e.evaluator == EvaluatorKind::kSim) {
-      e.drawn_s = std::move(drawn);
-      e.interval = {low, high};
-    }
-}
-}  // namespace
 
 TEST_CASE("the coverage a run is expected to have, each draw taken as a run", "[experiments][validate]") {
   ValidationSpec spec;
